@@ -1,0 +1,117 @@
+# day0 - release-day operations console for giant open models.
+#
+#   make demo      install dependencies, build, run the pipeline on a generated model
+#   make test      install dependencies, build, run every test
+#   make asan      AddressSanitizer + UBSan build running the same tests
+#   make bench     benchmarks (ratios against references measured in the same run)
+#   make fuzz      libFuzzer targets (clang)
+#   make install PREFIX=/usr/local
+#
+# Build outputs go to $(BUILD) (build/ or build-asan/).
+
+PREFIX ?= /usr/local
+BUILD ?= build
+SAN ?= 0
+CC ?= cc
+
+DEB_PKGS := build-essential pkg-config libncurses-dev libssh2-1-dev \
+	libjansson-dev libsqlite3-dev sqlite3 libopenblas-dev libopenmpi-dev \
+	openmpi-bin libssl-dev openssh-server openssh-client tmux clang \
+	libclang-rt-14-dev time
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+CFLAGS ?= -O2 -g
+ifeq ($(SAN),1)
+CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -pthread -Iengine
+LIBS := -ljansson -lcrypto -lpthread -lm
+
+ENGINE_SRC := $(filter-out engine/main.c,$(wildcard engine/*.c))
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+ENGINE_LIB := $(BUILD)/libday0engine.a
+BINS := $(BUILD)/day0-engine
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+TOOL_SRC := $(wildcard tests/tools/*.c)
+TOOL_BINS := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/%)
+
+.PHONY: all deps build test check asan bench demo fuzz install clean format
+
+all: build
+
+build: $(BINS) $(UNIT_BINS) $(TOOL_BINS)
+
+# Installs every system package the project needs; quiet when all are there.
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "deps: installing$$missing"; \
+	  SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
+	fi
+
+$(BUILD)/%.o: %.c engine/engine.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(ENGINE_LIB): $(ENGINE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/day0-engine: $(BUILD)/engine/main.o $(ENGINE_LIB)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $< $(ENGINE_LIB) $(LIBS)
+
+$(BUILD)/tests/%: tests/tools/%.c $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_LIB) $(LIBS)
+
+# `test` and `demo` install dependencies first, then re-enter make so the
+# build sees the freshly installed tools.
+test: deps
+	@$(MAKE) --no-print-directory check
+
+check: build
+	@BUILD=$(BUILD) bash tests/run.sh
+
+asan: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 check
+
+FUZZ_BIN := build/fuzz/fuzz_safetensors
+fuzz: deps
+	@$(MAKE) --no-print-directory $(FUZZ_BIN)
+	@mkdir -p build/fuzz/corpus
+	$(FUZZ_BIN) -max_total_time=$${FUZZ_SECONDS:-60} build/fuzz/corpus tests/corpus
+
+$(FUZZ_BIN): tests/fuzz/fuzz_safetensors.c $(ENGINE_SRC) engine/engine.h
+	@mkdir -p $(dir $@)
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iengine \
+	  -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_safetensors.c \
+	  $(ENGINE_SRC) $(LIBS)
+
+bench: deps
+	@$(MAKE) --no-print-directory build
+	bash bench/weights.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory build
+	@bash playbooks/demo.sh
+
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+
+format:
+	clang-format -i engine/*.c engine/*.h tests/unit/*.c tests/tools/*.c
+
+clean:
+	rm -rf build build-asan

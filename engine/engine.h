@@ -1,0 +1,376 @@
+/*
+ * engine.h - the day0 engine library: everything day0-engine's steps share.
+ *
+ * The engine is a static library (libday0engine.a) plus a thin main that
+ * dispatches to one step per file (step_*.c), tmux-style: each step exports a
+ * `const struct step_entry` and steps.c lists them.  Nothing in the library
+ * prints and exits; functions return 0 / -1 and fill a `struct d0_err` whose
+ * message names the file (and tensor) and what was expected.
+ *
+ * Pieces, one file each:
+ *   util.c         errors, paths, small-file IO, atomic output directories
+ *   dtype.c        safetensors dtypes, f32 <-> bf16/f16 conversion (RNE)
+ *   safetensors.c  strict header parser and a streaming writer
+ *   model.c        config.json families and the expected tensor table
+ *   checkpoint.c   a Hugging Face checkpoint directory: index, shards, SUMS
+ *   hash.c         SHA-256 of files (OpenSSL EVP), parallel over files
+ *   layout.c       TP/PP/EP sharding rules and layout.json
+ *   events.c       the --events JSON-lines emitter (ARCHITECTURE.md protocol)
+ */
+#ifndef DAY0_ENGINE_H
+#define DAY0_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#define DAY0_VERSION "0.1.0"
+#define DAY0_PROTO_VERSION 1
+
+/* Exit statuses shared by every program. */
+enum { EXIT_OK = 0, EXIT_CHECK_FAILED = 1, EXIT_USAGE = 2 };
+
+/* ---------------------------------------------------------------- errors */
+
+struct d0_err {
+	char msg[1024];
+};
+
+/* Format a message into err (if non-NULL); always returns -1. */
+int d0_errf(struct d0_err *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------------ steps */
+
+struct step_entry {
+	const char *name;
+	const char *usage;   /* one line of arguments, after the name */
+	const char *summary; /* one line: what it does */
+	int (*run)(int argc, char **argv); /* returns an exit status */
+};
+
+extern const struct step_entry *const step_table[];
+const struct step_entry *step_find(const char *name);
+/* Print "usage: day0-engine NAME USAGE" to f. */
+void step_usage(const struct step_entry *s, FILE *f);
+/* Report a usage error for step s and return EXIT_USAGE. */
+int step_usage_error(const struct step_entry *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Parse a size such as 4096, 64K, 256M, 2G (binary multiples). */
+int parse_size(const char *s, uint64_t *out);
+/* Parse a non-negative integer in [min,max]. */
+int parse_long(const char *s, long min, long max, long *out);
+
+/* "1.5 GiB" style; buf must hold 32 bytes. */
+const char *fmt_bytes(uint64_t n, char *buf);
+/* Monotonic seconds, for progress and throughput. */
+double now_s(void);
+
+/* ------------------------------------------------------------------ paths */
+
+/* Join dir and name into a malloc'd string. */
+char *path_join(const char *dir, const char *name);
+/* Read a whole small file (limit bytes at most) into a NUL-terminated buffer. */
+int file_read_all(const char *path, size_t limit, char **out, size_t *len,
+		  struct d0_err *err);
+/* True if path names a directory. */
+int path_is_dir(const char *path);
+int path_exists(const char *path);
+/* A shard name from an index must be a plain file name in the model dir. */
+int shard_name_ok(const char *name);
+
+/*
+ * Output directories are built under "<dir>.partial-<pid>" and renamed into
+ * place only when complete, so a crash or a failure never leaves a
+ * half-written checkpoint where a finished one is expected.
+ */
+struct outdir {
+	char *final;   /* requested path */
+	char *partial; /* where files are written meanwhile */
+};
+int outdir_begin(struct outdir *o, const char *path, int force,
+		 struct d0_err *err);
+int outdir_commit(struct outdir *o, struct d0_err *err);
+void outdir_abort(struct outdir *o); /* removes the partial dir */
+
+/* pread/pwrite that loop over short transfers. */
+int pread_full(int fd, void *buf, size_t n, uint64_t off);
+int pwrite_full(int fd, const void *buf, size_t n, uint64_t off);
+int write_full(int fd, const void *buf, size_t n);
+
+/*
+ * Write a JSON document to path: indent 2, trailing newline; keys sorted
+ * (as Python's json.dumps(sort_keys=True) does for HF files) or in
+ * insertion order.
+ */
+int json_write_file(json_t *doc, const char *path, int sort_keys,
+		    struct d0_err *err);
+
+/* ----------------------------------------------------------------- dtypes */
+
+enum dtype {
+	DT_BOOL, DT_U8, DT_I8, DT_F8_E5M2, DT_F8_E4M3, DT_I16, DT_U16, DT_F16,
+	DT_BF16, DT_I32, DT_U32, DT_F32, DT_F64, DT_I64, DT_U64,
+	DT_COUNT,
+	DT_INVALID = -1
+};
+
+enum dtype dtype_from_name(const char *name); /* "F32" -> DT_F32 */
+const char *dtype_name(enum dtype d);          /* DT_F32 -> "F32" */
+size_t dtype_size(enum dtype d);
+/* Lower-case user-facing names: f32, bf16, f16 (DT_INVALID otherwise). */
+enum dtype dtype_from_user(const char *name);
+const char *dtype_user_name(enum dtype d);
+const char *dtype_torch_name(enum dtype d); /* "float32", "bfloat16", ... */
+
+uint16_t f32_to_bf16(float f); /* round to nearest even, NaN kept NaN */
+uint16_t f32_to_f16(float f);  /* round to nearest even, overflow to Inf */
+float bf16_to_f32(uint16_t h);
+float f16_to_f32(uint16_t h);
+/*
+ * Convert n elements between float dtypes (F32, BF16, F16).  src and dst may
+ * not overlap.  Returns -1 for an unsupported pair.
+ */
+int dtype_convert(enum dtype from, const void *src, enum dtype to, void *dst,
+		  size_t n);
+
+/* ------------------------------------------------------------ safetensors */
+
+#define ST_MAX_HEADER 100000000ULL
+#define ST_MAX_DIMS 8
+
+struct st_tensor {
+	char *name;
+	enum dtype dtype;
+	int ndim;
+	uint64_t shape[ST_MAX_DIMS];
+	uint64_t begin, end; /* byte offsets relative to the data buffer */
+};
+
+struct st_file {
+	char *path;        /* as given (for messages) */
+	uint64_t file_size;
+	uint64_t header_len; /* N, the JSON header length */
+	uint64_t data_off;   /* 8 + N */
+	size_t ntensors;
+	struct st_tensor *tensors; /* in header order */
+	json_t *metadata;          /* __metadata__ object or NULL */
+};
+
+/*
+ * Parse and strictly validate a safetensors header.  buf holds the first
+ * len bytes of a file that is file_size bytes long (len >= 8 + N is needed
+ * to succeed; pass the whole header).  Checks every rule the reference
+ * parser enforces.  On failure err says what is wrong (and which tensor).
+ */
+int st_parse(const uint8_t *buf, size_t len, uint64_t file_size,
+	     struct st_file *out, struct d0_err *err);
+/* Open path, read its header and validate it.  Messages start with path. */
+int st_open(const char *path, struct st_file *out, struct d0_err *err);
+void st_free(struct st_file *f);
+const struct st_tensor *st_find(const struct st_file *f, const char *name);
+uint64_t st_numel(const struct st_tensor *t);
+
+/*
+ * Streaming writer: declare every tensor first, then st_writer_begin()
+ * writes the header, then tensor bytes go in with st_writer_put() at any
+ * offset inside a declared tensor (pwrite, so any order works).
+ */
+struct st_writer;
+struct st_writer *st_writer_new(void);
+void st_writer_free(struct st_writer *w);
+/* Shape is copied.  Tensors are laid out in declaration order. */
+int st_writer_add(struct st_writer *w, const char *name, enum dtype dt,
+		  int ndim, const uint64_t *shape);
+void st_writer_meta(struct st_writer *w, const char *key, const char *value);
+int st_writer_begin(struct st_writer *w, const char *path, struct d0_err *err);
+/* Write n bytes at byte offset off inside tensor idx (declaration index). */
+int st_writer_put(struct st_writer *w, size_t idx, uint64_t off,
+		  const void *buf, size_t n, struct d0_err *err);
+int st_writer_finish(struct st_writer *w, struct d0_err *err);
+/*
+ * SHA-256 of the finished file, available (return 0) when every write came
+ * in file order, so writers that stream need not read their output back.
+ */
+int st_writer_sha256(const struct st_writer *w, char hex[65]);
+uint64_t st_writer_total(const struct st_writer *w); /* file size */
+
+/* ------------------------------------------------------------------ model */
+
+/* What a tensor is, which decides how it is sharded. */
+enum tensor_role {
+	ROLE_EMBED,    /* [V, H] vocab-parallel on axis 0 */
+	ROLE_LM_HEAD,  /* [V, H] vocab-parallel on axis 0 */
+	ROLE_NORM,     /* replicated, kept f32 */
+	ROLE_Q,        /* column-parallel by heads */
+	ROLE_KV,       /* column-parallel by kv heads, replicated below tp */
+	ROLE_O,        /* row-parallel (axis 1) */
+	ROLE_COL,      /* column-parallel (gate/up, w1/w3) */
+	ROLE_ROW,      /* row-parallel (down, w2) */
+	ROLE_ROUTER,   /* replicated */
+	ROLE_REPL,     /* replicated, model dtype (e.g. shared_expert_gate) */
+};
+
+struct tensor_spec {
+	char name[160];
+	int ndim;
+	uint64_t shape[2];
+	enum tensor_role role;
+	int layer;  /* -1 for embeddings, final norm, lm_head */
+	int expert; /* -1 unless a routed expert's weight */
+};
+
+struct rope_scaling {
+	char type[16]; /* "" none, linear, dynamic, yarn, llama3 */
+	double factor;
+	double original_max_pos;
+	double low_freq_factor, high_freq_factor; /* llama3 */
+	double beta_fast, beta_slow;              /* yarn */
+};
+
+struct model_config {
+	char model_type[32];
+	int64_t hidden, layers, heads, kv_heads, head_dim, ffn, vocab;
+	int64_t experts, top_k, moe_ffn, shared_ffn;
+	int64_t decoder_sparse_step;
+	int64_t *mlp_only; size_t n_mlp_only;
+	int tie_embeddings;
+	int attention_bias; /* q/k/v(/o for llama) biases; qwen2_moe: q/k/v */
+	int mlp_bias;       /* llama's mlp_bias */
+	int norm_topk_prob;
+	double rms_eps, rope_theta;
+	int64_t max_pos;
+	struct rope_scaling rope;
+	enum dtype dtype; /* torch_dtype */
+};
+
+/* Families gen-model can write and verify/convert understand. */
+int model_arch_known(const char *model_type);
+/* Parse config.json; messages name path and key. */
+int model_config_load(const char *path, struct model_config *cfg,
+		      struct d0_err *err);
+int model_config_from_json(json_t *root, const char *path,
+			   struct model_config *cfg, struct d0_err *err);
+void model_config_free(struct model_config *cfg);
+/* Is layer l a sparse (MoE) layer? */
+int model_layer_is_moe(const struct model_config *cfg, int64_t l);
+/* The full tensor table the config implies, in checkpoint order. */
+int model_tensors(const struct model_config *cfg, struct tensor_spec **out,
+		  size_t *n, struct d0_err *err);
+/* Config as transformers writes it (for gen-model). */
+json_t *model_config_to_json(const struct model_config *cfg);
+
+/* ------------------------------------------------------------- checkpoint */
+
+struct ckpt_shard {
+	char *name; /* file name inside the dir */
+	char *path;
+	struct st_file st; /* parsed header (valid only if parsed == 1) */
+	int parsed;
+	char *expected_sha; /* from SHA256SUMS, or NULL */
+	char sha[65];       /* computed */
+};
+
+struct ckpt {
+	char *dir;
+	int has_index;
+	json_t *index;       /* model.safetensors.index.json or NULL */
+	size_t nshards;
+	struct ckpt_shard *shards;
+};
+
+/* Shard list from the index (or model.safetensors), without opening shards. */
+int ckpt_open(const char *dir, struct ckpt *c, struct d0_err *err);
+void ckpt_close(struct ckpt *c);
+/* Parse a sha256sum-format file into a JSON object name -> hex. */
+int sums_load(const char *path, json_t **out, struct d0_err *err);
+
+/* ------------------------------------------------------------------- hash */
+
+/* SHA-256 of a file, read in bounded chunks; hex written to out[65]. */
+int sha256_file(const char *path, char out[65], uint64_t *bytes_done,
+		struct d0_err *err);
+
+struct hash_job {
+	const char *path;
+	char hex[65];
+	int rc;
+	struct d0_err err;
+	uint64_t size;
+};
+/*
+ * Hash jobs with up to `threads` threads.  *progress (if non-NULL) is
+ * updated atomically with the bytes hashed so far; tick() is called from
+ * the calling thread about every 200 ms while work is in flight.
+ */
+void hash_files(struct hash_job *jobs, size_t n, int threads,
+		uint64_t *progress, void (*tick)(void *), void *arg);
+
+/* ----------------------------------------------------------------- layout */
+
+struct layout_dims {
+	int tp, pp, ep;
+};
+
+/* Rank r's coordinates: tp fastest, then ep, then pp (stage). */
+int layout_rank(const struct layout_dims *d, int pp, int ep, int tp);
+void layout_coords(const struct layout_dims *d, int rank, int *pp, int *ep,
+		   int *tp);
+/* First layer and layer count of stage s (balanced, earlier stages larger). */
+void layout_stage_layers(int64_t layers, int pp, int s, int64_t *first,
+			 int64_t *count);
+/* Check that dims divide the model; message says which dimension and why. */
+int layout_check(const struct model_config *cfg, const struct layout_dims *d,
+		 struct d0_err *err);
+
+/* How one tensor is split: parts along axis; rank's part or -1 if absent. */
+struct tensor_split {
+	const char *kind; /* "column", "row", "vocab", "replicated", "kv_heads" */
+	int axis;         /* -1 when replicated */
+	int parts;        /* number of distinct slices */
+	int replicas;     /* ranks per slice within a tp group (kv_heads) */
+};
+void layout_split(const struct model_config *cfg, const struct layout_dims *d,
+		  const struct tensor_spec *t, struct tensor_split *s);
+/* Which slice of t rank holds, or -1 when the rank does not hold it. */
+int layout_part_for_rank(const struct model_config *cfg,
+			 const struct layout_dims *d,
+			 const struct tensor_spec *t,
+			 const struct tensor_split *s, int rank);
+/* Number of experts per ep rank and the owner of expert e. */
+int layout_expert_owner(const struct model_config *cfg,
+			const struct layout_dims *d, int expert);
+
+/* ----------------------------------------------------------------- events */
+
+/*
+ * The one emitter every step uses for --events: JSON lines with the
+ * envelope of ARCHITECTURE.md (v, seq, ts, node, type).  Disabled emitters
+ * drop everything, so steps call these unconditionally.  Thread-safe.
+ */
+void events_init(FILE *out, int enabled);
+int events_enabled(void);
+/* Emit obj (stolen) after adding the envelope. */
+void events_emit(const char *type, json_t *obj);
+void events_stage(const char *stage, const char *state, double progress,
+		  int rc, const char *msg);
+void events_check(const char *item, const char *status, const char *detail,
+		  json_t *value, json_t *threshold);
+void events_log(const char *level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------------- rng */
+
+/* Deterministic generator (splitmix64 seeding xoshiro256**). */
+struct rng {
+	uint64_t s[4];
+};
+void rng_seed(struct rng *r, uint64_t seed);
+uint64_t rng_next(struct rng *r);
+double rng_uniform(struct rng *r); /* [0,1) */
+uint64_t hash_str64(const char *s); /* FNV-1a, to seed per tensor */
+
+#endif

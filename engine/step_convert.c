@@ -1,0 +1,668 @@
+/*
+ * step_convert.c - `day0-engine convert`: reshard a Hugging Face checkpoint
+ * into one safetensors file per rank plus layout.json, the manifest the
+ * runtime checks before it loads anything.
+ *
+ * Streaming, in bounded memory: source shards are read in file order,
+ * tensor by tensor, a chunk of at most CONV_CHUNK elements at a time; each
+ * chunk is converted to the target dtype and written to every rank that
+ * holds it.  Peak memory is three chunk buffers whatever the model size.
+ * Reading in file order lets us hash every source shard on the way (its
+ * SHA-256 is recorded in layout.json and checked against SHA256SUMS), and
+ * rank files are declared in processing order so they too are written
+ * sequentially and hashed without being read back.
+ *
+ * The split of every tensor is layout.c's; the tensor set is model.c's.
+ */
+#include "engine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#define CONV_CHUNK (1u << 20) /* elements */
+
+static int run(int argc, char **argv);
+
+const struct step_entry step_convert = {
+	.name = "convert",
+	.usage = "MODEL_DIR OUT_DIR --dtype bf16|f16|f32 --tp T [--pp P] "
+		 "[--ep E] [--force] [--events]",
+	.summary = "reshard a checkpoint into per-rank safetensors files plus "
+		   "layout.json",
+	.run = run,
+};
+
+/* One source tensor and where its slices go. */
+struct item {
+	const struct st_tensor *src;
+	const struct tensor_spec *spec;
+	struct tensor_split split;
+	enum dtype to;
+	size_t shard;     /* source shard index */
+	int *slot;        /* per rank: tensor index in its writer, or -1 */
+	uint64_t sliced[2]; /* shape of one slice */
+};
+
+struct conv {
+	struct ckpt ck;
+	struct model_config cfg;
+	struct layout_dims d;
+	enum dtype dtype;
+	int world;
+	struct tensor_spec *specs;
+	size_t nspecs;
+	struct item *items;
+	size_t nitems;
+	struct st_writer **w; /* per rank */
+	char (*rank_sha)[65];
+	char (*src_sha)[65];
+	uint64_t total_bytes, done_bytes;
+	/* chunk buffers */
+	unsigned char *src_buf, *cv_buf, *stage;
+};
+
+static enum dtype target_dtype(const struct conv *c, const struct tensor_spec *t)
+{
+	return t->role == ROLE_NORM ? DT_F32 : c->dtype; /* norms stay f32 */
+}
+
+static int open_source(struct conv *c, const char *dir, struct d0_err *err)
+{
+	char *p = path_join(dir, "config.json");
+	json_t *by_name = json_object();
+	int rc = -1;
+
+	if (model_config_load(p, &c->cfg, err) < 0)
+		goto out;
+	if (layout_check(&c->cfg, &c->d, err) < 0)
+		goto out;
+	if (model_tensors(&c->cfg, &c->specs, &c->nspecs, err) < 0)
+		goto out;
+	if (ckpt_open(dir, &c->ck, err) < 0)
+		goto out;
+	for (size_t i = 0; i < c->nspecs; i++)
+		json_object_set_new(by_name, c->specs[i].name,
+				    json_integer((json_int_t)i));
+	for (size_t s = 0; s < c->ck.nshards; s++) {
+		struct ckpt_shard *sh = &c->ck.shards[s];
+		if (st_open(sh->path, &sh->st, err) < 0)
+			goto out;
+		sh->parsed = 1;
+	}
+	c->items = calloc(c->nspecs + 1, sizeof *c->items);
+	/* Processing order: shards by name, tensors by data offset. */
+	for (size_t s = 0; s < c->ck.nshards; s++) {
+		struct st_file *st = &c->ck.shards[s].st;
+		const struct st_tensor **ord = calloc(st->ntensors + 1,
+						      sizeof *ord);
+		for (size_t i = 0; i < st->ntensors; i++)
+			ord[i] = &st->tensors[i];
+		for (size_t i = 1; i < st->ntensors; i++) /* insertion sort */
+			for (size_t j = i; j > 0 &&
+			     ord[j - 1]->begin > ord[j]->begin; j--) {
+				const struct st_tensor *tmp = ord[j];
+				ord[j] = ord[j - 1];
+				ord[j - 1] = tmp;
+			}
+		for (size_t i = 0; i < st->ntensors; i++) {
+			const struct st_tensor *t = ord[i];
+			json_t *ix = json_object_get(by_name, t->name);
+			const struct tensor_spec *sp;
+			struct item *it;
+			int ok;
+			if (!ix) {
+				d0_errf(err, "%s: tensor '%s': not part of a %s "
+					"model per config.json (run verify)",
+					c->ck.shards[s].path, t->name,
+					c->cfg.model_type);
+				free(ord);
+				goto out;
+			}
+			sp = &c->specs[json_integer_value(ix)];
+			ok = t->ndim == sp->ndim && t->shape[0] == sp->shape[0] &&
+			     (sp->ndim == 1 || t->shape[1] == sp->shape[1]);
+			if (!ok) {
+				d0_errf(err, "%s: tensor '%s': shape does not "
+					"match config.json (run verify)",
+					c->ck.shards[s].path, t->name);
+				free(ord);
+				goto out;
+			}
+			if (t->dtype != DT_F32 && t->dtype != DT_BF16 &&
+			    t->dtype != DT_F16) {
+				d0_errf(err, "%s: tensor '%s': dtype %s; convert "
+					"reads F32, BF16 and F16",
+					c->ck.shards[s].path, t->name,
+					dtype_name(t->dtype));
+				free(ord);
+				goto out;
+			}
+			json_object_del(by_name, t->name);
+			it = &c->items[c->nitems++];
+			it->src = t;
+			it->spec = sp;
+			it->shard = s;
+			it->to = target_dtype(c, sp);
+			layout_split(&c->cfg, &c->d, sp, &it->split);
+			it->sliced[0] = sp->shape[0];
+			it->sliced[1] = sp->shape[1];
+			if (it->split.axis >= 0)
+				it->sliced[it->split.axis] /=
+					(uint64_t)it->split.parts;
+		}
+		free(ord);
+	}
+	if (json_object_size(by_name)) {
+		const char *key = json_object_iter_key(json_object_iter(by_name));
+		d0_errf(err, "%s: tensor '%s' (and %zu more) expected by "
+			"config.json is in no shard (run verify)", dir, key,
+			json_object_size(by_name) - 1);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(p);
+	json_decref(by_name);
+	return rc;
+}
+
+static int open_ranks(struct conv *c, const char *out, struct d0_err *err)
+{
+	char name[64], val[32];
+	c->w = calloc((size_t)c->world, sizeof *c->w);
+	c->rank_sha = calloc((size_t)c->world, sizeof *c->rank_sha);
+	for (size_t i = 0; i < c->nitems; i++) {
+		c->items[i].slot = malloc((size_t)c->world * sizeof(int));
+		for (int r = 0; r < c->world; r++)
+			c->items[i].slot[r] = -1;
+	}
+	for (int r = 0; r < c->world; r++) {
+		int pp, ep, tp, k = 0;
+		char *p;
+		layout_coords(&c->d, r, &pp, &ep, &tp);
+		c->w[r] = st_writer_new();
+		st_writer_meta(c->w[r], "format", "pt");
+#define META(key, v)                                                          \
+	do {                                                                  \
+		snprintf(val, sizeof val, "%d", v);                           \
+		st_writer_meta(c->w[r], key, val);                            \
+	} while (0)
+		META("rank", r);
+		META("world_size", c->world);
+		META("tp_rank", tp);
+		META("pp_rank", pp);
+		META("ep_rank", ep);
+		META("tp", c->d.tp);
+		META("pp", c->d.pp);
+		META("ep", c->d.ep);
+#undef META
+		for (size_t i = 0; i < c->nitems; i++) {
+			struct item *it = &c->items[i];
+			if (layout_part_for_rank(&c->cfg, &c->d, it->spec,
+						 &it->split, r) < 0)
+				continue;
+			st_writer_add(c->w[r], it->spec->name, it->to,
+				      it->spec->ndim, it->sliced);
+			it->slot[r] = k++;
+		}
+		snprintf(name, sizeof name, "rank-%05d-of-%05d.safetensors", r,
+			 c->world);
+		p = path_join(out, name);
+		if (st_writer_begin(c->w[r], p, err) < 0) {
+			free(p);
+			return -1;
+		}
+		free(p);
+	}
+	return 0;
+}
+
+/* Write n converted elements of part `part` at element offset `off`. */
+static int emit(struct conv *c, struct item *it, int part, uint64_t off,
+		const void *buf, size_t n, struct d0_err *err)
+{
+	size_t es = dtype_size(it->to);
+	for (int r = 0; r < c->world; r++) {
+		if (it->slot[r] < 0 ||
+		    layout_part_for_rank(&c->cfg, &c->d, it->spec, &it->split,
+					 r) != part)
+			continue;
+		if (st_writer_put(c->w[r], (size_t)it->slot[r], off * es, buf,
+				  n * es, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int read_src(struct conv *c, int fd, EVP_MD_CTX *sha, struct item *it,
+		    uint64_t el_off, size_t n, struct d0_err *err)
+{
+	size_t es = dtype_size(it->src->dtype);
+	uint64_t off = c->ck.shards[it->shard].st.data_off + it->src->begin +
+		       el_off * es;
+	if (pread_full(fd, c->src_buf, n * es, off) < 0)
+		return d0_errf(err, "%s: tensor '%s': read failed: %s",
+			       c->ck.shards[it->shard].path, it->src->name,
+			       strerror(errno));
+	EVP_DigestUpdate(sha, c->src_buf, n * es);
+	dtype_convert(it->src->dtype, c->src_buf, it->to, c->cv_buf, n);
+	c->done_bytes += n * es;
+	return 0;
+}
+
+/*
+ * Stream one tensor.  View it as [outer, len, inner] around the split
+ * axis; a "row" is one outer index: parts consecutive segments of
+ * seg = (len / parts) * inner elements, segment p going to part p at
+ * element offset row * seg.
+ */
+static int convert_tensor(struct conv *c, int fd, EVP_MD_CTX *sha,
+			  struct item *it, struct d0_err *err)
+{
+	const struct st_tensor *t = it->src;
+	uint64_t numel = st_numel(t), outer = 1, seg, row;
+	int parts = it->split.axis < 0 ? 1 : it->split.parts;
+	size_t es = dtype_size(it->to);
+
+	for (int a = 0; a < it->split.axis; a++)
+		outer *= t->shape[a];
+	row = outer ? numel / outer : 0;
+	seg = row / (uint64_t)parts;
+	if (numel == 0)
+		return 0;
+	if (row <= CONV_CHUNK) {
+		uint64_t rows_per = CONV_CHUNK / row;
+		for (uint64_t o = 0; o < outer; o += rows_per) {
+			uint64_t nr = outer - o < rows_per ? outer - o : rows_per;
+			if (read_src(c, fd, sha, it, o * row, (size_t)(nr * row),
+				     err) < 0)
+				return -1;
+			for (int p = 0; p < parts; p++) {
+				const unsigned char *src = c->cv_buf;
+				const void *out = src;
+				if (parts > 1) { /* gather part p of each row */
+					for (uint64_t j = 0; j < nr; j++)
+						memcpy(c->stage + j * seg * es,
+						       src + (j * row + (uint64_t)p * seg) * es,
+						       seg * es);
+					out = c->stage;
+				}
+				if (emit(c, it, p, o * seg, out,
+					 (size_t)(nr * seg), err) < 0)
+					return -1;
+			}
+		}
+		return 0;
+	}
+	/* A row larger than a chunk: outer is 1 (split on axis 0). */
+	for (uint64_t o = 0; o < outer; o++)
+		for (int p = 0; p < parts; p++)
+			for (uint64_t k = 0; k < seg; k += CONV_CHUNK) {
+				size_t n = (size_t)(seg - k < CONV_CHUNK ? seg - k
+									 : CONV_CHUNK);
+				if (read_src(c, fd, sha, it,
+					     o * row + (uint64_t)p * seg + k, n,
+					     err) < 0 ||
+				    emit(c, it, p, o * seg + k, c->cv_buf, n,
+					 err) < 0)
+					return -1;
+			}
+	return 0;
+}
+
+static int convert_all(struct conv *c, struct d0_err *err)
+{
+	size_t i = 0;
+	double last = 0;
+	c->src_sha = calloc(c->ck.nshards, sizeof *c->src_sha);
+	c->src_buf = malloc((size_t)CONV_CHUNK * 4);
+	c->cv_buf = malloc((size_t)CONV_CHUNK * 4);
+	c->stage = malloc((size_t)CONV_CHUNK * 4);
+	for (size_t k = 0; k < c->nitems; k++)
+		c->total_bytes += c->items[k].src->end - c->items[k].src->begin;
+	for (size_t s = 0; s < c->ck.nshards; s++) {
+		struct ckpt_shard *sh = &c->ck.shards[s];
+		EVP_MD_CTX *sha = EVP_MD_CTX_new();
+		unsigned char md[EVP_MAX_MD_SIZE], *hdr;
+		unsigned int mdlen = 0;
+		int fd = open(sh->path, O_RDONLY | O_CLOEXEC), rc = 0;
+		if (fd < 0) {
+			EVP_MD_CTX_free(sha);
+			return d0_errf(err, "%s: cannot open: %s", sh->path,
+				       strerror(errno));
+		}
+		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+		EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
+		hdr = malloc((size_t)sh->st.data_off);
+		if (pread_full(fd, hdr, (size_t)sh->st.data_off, 0) < 0)
+			rc = d0_errf(err, "%s: read failed: %s", sh->path,
+				     strerror(errno));
+		else
+			EVP_DigestUpdate(sha, hdr, (size_t)sh->st.data_off);
+		free(hdr);
+		for (; rc == 0 && i < c->nitems && c->items[i].shard == s; i++) {
+			rc = convert_tensor(c, fd, sha, &c->items[i], err);
+			if (events_enabled() && now_s() - last > 0.2) {
+				last = now_s();
+				events_stage("convert", "progress",
+					     (double)c->done_bytes /
+						     (double)(c->total_bytes + 1),
+					     0, c->items[i].spec->name);
+			}
+		}
+		close(fd);
+		EVP_DigestFinal_ex(sha, md, &mdlen);
+		EVP_MD_CTX_free(sha);
+		for (unsigned b = 0; b < mdlen; b++)
+			snprintf(c->src_sha[s] + 2 * b, 3, "%02x", md[b]);
+		if (rc < 0)
+			return -1;
+	}
+	for (int r = 0; r < c->world; r++) {
+		if (st_writer_finish(c->w[r], err) < 0)
+			return -1;
+		if (st_writer_sha256(c->w[r], c->rank_sha[r]) < 0)
+			return d0_errf(err, "internal: rank %d written out of "
+				       "order", r);
+	}
+	return 0;
+}
+
+/* Compare source hashes with SHA256SUMS when there is one. */
+static int check_source_sums(struct conv *c, const char *dir,
+			     struct d0_err *err)
+{
+	char *p = path_join(dir, "SHA256SUMS");
+	json_t *sums = NULL;
+	int rc = 0;
+	if (!path_exists(p)) {
+		free(p);
+		return 0;
+	}
+	if (sums_load(p, &sums, err) < 0) {
+		free(p);
+		return -1;
+	}
+	for (size_t s = 0; s < c->ck.nshards && rc == 0; s++) {
+		json_t *want = json_object_get(sums, c->ck.shards[s].name);
+		if (want && strcmp(json_string_value(want), c->src_sha[s]))
+			rc = d0_errf(err, "%s: SHA-256 mismatch: file has %s, "
+				     "SHA256SUMS expects %s (run verify)",
+				     c->ck.shards[s].path, c->src_sha[s],
+				     json_string_value(want));
+	}
+	json_decref(sums);
+	free(p);
+	return rc;
+}
+
+static json_t *layout_json(struct conv *c, const char *src_dir)
+{
+	json_t *doc = json_object(), *stages = json_array(), *ranks = json_array();
+	json_t *shards = json_array(), *tensors = json_object();
+	char *abs = realpath(src_dir, NULL), *cfg_path;
+	char cfg_sha[65] = "";
+
+	cfg_path = path_join(src_dir, "config.json");
+	sha256_file(cfg_path, cfg_sha, NULL, NULL);
+	free(cfg_path);
+	json_object_set_new(doc, "format", json_string("day0.layout"));
+	json_object_set_new(doc, "version", json_integer(1));
+	json_object_set_new(doc, "model_type", json_string(c->cfg.model_type));
+	json_object_set_new(doc, "world_size", json_integer(c->world));
+	json_object_set_new(doc, "tp", json_integer(c->d.tp));
+	json_object_set_new(doc, "pp", json_integer(c->d.pp));
+	json_object_set_new(doc, "ep", json_integer(c->d.ep));
+	json_object_set_new(doc, "rank_order", json_string("tp fastest, then ep, then pp"));
+	json_object_set_new(doc, "dtype", json_string(dtype_user_name(c->dtype)));
+	json_object_set_new(doc, "dtype_policy",
+			    json_pack("{s:s, s:s, s:s}", "default",
+				      dtype_user_name(c->dtype), "norms", "f32",
+				      "rounding", "nearest-even"));
+	for (int s = 0; s < c->d.pp; s++) {
+		int64_t first, count;
+		layout_stage_layers(c->cfg.layers, c->d.pp, s, &first, &count);
+		json_array_append_new(stages,
+				      json_pack("{s:i, s:I, s:I}", "stage", s,
+						"first_layer", (json_int_t)first,
+						"layers", (json_int_t)count));
+	}
+	json_object_set_new(doc, "stages", stages);
+	for (size_t s = 0; s < c->ck.nshards; s++) {
+		struct ckpt_shard *sh = &c->ck.shards[s];
+		json_t *o = json_pack("{s:s, s:s, s:I}", "file", sh->name,
+				      "sha256", c->src_sha[s], "bytes",
+				      (json_int_t)sh->st.file_size);
+		if (sh->st.metadata)
+			json_object_set(o, "metadata", sh->st.metadata);
+		json_array_append_new(shards, o);
+	}
+	json_object_set_new(doc, "source",
+			    json_pack("{s:s, s:s, s:o}", "dir", abs ? abs : src_dir,
+				      "config_sha256", cfg_sha, "shards", shards));
+	free(abs);
+	for (int r = 0; r < c->world; r++) {
+		int pp, ep, tp;
+		char name[64];
+		json_t *experts = json_array();
+		layout_coords(&c->d, r, &pp, &ep, &tp);
+		if (c->cfg.experts > 0 && c->d.ep >= 1)
+			for (int e = 0; e < c->cfg.experts; e++)
+				if (layout_expert_owner(&c->cfg, &c->d, e) == ep)
+					json_array_append_new(experts,
+							      json_integer(e));
+		snprintf(name, sizeof name, "rank-%05d-of-%05d.safetensors", r,
+			 c->world);
+		json_array_append_new(
+			ranks, json_pack("{s:i, s:i, s:i, s:i, s:s, s:s, s:I, s:o}",
+					 "rank", r, "tp_rank", tp, "pp_rank", pp,
+					 "ep_rank", ep, "file", name, "sha256",
+					 c->rank_sha[r], "bytes",
+					 (json_int_t)st_writer_total(c->w[r]),
+					 "experts", experts));
+	}
+	json_object_set_new(doc, "ranks", ranks);
+	for (size_t i = 0; i < c->nitems; i++) {
+		struct item *it = &c->items[i];
+		json_t *shape = json_array(), *rk = json_array();
+		for (int d = 0; d < it->spec->ndim; d++)
+			json_array_append_new(shape,
+					      json_integer((json_int_t)it->spec->shape[d]));
+		for (int r = 0; r < c->world; r++)
+			if (it->slot[r] >= 0)
+				json_array_append_new(
+					rk, json_pack("[i,i]", r,
+						      layout_part_for_rank(
+							      &c->cfg, &c->d,
+							      it->spec, &it->split,
+							      r)));
+		json_object_set_new(
+			tensors, it->spec->name,
+			json_pack("{s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, "
+				  "s:s, s:I, s:s, s:o}",
+				  "shape", shape, "dtype", dtype_name(it->to),
+				  "source_dtype", dtype_name(it->src->dtype),
+				  "split", it->split.kind, "axis", it->split.axis,
+				  "parts", it->split.parts, "replicas",
+				  it->split.replicas, "layer", it->spec->layer,
+				  "expert", it->spec->expert, "source_shard",
+				  c->ck.shards[it->shard].name, "source_offset",
+				  (json_int_t)it->src->begin, "source_sha256",
+				  c->src_sha[it->shard], "ranks", rk));
+	}
+	json_object_set_new(doc, "tensors", tensors);
+	return doc;
+}
+
+static void conv_free(struct conv *c)
+{
+	for (size_t i = 0; i < c->nitems; i++)
+		free(c->items[i].slot);
+	free(c->items);
+	for (int r = 0; c->w && r < c->world; r++)
+		st_writer_free(c->w[r]);
+	free(c->w);
+	free(c->rank_sha);
+	free(c->src_sha);
+	free(c->specs);
+	free(c->src_buf);
+	free(c->cv_buf);
+	free(c->stage);
+	ckpt_close(&c->ck);
+	model_config_free(&c->cfg);
+}
+
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int run(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"dtype", 1, 0, 'd'}, {"tp", 1, 0, 't'},   {"pp", 1, 0, 'p'},
+		{"ep", 1, 0, 'e'},    {"force", 0, 0, 'f'}, {"events", 0, 0, 'E'},
+		{"help", 0, 0, 'h'},  {0, 0, 0, 0},
+	};
+	const struct step_entry *S = &step_convert;
+	struct conv c;
+	struct outdir od;
+	struct d0_err err;
+	const char *src, *dst;
+	long v;
+	int ch, force = 0, events = 0, rc;
+	char *p;
+	json_t *doc;
+	double t0 = now_s();
+
+	memset(&c, 0, sizeof c);
+	c.d.tp = 0;
+	c.d.pp = 1;
+	c.d.ep = 1;
+	c.dtype = DT_INVALID;
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'd':
+			c.dtype = dtype_from_user(optarg);
+			if (c.dtype == DT_INVALID)
+				return step_usage_error(S, "--dtype: expected "
+							"bf16, f16 or f32, got "
+							"'%s'", optarg);
+			break;
+		case 't':
+		case 'p':
+		case 'e':
+			if (parse_long(optarg, 1, 65536, &v) < 0)
+				return step_usage_error(S, "--%s: expected an "
+							"integer >= 1, got '%s'",
+							ch == 't' ? "tp"
+							: ch == 'p' ? "pp" : "ep",
+							optarg);
+			*(ch == 't' ? &c.d.tp : ch == 'p' ? &c.d.pp : &c.d.ep) =
+				(int)v;
+			break;
+		case 'f': force = 1; break;
+		case 'E': events = 1; break;
+		case 'h': step_usage(S, stdout); return EXIT_OK;
+		default:
+			return step_usage_error(S, "unknown or incomplete "
+						"option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind != argc - 2)
+		return step_usage_error(S, "expected MODEL_DIR and OUT_DIR");
+	if (c.dtype == DT_INVALID)
+		return step_usage_error(S, "--dtype is required");
+	if (c.d.tp == 0)
+		return step_usage_error(S, "--tp is required");
+	src = argv[optind];
+	dst = argv[optind + 1];
+	c.world = c.d.tp * c.d.pp * c.d.ep;
+	events_init(stdout, events);
+	raise_fd_limit();
+	events_stage("convert", "start", 0, 0, src);
+
+	if (!path_is_dir(src)) {
+		fprintf(stderr, "day0-engine: %s: not a directory\n", src);
+		events_stage("convert", "end", 1, EXIT_USAGE, "no such model");
+		return EXIT_USAGE;
+	}
+	if (open_source(&c, src, &err) < 0) {
+		fprintf(stderr, "day0-engine: %s\n", err.msg);
+		events_stage("convert", "end", 1, EXIT_USAGE, err.msg);
+		conv_free(&c);
+		return EXIT_USAGE;
+	}
+	if (outdir_begin(&od, dst, force, &err) < 0) {
+		fprintf(stderr, "day0-engine: %s\n", err.msg);
+		events_stage("convert", "end", 1, EXIT_USAGE, err.msg);
+		conv_free(&c);
+		return EXIT_USAGE;
+	}
+	rc = open_ranks(&c, od.partial, &err);
+	if (rc == 0)
+		rc = convert_all(&c, &err);
+	if (rc == 0 && check_source_sums(&c, src, &err) < 0)
+		rc = -2; /* corrupt input: a check failure, not a usage error */
+	if (rc == 0) {
+		char *cfg = path_join(src, "config.json");
+		char *text;
+		size_t len;
+		doc = layout_json(&c, src);
+		p = path_join(od.partial, "layout.json");
+		rc = json_write_file(doc, p, 0, &err);
+		free(p);
+		json_decref(doc);
+		/* the runtime reads the model's config beside the layout */
+		if (rc == 0 && file_read_all(cfg, 16u << 20, &text, &len,
+					     &err) == 0) {
+			int fd;
+			p = path_join(od.partial, "config.json");
+			fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+			if (fd < 0 || write_full(fd, text, len) < 0)
+				rc = d0_errf(&err, "%s: write failed", p);
+			if (fd >= 0)
+				close(fd);
+			free(p);
+			free(text);
+		} else if (rc == 0) {
+			rc = -1;
+		}
+		free(cfg);
+	}
+	if (rc == 0)
+		rc = outdir_commit(&od, &err);
+	else
+		outdir_abort(&od);
+	if (rc < 0) {
+		fprintf(stderr, "day0-engine: %s\n", err.msg);
+		events_stage("convert", "end", 1, rc == -2 ? 1 : 2, err.msg);
+		conv_free(&c);
+		return rc == -2 ? EXIT_CHECK_FAILED : EXIT_USAGE;
+	}
+	if (!events_enabled()) {
+		char a[32];
+		double dt = now_s() - t0;
+		printf("converted %s -> %s: %s, tp=%d pp=%d ep=%d (%d ranks), "
+		       "%zu tensors, %s read in %.2f s, dtype %s (norms f32)\n",
+		       src, dst, c.cfg.model_type, c.d.tp, c.d.pp, c.d.ep,
+		       c.world, c.nitems, fmt_bytes(c.total_bytes, a), dt,
+		       dtype_user_name(c.dtype));
+	}
+	events_stage("convert", "end", 1, 0, dst);
+	conv_free(&c);
+	return EXIT_OK;
+}

@@ -1,0 +1,624 @@
+/*
+ * step_verify.c - `day0-engine verify`: are the weights complete and
+ * intact, and do they match what config.json says the model is?
+ *
+ * Three layers of checks, each problem recorded with the file (and tensor)
+ * it concerns and reported together:
+ *   1. format: every shard's safetensors header, strictly (safetensors.c);
+ *   2. integrity (weights.integrity): index <-> shards consistency,
+ *      total_size, SHA-256 of every file against SHA256SUMS, hashed in
+ *      parallel with bounded memory (hash.c);
+ *   3. metadata (weights.metadata): the tensor set and shapes config.json
+ *      implies (model.c) against what the shards hold.
+ * A single .safetensors file gets the format check only.
+ */
+#include "engine.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int run(int argc, char **argv);
+
+const struct step_entry step_verify = {
+	.name = "verify",
+	.usage = "(MODEL_DIR | FILE.safetensors) [--checksums FILE] "
+		 "[--threads N] [--json] [--events]",
+	.summary = "check a checkpoint: safetensors format, index, SHA-256, "
+		   "tensors against config.json",
+	.run = run,
+};
+
+enum check_id { CK_INTEGRITY, CK_METADATA };
+static const char *const check_item[] = {"weights.integrity",
+					 "weights.metadata"};
+
+struct problem {
+	enum check_id check;
+	char *file, *tensor, *msg;
+};
+
+struct report {
+	struct problem *p;
+	size_t n;
+	int warn_no_sums;
+	json_t *missing, *unexpected, *misshaped;
+};
+
+static void problem(struct report *r, enum check_id ck, const char *file,
+		    const char *tensor, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+static void problem(struct report *r, enum check_id ck, const char *file,
+		    const char *tensor, const char *fmt, ...)
+{
+	char buf[1200];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	r->p = realloc(r->p, (r->n + 1) * sizeof *r->p);
+	if (!r->p)
+		abort();
+	r->p[r->n].check = ck;
+	r->p[r->n].file = strdup(file ? file : "");
+	r->p[r->n].tensor = tensor ? strdup(tensor) : NULL;
+	r->p[r->n].msg = strdup(buf);
+	r->n++;
+}
+
+static size_t count(const struct report *r, enum check_id ck)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < r->n; i++)
+		k += r->p[i].check == ck;
+	return k;
+}
+
+static void report_free(struct report *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		free(r->p[i].file);
+		free(r->p[i].tensor);
+		free(r->p[i].msg);
+	}
+	free(r->p);
+	json_decref(r->missing);
+	json_decref(r->unexpected);
+	json_decref(r->misshaped);
+}
+
+/* Progress events while hashing. */
+struct progress {
+	uint64_t done, total;
+	double last;
+};
+
+static void tick(void *arg)
+{
+	struct progress *p = arg;
+	uint64_t d = __atomic_load_n(&p->done, __ATOMIC_RELAXED);
+	char msg[96], a[32], b[32];
+	if (!events_enabled())
+		return;
+	snprintf(msg, sizeof msg, "hashed %s of %s", fmt_bytes(d, a),
+		 fmt_bytes(p->total, b));
+	events_stage("verify", "progress",
+		     p->total ? (double)d / (double)p->total : 1.0, 0, msg);
+}
+
+/* Index <-> shards: every mapped tensor exists where the map says, every
+ * shard tensor is mapped there, no tensor twice, total_size adds up. */
+static void check_index(struct ckpt *c, struct report *r)
+{
+	json_t *wm = json_object_get(c->index, "weight_map");
+	json_t *meta = json_object_get(c->index, "metadata");
+	json_t *ts = json_is_object(meta) ? json_object_get(meta, "total_size")
+					  : NULL;
+	json_t *seen = json_object();
+	const char *iname = "model.safetensors.index.json";
+	uint64_t total = 0;
+	int all_parsed = 1;
+	const char *key;
+	json_t *v;
+
+	for (size_t s = 0; s < c->nshards; s++) {
+		struct ckpt_shard *sh = &c->shards[s];
+		if (!sh->parsed) {
+			all_parsed = 0;
+			continue;
+		}
+		for (size_t i = 0; i < sh->st.ntensors; i++) {
+			const struct st_tensor *t = &sh->st.tensors[i];
+			json_t *m = json_object_get(wm, t->name);
+			json_t *prev = json_object_get(seen, t->name);
+			total += t->end - t->begin;
+			if (prev)
+				problem(r, CK_INTEGRITY, sh->name, t->name,
+					"tensor also stored in %s",
+					json_string_value(prev));
+			else
+				json_object_set_new(seen, t->name,
+						    json_string(sh->name));
+			if (!m)
+				problem(r, CK_INTEGRITY, sh->name, t->name,
+					"tensor is not in %s's weight_map",
+					iname);
+			else if (strcmp(json_string_value(m), sh->name))
+				problem(r, CK_INTEGRITY, sh->name, t->name,
+					"weight_map says this tensor is in %s",
+					json_string_value(m));
+		}
+	}
+	json_object_foreach(wm, key, v) {
+		const char *shard = json_string_value(v);
+		for (size_t s = 0; s < c->nshards; s++) {
+			struct ckpt_shard *sh = &c->shards[s];
+			if (strcmp(sh->name, shard) || !sh->parsed)
+				continue;
+			if (!st_find(&sh->st, key))
+				problem(r, CK_INTEGRITY, iname, key,
+					"weight_map names %s, which has no "
+					"such tensor", shard);
+		}
+	}
+	if (!json_is_integer(ts))
+		problem(r, CK_INTEGRITY, iname, NULL,
+			"missing integer metadata.total_size");
+	else if (all_parsed && (uint64_t)json_integer_value(ts) != total)
+		problem(r, CK_INTEGRITY, iname, NULL,
+			"metadata.total_size is %lld but the shards hold %llu "
+			"tensor bytes", (long long)json_integer_value(ts),
+			(unsigned long long)total);
+	json_decref(seen);
+}
+
+/* The tensors config.json implies, against what the shards hold. */
+static void check_config(struct ckpt *c, const struct model_config *cfg,
+			 struct report *r)
+{
+	struct tensor_spec *t = NULL;
+	size_t n = 0;
+	struct d0_err err;
+	json_t *expected = json_object();
+
+	if (model_tensors(cfg, &t, &n, &err) < 0) {
+		problem(r, CK_METADATA, "config.json", NULL, "%s", err.msg);
+		json_decref(expected);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		json_object_set_new(expected, t[i].name,
+				    json_integer((json_int_t)i));
+	for (size_t i = 0; i < n; i++) {
+		const struct st_tensor *got = NULL;
+		const char *where = NULL;
+		for (size_t s = 0; s < c->nshards && !got; s++)
+			if (c->shards[s].parsed) {
+				got = st_find(&c->shards[s].st, t[i].name);
+				where = c->shards[s].name;
+			}
+		if (!got) {
+			json_array_append_new(r->missing, json_string(t[i].name));
+			problem(r, CK_METADATA, "config.json", t[i].name,
+				"expected by config.json (%s) but in no shard",
+				cfg->model_type);
+			continue;
+		}
+		int ok = got->ndim == t[i].ndim;
+		for (int d = 0; ok && d < got->ndim; d++)
+			ok = got->shape[d] == t[i].shape[d];
+		if (!ok) {
+			char want[64], have[128];
+			int o = 0;
+			if (t[i].ndim == 2)
+				snprintf(want, sizeof want, "[%llu, %llu]",
+					 (unsigned long long)t[i].shape[0],
+					 (unsigned long long)t[i].shape[1]);
+			else
+				snprintf(want, sizeof want, "[%llu]",
+					 (unsigned long long)t[i].shape[0]);
+			o += snprintf(have + o, sizeof have - (size_t)o, "[");
+			for (int d = 0; d < got->ndim && o < 100; d++)
+				o += snprintf(have + o, sizeof have - (size_t)o,
+					      "%s%llu", d ? ", " : "",
+					      (unsigned long long)got->shape[d]);
+			snprintf(have + o, sizeof have - (size_t)o, "]");
+			json_array_append_new(
+				r->misshaped,
+				json_pack("{s:s, s:s, s:s}", "tensor", t[i].name,
+					  "expected", want, "actual", have));
+			problem(r, CK_METADATA, where, t[i].name,
+				"shape %s, config.json implies %s", have, want);
+		}
+	}
+	for (size_t s = 0; s < c->nshards; s++) {
+		struct ckpt_shard *sh = &c->shards[s];
+		if (!sh->parsed)
+			continue;
+		for (size_t i = 0; i < sh->st.ntensors; i++) {
+			const char *name = sh->st.tensors[i].name;
+			if (json_object_get(expected, name))
+				continue;
+			json_array_append_new(r->unexpected, json_string(name));
+			problem(r, CK_METADATA, sh->name, name,
+				"unexpected tensor: config.json (%s) implies "
+				"no such tensor", cfg->model_type);
+		}
+	}
+	json_decref(expected);
+	free(t);
+}
+
+/* Hash every shard (and every other file SHA256SUMS lists). */
+static int check_sums(struct ckpt *c, const char *sums_path, int explicit_sums,
+		      int threads, struct report *r, json_t **sums_out)
+{
+	json_t *sums = NULL, *v;
+	struct d0_err err;
+	struct hash_job *jobs;
+	struct progress pr = {0};
+	const char **names;
+	size_t nj = 0;
+	const char *key;
+
+	if (!path_exists(sums_path)) {
+		if (explicit_sums) {
+			fprintf(stderr, "day0-engine: %s: no such file\n",
+				sums_path);
+			return -1;
+		}
+		r->warn_no_sums = 1;
+	} else if (sums_load(sums_path, &sums, &err) < 0) {
+		problem(r, CK_INTEGRITY, sums_path, NULL, "%s", err.msg);
+		sums = NULL;
+	}
+	jobs = calloc(c->nshards + (sums ? json_object_size(sums) : 0) + 1,
+		      sizeof *jobs);
+	names = calloc(c->nshards + (sums ? json_object_size(sums) : 0) + 1,
+		       sizeof *names);
+	for (size_t s = 0; s < c->nshards; s++) {
+		struct ckpt_shard *sh = &c->shards[s];
+		json_t *e = sums ? json_object_get(sums, sh->name) : NULL;
+		if (e)
+			sh->expected_sha = strdup(json_string_value(e));
+		else if (sums)
+			problem(r, CK_INTEGRITY, sh->name, NULL,
+				"no checksum for this shard in %s", sums_path);
+		if (!path_exists(sh->path))
+			continue;
+		jobs[nj].path = sh->path;
+		names[nj++] = sh->name;
+	}
+	/* Other listed files (config.json, the index) are checked too. */
+	if (sums)
+		json_object_foreach(sums, key, v) {
+			int is_shard = 0;
+			for (size_t s = 0; s < c->nshards; s++)
+				is_shard |= !strcmp(c->shards[s].name, key);
+			if (is_shard)
+				continue;
+			char *p = path_join(c->dir, key);
+			if (!path_exists(p)) {
+				problem(r, CK_INTEGRITY, key, NULL,
+					"listed in %s but missing", sums_path);
+				free(p);
+				continue;
+			}
+			jobs[nj].path = p;
+			names[nj++] = key;
+		}
+	for (size_t i = 0; i < nj; i++) {
+		struct stat st;
+		if (stat(jobs[i].path, &st) == 0)
+			pr.total += (uint64_t)st.st_size;
+	}
+	hash_files(jobs, nj, threads, &pr.done, tick, &pr);
+	tick(&pr);
+	for (size_t i = 0; i < nj; i++) {
+		const char *want = sums ? json_string_value(
+						  json_object_get(sums, names[i]))
+					: NULL;
+		if (jobs[i].rc < 0) {
+			problem(r, CK_INTEGRITY, names[i], NULL, "%s",
+				jobs[i].err.msg);
+			continue;
+		}
+		for (size_t s = 0; s < c->nshards; s++)
+			if (!strcmp(c->shards[s].name, names[i]))
+				memcpy(c->shards[s].sha, jobs[i].hex, 65);
+		if (want && strcmp(want, jobs[i].hex))
+			problem(r, CK_INTEGRITY, names[i], NULL,
+				"SHA-256 mismatch: file has %s, %s expects %s",
+				jobs[i].hex, sums_path, want);
+	}
+	for (size_t i = c->nshards; i < nj; i++)
+		free((char *)jobs[i].path);
+	free(jobs);
+	free(names);
+	*sums_out = sums;
+	return 0;
+}
+
+static const char *status_of(const struct report *r, enum check_id ck)
+{
+	if (count(r, ck))
+		return "fail";
+	if (ck == CK_INTEGRITY && r->warn_no_sums)
+		return "warn";
+	return "pass";
+}
+
+static void print_table(const struct ckpt *c, const struct report *r)
+{
+	char b[32];
+	printf("%-44s %8s %12s  %-7s %s\n", "shard", "tensors", "bytes",
+	       "header", "sha256");
+	for (size_t s = 0; s < c->nshards; s++) {
+		const struct ckpt_shard *sh = &c->shards[s];
+		const char *hs = "-";
+		int bad_hash = 0;
+		for (size_t i = 0; i < r->n; i++)
+			if (!strcmp(r->p[i].file, sh->name) &&
+			    strstr(r->p[i].msg, "SHA-256 mismatch"))
+				bad_hash = 1;
+		if (sh->sha[0])
+			hs = bad_hash ? "MISMATCH"
+				      : sh->expected_sha ? "ok" : "unchecked";
+		else if (!path_exists(sh->path))
+			hs = "MISSING";
+		printf("%-44s %8zu %12s  %-7s %s\n", sh->name,
+		       sh->parsed ? sh->st.ntensors : 0,
+		       sh->parsed ? fmt_bytes(sh->st.file_size, b) : "-",
+		       sh->parsed ? "ok" : "BAD", hs);
+	}
+}
+
+static json_t *report_json(const char *path, const struct ckpt *c,
+			   const struct model_config *cfg, int cfg_ok,
+			   const struct report *r)
+{
+	json_t *doc = json_object(), *shards = json_array(), *probs = json_array();
+	json_t *checks = json_object();
+	for (size_t s = 0; c && s < c->nshards; s++) {
+		const struct ckpt_shard *sh = &c->shards[s];
+		json_array_append_new(
+			shards,
+			json_pack("{s:s, s:b, s:I, s:I, s:s?, s:s?}", "file",
+				  sh->name, "header_ok", sh->parsed, "tensors",
+				  (json_int_t)(sh->parsed ? sh->st.ntensors : 0),
+				  "bytes",
+				  (json_int_t)(sh->parsed ? sh->st.file_size : 0),
+				  "sha256", sh->sha[0] ? sh->sha : NULL,
+				  "expected_sha256", sh->expected_sha));
+	}
+	for (size_t i = 0; i < r->n; i++)
+		json_array_append_new(
+			probs, json_pack("{s:s, s:s, s:s?, s:s}", "check",
+					 check_item[r->p[i].check], "file",
+					 r->p[i].file, "tensor", r->p[i].tensor,
+					 "msg", r->p[i].msg));
+	for (int ck = 0; ck < 2; ck++)
+		json_object_set_new(checks, check_item[ck],
+				    json_pack("{s:s, s:I}", "status",
+					      status_of(r, ck), "problems",
+					      (json_int_t)count(r, ck)));
+	json_object_set_new(doc, "path", json_string(path));
+	json_object_set_new(doc, "model_type",
+			    cfg_ok ? json_string(cfg->model_type) : json_null());
+	json_object_set_new(doc, "ok", json_boolean(r->n == 0));
+	json_object_set_new(doc, "checks", checks);
+	json_object_set_new(doc, "shards", shards);
+	json_object_set_new(doc, "config",
+			    json_pack("{s:O, s:O, s:O}", "missing", r->missing,
+				      "unexpected", r->unexpected, "misshaped",
+				      r->misshaped));
+	json_object_set_new(doc, "problems", probs);
+	return doc;
+}
+
+static void print_problems(const char *dir, const struct report *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		const struct problem *p = &r->p[i];
+		const char *sep = dir && p->file[0] != '/' ? "/" : "";
+		fprintf(stderr, "day0-engine: %s%s%s: %s%s%s%s\n",
+			dir && p->file[0] != '/' ? dir : "", sep, p->file,
+			p->tensor ? "tensor '" : "", p->tensor ? p->tensor : "",
+			p->tensor ? "': " : "", p->msg);
+	}
+}
+
+/* A lone .safetensors file: format rules only. */
+static int verify_file(const char *path, int json)
+{
+	struct st_file f;
+	struct d0_err err;
+	char b[32];
+	if (!path_exists(path)) {
+		fprintf(stderr, "day0-engine: %s: no such file\n", path);
+		return EXIT_USAGE;
+	}
+	events_stage("verify", "start", 0, 0, path);
+	if (st_open(path, &f, &err) < 0) {
+		int unreadable = strstr(err.msg, "cannot open") != NULL;
+		fprintf(stderr, "day0-engine: %s\n", err.msg);
+		if (json) {
+			json_t *d = json_pack("{s:s, s:b, s:s}", "path", path,
+					      "ok", 0, "error", err.msg);
+			json_dumpf(d, stdout, JSON_INDENT(2));
+			putchar('\n');
+			json_decref(d);
+		}
+		events_check("weights.integrity", "fail", err.msg, NULL, NULL);
+		events_stage("verify", "end", 1, unreadable ? 2 : 1, err.msg);
+		return unreadable ? EXIT_USAGE : EXIT_CHECK_FAILED;
+	}
+	if (json) {
+		json_t *d = json_pack("{s:s, s:b, s:I, s:I}", "path", path,
+				      "ok", 1, "tensors",
+				      (json_int_t)f.ntensors, "bytes",
+				      (json_int_t)f.file_size);
+		json_dumpf(d, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(d);
+	} else if (!events_enabled()) {
+		printf("%s: ok: %zu tensors, %s, header %llu bytes\n", path,
+		       f.ntensors, fmt_bytes(f.file_size, b),
+		       (unsigned long long)f.header_len);
+	}
+	events_check("weights.integrity", "pass", "safetensors format ok",
+		     json_integer((json_int_t)f.ntensors), NULL);
+	events_stage("verify", "end", 1, 0, path);
+	st_free(&f);
+	return EXIT_OK;
+}
+
+static int run(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"checksums", 1, 0, 'c'}, {"threads", 1, 0, 't'},
+		{"json", 0, 0, 'j'},      {"events", 0, 0, 'e'},
+		{"help", 0, 0, 'h'},      {0, 0, 0, 0},
+	};
+	const struct step_entry *S = &step_verify;
+	const char *path, *sums_arg = NULL;
+	long threads = sysconf(_SC_NPROCESSORS_ONLN);
+	int ch, json = 0, events = 0, cfg_ok = 0, rc;
+	struct report r = {0};
+	struct ckpt c;
+	struct model_config cfg;
+	struct d0_err err;
+	json_t *sums = NULL;
+	char *cfg_path, *sums_path;
+
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'c': sums_arg = optarg; break;
+		case 't':
+			if (parse_long(optarg, 1, 1024, &threads) < 0)
+				return step_usage_error(S, "--threads: expected "
+							"1..1024, got '%s'",
+							optarg);
+			break;
+		case 'j': json = 1; break;
+		case 'e': events = 1; break;
+		case 'h': step_usage(S, stdout); return EXIT_OK;
+		default:
+			return step_usage_error(S, "unknown or incomplete "
+						"option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind != argc - 1)
+		return step_usage_error(S, "expected one MODEL_DIR or FILE");
+	if (threads < 1)
+		threads = 1;
+	path = argv[optind];
+	events_init(stdout, events && !json);
+	if (!path_is_dir(path))
+		return verify_file(path, json);
+
+	events_stage("verify", "start", 0, 0, path);
+	r.missing = json_array();
+	r.unexpected = json_array();
+	r.misshaped = json_array();
+	if (ckpt_open(path, &c, &err) < 0) {
+		fprintf(stderr, "day0-engine: %s\n", err.msg);
+		events_check("weights.integrity", "fail", err.msg, NULL, NULL);
+		events_stage("verify", "end", 1, 1, err.msg);
+		report_free(&r);
+		return EXIT_CHECK_FAILED;
+	}
+	for (size_t s = 0; s < c.nshards; s++) {
+		struct ckpt_shard *sh = &c.shards[s];
+		if (!path_exists(sh->path)) {
+			problem(&r, CK_INTEGRITY, sh->name, NULL,
+				"shard named by the index does not exist");
+			continue;
+		}
+		if (st_open(sh->path, &sh->st, &err) < 0) {
+			/* err.msg starts with the path; keep the rest */
+			const char *m = err.msg + strlen(sh->path);
+			problem(&r, CK_INTEGRITY, sh->name, NULL, "%s",
+				*m == ':' ? m + 2 : err.msg);
+			continue;
+		}
+		sh->parsed = 1;
+	}
+	if (c.has_index)
+		check_index(&c, &r);
+
+	sums_path = sums_arg ? strdup(sums_arg) : path_join(path, "SHA256SUMS");
+	rc = check_sums(&c, sums_path, sums_arg != NULL, (int)threads, &r,
+			&sums);
+	free(sums_path);
+	if (rc < 0) {
+		ckpt_close(&c);
+		report_free(&r);
+		return EXIT_USAGE;
+	}
+
+	cfg_path = path_join(path, "config.json");
+	if (model_config_load(cfg_path, &cfg, &err) < 0) {
+		const char *m = err.msg + strlen(cfg_path);
+		problem(&r, CK_METADATA, "config.json", NULL, "%s",
+			*m == ':' ? m + 2 : err.msg);
+	} else {
+		cfg_ok = 1;
+		check_config(&c, &cfg, &r);
+	}
+	free(cfg_path);
+
+	for (int ck = 0; ck < 2; ck++) {
+		char detail[512];
+		size_t k = count(&r, ck);
+		const char *first = NULL;
+		for (size_t i = 0; i < r.n && !first; i++)
+			if (r.p[i].check == (enum check_id)ck)
+				first = r.p[i].msg;
+		if (k)
+			snprintf(detail, sizeof detail, "%zu problem%s: %s", k,
+				 k == 1 ? "" : "s", first);
+		else if (ck == CK_INTEGRITY)
+			snprintf(detail, sizeof detail, "%zu shard%s%s",
+				 c.nshards, c.nshards == 1 ? "" : "s",
+				 r.warn_no_sums ? ", no SHA256SUMS to compare"
+						: ", sha256 ok");
+		else
+			snprintf(detail, sizeof detail,
+				 "every tensor matches config.json (%s)",
+				 cfg.model_type);
+		events_check(check_item[ck], status_of(&r, ck), detail,
+			     json_integer((json_int_t)k), json_integer(0));
+	}
+
+	if (json) {
+		json_t *doc = report_json(path, &c, &cfg, cfg_ok, &r);
+		json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		putchar('\n');
+		json_decref(doc);
+	} else if (!events_enabled()) {
+		print_table(&c, &r);
+		for (int ck = 0; ck < 2; ck++)
+			printf("%-18s %s%s\n", check_item[ck],
+			       status_of(&r, ck),
+			       ck == CK_INTEGRITY && r.warn_no_sums
+				       ? " (no SHA256SUMS: checksums not "
+					 "compared)"
+				       : "");
+	}
+	print_problems(path, &r);
+	rc = r.n ? EXIT_CHECK_FAILED : EXIT_OK;
+	events_stage("verify", "end", 1, rc, rc ? "verification failed" : "ok");
+	if (cfg_ok)
+		model_config_free(&cfg);
+	json_decref(sums);
+	ckpt_close(&c);
+	report_free(&r);
+	return rc;
+}

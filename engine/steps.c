@@ -1,0 +1,47 @@
+/*
+ * steps.c - the registry of day0-engine steps.  Each step lives in its own
+ * step_*.c and exports one `const struct step_entry`; adding a step means
+ * adding a file and a line here, never a switch.
+ */
+#include "engine.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+extern const struct step_entry step_gen_model;
+extern const struct step_entry step_verify;
+extern const struct step_entry step_convert;
+extern const struct step_entry step_merge;
+
+const struct step_entry *const step_table[] = {
+	&step_gen_model,
+	&step_verify,
+	&step_convert,
+	&step_merge,
+	NULL,
+};
+
+const struct step_entry *step_find(const char *name)
+{
+	for (int i = 0; step_table[i]; i++)
+		if (!strcmp(step_table[i]->name, name))
+			return step_table[i];
+	return NULL;
+}
+
+void step_usage(const struct step_entry *s, FILE *f)
+{
+	fprintf(f, "usage: day0-engine %s %s\n", s->name, s->usage);
+}
+
+int step_usage_error(const struct step_entry *s, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "day0-engine %s: ", s->name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	step_usage(s, stderr);
+	return EXIT_USAGE;
+}
