@@ -1,0 +1,38 @@
+# Shared helpers for tests/sh/*.sh.  Source it first thing.
+#   ok NAME / fail NAME WHY        report one check
+#   check NAME CMD...              ok when CMD succeeds
+#   run CMD...                     run, keep exit status in $RC, output in $OUT/$ERR
+#   expect_rc WANT NAME CMD...     run CMD, check its exit status
+#   contains NAME NEEDLE FILE      check FILE contains NEEDLE (fixed string)
+set -u
+DAY0_ROOT=${DAY0_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+BUILD=${BUILD:-build}
+case "$BUILD" in /*) ;; *) BUILD="$DAY0_ROOT/$BUILD" ;; esac
+ENGINE="$BUILD/day0-engine"
+T=$(mktemp -d /tmp/day0-t.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+OUT="$T/.out"
+ERR="$T/.err"
+
+ok() { echo "ok - $1"; }
+fail() { echo "FAIL - $1: $2"; }
+check() {
+	local name=$1; shift
+	if "$@"; then ok "$name"; else fail "$name" "command failed: $*"; fi
+}
+run() {
+	"$@" >"$OUT" 2>"$ERR"
+	RC=$?
+}
+expect_rc() {
+	local want=$1 name=$2; shift 2
+	run "$@"
+	if [ "$RC" -eq "$want" ]; then
+		ok "$name"
+	else
+		fail "$name" "exit $RC, expected $want: $* :: $(head -c 400 "$ERR")"
+	fi
+}
+contains() {
+	if grep -qF -- "$2" "$3"; then ok "$1"; else fail "$1" "'$2' not in $(head -c 400 "$3")"; fi
+}

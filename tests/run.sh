@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs every test: C unit tests ($BUILD/tests/test_*) and shell integration
+# tests (tests/sh/*.sh).  Each test prints "ok - NAME" or "FAIL - NAME: why"
+# lines; a program that exits non-zero without a FAIL line counts as one
+# failure.  Ends with the line "N passed, N failed"; exits 1 on any failure.
+#
+#   BUILD=build bash tests/run.sh [PATTERN]    (PATTERN filters file names)
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+export BUILD
+export DAY0_ROOT=$PWD
+pattern=${1:-}
+passed=0
+failed=0
+logdir=$(mktemp -d /tmp/day0-tests.XXXXXX)
+
+run_one() { # name, command...
+	local name=$1; shift
+	local log="$logdir/$(basename "$name").log"
+	local t0=$SECONDS
+	"$@" >"$log" 2>&1
+	local rc=$?
+	local p f
+	p=$(grep -c '^ok - ' "$log")
+	f=$(grep -c '^FAIL - ' "$log")
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		echo "FAIL - $name: exited $rc without reporting a failure" >>"$log"
+		f=1
+	fi
+	if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
+		echo "FAIL - $name: ran no check" >>"$log"
+		f=1
+	fi
+	passed=$((passed + p))
+	failed=$((failed + f))
+	printf '%-40s %3d passed %3d failed  (%ds)\n' "$name" "$p" "$f" $((SECONDS - t0))
+	if [ "$f" -ne 0 ]; then
+		grep -E '^FAIL - ' "$log" | sed 's/^/    /'
+		echo "    (log: $log)"
+		tail -n 15 "$log" | sed 's/^/    | /'
+	fi
+}
+
+for t in "$BUILD"/tests/test_*; do
+	[ -x "$t" ] || continue
+	case "$t" in *"$pattern"*) ;; *) continue ;; esac
+	run_one "unit/$(basename "$t")" "$t"
+done
+for t in tests/sh/test_*.sh; do
+	case "$t" in *"$pattern"*) ;; *) continue ;; esac
+	run_one "sh/$(basename "$t" .sh)" bash "$t"
+done
+[ "$failed" -eq 0 ] && rm -rf "$logdir"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,123 @@
+# gen-model -> verify -> convert -> merge, for every architecture.
+. "$(dirname "$0")/../lib.sh"
+TOOLS="$BUILD/tests"
+
+gen() { # name arch extra-args...
+	local name=$1 arch=$2; shift 2
+	"$ENGINE" gen-model --arch "$arch" --layers 4 --hidden 64 --heads 4 \
+		--kv-heads 2 --ffn 96 --vocab 128 --shards 3 "$@" "$T/$name" >/dev/null
+}
+
+gen llama llama --rope-scaling llama3:8
+gen qwen3 qwen3 --head-dim 32 --tie
+gen mixtral mixtral --experts 4
+gen qwen2_moe qwen2_moe --experts 4 --moe-ffn 32 --shared-ffn 64 --sparse-step 2 --mlp-only-layers 3
+
+for arch in llama qwen3 mixtral qwen2_moe; do
+	expect_rc 0 "$arch: verify of a generated checkpoint passes" "$ENGINE" verify "$T/$arch"
+	contains "$arch: verify reports weights.metadata pass" "weights.metadata   pass" "$OUT"
+	check "$arch: sha256sum agrees with SHA256SUMS" bash -c "cd '$T/$arch' && sha256sum -c --quiet SHA256SUMS"
+	for dims in "--tp 2" "--tp 4 --pp 2"; do
+		tag=$(echo "$dims" | tr -d ' -')
+		expect_rc 0 "$arch $dims: convert f32" "$ENGINE" convert "$T/$arch" "$T/$arch.$tag" --dtype f32 $dims
+		expect_rc 0 "$arch $dims: merge" "$ENGINE" merge "$T/$arch.$tag" "$T/$arch.$tag.m"
+		check "$arch $dims: merged shards are bit-identical to the source" \
+			bash -c "cd '$T/$arch.$tag.m' && sha256sum -c --quiet '$T/$arch/SHA256SUMS'"
+		rm -rf "$T/$arch.$tag.m"
+	done
+done
+
+# Deterministic for a seed, independent of the shard count; a new seed differs.
+"$ENGINE" gen-model --arch mixtral --layers 4 --hidden 64 --heads 4 --kv-heads 2 \
+	--ffn 96 --vocab 128 --experts 4 --shards 1 "$T/mix1" >/dev/null
+"$ENGINE" gen-model --arch mixtral --layers 4 --hidden 64 --heads 4 --kv-heads 2 \
+	--ffn 96 --vocab 128 --experts 4 --shards 1 --seed 9 "$T/mix9" >/dev/null
+cat_dump() { for f in "$1"/*.safetensors; do "$TOOLS/st_dump" "$f"; done | sort; }
+cat_dump "$T/mixtral" >"$T/d3"
+cat_dump "$T/mix1" >"$T/d1"
+cat_dump "$T/mix9" >"$T/d9"
+check "gen-model: same seed, 1 vs 3 shards: identical tensors" cmp -s "$T/d1" "$T/d3"
+check "gen-model: another seed gives other values" bash -c "! cmp -s '$T/d1' '$T/d9'"
+
+# Expert parallelism and kv-head replication round-trip too.
+expect_rc 0 "mixtral --tp 2 --ep 2: convert" "$ENGINE" convert "$T/mixtral" "$T/mx.ep" --dtype f32 --tp 2 --ep 2
+expect_rc 0 "mixtral --tp 2 --ep 2: merge" "$ENGINE" merge "$T/mx.ep" "$T/mx.ep.m"
+check "mixtral --tp 2 --ep 2: bit-identical" bash -c "cd '$T/mx.ep.m' && sha256sum -c --quiet '$T/mixtral/SHA256SUMS'"
+"$TOOLS/st_dump" "$T/mx.ep/rank-00002-of-00004.safetensors" >"$T/r2"
+check "ep rank 1 holds experts 2 and 3 only" bash -c "grep -q 'experts.2.w1' '$T/r2' && grep -q 'experts.3.w1' '$T/r2' && ! grep -q 'experts.0.w1' '$T/r2'"
+check "a tp rank holds half of q_proj" grep -q 'model.layers.0.self_attn.q_proj.weight F32 \[32,64\]' "$T/r2"
+"$TOOLS/st_dump" "$T/mixtral.tp4pp2/rank-00004-of-00008.safetensors" >"$T/r4"
+check "pp stage 1 holds layers 2-3 and lm_head, not the embedding" \
+	bash -c "grep -q 'model.layers.2.' '$T/r4' && grep -q '^lm_head.weight F32 \[32,64\]' '$T/r4' && ! grep -q 'layers.0.' '$T/r4' && ! grep -q embed_tokens '$T/r4'"
+check "2 kv heads over tp 4: each rank holds one whole kv head" grep -q 'model.layers.2.self_attn.k_proj.weight F32 \[16,64\]' "$T/r4"
+check "layout.json records split, parts and source checksums" bash -c "grep -q '\"split\": \"kv_heads\"' '$T/mixtral.tp4pp2/layout.json' && grep -q \"\$(cut -d' ' -f1 '$T/mixtral/SHA256SUMS' | sed -n 2p)\" '$T/mixtral.tp4pp2/layout.json'"
+
+# Slice contents, cut independently of the engine: rank 6 = (pp 1, tp 2).
+r6="$T/mixtral.tp4pp2/rank-00006-of-00008.safetensors"
+slice_eq() { # tensor axis part parts
+	local want got
+	want=$("$TOOLS/st_dump" "$T/mixtral/$(grep -o "\"$1\": \"[^\"]*\"" "$T/mixtral/model.safetensors.index.json" | cut -d'"' -f4)" --slice "$1" "$2" "$3" "$4")
+	got=$("$TOOLS/st_dump" "$r6" | grep "^$1 " | cut -d' ' -f4)
+	[ -n "$want" ] && [ "$want" = "$got" ]
+}
+check "o_proj is split on its input axis (row-parallel)" slice_eq model.layers.2.self_attn.o_proj.weight 1 2 4
+check "q_proj is split on its output axis (column-parallel)" slice_eq model.layers.2.self_attn.q_proj.weight 0 2 4
+check "k_proj: tp rank 2 of 4 holds kv head 1 of 2" slice_eq model.layers.3.self_attn.k_proj.weight 0 1 2
+check "w2 (down) is row-parallel" slice_eq model.layers.3.block_sparse_moe.experts.1.w2.weight 1 2 4
+check "w3 (up) is column-parallel" slice_eq model.layers.3.block_sparse_moe.experts.1.w3.weight 0 2 4
+check "lm_head is vocab-parallel" slice_eq lm_head.weight 0 2 4
+check "the router is replicated" slice_eq model.layers.2.block_sparse_moe.gate.weight 0 0 1
+
+# bf16: round to nearest even, norms kept f32.
+expect_rc 0 "convert to bf16" "$ENGINE" convert "$T/qwen3" "$T/q.bf16" --dtype bf16 --tp 2
+expect_rc 0 "merge the bf16 conversion" "$ENGINE" merge "$T/q.bf16" "$T/q.bf16.m"
+for f in "$T"/qwen3/*.safetensors; do "$TOOLS/st_dump" "$f" --as bf16 --skip-norms; done | sort >"$T/want"
+for f in "$T"/q.bf16.m/*.safetensors; do "$TOOLS/st_dump" "$f"; done | sort >"$T/got"
+check "bf16 conversion equals nearest-even rounding of every f32 tensor" cmp -s "$T/want" "$T/got"
+check "norms stay F32 in a bf16 conversion" grep -q 'model.layers.0.self_attn.q_norm.weight F32' "$T/got"
+check "projections are BF16" grep -q 'model.layers.0.mlp.up_proj.weight BF16' "$T/got"
+expect_rc 0 "convert f16 runs" "$ENGINE" convert "$T/llama" "$T/l.f16" --dtype f16 --tp 2 --pp 2
+
+# Refusals say which dimension and why, and leave nothing behind.
+expect_rc 2 "convert --tp 3 is refused" "$ENGINE" convert "$T/llama" "$T/bad" --dtype f32 --tp 3
+contains "refusal names num_attention_heads" "num_attention_heads 4 is not divisible by tp 3" "$ERR"
+check "a refused convert leaves no output directory" bash -c "! ls -d '$T'/bad* 2>/dev/null"
+expect_rc 2 "convert --pp 3 is refused" "$ENGINE" convert "$T/llama" "$T/bad" --dtype f32 --tp 1 --pp 3
+contains "refusal names num_hidden_layers" "num_hidden_layers 4 is not divisible by pp 3" "$ERR"
+expect_rc 2 "convert --ep 3 is refused" "$ENGINE" convert "$T/mixtral" "$T/bad" --dtype f32 --tp 1 --ep 3
+contains "refusal names the expert count" "expert count 4 is not divisible by ep 3" "$ERR"
+expect_rc 2 "convert --ep 2 of a dense model is refused" "$ENGINE" convert "$T/llama" "$T/bad" --dtype f32 --tp 1 --ep 2
+expect_rc 2 "convert into a non-empty directory needs --force" "$ENGINE" convert "$T/llama" "$T/llama" --dtype f32 --tp 1
+
+# One flipped byte: verify fails and names the shard; convert refuses too.
+cp -r "$T/mixtral" "$T/flip"
+shard="$T/flip/model-00002-of-00003.safetensors"
+size=$(stat -c %s "$shard")
+printf '\x5a' | dd of="$shard" bs=1 seek=$((size - 100)) conv=notrunc status=none
+expect_rc 1 "verify: one flipped byte fails" "$ENGINE" verify "$T/flip"
+contains "the failure names the corrupted shard" "model-00002-of-00003.safetensors: SHA-256 mismatch" "$ERR"
+check "only that shard is reported" bash -c "[ \$(grep -c 'SHA-256 mismatch' '$ERR') = 1 ]"
+expect_rc 1 "convert refuses a corrupted source" "$ENGINE" convert "$T/flip" "$T/flip.c" --dtype bf16 --tp 2
+contains "convert names the corrupted shard" "model-00002-of-00003.safetensors: SHA-256 mismatch" "$ERR"
+check "a failed convert leaves no output directory" bash -c "! ls -d '$T'/flip.c* 2>/dev/null"
+
+# --events and --json
+expect_rc 0 "verify --events" "$ENGINE" verify "$T/mixtral" --events --threads 2
+check "events are JSON lines with a gapless envelope and both checks pass" \
+	"$TOOLS/jsonl_check" "$OUT" "type=stage,stage=verify,state=start" \
+	"type=check,item=weights.integrity,status=pass" \
+	"type=check,item=weights.metadata,status=pass" "type=stage,state=end,rc=0"
+expect_rc 1 "verify --events on a corrupted checkpoint" "$ENGINE" verify "$T/flip" --events
+check "the events report weights.integrity fail" "$TOOLS/jsonl_check" "$OUT" \
+	"type=check,item=weights.integrity,status=fail" "type=stage,state=end,rc=1"
+expect_rc 0 "convert --events" "$ENGINE" convert "$T/llama" "$T/l.ev" --dtype bf16 --tp 2 --events
+check "convert events are valid" "$TOOLS/jsonl_check" "$OUT" "type=stage,stage=convert,state=end,rc=0"
+expect_rc 0 "gen-model --events" "$ENGINE" gen-model --arch llama --events "$T/g.ev"
+check "gen-model events are valid" "$TOOLS/jsonl_check" "$OUT" "type=stage,stage=gen-model,state=end,rc=0"
+expect_rc 1 "verify --json on a corrupted checkpoint" "$ENGINE" verify "$T/flip" --json
+contains "--json names the problem" '"check": "weights.integrity"' "$OUT"
+contains "--json has the per-shard table" '"file": "model-00002-of-00003.safetensors"' "$OUT"
+
+# A single shard file is checked on its own (format rules only).
+expect_rc 0 "verify of a single .safetensors file" "$ENGINE" verify "$T/llama/model-00001-of-00003.safetensors"
+expect_rc 2 "verify of a missing path exits 2" "$ENGINE" verify "$T/nope"
