@@ -236,7 +236,9 @@ fail:
 
 int st_open(const char *path, struct st_file *out, struct d0_err *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer; it is then
+	 * refused below as not a regular file. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	struct stat st;
 	uint8_t head[8];
 	uint8_t *buf;

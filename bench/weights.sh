@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# Weights benchmark: day0-engine verify and convert against the tools an
+# operator would otherwise use, measured in the same run on the same files.
+#
+#   make bench                 (builds first)
+#   BUILD=build bash bench/weights.sh
+#
+# Generates a ~2 GB f32 llama checkpoint in 4 shards under /tmp, warms the
+# page cache, then measures (each REPS times, default 3; the best time
+# gives the ratio, the median is shown beside it):
+#   hashing   sha256sum over the 4 shards (one process, sequential)
+#             vs day0-engine verify --threads 1 and --threads 2;
+#   convert   day0-engine convert --dtype bf16 --tp 4 vs cp -r of the 4
+#             shards into a fresh directory on the same filesystem;
+#   memory    peak RSS (GNU time -v) of verify and convert against
+#             "largest tensor + 64 MiB".
+# Throughput is MB/s (10^6 bytes) of source shard bytes, the same byte count
+# for both sides.  It is a benchmark: missed targets are reported, not
+# failed; the exit status is non-zero only when a command fails.
+#
+# Environment: BUILD (build dir, default build), REPS (default 3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+REPS=${REPS:-3}
+ENGINE=$PWD/$BUILD/day0-engine
+case $BUILD in /*) ENGINE=$BUILD/day0-engine ;; esac
+GNU_TIME=/usr/bin/time
+
+die() {
+	echo "bench: $*" >&2
+	exit 1
+}
+
+[ -x "$ENGINE" ] || die "$ENGINE not found (run make build)"
+[ -x "$GNU_TIME" ] || die "$GNU_TIME not found (GNU time; make deps installs it)"
+command -v sha256sum >/dev/null || die "sha256sum not found"
+case $REPS in '' | *[!0-9]* | 0) die "REPS: expected an integer >= 1, got '$REPS'" ;; esac
+
+# Model: llama, 9 layers, hidden 2048 (16 heads x 128), ffn 5632, vocab 8192
+# -> 84 tensors, 1.98 GB in f32; largest tensors are embed_tokens and
+# lm_head at 8192 x 2048 x 4 B = 64 MiB, the MLP weights 44 MiB.
+ARCH=(--arch llama --layers 9 --hidden 2048 --heads 16 --kv-heads 16
+	--ffn 5632 --vocab 8192)
+TP=4
+THREADS_N=$(nproc 2>/dev/null || echo 2)
+
+avail_kb=$(df -Pk /tmp | awk 'NR == 2 { print $4 }')
+[ "${avail_kb:-0}" -ge $((6 * 1024 * 1024)) ] ||
+	die "/tmp needs ~6 GB free (model, cp copy, converted copy); has $((avail_kb / 1024)) MiB"
+
+TMP=$(mktemp -d /tmp/day0-bench.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+MODEL=$TMP/model
+LOG=$TMP/commands.log
+
+now() { date +%s.%N; }
+fsub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", a - b }'; }
+mbps() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.1f", s > 0 ? b / s / 1e6 : 0 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }'; }
+ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+
+# Result store: per key, the list of times and the max RSS (KiB).
+declare -A TIMES RSS
+best() { tr ' ' '\n' <<<"${TIMES[$1]}" | grep . | sort -g | head -1; }
+median() {
+	tr ' ' '\n' <<<"${TIMES[$1]}" | grep . | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2];
+			else printf "%.6f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# timed KEY CMD...: run CMD once under GNU time -v, record wall time and RSS.
+timed() {
+	local key=$1 t0 t1 rss
+	shift
+	t0=$(now)
+	if ! "$GNU_TIME" -v -o "$TMP/time.out" "$@" >>"$LOG" 2>&1; then
+		echo "bench: command failed: $*" >&2
+		tail -n 20 "$LOG" >&2
+		exit 1
+	fi
+	t1=$(now)
+	TIMES[$key]="${TIMES[$key]:-} $(fsub "$t1" "$t0")"
+	rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$TMP/time.out")
+	[ -n "$rss" ] || die "no RSS in GNU time output for: $*"
+	if [ -z "${RSS[$key]:-}" ] || [ "$rss" -gt "${RSS[$key]}" ]; then
+		RSS[$key]=$rss
+	fi
+}
+
+# Largest tensor in bytes, from the safetensors headers: 8-byte
+# little-endian header length, then JSON with "data_offsets":[begin,end].
+largest_tensor() {
+	local f n max=0 m
+	for f in "$@"; do
+		n=$(od -An -v --endian=little -t u8 -N 8 "$f" | tr -d ' ')
+		m=$(head -c $((8 + n)) "$f" | tail -c "$n" |
+			grep -oE '"data_offsets" *: *\[ *[0-9]+ *, *[0-9]+ *\]' |
+			tr -c '0-9,\n' ' ' | tr -d ' ' | awk -F, '
+				{ d = $2 - $1; if (d > m) m = d } END { print m + 0 }')
+		if [ "$m" -gt "$max" ]; then max=$m; fi
+	done
+	echo "$max"
+}
+
+echo "== day0 weights benchmark ($(date -u +%Y-%m-%dT%H:%M:%SZ)) =="
+echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) RAM," \
+	"/tmp on $(findmnt -no FSTYPE -T /tmp 2>/dev/null || echo '?')"
+echo "engine:  $ENGINE"
+
+t0=$(now)
+"$ENGINE" gen-model "${ARCH[@]}" --shards 4 --dtype f32 "$MODEL" >>"$LOG" 2>&1 ||
+	{ tail -n 20 "$LOG" >&2; die "gen-model failed"; }
+echo "generated in $(awk -v s="$(fsub "$(now)" "$t0")" 'BEGIN { printf "%.1f", s }') s: ${ARCH[*]} --dtype f32 --shards 4"
+
+SHARDS=("$MODEL"/model-*-of-00004.safetensors)
+[ "${#SHARDS[@]}" -eq 4 ] || die "expected 4 shards in $MODEL, found ${#SHARDS[@]}"
+BYTES=0
+for f in "${SHARDS[@]}"; do BYTES=$((BYTES + $(stat -c %s "$f"))); done
+LARGEST=$(largest_tensor "${SHARDS[@]}")
+[ "$LARGEST" -gt 0 ] || die "could not read tensor sizes from the shard headers"
+BOUND=$((LARGEST + 64 * 1024 * 1024))
+echo "model:   4 shards, $BYTES bytes ($(awk -v b="$BYTES" 'BEGIN { printf "%.1f MB", b / 1e6 }')), largest tensor $(mib "$LARGEST") MiB"
+
+# Flush gen-model's dirty pages, then pull everything into the page cache.
+sync
+cat "$MODEL"/* >/dev/null
+cat "$MODEL"/* >/dev/null
+
+# ---------------------------------------------------------------- hashing
+declare -A LABEL=(
+	[sha256sum]="sha256sum (1 process)"
+	[openssl]="openssl dgst -sha256"
+	[verify_t1]="day0 verify --threads 1"
+	[verify_t2]="day0 verify --threads 2"
+	[verify_tn]="day0 verify --threads $THREADS_N"
+	[cp]="cp -r (4 shards)"
+	[convert]="day0 convert bf16 tp$TP"
+)
+HAVE_OPENSSL=0
+if command -v openssl >/dev/null; then
+	HAVE_OPENSSL=1
+fi
+
+echo
+echo "hashing: page cache warm, $REPS rounds (interleaved)"
+for ((r = 1; r <= REPS; r++)); do
+	timed sha256sum sha256sum "${SHARDS[@]}"
+	timed verify_t1 "$ENGINE" verify "$MODEL" --threads 1
+	timed verify_t2 "$ENGINE" verify "$MODEL" --threads 2
+	if [ "$THREADS_N" -gt 2 ]; then
+		timed verify_tn "$ENGINE" verify "$MODEL" --threads "$THREADS_N"
+	fi
+	if [ "$HAVE_OPENSSL" = 1 ]; then
+		timed openssl openssl dgst -sha256 "${SHARDS[@]}"
+	fi
+done
+
+# ---------------------------------------------------------------- convert
+# Outputs are removed and dirty pages flushed (untimed) before every run, so
+# no run pays for the previous one's writeback.
+echo "convert: bf16, tp $TP, vs cp to the same filesystem, $REPS rounds (interleaved)"
+for ((r = 1; r <= REPS; r++)); do
+	rm -rf "$TMP/cp" "$TMP/out"
+	mkdir "$TMP/cp"
+	sync
+	timed cp cp -r "${SHARDS[@]}" "$TMP/cp/"
+	rm -rf "$TMP/cp"
+	sync
+	timed convert "$ENGINE" convert "$MODEL" "$TMP/out" --dtype bf16 --tp "$TP"
+	rm -rf "$TMP/out"
+done
+
+# ---------------------------------------------------------------- report
+line() { # key [reference key]
+	local k=$1 ref=${2:-} b m extra=""
+	b=$(best "$k")
+	m=$(median "$k")
+	if [ -n "$ref" ]; then
+		extra="  ratio $(ratio "$(best "$ref")" "$b")x vs ${LABEL[$ref]}"
+	fi
+	printf '  %-26s %7.2f s %8s MB/s  (median %.2f s, %8s MB/s)%s\n' \
+		"${LABEL[$k]}" "$b" "$(mbps "$BYTES" "$b")" "$m" "$(mbps "$BYTES" "$m")" "$extra"
+}
+
+echo
+echo "results: best of $REPS (ratio = reference time / day0 time, from the best runs)"
+echo "hashing $BYTES shard bytes:"
+line sha256sum
+if [ "$HAVE_OPENSSL" = 1 ]; then line openssl; fi
+line verify_t1 sha256sum
+line verify_t2 sha256sum
+if [ "$THREADS_N" -gt 2 ]; then line verify_tn sha256sum; fi
+if [ "$HAVE_OPENSSL" = 1 ]; then
+	printf '  (reference only) verify --threads 1 / openssl %sx, verify --threads 2 / openssl %sx\n' \
+		"$(ratio "$(best openssl)" "$(best verify_t1)")" \
+		"$(ratio "$(best openssl)" "$(best verify_t2)")"
+fi
+echo "converting $BYTES source bytes:"
+line cp
+line convert cp
+
+echo "peak RSS (max over runs), bound = largest tensor $(mib "$LARGEST") MiB + 64 MiB = $(mib "$BOUND") MiB:"
+for k in verify_t1 verify_t2 convert sha256sum cp; do
+	kb=${RSS[$k]}
+	note=""
+	case $k in sha256sum | cp) note="(reference)" ;; esac
+	if [ -z "$note" ]; then
+		if [ $((kb * 1024)) -le "$BOUND" ]; then note=PASS; else note=MISS; fi
+	fi
+	printf '  %-26s %8s MiB  %s\n' "${LABEL[$k]}" "$(mib $((kb * 1024)))" "$note"
+done
+
+# name, value, target, unit, met?
+ROWS=()
+row() { ROWS+=("$1|$2|$3|$4"); }
+mark() { if ge "$1" "$2"; then echo met; else echo "NOT MET"; fi; }
+r1=$(ratio "$(best sha256sum)" "$(best verify_t1)")
+r2=$(ratio "$(best sha256sum)" "$(best verify_t2)")
+rc=$(ratio "$(best cp)" "$(best convert)")
+row "verify --threads 1 / sha256sum" "${r1}x" ">= 0.95x" "$(mark "$r1" 0.95)"
+row "verify --threads 2 / sha256sum" "${r2}x" ">= 1.70x" "$(mark "$r2" 1.7)"
+row "convert bf16 tp4 / cp" "${rc}x" ">= 0.50x" "$(mark "$rc" 0.5)"
+for k in verify_t1 verify_t2 convert; do
+	kb=${RSS[$k]}
+	if [ $((kb * 1024)) -le "$BOUND" ]; then m=met; else m="NOT MET"; fi
+	row "peak RSS ${LABEL[$k]#day0 }" "$(mib $((kb * 1024))) MiB" "<= $(mib "$BOUND") MiB" "$m"
+done
+
+echo
+echo "summary:"
+printf '  %-36s %12s  %-16s %s\n' target value bound status
+for x in "${ROWS[@]}"; do
+	IFS='|' read -r a b c d <<<"$x"
+	printf '  %-36s %12s  %-16s %s\n' "$a" "$b" "$c" "$d"
+done
+exit 0
