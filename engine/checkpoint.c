@@ -165,18 +165,20 @@ int sums_load(const char *path, json_t **out, struct d0_err *err)
 		}
 		hex[64] = 0;
 		name = line + 66;
+		/* name points into text: format the message before freeing */
 		if (!shard_name_ok(name)) {
+			d0_errf(err, "%s: line %d: '%s' is not a plain file name "
+				"in the model directory", path, lineno, name);
 			json_decref(sums);
 			free(text);
-			return d0_errf(err, "%s: line %d: '%s' is not a plain "
-				       "file name in the model directory",
-				       path, lineno, name);
+			return -1;
 		}
 		if (json_object_get(sums, name)) {
+			d0_errf(err, "%s: line %d: '%s' listed twice", path,
+				lineno, name);
 			json_decref(sums);
 			free(text);
-			return d0_errf(err, "%s: line %d: '%s' listed twice",
-				       path, lineno, name);
+			return -1;
 		}
 		json_object_set_new(sums, name, json_string(hex));
 		continue;

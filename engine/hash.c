@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,14 +56,28 @@ static int sha256_fd(int fd, const char *path, char out[65],
 	return rc;
 }
 
-int sha256_file(const char *path, char out[65], uint64_t *bytes_done,
-		struct d0_err *err)
+/* Open a regular file for hashing; a FIFO or device is refused at once. */
+static int open_regular(const char *path, struct d0_err *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return d0_errf(err, "%s: cannot open: %s", path,
 			       strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return d0_errf(err, "%s: not a regular file", path);
+	}
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	return fd;
+}
+
+int sha256_file(const char *path, char out[65], uint64_t *bytes_done,
+		struct d0_err *err)
+{
+	int fd = open_regular(path, err), rc;
+	if (fd < 0)
+		return -1;
 	rc = sha256_fd(fd, path, out, bytes_done, NULL, err);
 	close(fd);
 	return rc;
@@ -89,13 +104,11 @@ static void *worker(void *arg)
 		if (!j)
 			break;
 		j->size = 0;
-		fd = open(j->path, O_RDONLY | O_CLOEXEC);
+		fd = open_regular(j->path, &j->err);
 		if (fd < 0) {
-			j->rc = d0_errf(&j->err, "%s: cannot open: %s", j->path,
-					strerror(errno));
+			j->rc = -1;
 			continue;
 		}
-		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 		j->rc = sha256_fd(fd, j->path, j->hex, p->progress, &j->size,
 				  &j->err);
 		close(fd);

@@ -14,6 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define DIM_MAX (1LL << 24)     /* hidden, ffn, vocab sizes */
+#define COUNT_MAX (1LL << 16)   /* layers, heads, experts, head_dim */
+#define TENSORS_MAX (4LL << 20) /* tensors in one model */
+
 struct family {
 	const char *model_type, *architecture;
 	int64_t default_kv_heads; /* 0: absent means num_attention_heads */
@@ -171,6 +175,15 @@ int model_config_from_json(json_t *root, const char *path,
 		return d0_errf(err, "%s: hidden_size, num_hidden_layers, "
 			       "num_attention_heads, vocab_size and "
 			       "intermediate_size must be positive", path);
+	/* Bounds far above any published model keep every product below
+	 * 2^63 and the tensor table finite. */
+	if (c->hidden > DIM_MAX || c->ffn > DIM_MAX || c->vocab > DIM_MAX ||
+	    c->layers > COUNT_MAX || c->heads > COUNT_MAX)
+		return d0_errf(err, "%s: hidden_size, intermediate_size and "
+			       "vocab_size must be at most %lld, "
+			       "num_hidden_layers and num_attention_heads at "
+			       "most %lld", path, (long long)DIM_MAX,
+			       (long long)COUNT_MAX);
 	if (get_int(root, path, "num_key_value_heads", 0,
 		    f->default_kv_heads ? f->default_kv_heads : c->heads,
 		    &c->kv_heads, err) < 0)
@@ -201,6 +214,10 @@ int model_config_from_json(json_t *root, const char *path,
 			c->head_dim = c->hidden / c->heads;
 		}
 	}
+	if (c->head_dim > COUNT_MAX)
+		return d0_errf(err, "%s: head_dim %lld is larger than %lld",
+			       path, (long long)c->head_dim,
+			       (long long)COUNT_MAX);
 	if (c->head_dim <= 0 || c->head_dim % 2)
 		return d0_errf(err, "%s: head_dim %lld must be positive and "
 			       "even (RoPE rotates pairs)", path,
@@ -273,6 +290,18 @@ int model_config_from_json(json_t *root, const char *path,
 		}
 	}
 	if (f->moe) {
+		if (c->experts > COUNT_MAX || c->moe_ffn > DIM_MAX ||
+		    c->shared_ffn > DIM_MAX)
+			return d0_errf(err, "%s: expert count must be at most "
+				       "%lld and expert sizes at most %lld",
+				       path, (long long)COUNT_MAX,
+				       (long long)DIM_MAX);
+		if (c->layers * (c->experts * 3 + 16) > TENSORS_MAX)
+			return d0_errf(err, "%s: %lld layers x %lld experts is "
+				       "more than the %lld tensors supported",
+				       path, (long long)c->layers,
+				       (long long)c->experts,
+				       (long long)TENSORS_MAX);
 		if (c->experts <= 0 || c->top_k <= 0 || c->top_k > c->experts)
 			return d0_errf(err, "%s: num_experts_per_tok %lld must be "
 				       "between 1 and the expert count %lld",

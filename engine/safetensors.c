@@ -46,7 +46,8 @@ static int cmp_range(const void *a, const void *b)
 		return x->begin < y->begin ? -1 : 1;
 	if (x->end != y->end)
 		return x->end < y->end ? -1 : 1;
-	return 0;
+	/* qsort is not stable: break ties so messages do not vary by libc */
+	return strcmp(x->name, y->name);
 }
 
 uint64_t st_numel(const struct st_tensor *t)

@@ -176,12 +176,28 @@ static void check_index(struct ckpt *c, struct report *r)
 	json_decref(seen);
 }
 
+/* Would name be in a shard we could not parse (so "missing" is unknown)? */
+static int in_unreadable_shard(const struct ckpt *c, const char *name)
+{
+	json_t *m = json_object_get(json_object_get(c->index, "weight_map"),
+				    name);
+	for (size_t s = 0; s < c->nshards; s++) {
+		if (c->shards[s].parsed)
+			continue;
+		if (!c->has_index || (json_is_string(m) &&
+				      !strcmp(json_string_value(m),
+					      c->shards[s].name)))
+			return 1;
+	}
+	return 0;
+}
+
 /* The tensors config.json implies, against what the shards hold. */
 static void check_config(struct ckpt *c, const struct model_config *cfg,
 			 struct report *r)
 {
 	struct tensor_spec *t = NULL;
-	size_t n = 0;
+	size_t n = 0, unchecked = 0;
 	struct d0_err err;
 	json_t *expected = json_object();
 
@@ -202,6 +218,10 @@ static void check_config(struct ckpt *c, const struct model_config *cfg,
 				where = c->shards[s].name;
 			}
 		if (!got) {
+			if (in_unreadable_shard(c, t[i].name)) {
+				unchecked++;
+				continue;
+			}
 			json_array_append_new(r->missing, json_string(t[i].name));
 			problem(r, CK_METADATA, "config.json", t[i].name,
 				"expected by config.json (%s) but in no shard",
@@ -235,6 +255,10 @@ static void check_config(struct ckpt *c, const struct model_config *cfg,
 				"shape %s, config.json implies %s", have, want);
 		}
 	}
+	if (unchecked)
+		problem(r, CK_METADATA, "config.json", NULL,
+			"%zu expected tensors not checked: the shard holding "
+			"them could not be read", unchecked);
 	for (size_t s = 0; s < c->nshards; s++) {
 		struct ckpt_shard *sh = &c->shards[s];
 		if (!sh->parsed)
@@ -262,7 +286,7 @@ static int check_sums(struct ckpt *c, const char *sums_path, int explicit_sums,
 	struct hash_job *jobs;
 	struct progress pr = {0};
 	const char **names;
-	size_t nj = 0;
+	size_t nj = 0, nsh;
 	const char *key;
 
 	if (!path_exists(sums_path)) {
@@ -288,11 +312,13 @@ static int check_sums(struct ckpt *c, const char *sums_path, int explicit_sums,
 		else if (sums)
 			problem(r, CK_INTEGRITY, sh->name, NULL,
 				"no checksum for this shard in %s", sums_path);
-		if (!path_exists(sh->path))
-			continue;
+		struct stat st;
+		if (stat(sh->path, &st) < 0 || !S_ISREG(st.st_mode))
+			continue; /* already reported as missing or not a file */
 		jobs[nj].path = sh->path;
 		names[nj++] = sh->name;
 	}
+	nsh = nj; /* jobs past nsh own their path */
 	/* Other listed files (config.json, the index) are checked too. */
 	if (sums)
 		json_object_foreach(sums, key, v) {
@@ -323,8 +349,11 @@ static int check_sums(struct ckpt *c, const char *sums_path, int explicit_sums,
 						  json_object_get(sums, names[i]))
 					: NULL;
 		if (jobs[i].rc < 0) {
-			problem(r, CK_INTEGRITY, names[i], NULL, "%s",
-				jobs[i].err.msg);
+			const char *m = jobs[i].err.msg;
+			size_t pl = strlen(jobs[i].path);
+			if (!strncmp(m, jobs[i].path, pl) && m[pl] == ':')
+				m += pl + 2; /* problem() names the file */
+			problem(r, CK_INTEGRITY, names[i], NULL, "%s", m);
 			continue;
 		}
 		for (size_t s = 0; s < c->nshards; s++)
@@ -335,7 +364,7 @@ static int check_sums(struct ckpt *c, const char *sums_path, int explicit_sums,
 				"SHA-256 mismatch: file has %s, %s expects %s",
 				jobs[i].hex, sums_path, want);
 	}
-	for (size_t i = c->nshards; i < nj; i++)
+	for (size_t i = nsh; i < nj; i++)
 		free((char *)jobs[i].path);
 	free(jobs);
 	free(names);
@@ -420,10 +449,21 @@ static json_t *report_json(const char *path, const struct ckpt *c,
 	return doc;
 }
 
+#define PRINT_MAX 40 /* per check; --json has them all */
+
 static void print_problems(const char *dir, const struct report *r)
 {
+	size_t shown[2] = {0, 0};
 	for (size_t i = 0; i < r->n; i++) {
 		const struct problem *p = &r->p[i];
+		if (shown[p->check]++ == PRINT_MAX) {
+			size_t more = count(r, p->check) - PRINT_MAX;
+			fprintf(stderr, "day0-engine: %s: ... and %zu more %s "
+				"problem%s (see --json)\n", dir, more,
+				check_item[p->check], more == 1 ? "" : "s");
+		}
+		if (shown[p->check] > PRINT_MAX)
+			continue;
 		const char *sep = dir && p->file[0] != '/' ? "/" : "";
 		fprintf(stderr, "day0-engine: %s%s%s: %s%s%s%s\n",
 			dir && p->file[0] != '/' ? dir : "", sep, p->file,
@@ -444,7 +484,8 @@ static int verify_file(const char *path, int json)
 	}
 	events_stage("verify", "start", 0, 0, path);
 	if (st_open(path, &f, &err) < 0) {
-		int unreadable = strstr(err.msg, "cannot open") != NULL;
+		int unreadable = strstr(err.msg, "cannot open") != NULL ||
+				 strstr(err.msg, "not a regular file") != NULL;
 		fprintf(stderr, "day0-engine: %s\n", err.msg);
 		if (json) {
 			json_t *d = json_pack("{s:s, s:b, s:s}", "path", path,

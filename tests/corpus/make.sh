@@ -74,7 +74,7 @@ case_ header-length-at-limit 1 \
 	'header length 100000000 runs past the end of the file (10 bytes)' \
 	'{}' 0 100000000
 case_ header-longer-than-file 1 \
-	'header length 70 runs past the end of the file (70 bytes)' \
+	'header length 70 runs past the end of the file (72 bytes)' \
 	"{\"w\":$T4}" 10 70
 case_ header-off-by-one 1 \
 	'header length 3 runs past the end of the file (10 bytes)' '{}' 0 3
@@ -98,7 +98,7 @@ case_ header-overlong-utf8 1 'header is not valid JSON: unable to decode byte 0x
 raw header-nul-byte 1 'header is not valid JSON' \
 	'\x04\x00\x00\x00\x00\x00\x00\x00{}\x00 '
 case_ header-trailing-garbage 1 'header is not valid JSON' '{} x' 0
-case_ duplicate-tensor 1 "duplicate object key near '\"w\"'" \
+case_ duplicate-tensor 1 "header is not valid JSON: duplicate object key near '\"w\"'" \
 	"{\"w\":$T4,\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}" 8
 case_ metadata-not-object 1 '__metadata__ is not an object' \
 	'{"__metadata__":"pt"}' 0
@@ -151,7 +151,7 @@ case_ size-mismatch-dtype 1 "tensor 'w': shape x BF16 is 8 bytes but data_offset
 # ---- how the ranges tile the data buffer ----------------------------------
 case_ overlap 1 "tensor 'b': bytes 4..12 overlap tensor 'a'" \
 	'{"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[8],"data_offsets":[4,12]}}' 12
-case_ overlap-same-range 1 "overlap tensor 'a'" \
+case_ overlap-same-range 1 "tensor 'b': bytes 0..4 overlap tensor 'a'" \
 	'{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}' 4
 case_ overlap-zero-size-inside 1 "tensor 'z': bytes 4..4 overlap tensor 'a'" \
 	'{"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"z":{"dtype":"U8","shape":[0],"data_offsets":[4,4]}}' 8

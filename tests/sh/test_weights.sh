@@ -121,3 +121,14 @@ contains "--json has the per-shard table" '"file": "model-00002-of-00003.safeten
 # A single shard file is checked on its own (format rules only).
 expect_rc 0 "verify of a single .safetensors file" "$ENGINE" verify "$T/llama/model-00001-of-00003.safetensors"
 expect_rc 2 "verify of a missing path exits 2" "$ENGINE" verify "$T/nope"
+
+# Many problems: the text output is capped per check, --json keeps them all.
+"$ENGINE" gen-model --arch llama --layers 16 --hidden 64 --heads 4 --ffn 96 --vocab 128 "$T/wide" >/dev/null
+sed -i 's/"intermediate_size": 96/"intermediate_size": 80/' "$T/wide/config.json"
+(cd "$T/wide" && sed -i '/config.json/d' SHA256SUMS)
+expect_rc 1 "verify: a config that disagrees with every MLP tensor fails" "$ENGINE" verify "$T/wide"
+contains "the shape problem names tensor and both shapes" "tensor 'model.layers.0.mlp.gate_proj.weight': shape [96, 64], config.json implies [80, 64]" "$ERR"
+check "text output stops after 40 problems per check" bash -c "[ \$(grep -c 'config.json implies' '$ERR') = 40 ]"
+contains "and says how many more" "... and 8 more weights.metadata problems (see --json)" "$ERR"
+expect_rc 1 "verify --json of the same" "$ENGINE" verify "$T/wide" --json
+check "--json lists every mis-shaped tensor (3 per layer x 16 layers)" bash -c "[ \$(grep -c '\"expected\": \"\[80' '$OUT') = 32 ] && [ \$(grep -c '\"expected\": \"\[64, 80\]' '$OUT') = 16 ]"
