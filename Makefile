@@ -26,13 +26,27 @@ CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
-ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -pthread -Iengine
-LIBS := -ljansson -lcrypto -lpthread -lm
+# MPI and OpenBLAS flags come from their own tools; `test`/`demo` re-enter
+# make after `deps`, so these see freshly installed packages.
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null)
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -pthread \
+	-Iengine -Istore -Iagent -Itui $(MPI_CFLAGS) $(BLAS_CFLAGS)
+LIBS := -lsqlite3 -lssh2 -lncursesw -ljansson -lcrypto $(MPI_LIBS) \
+	$(BLAS_LIBS) -lpthread -lm -ldl
+HEADERS := $(wildcard engine/*.h store/*.h agent/*.h tui/*.h)
 
-ENGINE_SRC := $(filter-out engine/main.c,$(wildcard engine/*.c))
-ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+# One static library per module folder (its *.c but main.c); a folder's
+# main.c is its program.  Link order: dependents before what they use.
+lib_src = $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
+lib_of = $(if $(call lib_src,$(1)),$(BUILD)/libday0$(1).a)
 ENGINE_LIB := $(BUILD)/libday0engine.a
-BINS := $(BUILD)/day0-engine
+MODULE_LIBS := $(call lib_of,tui) $(call lib_of,agent) $(call lib_of,store) $(ENGINE_LIB)
+ENGINE_SRC := $(call lib_src,engine)
+BINS := $(BUILD)/day0-engine $(if $(wildcard agent/main.c),$(BUILD)/day0-agent) \
+	$(if $(wildcard tui/main.c),$(BUILD)/day0)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOL_SRC := $(wildcard tests/tools/*.c)
@@ -59,28 +73,39 @@ deps:
 # V=1 shows the full commands.
 Q := $(if $(V),,@)
 
-$(BUILD)/%.o: %.c engine/engine.h
+$(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-$(ENGINE_LIB): $(ENGINE_OBJ)
-	@rm -f $@
-	$(Q)ar rcs $@ $^
+define module_lib
+$(BUILD)/libday0$(1).a: $(patsubst %.c,$(BUILD)/%.o,$(call lib_src,$(1)))
+	@rm -f $$@
+	$(Q)ar rcs $$@ $$^
+endef
+$(foreach m,engine store agent tui,$(if $(call lib_src,$(m)),$(eval $(call module_lib,$(m)))))
 
 $(BUILD)/day0-engine: $(BUILD)/engine/main.o $(ENGINE_LIB)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(ENGINE_LIB)
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $< $(ENGINE_LIB) $(LIBS)
+$(BUILD)/day0-agent: $(BUILD)/agent/main.o $(MODULE_LIBS)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/tests/%: tests/tools/%.c $(ENGINE_LIB)
+$(BUILD)/day0: $(BUILD)/tui/main.o $(MODULE_LIBS)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(MODULE_LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(ENGINE_LIB) $(LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $< $(MODULE_LIBS) $(LIBS)
+
+$(BUILD)/tests/%: tests/tools/%.c $(MODULE_LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(MODULE_LIBS) $(LIBS)
 
 # `test` and `demo` install dependencies first, then re-enter make so the
 # build sees the freshly installed tools.
@@ -103,7 +128,7 @@ $(FUZZ_BIN): tests/fuzz/fuzz_safetensors.c $(ENGINE_SRC) engine/engine.h
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iengine \
 	  -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_safetensors.c \
-	  $(ENGINE_SRC) $(LIBS)
+	  $(ENGINE_SRC) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(LIBS)
 
 bench: deps
 	@$(MAKE) --no-print-directory build
