@@ -18,7 +18,9 @@
 # for both sides.  It is a benchmark: missed targets are reported, not
 # failed; the exit status is non-zero only when a command fails.
 #
-# Environment: BUILD (build dir, default build), REPS (default 3).
+# Environment: BUILD (build dir, default build), REPS (default 3),
+# WARMUP=0 to skip the warm-up run (not in the ratio) before each cp and
+# convert run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -58,8 +60,8 @@ LOG=$TMP/commands.log
 
 now() { date +%s.%N; }
 fsub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", a - b }'; }
-mbps() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.1f", s > 0 ? b / s / 1e6 : 0 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }'; }
+mbps() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.1f", (s > 0 ? b / s / 1e6 : 0) }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 
@@ -72,17 +74,24 @@ median() {
 			else printf "%.6f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+runs_of() { # KEY: " t1 t2 ..." in run order
+	local runs
+	read -ra runs <<<"${TIMES[$1]}"
+	printf ' %.2f' "${runs[@]}"
+}
+
 # timed KEY CMD...: run CMD once under GNU time -v, record wall time and RSS.
 timed() {
-	local key=$1 t0 t1 rss
+	local key=$1 t0 t1 rss rc=0
 	shift
 	t0=$(now)
-	if ! "$GNU_TIME" -v -o "$TMP/time.out" "$@" >>"$LOG" 2>&1; then
-		echo "bench: command failed: $*" >&2
-		tail -n 20 "$LOG" >&2
+	"$GNU_TIME" -v -o "$TMP/time.out" "$@" >"$TMP/cmd.out" 2>&1 || rc=$?
+	t1=$(now)
+	if [ "$rc" -ne 0 ]; then
+		echo "bench: command failed (exit $rc): $*" >&2
+		tail -n 20 "$TMP/cmd.out" >&2
 		exit 1
 	fi
-	t1=$(now)
 	TIMES[$key]="${TIMES[$key]:-} $(fsub "$t1" "$t0")"
 	rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$TMP/time.out")
 	[ -n "$rss" ] || die "no RSS in GNU time output for: $*"
@@ -130,6 +139,19 @@ sync
 cat "$MODEL"/* >/dev/null
 cat "$MODEL"/* >/dev/null
 
+# CPU seconds: busy time of the whole machine, and of this script's children.
+busy_cpu_s() {
+	awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" { print ($2 + $3 + $4 + $7 + $8 + $9) / hz }' /proc/stat
+}
+# `times` must run in this shell (a $(...) subshell has no children yet);
+# its second line is the children's user and system time.
+own_cpu_s() {
+	awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); t += a[1] * 60 + a[2] } print t }' "$1"
+}
+MEASURE_T0=$(now)
+BUSY0=$(busy_cpu_s)
+times >"$TMP/times.0"
+
 # ---------------------------------------------------------------- hashing
 declare -A LABEL=(
 	[sha256sum]="sha256sum (1 process)"
@@ -138,6 +160,8 @@ declare -A LABEL=(
 	[verify_t2]="day0 verify --threads 2"
 	[verify_tn]="day0 verify --threads $THREADS_N"
 	[cp]="cp -r (4 shards)"
+	[cp_warmup]="cp -r (warm-up)"
+	[convert_warmup]="day0 convert (warm-up)"
 	[convert]="day0 convert bf16 tp$TP"
 )
 HAVE_OPENSSL=0
@@ -161,17 +185,35 @@ done
 
 # ---------------------------------------------------------------- convert
 # Outputs are removed and dirty pages flushed (untimed) before every run, so
-# no run pays for the previous one's writeback.
-echo "convert: bf16, tp $TP, vs cp to the same filesystem, $REPS rounds (interleaved)"
-for ((r = 1; r <= REPS; r++)); do
-	rm -rf "$TMP/cp" "$TMP/out"
+# no run pays for the previous one's writeback.  Writing into page-cache
+# pages the kernel has not used for a while can cost several times more
+# (on a VM, first touch of guest memory faults on the host: a cold cp of
+# 2 GB measured 7 s against 0.7 s warm, all of it in the kernel's memcpy),
+# so each timed run follows an identical warm-up run whose output is
+# deleted: both sides then write into recently freed pages.  WARMUP=0 skips
+# the warm-up runs.
+WARMUP=${WARMUP:-1}
+cp_run() { # key
+	rm -rf "$TMP/cp"
 	mkdir "$TMP/cp"
 	sync
-	timed cp cp -r "${SHARDS[@]}" "$TMP/cp/"
+	timed "$1" cp -r "${SHARDS[@]}" "$TMP/cp/"
 	rm -rf "$TMP/cp"
 	sync
-	timed convert "$ENGINE" convert "$MODEL" "$TMP/out" --dtype bf16 --tp "$TP"
+}
+convert_run() { # key
+	timed "$1" "$ENGINE" convert "$MODEL" "$TMP/out" --dtype bf16 --tp "$TP"
 	rm -rf "$TMP/out"
+	sync
+}
+echo "convert: bf16, tp $TP, vs cp to the same filesystem, $REPS rounds (interleaved)"
+rm -rf "$TMP/out"
+sync
+for ((r = 1; r <= REPS; r++)); do
+	if [ "$WARMUP" != 0 ]; then cp_run cp_warmup; fi
+	cp_run cp
+	if [ "$WARMUP" != 0 ]; then convert_run convert_warmup; fi
+	convert_run convert
 done
 
 # ---------------------------------------------------------------- report
@@ -182,8 +224,9 @@ line() { # key [reference key]
 	if [ -n "$ref" ]; then
 		extra="  ratio $(ratio "$(best "$ref")" "$b")x vs ${LABEL[$ref]}"
 	fi
-	printf '  %-26s %7.2f s %8s MB/s  (median %.2f s, %8s MB/s)%s\n' \
-		"${LABEL[$k]}" "$b" "$(mbps "$BYTES" "$b")" "$m" "$(mbps "$BYTES" "$m")" "$extra"
+	printf '  %-26s %7.2f s %8s MB/s  (median %.2f s, %s MB/s; runs%s)%s\n' \
+		"${LABEL[$k]}" "$b" "$(mbps "$BYTES" "$b")" "$m" "$(mbps "$BYTES" "$m")" \
+		"$(runs_of "$k")" "$extra"
 }
 
 echo
@@ -202,6 +245,10 @@ fi
 echo "converting $BYTES source bytes:"
 line cp
 line convert cp
+if [ "$WARMUP" != 0 ]; then
+	printf '  warm-up runs (not in the ratio): cp -r%s s; convert%s s\n' \
+		"$(runs_of cp_warmup)" "$(runs_of convert_warmup)"
+fi
 
 echo "peak RSS (max over runs), bound = largest tensor $(mib "$LARGEST") MiB + 64 MiB = $(mib "$BOUND") MiB:"
 for k in verify_t1 verify_t2 convert sha256sum cp; do
@@ -229,6 +276,17 @@ for k in verify_t1 verify_t2 convert; do
 	if [ $((kb * 1024)) -le "$BOUND" ]; then m=met; else m="NOT MET"; fi
 	row "peak RSS ${LABEL[$k]#day0 }" "$(mib $((kb * 1024))) MiB" "<= $(mib "$BOUND") MiB" "$m"
 done
+
+times >"$TMP/times.1"
+wall=$(fsub "$(now)" "$MEASURE_T0")
+other=$(awk -v b0="$BUSY0" -v b1="$(busy_cpu_s)" -v o0="$(own_cpu_s "$TMP/times.0")" \
+	-v o1="$(own_cpu_s "$TMP/times.1")" 'BEGIN { o = (b1 - b0) - (o1 - o0); printf "%.1f", (o > 0 ? o : 0) }')
+share=$(awk -v o="$other" -v w="$wall" -v n="$(nproc)" 'BEGIN { printf "%.0f", (w > 0 ? 100 * o / (w * n) : 0) }')
+printf 'CPU time used by others during the measurements (other processes, kernel threads incl. writeback): %.1f s = %s%% of %s CPUs over %.0f s\n' \
+	"$other" "$share" "$(nproc)" "$wall"
+if [ "$share" -gt 10 ]; then
+	echo "warning: other work competed for the CPUs; figures are noisy (rerun on an idle machine)"
+fi
 
 echo
 echo "summary:"

@@ -196,6 +196,8 @@ int st_writer_finish(struct st_writer *w, struct d0_err *err);
  * in file order, so writers that stream need not read their output back.
  */
 int st_writer_sha256(const struct st_writer *w, char hex[65]);
+/* Skip that hashing (call before st_writer_begin). */
+void st_writer_no_hash(struct st_writer *w);
 uint64_t st_writer_total(const struct st_writer *w); /* file size */
 
 /* ------------------------------------------------------------------ model */

@@ -316,9 +316,14 @@ struct st_writer {
 	/* SHA-256 of the file, kept while writes arrive in file order */
 	EVP_MD_CTX *sha;
 	uint64_t sha_pos;
-	int sequential;
+	int sequential, no_hash;
 	char hex[65];
 };
+
+void st_writer_no_hash(struct st_writer *w)
+{
+	w->no_hash = 1;
+}
 
 struct st_writer *st_writer_new(void)
 {
@@ -413,12 +418,14 @@ int st_writer_begin(struct st_writer *w, const char *path, struct d0_err *err)
 		return d0_errf(err, "%s: cannot create: %s", path,
 			       strerror(errno));
 	}
-	w->sha = EVP_MD_CTX_new();
-	EVP_DigestInit_ex(w->sha, EVP_sha256(), NULL);
-	EVP_DigestUpdate(w->sha, len8, 8);
-	EVP_DigestUpdate(w->sha, hdr, padded);
-	w->sha_pos = w->data_off;
-	w->sequential = 1;
+	if (!w->no_hash) {
+		w->sha = EVP_MD_CTX_new();
+		EVP_DigestInit_ex(w->sha, EVP_sha256(), NULL);
+		EVP_DigestUpdate(w->sha, len8, 8);
+		EVP_DigestUpdate(w->sha, hdr, padded);
+		w->sha_pos = w->data_off;
+		w->sequential = 1;
+	}
 	if (write_full(w->fd, len8, 8) < 0 ||
 	    write_full(w->fd, hdr, padded) < 0 ||
 	    ftruncate(w->fd, (off_t)(w->data_off + w->data_len)) < 0) {

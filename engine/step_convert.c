@@ -7,10 +7,13 @@
  * tensor by tensor, a chunk of at most CONV_CHUNK elements at a time; each
  * chunk is converted to the target dtype and written to every rank that
  * holds it.  Peak memory is three chunk buffers whatever the model size.
- * Reading in file order lets us hash every source shard on the way (its
- * SHA-256 is recorded in layout.json and checked against SHA256SUMS), and
- * rank files are declared in processing order so they too are written
- * sequentially and hashed without being read back.
+ *
+ * Source checksums: layout.json records each source shard's SHA-256.  By
+ * default they are taken from SHA256SUMS, which `verify` has just checked
+ * (hashing every byte a second time would cost more than the conversion
+ * itself); a shard SHA256SUMS does not list, or every shard with
+ * --verify-source, is hashed on the way, since we read in file order, and
+ * compared with SHA256SUMS.
  *
  * The split of every tensor is layout.c's; the tensor set is model.c's.
  */
@@ -33,7 +36,7 @@ static int run(int argc, char **argv);
 const struct step_entry step_convert = {
 	.name = "convert",
 	.usage = "MODEL_DIR OUT_DIR --dtype bf16|f16|f32 --tp T [--pp P] "
-		 "[--ep E] [--force] [--events]",
+		 "[--ep E] [--verify-source] [--force] [--events]",
 	.summary = "reshard a checkpoint into per-rank safetensors files plus "
 		   "layout.json",
 	.run = run,
@@ -61,8 +64,10 @@ struct conv {
 	struct item *items;
 	size_t nitems;
 	struct st_writer **w; /* per rank */
-	char (*rank_sha)[65];
 	char (*src_sha)[65];
+	int *src_hashed;       /* per shard: hashed here (1) or from SUMS (0) */
+	int verify_source;     /* hash every shard, compare with SHA256SUMS */
+	json_t *sums;          /* SHA256SUMS or NULL */
 	uint64_t total_bytes, done_bytes;
 	/* chunk buffers */
 	unsigned char *src_buf, *cv_buf, *stage;
@@ -177,7 +182,6 @@ static int open_ranks(struct conv *c, const char *out, struct d0_err *err)
 {
 	char name[64], val[32];
 	c->w = calloc((size_t)c->world, sizeof *c->w);
-	c->rank_sha = calloc((size_t)c->world, sizeof *c->rank_sha);
 	for (size_t i = 0; i < c->nitems; i++) {
 		c->items[i].slot = malloc((size_t)c->world * sizeof(int));
 		for (int r = 0; r < c->world; r++)
@@ -188,6 +192,7 @@ static int open_ranks(struct conv *c, const char *out, struct d0_err *err)
 		char *p;
 		layout_coords(&c->d, r, &pp, &ep, &tp);
 		c->w[r] = st_writer_new();
+		st_writer_no_hash(c->w[r]); /* rank files: sizes suffice */
 		st_writer_meta(c->w[r], "format", "pt");
 #define META(key, v)                                                          \
 	do {                                                                  \
@@ -251,7 +256,8 @@ static int read_src(struct conv *c, int fd, EVP_MD_CTX *sha, struct item *it,
 		return d0_errf(err, "%s: tensor '%s': read failed: %s",
 			       c->ck.shards[it->shard].path, it->src->name,
 			       strerror(errno));
-	EVP_DigestUpdate(sha, c->src_buf, n * es);
+	if (sha)
+		EVP_DigestUpdate(sha, c->src_buf, n * es);
 	dtype_convert(it->src->dtype, c->src_buf, it->to, c->cv_buf, n);
 	c->done_bytes += n * es;
 	return 0;
@@ -317,11 +323,33 @@ static int convert_tensor(struct conv *c, int fd, EVP_MD_CTX *sha,
 	return 0;
 }
 
+/* Source checksums from SHA256SUMS where it lists the shard. */
+static int load_source_sums(struct conv *c, const char *dir, struct d0_err *err)
+{
+	char *p = path_join(dir, "SHA256SUMS");
+	int rc = 0;
+	c->src_sha = calloc(c->ck.nshards, sizeof *c->src_sha);
+	c->src_hashed = calloc(c->ck.nshards, sizeof *c->src_hashed);
+	if (path_exists(p))
+		rc = sums_load(p, &c->sums, err);
+	free(p);
+	if (rc < 0)
+		return -1;
+	for (size_t s = 0; s < c->ck.nshards; s++) {
+		json_t *v = c->sums ? json_object_get(c->sums, c->ck.shards[s].name)
+				    : NULL;
+		if (v && !c->verify_source)
+			memcpy(c->src_sha[s], json_string_value(v), 65);
+		else
+			c->src_hashed[s] = 1;
+	}
+	return 0;
+}
+
 static int convert_all(struct conv *c, struct d0_err *err)
 {
 	size_t i = 0;
 	double last = 0;
-	c->src_sha = calloc(c->ck.nshards, sizeof *c->src_sha);
 	c->src_buf = malloc((size_t)CONV_CHUNK * 4);
 	c->cv_buf = malloc((size_t)CONV_CHUNK * 4);
 	c->stage = malloc((size_t)CONV_CHUNK * 4);
@@ -329,24 +357,28 @@ static int convert_all(struct conv *c, struct d0_err *err)
 		c->total_bytes += c->items[k].src->end - c->items[k].src->begin;
 	for (size_t s = 0; s < c->ck.nshards; s++) {
 		struct ckpt_shard *sh = &c->ck.shards[s];
-		EVP_MD_CTX *sha = EVP_MD_CTX_new();
+		EVP_MD_CTX *sha = NULL;
 		unsigned char md[EVP_MAX_MD_SIZE], *hdr;
 		unsigned int mdlen = 0;
 		int fd = open(sh->path, O_RDONLY | O_CLOEXEC), rc = 0;
-		if (fd < 0) {
-			EVP_MD_CTX_free(sha);
+		if (fd < 0)
 			return d0_errf(err, "%s: cannot open: %s", sh->path,
 				       strerror(errno));
-		}
 		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-		EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
-		hdr = malloc((size_t)sh->st.data_off);
-		if (pread_full(fd, hdr, (size_t)sh->st.data_off, 0) < 0)
-			rc = d0_errf(err, "%s: read failed: %s", sh->path,
-				     strerror(errno));
-		else
-			EVP_DigestUpdate(sha, hdr, (size_t)sh->st.data_off);
-		free(hdr);
+		if (c->src_hashed[s]) {
+			/* tensors tile the data buffer, so header + tensors
+			 * in offset order is the whole file */
+			sha = EVP_MD_CTX_new();
+			EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
+			hdr = malloc((size_t)sh->st.data_off);
+			if (pread_full(fd, hdr, (size_t)sh->st.data_off, 0) < 0)
+				rc = d0_errf(err, "%s: read failed: %s",
+					     sh->path, strerror(errno));
+			else
+				EVP_DigestUpdate(sha, hdr,
+						 (size_t)sh->st.data_off);
+			free(hdr);
+		}
 		for (; rc == 0 && i < c->nitems && c->items[i].shard == s; i++) {
 			rc = convert_tensor(c, fd, sha, &c->items[i], err);
 			if (events_enabled() && now_s() - last > 0.2) {
@@ -358,49 +390,36 @@ static int convert_all(struct conv *c, struct d0_err *err)
 			}
 		}
 		close(fd);
-		EVP_DigestFinal_ex(sha, md, &mdlen);
-		EVP_MD_CTX_free(sha);
-		for (unsigned b = 0; b < mdlen; b++)
-			snprintf(c->src_sha[s] + 2 * b, 3, "%02x", md[b]);
+		if (sha) {
+			EVP_DigestFinal_ex(sha, md, &mdlen);
+			EVP_MD_CTX_free(sha);
+			for (unsigned b = 0; b < mdlen; b++)
+				snprintf(c->src_sha[s] + 2 * b, 3, "%02x", md[b]);
+		}
 		if (rc < 0)
 			return -1;
 	}
-	for (int r = 0; r < c->world; r++) {
+	for (int r = 0; r < c->world; r++)
 		if (st_writer_finish(c->w[r], err) < 0)
 			return -1;
-		if (st_writer_sha256(c->w[r], c->rank_sha[r]) < 0)
-			return d0_errf(err, "internal: rank %d written out of "
-				       "order", r);
-	}
 	return 0;
 }
 
-/* Compare source hashes with SHA256SUMS when there is one. */
-static int check_source_sums(struct conv *c, const char *dir,
-			     struct d0_err *err)
+/* Shards hashed here must agree with SHA256SUMS where it lists them. */
+static int check_source_sums(struct conv *c, struct d0_err *err)
 {
-	char *p = path_join(dir, "SHA256SUMS");
-	json_t *sums = NULL;
-	int rc = 0;
-	if (!path_exists(p)) {
-		free(p);
-		return 0;
+	for (size_t s = 0; s < c->ck.nshards; s++) {
+		json_t *want = c->sums ? json_object_get(c->sums,
+							 c->ck.shards[s].name)
+				       : NULL;
+		if (c->src_hashed[s] && want &&
+		    strcmp(json_string_value(want), c->src_sha[s]))
+			return d0_errf(err, "%s: SHA-256 mismatch: file has %s, "
+				       "SHA256SUMS expects %s",
+				       c->ck.shards[s].path, c->src_sha[s],
+				       json_string_value(want));
 	}
-	if (sums_load(p, &sums, err) < 0) {
-		free(p);
-		return -1;
-	}
-	for (size_t s = 0; s < c->ck.nshards && rc == 0; s++) {
-		json_t *want = json_object_get(sums, c->ck.shards[s].name);
-		if (want && strcmp(json_string_value(want), c->src_sha[s]))
-			rc = d0_errf(err, "%s: SHA-256 mismatch: file has %s, "
-				     "SHA256SUMS expects %s (run verify)",
-				     c->ck.shards[s].path, c->src_sha[s],
-				     json_string_value(want));
-	}
-	json_decref(sums);
-	free(p);
-	return rc;
+	return 0;
 }
 
 static json_t *layout_json(struct conv *c, const char *src_dir)
@@ -437,9 +456,10 @@ static json_t *layout_json(struct conv *c, const char *src_dir)
 	json_object_set_new(doc, "stages", stages);
 	for (size_t s = 0; s < c->ck.nshards; s++) {
 		struct ckpt_shard *sh = &c->ck.shards[s];
-		json_t *o = json_pack("{s:s, s:s, s:I}", "file", sh->name,
-				      "sha256", c->src_sha[s], "bytes",
-				      (json_int_t)sh->st.file_size);
+		json_t *o = json_pack("{s:s, s:s, s:s, s:I}", "file", sh->name,
+				      "sha256", c->src_sha[s], "sha256_from",
+				      c->src_hashed[s] ? "computed" : "SHA256SUMS",
+				      "bytes", (json_int_t)sh->st.file_size);
 		if (sh->st.metadata)
 			json_object_set(o, "metadata", sh->st.metadata);
 		json_array_append_new(shards, o);
@@ -461,10 +481,9 @@ static json_t *layout_json(struct conv *c, const char *src_dir)
 		snprintf(name, sizeof name, "rank-%05d-of-%05d.safetensors", r,
 			 c->world);
 		json_array_append_new(
-			ranks, json_pack("{s:i, s:i, s:i, s:i, s:s, s:s, s:I, s:o}",
+			ranks, json_pack("{s:i, s:i, s:i, s:i, s:s, s:I, s:o}",
 					 "rank", r, "tp_rank", tp, "pp_rank", pp,
-					 "ep_rank", ep, "file", name, "sha256",
-					 c->rank_sha[r], "bytes",
+					 "ep_rank", ep, "file", name, "bytes",
 					 (json_int_t)st_writer_total(c->w[r]),
 					 "experts", experts));
 	}
@@ -509,8 +528,9 @@ static void conv_free(struct conv *c)
 	for (int r = 0; c->w && r < c->world; r++)
 		st_writer_free(c->w[r]);
 	free(c->w);
-	free(c->rank_sha);
 	free(c->src_sha);
+	free(c->src_hashed);
+	json_decref(c->sums);
 	free(c->specs);
 	free(c->src_buf);
 	free(c->cv_buf);
@@ -533,7 +553,8 @@ static int run(int argc, char **argv)
 	static const struct option lo[] = {
 		{"dtype", 1, 0, 'd'}, {"tp", 1, 0, 't'},   {"pp", 1, 0, 'p'},
 		{"ep", 1, 0, 'e'},    {"force", 0, 0, 'f'}, {"events", 0, 0, 'E'},
-		{"help", 0, 0, 'h'},  {0, 0, 0, 0},
+		{"verify-source", 0, 0, 'V'}, {"help", 0, 0, 'h'},
+		{0, 0, 0, 0},
 	};
 	const struct step_entry *S = &step_convert;
 	struct conv c;
@@ -576,6 +597,7 @@ static int run(int argc, char **argv)
 			break;
 		case 'f': force = 1; break;
 		case 'E': events = 1; break;
+		case 'V': c.verify_source = 1; break;
 		case 'h': step_usage(S, stdout); return EXIT_OK;
 		default:
 			return step_usage_error(S, "unknown or incomplete "
@@ -600,7 +622,8 @@ static int run(int argc, char **argv)
 		events_stage("convert", "end", 1, EXIT_USAGE, "no such model");
 		return EXIT_USAGE;
 	}
-	if (open_source(&c, src, &err) < 0) {
+	if (open_source(&c, src, &err) < 0 ||
+	    load_source_sums(&c, src, &err) < 0) {
 		fprintf(stderr, "day0-engine: %s\n", err.msg);
 		events_stage("convert", "end", 1, EXIT_USAGE, err.msg);
 		conv_free(&c);
@@ -615,7 +638,7 @@ static int run(int argc, char **argv)
 	rc = open_ranks(&c, od.partial, &err);
 	if (rc == 0)
 		rc = convert_all(&c, &err);
-	if (rc == 0 && check_source_sums(&c, src, &err) < 0)
+	if (rc == 0 && check_source_sums(&c, &err) < 0)
 		rc = -2; /* corrupt input: a check failure, not a usage error */
 	if (rc == 0) {
 		char *cfg = path_join(src, "config.json");

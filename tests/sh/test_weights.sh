@@ -97,9 +97,22 @@ printf '\x5a' | dd of="$shard" bs=1 seek=$((size - 100)) conv=notrunc status=non
 expect_rc 1 "verify: one flipped byte fails" "$ENGINE" verify "$T/flip"
 contains "the failure names the corrupted shard" "model-00002-of-00003.safetensors: SHA-256 mismatch" "$ERR"
 check "only that shard is reported" bash -c "[ \$(grep -c 'SHA-256 mismatch' '$ERR') = 1 ]"
-expect_rc 1 "convert refuses a corrupted source" "$ENGINE" convert "$T/flip" "$T/flip.c" --dtype bf16 --tp 2
+expect_rc 1 "convert --verify-source refuses a corrupted source" "$ENGINE" convert "$T/flip" "$T/flip.c" --dtype bf16 --tp 2 --verify-source
 contains "convert names the corrupted shard" "model-00002-of-00003.safetensors: SHA-256 mismatch" "$ERR"
 check "a failed convert leaves no output directory" bash -c "! ls -d '$T'/flip.c* 2>/dev/null"
+
+# Source checksums in layout.json: from SHA256SUMS by default (verify has
+# checked them), computed while reading when a shard is not listed.
+sum2=$(grep 'model-00002-of-00003' "$T/mixtral/SHA256SUMS" | cut -d' ' -f1)
+check "layout.json takes source checksums from SHA256SUMS" \
+	bash -c "grep -A2 '\"file\": \"model-00002-of-00003.safetensors\"' '$T/mixtral.tp2/layout.json' | grep -q '\"sha256_from\": \"SHA256SUMS\"'"
+cp -r "$T/mixtral" "$T/nosums" && rm "$T/nosums/SHA256SUMS"
+expect_rc 0 "convert without SHA256SUMS" "$ENGINE" convert "$T/nosums" "$T/nosums.c" --dtype bf16 --tp 2
+check "then it computes each source checksum, equal to sha256sum's" \
+	bash -c "grep -A2 '\"file\": \"model-00002-of-00003.safetensors\"' '$T/nosums.c/layout.json' | grep -q '\"sha256\": \"$sum2\"' && grep -q '\"sha256_from\": \"computed\"' '$T/nosums.c/layout.json'"
+expect_rc 0 "convert --verify-source of an intact checkpoint" "$ENGINE" convert "$T/mixtral" "$T/vs.c" --dtype bf16 --tp 2 --verify-source
+check "--verify-source records computed checksums equal to SHA256SUMS" \
+	bash -c "grep -q '\"sha256\": \"$sum2\"' '$T/vs.c/layout.json' && ! grep -q '\"sha256_from\": \"SHA256SUMS\"' '$T/vs.c/layout.json'"
 
 # --events and --json
 expect_rc 0 "verify --events" "$ENGINE" verify "$T/mixtral" --events --threads 2
