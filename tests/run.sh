@@ -10,6 +10,10 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 export BUILD
 export DAY0_ROOT=$PWD
+# Sanitizer reports get exit codes no test expects (a program that must
+# exit 1 or 2 cannot pass by crashing), and UBSan stops at the first error.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-exitcode=86:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:exitcode=87:print_stacktrace=1}
 pattern=${1:-}
 passed=0
 failed=0
