@@ -213,7 +213,14 @@ enum tensor_role {
 	ROLE_COL,      /* column-parallel (gate/up, w1/w3) */
 	ROLE_ROW,      /* row-parallel (down, w2) */
 	ROLE_ROUTER,   /* replicated */
+	ROLE_ROUTER_BIAS, /* replicated, kept f32 (e_score_correction_bias) */
 	ROLE_REPL,     /* replicated, model dtype (e.g. shared_expert_gate) */
+};
+
+/* Where a tensor's parameters are counted (inspect's breakdown). */
+enum tensor_group {
+	GROUP_EMBED, GROUP_ATTN, GROUP_DENSE_MLP, GROUP_EXPERTS, GROUP_SHARED,
+	GROUP_ROUTER, GROUP_NORM, GROUP_LM_HEAD, GROUP_COUNT
 };
 
 struct tensor_spec {
@@ -221,20 +228,26 @@ struct tensor_spec {
 	int ndim;
 	uint64_t shape[2];
 	enum tensor_role role;
+	enum tensor_group group;
 	int layer;  /* -1 for embeddings, final norm, lm_head */
 	int expert; /* -1 unless a routed expert's weight */
+	int mtp;    /* part of a multi-token-prediction layer */
 };
 
+/* Roles whose weights stay f32 whatever the target dtype. */
+int role_keeps_f32(enum tensor_role r);
+
 struct rope_scaling {
-	char type[16]; /* "" none, linear, dynamic, yarn, llama3 */
+	char type[16]; /* "" none, linear, dynamic, yarn, llama3, or other */
 	double factor;
 	double original_max_pos;
 	double low_freq_factor, high_freq_factor; /* llama3 */
 	double beta_fast, beta_slow;              /* yarn */
+	double mscale, mscale_all_dim;            /* yarn (deepseek) */
 };
 
 struct model_config {
-	char model_type[32];
+	char model_type[32]; /* the family (kimi_k2 is read as deepseek_v3) */
 	int64_t hidden, layers, heads, kv_heads, head_dim, ffn, vocab;
 	int64_t experts, top_k, moe_ffn, shared_ffn;
 	int64_t decoder_sparse_step;
@@ -247,10 +260,26 @@ struct model_config {
 	int64_t max_pos;
 	struct rope_scaling rope;
 	enum dtype dtype; /* torch_dtype */
+	char hidden_act[32];
+	int sliding_window; /* uses sliding-window attention somewhere */
+	/* deepseek_v3: MLA and its router */
+	int mla;
+	int64_t q_lora_rank; /* 0: q_proj without compression */
+	int64_t kv_lora_rank, qk_rope_dim, qk_nope_dim, v_head_dim;
+	int64_t shared_experts; /* n_shared_experts (sizes: shared_ffn) */
+	int64_t first_dense, moe_layer_freq;
+	int64_t n_group, topk_group;
+	double routed_scaling;
+	char scoring[16]; /* softmax | sigmoid */
+	int64_t mtp_layers; /* num_nextn_predict_layers */
+	int rope_interleave;
+	char quant[16]; /* quantization_config.quant_method, "" if none */
 };
 
 /* Families gen-model can write and verify/convert understand. */
 int model_arch_known(const char *model_type);
+/* "llama, mistral, ..." for messages and --help. */
+const char *model_arch_list(void);
 /* Parse config.json; messages name path and key. */
 int model_config_load(const char *path, struct model_config *cfg,
 		      struct d0_err *err);
@@ -264,6 +293,18 @@ int model_tensors(const struct model_config *cfg, struct tensor_spec **out,
 		  size_t *n, struct d0_err *err);
 /* Config as transformers writes it (for gen-model). */
 json_t *model_config_to_json(const struct model_config *cfg);
+
+/* Parameter counts from the tensor table (inspect). */
+struct param_count {
+	uint64_t total, active;          /* main model, MTP layers excluded */
+	uint64_t group[GROUP_COUNT];     /* total per group */
+	uint64_t group_active[GROUP_COUNT];
+	uint64_t mtp;                    /* multi-token-prediction layers */
+};
+void model_count_params(const struct model_config *cfg,
+			const struct tensor_spec *t, size_t n,
+			struct param_count *out);
+const char *tensor_group_name(enum tensor_group g);
 
 /* ------------------------------------------------------------- checkpoint */
 

@@ -13,7 +13,10 @@
  *     expert's FFN is split over tp like a dense MLP;
  *   - layers are partitioned into pp equal stages; the embedding lives on
  *     the first stage, the final norm and lm_head on the last (a tied
- *     embedding on both).
+ *     embedding on both), and DeepSeek's multi-token-prediction layers on
+ *     the last;
+ *   - MLA: q_b_proj and kv_b_proj are column-parallel by heads, the
+ *     low-rank q_a/kv_a projections replicated.
  * Rank order: tp fastest (so a TP group sits inside a node), then ep,
  * then pp.
  */
@@ -42,6 +45,8 @@ void layout_stage_layers(int64_t layers, int pp, int s, int64_t *first,
 
 static int stage_of_layer(const struct model_config *c, int pp, int64_t l)
 {
+	if (l >= c->layers) /* multi-token-prediction layers follow the last */
+		return pp - 1;
 	for (int s = 0; s < pp; s++) {
 		int64_t first, count;
 		layout_stage_layers(c->layers, pp, s, &first, &count);

@@ -3,10 +3,12 @@
  * imply.
  *
  * model_tensors() is the single description of "what a checkpoint of this
- * config contains": gen-model writes it, verify checks against it and
- * convert shards by its roles, so the three cannot disagree.  Key names,
- * defaults and tensor names follow transformers (configuration_*.py and
- * modeling_*.py of each family).
+ * config contains": gen-model writes it, verify checks against it, convert
+ * shards by its roles, plan sizes from it and inspect counts it, so none of
+ * them can disagree.  Key names, defaults and tensor names follow
+ * transformers (configuration_*.py and modeling_*.py of each family) and,
+ * for deepseek_v3, DeepSeek's own modeling_deepseek.py and checkpoint
+ * (which also carries the multi-token-prediction layers).
  */
 #include "engine.h"
 
@@ -18,27 +20,38 @@
 #define COUNT_MAX (1LL << 16)   /* layers, heads, experts, head_dim */
 #define TENSORS_MAX (4LL << 20) /* tensors in one model */
 
+enum moe_kind { MOE_NONE, MOE_MIXTRAL, MOE_QWEN, MOE_DEEPSEEK };
+
 struct family {
 	const char *model_type, *architecture;
 	int64_t default_kv_heads; /* 0: absent means num_attention_heads */
 	int64_t default_head_dim; /* 0: absent means hidden / heads; -1 no key */
-	int moe;                  /* 0 dense, 1 mixtral, 2 qwen2_moe */
+	enum moe_kind moe;
 	int qk_norm;
-	int qkv_bias; /* q/k/v biases from 'qkv_bias' (default true) */
-	int o_bias;   /* attention_bias also covers o_proj */
+	int qkv_bias;    /* 1: q/k/v biases always (qwen2); 2: from 'qkv_bias' */
+	int o_bias;      /* attention_bias also covers o_proj */
+	int attn_bias_key; /* reads 'attention_bias' */
+	int shared_expert; /* qwen2_moe's gated shared expert */
 	double default_eps, default_theta;
+	int64_t default_experts, default_top_k;
 };
 
 /* Defaults are each configuration_*.py's __init__ defaults. */
 static const struct family families[] = {
-	{"llama", "LlamaForCausalLM", 0, 0, 0, 0, 0, 1, 1e-6, 10000.0},
-	{"qwen3", "Qwen3ForCausalLM", 32, 128, 0, 1, 0, 1, 1e-6, 10000.0},
-	{"mixtral", "MixtralForCausalLM", 8, 0, 1, 0, 0, 0, 1e-5, 1e6},
-	{"qwen2_moe", "Qwen2MoeForCausalLM", 16, -1, 2, 0, 1, 0, 1e-6, 10000.0},
+	{"llama", "LlamaForCausalLM", 0, 0, MOE_NONE, 0, 0, 1, 1, 0, 1e-6, 10000.0, 0, 0},
+	{"mistral", "MistralForCausalLM", 8, 0, MOE_NONE, 0, 0, 0, 0, 0, 1e-6, 10000.0, 0, 0},
+	{"qwen2", "Qwen2ForCausalLM", 32, -1, MOE_NONE, 0, 1, 0, 0, 0, 1e-6, 10000.0, 0, 0},
+	{"qwen3", "Qwen3ForCausalLM", 32, 128, MOE_NONE, 1, 0, 1, 1, 0, 1e-6, 10000.0, 0, 0},
+	{"mixtral", "MixtralForCausalLM", 8, 0, MOE_MIXTRAL, 0, 0, 0, 0, 0, 1e-5, 1e6, 8, 2},
+	{"qwen2_moe", "Qwen2MoeForCausalLM", 16, -1, MOE_QWEN, 0, 2, 0, 0, 1, 1e-6, 10000.0, 60, 4},
+	{"qwen3_moe", "Qwen3MoeForCausalLM", 4, 128, MOE_QWEN, 1, 0, 1, 1, 0, 1e-6, 10000.0, 128, 8},
+	{"deepseek_v3", "DeepseekV3ForCausalLM", 128, -1, MOE_DEEPSEEK, 0, 0, 1, 1, 0, 1e-6, 10000.0, 256, 8},
 };
 
 static const struct family *family_find(const char *model_type)
 {
+	if (!strcmp(model_type, "kimi_k2")) /* Kimi-K2 is DeepSeek-V3's shape */
+		model_type = "deepseek_v3";
 	for (size_t i = 0; i < sizeof families / sizeof *families; i++)
 		if (!strcmp(families[i].model_type, model_type))
 			return &families[i];
@@ -48,6 +61,25 @@ static const struct family *family_find(const char *model_type)
 int model_arch_known(const char *model_type)
 {
 	return family_find(model_type) != NULL;
+}
+
+const char *model_arch_list(void)
+{
+	return "llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, "
+	       "deepseek_v3 (kimi_k2)";
+}
+
+int role_keeps_f32(enum tensor_role r)
+{
+	return r == ROLE_NORM || r == ROLE_ROUTER_BIAS;
+}
+
+const char *tensor_group_name(enum tensor_group g)
+{
+	static const char *const names[GROUP_COUNT] = {
+		"embeddings", "attention", "dense_mlp", "routed_experts",
+		"shared_experts", "routers", "norms", "lm_head"};
+	return g >= 0 && g < GROUP_COUNT ? names[g] : "?";
 }
 
 /* Read an integer key; absent -> def (or an error when required). */
@@ -96,6 +128,24 @@ static int get_bool(json_t *root, const char *path, const char *key, int def,
 	return 0;
 }
 
+static int get_str(json_t *root, const char *path, const char *key,
+		   const char *def, char *out, size_t cap, struct d0_err *err)
+{
+	json_t *v = json_object_get(root, key);
+	if (!v || json_is_null(v)) {
+		snprintf(out, cap, "%s", def);
+		return 0;
+	}
+	if (!json_is_string(v))
+		return d0_errf(err, "%s: '%s' must be a string", path, key);
+	snprintf(out, cap, "%s", json_string_value(v));
+	return 0;
+}
+
+/*
+ * rope_scaling: any type is recorded (so inspect can report an unsupported
+ * one as a missing operator); the known ones are checked.
+ */
 static int parse_rope(json_t *root, const char *path, struct model_config *c,
 		      struct d0_err *err)
 {
@@ -114,18 +164,17 @@ static int parse_rope(json_t *root, const char *path, struct model_config *c,
 		return d0_errf(err, "%s: rope_scaling needs a string "
 			       "'rope_type' (or 'type')", path);
 	type = json_string_value(t);
-	if (strcmp(type, "default") && strcmp(type, "linear") &&
-	    strcmp(type, "dynamic") && strcmp(type, "yarn") &&
-	    strcmp(type, "llama3"))
-		return d0_errf(err, "%s: rope_scaling type '%s' unknown "
-			       "(expected linear, dynamic, yarn or llama3)",
-			       path, type);
 	if (!strcmp(type, "default"))
 		return 0;
+	if (!*type || strlen(type) >= sizeof c->rope.type)
+		return d0_errf(err, "%s: rope_scaling type '%s' is not a rope "
+			       "type name", path, type);
 	snprintf(c->rope.type, sizeof c->rope.type, "%s", type);
-	if (get_num(rs, path, "factor", 0, &c->rope.factor, err) < 0)
+	if (get_num(rs, path, "factor", 1.0, &c->rope.factor, err) < 0)
 		return -1;
-	if (!(c->rope.factor >= 1.0) && strcmp(type, "dynamic"))
+	if (!(c->rope.factor >= 1.0) &&
+	    (!strcmp(type, "linear") || !strcmp(type, "yarn") ||
+	     !strcmp(type, "llama3")))
 		return d0_errf(err, "%s: rope_scaling.factor must be >= 1 for "
 			       "'%s'", path, type);
 	if (get_num(rs, path, "original_max_position_embeddings",
@@ -135,7 +184,10 @@ static int parse_rope(json_t *root, const char *path, struct model_config *c,
 	    get_num(rs, path, "high_freq_factor", 4.0,
 		    &c->rope.high_freq_factor, err) < 0 ||
 	    get_num(rs, path, "beta_fast", 32.0, &c->rope.beta_fast, err) < 0 ||
-	    get_num(rs, path, "beta_slow", 1.0, &c->rope.beta_slow, err) < 0)
+	    get_num(rs, path, "beta_slow", 1.0, &c->rope.beta_slow, err) < 0 ||
+	    get_num(rs, path, "mscale", 0.0, &c->rope.mscale, err) < 0 ||
+	    get_num(rs, path, "mscale_all_dim", 0.0, &c->rope.mscale_all_dim,
+		    err) < 0)
 		return -1;
 	if (!strcmp(type, "llama3") &&
 	    !(c->rope.high_freq_factor > c->rope.low_freq_factor))
@@ -144,11 +196,129 @@ static int parse_rope(json_t *root, const char *path, struct model_config *c,
 	return 0;
 }
 
+static int dims_error(const char *path, const char *what, struct d0_err *err)
+{
+	return d0_errf(err, "%s: %s", path, what);
+}
+
+/* MoE keys of the qwen2_moe / qwen3_moe families. */
+static int parse_qwen_moe(json_t *root, const char *path,
+			  const struct family *f, struct model_config *c,
+			  struct d0_err *err)
+{
+	json_t *mol;
+	if (get_int(root, path, "num_experts", 0, f->default_experts,
+		    &c->experts, err) < 0 ||
+	    get_int(root, path, "num_experts_per_tok", 0, f->default_top_k,
+		    &c->top_k, err) < 0 ||
+	    get_int(root, path, "moe_intermediate_size", 0,
+		    f->shared_expert ? 1408 : 768, &c->moe_ffn, err) < 0 ||
+	    get_int(root, path, "decoder_sparse_step", 0, 1,
+		    &c->decoder_sparse_step, err) < 0 ||
+	    get_bool(root, path, "norm_topk_prob", 0, &c->norm_topk_prob,
+		     err) < 0)
+		return -1;
+	if (f->shared_expert &&
+	    get_int(root, path, "shared_expert_intermediate_size", 0, 5632,
+		    &c->shared_ffn, err) < 0)
+		return -1;
+	if (c->decoder_sparse_step <= 0 || c->moe_ffn <= 0 || c->shared_ffn < 0)
+		return dims_error(path, "decoder_sparse_step and "
+				  "moe_intermediate_size must be positive", err);
+	mol = json_object_get(root, "mlp_only_layers");
+	if (mol && !json_is_null(mol)) {
+		size_t i;
+		json_t *x;
+		if (!json_is_array(mol))
+			return dims_error(path, "'mlp_only_layers' must be a "
+					  "list of layer indices", err);
+		c->mlp_only = calloc(json_array_size(mol) + 1,
+				     sizeof *c->mlp_only);
+		json_array_foreach(mol, i, x) {
+			if (!json_is_integer(x))
+				return d0_errf(err, "%s: mlp_only_layers[%zu] is "
+					       "not an integer", path, i);
+			c->mlp_only[c->n_mlp_only++] = json_integer_value(x);
+		}
+	}
+	snprintf(c->scoring, sizeof c->scoring, "softmax");
+	return 0;
+}
+
+/* DeepSeek-V3's MLA attention and sigmoid-routed MoE. */
+static int parse_deepseek(json_t *root, const char *path,
+			  struct model_config *c, struct d0_err *err)
+{
+	c->mla = 1;
+	if (get_int(root, path, "q_lora_rank", 0, 0, &c->q_lora_rank, err) < 0 ||
+	    get_int(root, path, "kv_lora_rank", 0, 512, &c->kv_lora_rank,
+		    err) < 0 ||
+	    get_int(root, path, "qk_rope_head_dim", 0, 64, &c->qk_rope_dim,
+		    err) < 0 ||
+	    get_int(root, path, "qk_nope_head_dim", 0, 128, &c->qk_nope_dim,
+		    err) < 0 ||
+	    get_int(root, path, "v_head_dim", 0, 128, &c->v_head_dim, err) < 0 ||
+	    get_int(root, path, "n_routed_experts", 0, 256, &c->experts,
+		    err) < 0 ||
+	    get_int(root, path, "num_experts_per_tok", 0, 8, &c->top_k, err) < 0 ||
+	    get_int(root, path, "n_shared_experts", 0, 1, &c->shared_experts,
+		    err) < 0 ||
+	    get_int(root, path, "moe_intermediate_size", 0, 2048, &c->moe_ffn,
+		    err) < 0 ||
+	    get_int(root, path, "first_k_dense_replace", 0, 3, &c->first_dense,
+		    err) < 0 ||
+	    get_int(root, path, "moe_layer_freq", 0, 1, &c->moe_layer_freq,
+		    err) < 0 ||
+	    get_int(root, path, "n_group", 0, 8, &c->n_group, err) < 0 ||
+	    get_int(root, path, "topk_group", 0, 4, &c->topk_group, err) < 0 ||
+	    get_num(root, path, "routed_scaling_factor", 2.5, &c->routed_scaling,
+		    err) < 0 ||
+	    get_bool(root, path, "norm_topk_prob", 1, &c->norm_topk_prob,
+		     err) < 0 ||
+	    get_str(root, path, "scoring_func", "sigmoid", c->scoring,
+		    sizeof c->scoring, err) < 0 ||
+	    get_int(root, path, "num_nextn_predict_layers", 0, 0, &c->mtp_layers,
+		    err) < 0 ||
+	    get_bool(root, path, "rope_interleave", 1, &c->rope_interleave,
+		     err) < 0)
+		return -1;
+	if (c->q_lora_rank < 0 || c->kv_lora_rank <= 0 || c->qk_rope_dim <= 0 ||
+	    c->qk_nope_dim < 0 || c->v_head_dim <= 0 ||
+	    c->kv_lora_rank > DIM_MAX || c->q_lora_rank > DIM_MAX ||
+	    c->qk_rope_dim > COUNT_MAX || c->qk_nope_dim > COUNT_MAX ||
+	    c->v_head_dim > COUNT_MAX)
+		return dims_error(path, "MLA ranks and head dims (q_lora_rank, "
+				  "kv_lora_rank, qk_rope_head_dim, "
+				  "qk_nope_head_dim, v_head_dim) must be positive "
+				  "and sane", err);
+	if (c->qk_rope_dim % 2)
+		return d0_errf(err, "%s: qk_rope_head_dim %lld must be even",
+			       path, (long long)c->qk_rope_dim);
+	if (c->moe_layer_freq <= 0 || c->first_dense < 0 ||
+	    c->shared_experts < 0 || c->mtp_layers < 0 || c->mtp_layers > 16)
+		return dims_error(path, "moe_layer_freq must be positive; "
+				  "first_k_dense_replace, n_shared_experts and "
+				  "num_nextn_predict_layers non-negative", err);
+	if (c->n_group <= 0 || c->experts % c->n_group ||
+	    c->topk_group <= 0 || c->topk_group > c->n_group)
+		return d0_errf(err, "%s: n_routed_experts %lld must split into "
+			       "n_group %lld groups and topk_group %lld must be "
+			       "between 1 and n_group", path,
+			       (long long)c->experts, (long long)c->n_group,
+			       (long long)c->topk_group);
+	if (strcmp(c->scoring, "sigmoid") && strcmp(c->scoring, "softmax"))
+		return d0_errf(err, "%s: scoring_func '%s' is not sigmoid or "
+			       "softmax", path, c->scoring);
+	c->head_dim = c->qk_rope_dim; /* transformers: head_dim = rope dim */
+	c->shared_ffn = c->moe_ffn * c->shared_experts;
+	return 0;
+}
+
 int model_config_from_json(json_t *root, const char *path,
 			   struct model_config *c, struct d0_err *err)
 {
 	const struct family *f;
-	json_t *mt = json_object_get(root, "model_type"), *td, *mol;
+	json_t *mt = json_object_get(root, "model_type"), *td, *q;
 
 	memset(c, 0, sizeof *c);
 	if (!json_is_object(root))
@@ -158,8 +328,8 @@ int model_config_from_json(json_t *root, const char *path,
 	f = family_find(json_string_value(mt));
 	if (!f)
 		return d0_errf(err, "%s: model_type '%s' is not supported "
-			       "(known: llama, qwen3, mixtral, qwen2_moe)",
-			       path, json_string_value(mt));
+			       "(known: %s)", path, json_string_value(mt),
+			       model_arch_list());
 	snprintf(c->model_type, sizeof c->model_type, "%s", f->model_type);
 
 	if (get_int(root, path, "hidden_size", 1, 0, &c->hidden, err) < 0 ||
@@ -168,13 +338,15 @@ int model_config_from_json(json_t *root, const char *path,
 	    get_int(root, path, "vocab_size", 1, 0, &c->vocab, err) < 0 ||
 	    get_int(root, path, "intermediate_size", 1, 0, &c->ffn, err) < 0 ||
 	    get_int(root, path, "max_position_embeddings", 0, 4096,
-		    &c->max_pos, err) < 0)
+		    &c->max_pos, err) < 0 ||
+	    get_str(root, path, "hidden_act", "silu", c->hidden_act,
+		    sizeof c->hidden_act, err) < 0)
 		return -1;
 	if (c->hidden <= 0 || c->layers <= 0 || c->heads <= 0 ||
 	    c->vocab <= 0 || c->ffn <= 0)
-		return d0_errf(err, "%s: hidden_size, num_hidden_layers, "
-			       "num_attention_heads, vocab_size and "
-			       "intermediate_size must be positive", path);
+		return dims_error(path, "hidden_size, num_hidden_layers, "
+				  "num_attention_heads, vocab_size and "
+				  "intermediate_size must be positive", err);
 	/* Bounds far above any published model keep every product below
 	 * 2^63 and the tensor table finite. */
 	if (c->hidden > DIM_MAX || c->ffn > DIM_MAX || c->vocab > DIM_MAX ||
@@ -192,7 +364,9 @@ int model_config_from_json(json_t *root, const char *path,
 		return d0_errf(err, "%s: num_attention_heads %lld is not a "
 			       "multiple of num_key_value_heads %lld", path,
 			       (long long)c->heads, (long long)c->kv_heads);
-	if (f->default_head_dim < 0) {
+	if (f->moe == MOE_DEEPSEEK) {
+		c->head_dim = 2; /* set from qk_rope_head_dim below */
+	} else if (f->default_head_dim < 0) {
 		if (c->hidden % c->heads)
 			return d0_errf(err, "%s: hidden_size %lld is not a "
 				       "multiple of num_attention_heads %lld",
@@ -200,8 +374,8 @@ int model_config_from_json(json_t *root, const char *path,
 				       (long long)c->heads);
 		c->head_dim = c->hidden / c->heads;
 	} else {
-		int64_t def = f->default_head_dim ? f->default_head_dim : 0;
-		if (get_int(root, path, "head_dim", 0, def, &c->head_dim, err) < 0)
+		if (get_int(root, path, "head_dim", 0, f->default_head_dim,
+			    &c->head_dim, err) < 0)
 			return -1;
 		if (c->head_dim == 0) {
 			if (c->hidden % c->heads)
@@ -227,22 +401,31 @@ int model_config_from_json(json_t *root, const char *path,
 	    get_num(root, path, "rms_norm_eps", f->default_eps, &c->rms_eps,
 		    err) < 0 ||
 	    get_num(root, path, "rope_theta", f->default_theta, &c->rope_theta,
-		    err) < 0)
+		    err) < 0 ||
+	    get_bool(root, path, "use_sliding_window", 0, &c->sliding_window,
+		     err) < 0)
 		return -1;
-	if (f->qkv_bias) {
+	if (!strcmp(f->model_type, "mistral") || f->moe == MOE_MIXTRAL) {
+		json_t *sw = json_object_get(root, "sliding_window");
+		c->sliding_window = json_is_integer(sw) &&
+				    json_integer_value(sw) < c->max_pos;
+	}
+	if (f->qkv_bias == 1) {
+		c->attention_bias = 1;
+	} else if (f->qkv_bias == 2) {
 		if (get_bool(root, path, "qkv_bias", 1, &c->attention_bias,
 			     err) < 0)
 			return -1;
-	} else if (!strcmp(f->model_type, "mixtral")) {
-		c->attention_bias = 0;
-	} else if (get_bool(root, path, "attention_bias", 0, &c->attention_bias,
-			  err) < 0)
-		return -1;
+	} else if (f->attn_bias_key) {
+		if (get_bool(root, path, "attention_bias", 0, &c->attention_bias,
+			     err) < 0)
+			return -1;
+	}
 	if (!strcmp(f->model_type, "llama") &&
 	    get_bool(root, path, "mlp_bias", 0, &c->mlp_bias, err) < 0)
 		return -1;
 
-	if (f->moe == 1) {
+	if (f->moe == MOE_MIXTRAL) {
 		if (get_int(root, path, "num_local_experts", 0, 8, &c->experts,
 			    err) < 0 ||
 		    get_int(root, path, "num_experts_per_tok", 0, 2, &c->top_k,
@@ -250,44 +433,13 @@ int model_config_from_json(json_t *root, const char *path,
 			return -1;
 		c->moe_ffn = c->ffn;
 		c->norm_topk_prob = 1;
-	} else if (f->moe == 2) {
-		if (get_int(root, path, "num_experts", 0, 60, &c->experts,
-			    err) < 0 ||
-		    get_int(root, path, "num_experts_per_tok", 0, 4, &c->top_k,
-			    err) < 0 ||
-		    get_int(root, path, "moe_intermediate_size", 0, 1408,
-			    &c->moe_ffn, err) < 0 ||
-		    get_int(root, path, "shared_expert_intermediate_size", 0,
-			    5632, &c->shared_ffn, err) < 0 ||
-		    get_int(root, path, "decoder_sparse_step", 0, 1,
-			    &c->decoder_sparse_step, err) < 0 ||
-		    get_bool(root, path, "norm_topk_prob", 0, &c->norm_topk_prob,
-			     err) < 0)
+		snprintf(c->scoring, sizeof c->scoring, "softmax");
+	} else if (f->moe == MOE_QWEN) {
+		if (parse_qwen_moe(root, path, f, c, err) < 0)
 			return -1;
-		if (c->decoder_sparse_step <= 0 || c->moe_ffn <= 0 ||
-		    c->shared_ffn < 0)
-			return d0_errf(err, "%s: decoder_sparse_step and "
-				       "moe_intermediate_size must be positive",
-				       path);
-		mol = json_object_get(root, "mlp_only_layers");
-		if (mol && !json_is_null(mol)) {
-			size_t i;
-			json_t *x;
-			if (!json_is_array(mol))
-				return d0_errf(err, "%s: 'mlp_only_layers' must "
-					       "be a list of layer indices",
-					       path);
-			c->mlp_only = calloc(json_array_size(mol) + 1,
-					     sizeof *c->mlp_only);
-			json_array_foreach(mol, i, x) {
-				if (!json_is_integer(x))
-					return d0_errf(err, "%s: "
-						       "mlp_only_layers[%zu] is "
-						       "not an integer", path, i);
-				c->mlp_only[c->n_mlp_only++] =
-					json_integer_value(x);
-			}
-		}
+	} else if (f->moe == MOE_DEEPSEEK) {
+		if (parse_deepseek(root, path, c, err) < 0)
+			return -1;
 	}
 	if (f->moe) {
 		if (c->experts > COUNT_MAX || c->moe_ffn > DIM_MAX ||
@@ -315,6 +467,11 @@ int model_config_from_json(json_t *root, const char *path,
 				      : DT_F32;
 	if (c->dtype == DT_INVALID)
 		c->dtype = DT_F32;
+	q = json_object_get(root, "quantization_config");
+	if (json_is_object(q) &&
+	    json_is_string(json_object_get(q, "quant_method")))
+		snprintf(c->quant, sizeof c->quant, "%s",
+			 json_string_value(json_object_get(q, "quant_method")));
 	return parse_rope(root, path, c, err);
 }
 
@@ -348,19 +505,28 @@ void model_config_free(struct model_config *cfg)
 int model_layer_is_moe(const struct model_config *c, int64_t l)
 {
 	const struct family *f = family_find(c->model_type);
-	if (!f || !f->moe)
+	if (!f || f->moe == MOE_NONE || c->experts <= 0)
 		return 0;
-	if (f->moe == 1)
+	if (l >= c->layers) /* an MTP layer is a full MoE decoder layer */
+		return f->moe == MOE_DEEPSEEK;
+	switch (f->moe) {
+	case MOE_MIXTRAL:
 		return 1;
-	for (size_t i = 0; i < c->n_mlp_only; i++)
-		if (c->mlp_only[i] == l)
-			return 0;
-	return c->experts > 0 && (l + 1) % c->decoder_sparse_step == 0;
+	case MOE_DEEPSEEK:
+		return l >= c->first_dense && l % c->moe_layer_freq == 0;
+	default:
+		for (size_t i = 0; i < c->n_mlp_only; i++)
+			if (c->mlp_only[i] == l)
+				return 0;
+		return (l + 1) % c->decoder_sparse_step == 0;
+	}
 }
 
 struct table {
 	struct tensor_spec *v;
 	size_t n, cap;
+	enum tensor_group group; /* for the next add()s */
+	int mtp;
 };
 
 static void add(struct table *t, enum tensor_role role, int layer, int expert,
@@ -384,8 +550,10 @@ static void add(struct table *t, enum tensor_role role, int layer, int expert,
 	vsnprintf(s->name, sizeof s->name, fmt, ap);
 	va_end(ap);
 	s->role = role;
+	s->group = role == ROLE_NORM ? GROUP_NORM : t->group;
 	s->layer = layer;
 	s->expert = expert;
+	s->mtp = t->mtp;
 	s->ndim = ndim;
 	s->shape[0] = d0;
 	s->shape[1] = d1;
@@ -406,88 +574,192 @@ static void add_mlp(struct table *t, int l, int e, const char *prefix,
 		add(t, ROLE_REPL, l, e, 1, H, 0, "%s.down_proj.bias", prefix);
 }
 
+static void add_attention(struct table *t, const struct family *f,
+			  const struct model_config *c, int l, const char *p)
+{
+	uint64_t H = (uint64_t)c->hidden;
+	uint64_t q = (uint64_t)(c->heads * c->head_dim);
+	uint64_t kv = (uint64_t)(c->kv_heads * c->head_dim);
+	int ob = c->attention_bias && f->o_bias;
+
+	t->group = GROUP_ATTN;
+	if (c->mla) { /* DeepSeek-V3 multi-head latent attention */
+		uint64_t nh = (uint64_t)c->heads;
+		uint64_t qk = (uint64_t)(c->qk_nope_dim + c->qk_rope_dim);
+		uint64_t ql = (uint64_t)c->q_lora_rank;
+		uint64_t kl = (uint64_t)c->kv_lora_rank;
+		if (ql) {
+			add(t, ROLE_REPL, l, -1, 2, ql, H,
+			    "%s.self_attn.q_a_proj.weight", p);
+			add(t, ROLE_NORM, l, -1, 1, ql, 0,
+			    "%s.self_attn.q_a_layernorm.weight", p);
+			add(t, ROLE_Q, l, -1, 2, nh * qk, ql,
+			    "%s.self_attn.q_b_proj.weight", p);
+		} else {
+			add(t, ROLE_Q, l, -1, 2, nh * qk, H,
+			    "%s.self_attn.q_proj.weight", p);
+		}
+		add(t, ROLE_REPL, l, -1, 2, kl + (uint64_t)c->qk_rope_dim, H,
+		    "%s.self_attn.kv_a_proj_with_mqa.weight", p);
+		add(t, ROLE_NORM, l, -1, 1, kl, 0,
+		    "%s.self_attn.kv_a_layernorm.weight", p);
+		add(t, ROLE_Q, l, -1, 2,
+		    nh * (uint64_t)(c->qk_nope_dim + c->v_head_dim), kl,
+		    "%s.self_attn.kv_b_proj.weight", p);
+		add(t, ROLE_O, l, -1, 2, H, nh * (uint64_t)c->v_head_dim,
+		    "%s.self_attn.o_proj.weight", p);
+		return;
+	}
+	add(t, ROLE_Q, l, -1, 2, q, H, "%s.self_attn.q_proj.weight", p);
+	if (c->attention_bias)
+		add(t, ROLE_Q, l, -1, 1, q, 0, "%s.self_attn.q_proj.bias", p);
+	add(t, ROLE_KV, l, -1, 2, kv, H, "%s.self_attn.k_proj.weight", p);
+	if (c->attention_bias)
+		add(t, ROLE_KV, l, -1, 1, kv, 0, "%s.self_attn.k_proj.bias", p);
+	add(t, ROLE_KV, l, -1, 2, kv, H, "%s.self_attn.v_proj.weight", p);
+	if (c->attention_bias)
+		add(t, ROLE_KV, l, -1, 1, kv, 0, "%s.self_attn.v_proj.bias", p);
+	add(t, ROLE_O, l, -1, 2, H, q, "%s.self_attn.o_proj.weight", p);
+	if (ob)
+		add(t, ROLE_REPL, l, -1, 1, H, 0, "%s.self_attn.o_proj.bias", p);
+	if (f->qk_norm) {
+		add(t, ROLE_NORM, l, -1, 1, (uint64_t)c->head_dim, 0,
+		    "%s.self_attn.q_norm.weight", p);
+		add(t, ROLE_NORM, l, -1, 1, (uint64_t)c->head_dim, 0,
+		    "%s.self_attn.k_norm.weight", p);
+	}
+}
+
+static void add_ffn(struct table *t, const struct family *f,
+		    const struct model_config *c, int l, const char *p)
+{
+	uint64_t H = (uint64_t)c->hidden, E = (uint64_t)c->experts;
+	char ep[128];
+
+	if (!model_layer_is_moe(c, l)) {
+		t->group = GROUP_DENSE_MLP;
+		snprintf(ep, sizeof ep, "%s.mlp", p);
+		add_mlp(t, l, -1, ep, H, (uint64_t)c->ffn, c->mlp_bias);
+		return;
+	}
+	if (f->moe == MOE_MIXTRAL) {
+		uint64_t F = (uint64_t)c->moe_ffn;
+		t->group = GROUP_ROUTER;
+		add(t, ROLE_ROUTER, l, -1, 2, E, H,
+		    "%s.block_sparse_moe.gate.weight", p);
+		t->group = GROUP_EXPERTS;
+		for (int e = 0; e < c->experts; e++) {
+			const char *x = "block_sparse_moe.experts";
+			add(t, ROLE_COL, l, e, 2, F, H, "%s.%s.%d.w1.weight", p, x, e);
+			add(t, ROLE_ROW, l, e, 2, H, F, "%s.%s.%d.w2.weight", p, x, e);
+			add(t, ROLE_COL, l, e, 2, F, H, "%s.%s.%d.w3.weight", p, x, e);
+		}
+		return;
+	}
+	t->group = GROUP_ROUTER;
+	add(t, ROLE_ROUTER, l, -1, 2, E, H, "%s.mlp.gate.weight", p);
+	if (f->moe == MOE_DEEPSEEK && !strcmp(c->scoring, "sigmoid"))
+		add(t, ROLE_ROUTER_BIAS, l, -1, 1, E, 0,
+		    "%s.mlp.gate.e_score_correction_bias", p);
+	t->group = GROUP_EXPERTS;
+	for (int e = 0; e < c->experts; e++) {
+		snprintf(ep, sizeof ep, "%s.mlp.experts.%d", p, e);
+		add_mlp(t, l, e, ep, H, (uint64_t)c->moe_ffn, 0);
+	}
+	t->group = GROUP_SHARED;
+	if (f->moe == MOE_DEEPSEEK && c->shared_experts > 0) {
+		snprintf(ep, sizeof ep, "%s.mlp.shared_experts", p);
+		add_mlp(t, l, -1, ep, H, (uint64_t)c->shared_ffn, 0);
+	}
+	if (f->shared_expert && c->shared_ffn > 0) {
+		snprintf(ep, sizeof ep, "%s.mlp.shared_expert", p);
+		add_mlp(t, l, -1, ep, H, (uint64_t)c->shared_ffn, 0);
+		add(t, ROLE_REPL, l, -1, 2, 1, H,
+		    "%s.mlp.shared_expert_gate.weight", p);
+	}
+}
+
+/* One decoder layer (attention, FFN, its two norms). */
+static void add_layer(struct table *t, const struct family *f,
+		      const struct model_config *c, int l)
+{
+	uint64_t H = (uint64_t)c->hidden;
+	char p[96];
+	snprintf(p, sizeof p, "model.layers.%d", l);
+	add_attention(t, f, c, l, p);
+	add_ffn(t, f, c, l, p);
+	add(t, ROLE_NORM, l, -1, 1, H, 0, "%s.input_layernorm.weight", p);
+	add(t, ROLE_NORM, l, -1, 1, H, 0, "%s.post_attention_layernorm.weight",
+	    p);
+}
+
 int model_tensors(const struct model_config *c, struct tensor_spec **out,
 		  size_t *n, struct d0_err *err)
 {
 	const struct family *f = family_find(c->model_type);
 	struct table t = {0};
 	uint64_t H = (uint64_t)c->hidden, V = (uint64_t)c->vocab;
-	uint64_t q = (uint64_t)(c->heads * c->head_dim);
-	uint64_t kv = (uint64_t)(c->kv_heads * c->head_dim);
-	char p[96];
 
 	if (!f)
 		return d0_errf(err, "model_type '%s' is not supported",
 			       c->model_type);
+	t.group = GROUP_EMBED;
 	add(&t, ROLE_EMBED, -1, -1, 2, V, H, "model.embed_tokens.weight");
-	for (int l = 0; l < c->layers; l++) {
-		int ob = c->attention_bias && f->o_bias;
-		snprintf(p, sizeof p, "model.layers.%d", l);
-		add(&t, ROLE_Q, l, -1, 2, q, H, "%s.self_attn.q_proj.weight", p);
-		if (c->attention_bias)
-			add(&t, ROLE_Q, l, -1, 1, q, 0,
-			    "%s.self_attn.q_proj.bias", p);
-		add(&t, ROLE_KV, l, -1, 2, kv, H, "%s.self_attn.k_proj.weight", p);
-		if (c->attention_bias)
-			add(&t, ROLE_KV, l, -1, 1, kv, 0,
-			    "%s.self_attn.k_proj.bias", p);
-		add(&t, ROLE_KV, l, -1, 2, kv, H, "%s.self_attn.v_proj.weight", p);
-		if (c->attention_bias)
-			add(&t, ROLE_KV, l, -1, 1, kv, 0,
-			    "%s.self_attn.v_proj.bias", p);
-		add(&t, ROLE_O, l, -1, 2, H, q, "%s.self_attn.o_proj.weight", p);
-		if (ob)
-			add(&t, ROLE_REPL, l, -1, 1, H, 0,
-			    "%s.self_attn.o_proj.bias", p);
-		if (f->qk_norm) {
-			add(&t, ROLE_NORM, l, -1, 1, (uint64_t)c->head_dim, 0,
-			    "%s.self_attn.q_norm.weight", p);
-			add(&t, ROLE_NORM, l, -1, 1, (uint64_t)c->head_dim, 0,
-			    "%s.self_attn.k_norm.weight", p);
-		}
-		if (f->moe == 1) {
-			uint64_t F = (uint64_t)c->moe_ffn;
-			add(&t, ROLE_ROUTER, l, -1, 2, (uint64_t)c->experts, H,
-			    "%s.block_sparse_moe.gate.weight", p);
-			for (int e = 0; e < c->experts; e++) {
-				const char *x = "block_sparse_moe.experts";
-				add(&t, ROLE_COL, l, e, 2, F, H,
-				    "%s.%s.%d.w1.weight", p, x, e);
-				add(&t, ROLE_ROW, l, e, 2, H, F,
-				    "%s.%s.%d.w2.weight", p, x, e);
-				add(&t, ROLE_COL, l, e, 2, F, H,
-				    "%s.%s.%d.w3.weight", p, x, e);
-			}
-		} else if (f->moe == 2 && model_layer_is_moe(c, l)) {
-			char ep[128];
-			add(&t, ROLE_ROUTER, l, -1, 2, (uint64_t)c->experts, H,
-			    "%s.mlp.gate.weight", p);
-			for (int e = 0; e < c->experts; e++) {
-				snprintf(ep, sizeof ep, "%s.mlp.experts.%d", p, e);
-				add_mlp(&t, l, e, ep, H, (uint64_t)c->moe_ffn, 0);
-			}
-			if (c->shared_ffn > 0) {
-				snprintf(ep, sizeof ep, "%s.mlp.shared_expert", p);
-				add_mlp(&t, l, -1, ep, H,
-					(uint64_t)c->shared_ffn, 0);
-				add(&t, ROLE_REPL, l, -1, 2, 1, H,
-				    "%s.mlp.shared_expert_gate.weight", p);
-			}
-		} else {
-			char mp[128];
-			snprintf(mp, sizeof mp, "%s.mlp", p);
-			add_mlp(&t, l, -1, mp, H, (uint64_t)c->ffn, c->mlp_bias);
-		}
-		add(&t, ROLE_NORM, l, -1, 1, H, 0, "%s.input_layernorm.weight", p);
-		add(&t, ROLE_NORM, l, -1, 1, H, 0,
-		    "%s.post_attention_layernorm.weight", p);
-	}
+	for (int l = 0; l < c->layers; l++)
+		add_layer(&t, f, c, l);
 	add(&t, ROLE_NORM, -1, -1, 1, H, 0, "model.norm.weight");
-	if (!c->tie_embeddings)
+	if (!c->tie_embeddings) {
+		t.group = GROUP_LM_HEAD;
 		add(&t, ROLE_LM_HEAD, -1, -1, 2, V, H, "lm_head.weight");
+	}
+	/*
+	 * DeepSeek's multi-token-prediction modules, as its checkpoint stores
+	 * them: layer num_hidden_layers + i with its own embedding, two norms,
+	 * a projection of [h; e], a full MoE decoder layer and a head.
+	 */
+	t.mtp = 1;
+	for (int m = 0; m < c->mtp_layers; m++) {
+		int l = (int)c->layers + m;
+		char p[96];
+		snprintf(p, sizeof p, "model.layers.%d", l);
+		t.group = GROUP_EMBED;
+		add(&t, ROLE_EMBED, l, -1, 2, V, H, "%s.embed_tokens.weight", p);
+		add(&t, ROLE_NORM, l, -1, 1, H, 0, "%s.enorm.weight", p);
+		add(&t, ROLE_NORM, l, -1, 1, H, 0, "%s.hnorm.weight", p);
+		t.group = GROUP_ATTN;
+		add(&t, ROLE_REPL, l, -1, 2, H, 2 * H, "%s.eh_proj.weight", p);
+		add_layer(&t, f, c, l);
+		add(&t, ROLE_NORM, l, -1, 1, H, 0, "%s.shared_head.norm.weight", p);
+		t.group = GROUP_LM_HEAD;
+		add(&t, ROLE_LM_HEAD, l, -1, 2, V, H, "%s.shared_head.head.weight",
+		    p);
+	}
 	*out = t.v;
 	*n = t.n;
 	return 0;
+}
+
+void model_count_params(const struct model_config *c,
+			const struct tensor_spec *t, size_t n,
+			struct param_count *out)
+{
+	memset(out, 0, sizeof *out);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t numel = t[i].shape[0] *
+				 (t[i].ndim == 2 ? t[i].shape[1] : 1);
+		uint64_t act = numel;
+		if (t[i].mtp) {
+			out->mtp += numel;
+			continue;
+		}
+		/* a token runs top_k of the layer's routed experts */
+		if (t[i].expert >= 0)
+			act = numel * (uint64_t)c->top_k / (uint64_t)c->experts;
+		out->group[t[i].group] += numel;
+		out->group_active[t[i].group] += act;
+		out->total += numel;
+		out->active += act;
+	}
 }
 
 static json_t *rope_json(const struct model_config *c)
@@ -508,6 +780,11 @@ static json_t *rope_json(const struct model_config *c)
 		json_object_set_new(o, "beta_fast", json_real(r->beta_fast));
 		json_object_set_new(o, "beta_slow", json_real(r->beta_slow));
 	}
+	if (!strcmp(r->type, "yarn") && r->mscale > 0) {
+		json_object_set_new(o, "mscale", json_real(r->mscale));
+		json_object_set_new(o, "mscale_all_dim",
+				    json_real(r->mscale_all_dim));
+	}
 	if (strcmp(r->type, "linear"))
 		json_object_set_new(o, "original_max_position_embeddings",
 				    json_integer((json_int_t)r->original_max_pos));
@@ -515,95 +792,129 @@ static json_t *rope_json(const struct model_config *c)
 	return o;
 }
 
+#define SET(key, val) json_object_set_new(o, key, val)
+
 json_t *model_config_to_json(const struct model_config *c)
 {
 	const struct family *f = family_find(c->model_type);
 	json_t *o = json_object();
-	int llama = f && !strcmp(f->model_type, "llama");
-	int mixtral = f && f->moe == 1, qmoe = f && f->moe == 2;
-	int qwen3 = f && f->qk_norm;
+	const char *mt = c->model_type;
+	int llama = !strcmp(mt, "llama"), mistral = !strcmp(mt, "mistral");
+	int qwen2 = !strcmp(mt, "qwen2"), qwen3 = !strcmp(mt, "qwen3");
+	int mixtral = f && f->moe == MOE_MIXTRAL;
+	int q2moe = !strcmp(mt, "qwen2_moe"), q3moe = !strcmp(mt, "qwen3_moe");
+	int ds = f && f->moe == MOE_DEEPSEEK;
+	int qwen = qwen2 || qwen3 || q2moe || q3moe;
 
 	/*
 	 * The keys model.save_pretrained() writes for this family with
 	 * transformers 4.51 (to_diff_dict: every model-specific key, base keys
-	 * only when they differ from PretrainedConfig's defaults).  Written
-	 * with sorted keys, as transformers does.
+	 * only when they differ from PretrainedConfig's defaults), written
+	 * with sorted keys as transformers does; deepseek_v3 also carries the
+	 * keys of DeepSeek's own config (num_nextn_predict_layers,
+	 * scoring_func, topk_method, moe_layer_freq).
 	 */
-	json_object_set_new(o, "architectures",
-			    json_pack("[s]", f ? f->architecture : "?"));
-	if (!mixtral && !qmoe)
-		json_object_set_new(o, "attention_bias",
-				    json_boolean(c->attention_bias));
-	json_object_set_new(o, "attention_dropout", json_real(0.0));
-	if (llama || mixtral) {
-		json_object_set_new(o, "bos_token_id", json_integer(1));
-		json_object_set_new(o, "eos_token_id", json_integer(2));
+	SET("architectures", json_pack("[s]", f ? f->architecture : "?"));
+	if (llama || qwen3 || q3moe || ds)
+		SET("attention_bias", json_boolean(c->attention_bias));
+	SET("attention_dropout", json_real(0.0));
+	if (llama || mistral || mixtral) {
+		SET("bos_token_id", json_integer(1));
+		SET("eos_token_id", json_integer(2));
+	} else if (ds) {
+		SET("bos_token_id", json_integer(0));
+		SET("eos_token_id", json_integer(1));
 	}
-	if (qmoe)
-		json_object_set_new(o, "decoder_sparse_step",
-				    json_integer(c->decoder_sparse_step));
+	if (q2moe || q3moe)
+		SET("decoder_sparse_step", json_integer(c->decoder_sparse_step));
+	if (ds)
+		SET("first_k_dense_replace", json_integer(c->first_dense));
 	if (mixtral && c->head_dim * c->heads == c->hidden)
-		json_object_set_new(o, "head_dim", json_null());
-	else if (!qmoe)
-		json_object_set_new(o, "head_dim", json_integer(c->head_dim));
-	json_object_set_new(o, "hidden_act", json_string("silu"));
-	json_object_set_new(o, "hidden_size", json_integer(c->hidden));
-	json_object_set_new(o, "initializer_range", json_real(0.02));
-	json_object_set_new(o, "intermediate_size", json_integer(c->ffn));
-	json_object_set_new(o, "max_position_embeddings",
-			    json_integer(c->max_pos));
-	if (qwen3 || qmoe)
-		json_object_set_new(o, "max_window_layers",
-				    json_integer(c->layers));
+		SET("head_dim", json_null());
+	else if (llama || mistral || qwen3 || q3moe || mixtral || ds)
+		SET("head_dim", json_integer(c->head_dim));
+	SET("hidden_act", json_string(c->hidden_act[0] ? c->hidden_act : "silu"));
+	SET("hidden_size", json_integer(c->hidden));
+	SET("initializer_range", json_real(0.02));
+	SET("intermediate_size", json_integer(c->ffn));
+	if (ds)
+		SET("kv_lora_rank", json_integer(c->kv_lora_rank));
+	SET("max_position_embeddings", json_integer(c->max_pos));
+	if (qwen)
+		SET("max_window_layers", json_integer(c->layers));
 	if (llama)
-		json_object_set_new(o, "mlp_bias", json_boolean(c->mlp_bias));
-	if (qmoe) {
+		SET("mlp_bias", json_boolean(c->mlp_bias));
+	if (q2moe || q3moe) {
 		json_t *mol = json_array();
 		for (size_t i = 0; i < c->n_mlp_only; i++)
 			json_array_append_new(mol, json_integer(c->mlp_only[i]));
-		json_object_set_new(o, "mlp_only_layers", mol);
-		json_object_set_new(o, "moe_intermediate_size",
-				    json_integer(c->moe_ffn));
-		json_object_set_new(o, "norm_topk_prob",
-				    json_boolean(c->norm_topk_prob));
-		json_object_set_new(o, "num_experts", json_integer(c->experts));
-		json_object_set_new(o, "qkv_bias", json_boolean(c->attention_bias));
-		json_object_set_new(o, "shared_expert_intermediate_size",
-				    json_integer(c->shared_ffn));
+		SET("mlp_only_layers", mol);
 	}
-	json_object_set_new(o, "model_type", json_string(c->model_type));
-	json_object_set_new(o, "num_attention_heads", json_integer(c->heads));
-	if (mixtral || qmoe)
-		json_object_set_new(o, "num_experts_per_tok",
-				    json_integer(c->top_k));
-	json_object_set_new(o, "num_hidden_layers", json_integer(c->layers));
-	json_object_set_new(o, "num_key_value_heads", json_integer(c->kv_heads));
-	if (mixtral) {
-		json_object_set_new(o, "num_local_experts",
-				    json_integer(c->experts));
-		json_object_set_new(o, "router_jitter_noise", json_real(0.0));
+	if (q2moe || q3moe || ds)
+		SET("moe_intermediate_size", json_integer(c->moe_ffn));
+	if (ds) {
+		SET("moe_layer_freq", json_integer(c->moe_layer_freq));
+		SET("n_group", json_integer(c->n_group));
+		SET("n_routed_experts", json_integer(c->experts));
+		SET("n_shared_experts", json_integer(c->shared_experts));
 	}
-	if (mixtral || qmoe) {
-		json_object_set_new(o, "output_router_logits", json_false());
-		json_object_set_new(o, "router_aux_loss_coef", json_real(0.001));
+	SET("model_type", json_string(mt));
+	if (q2moe || q3moe || ds)
+		SET("norm_topk_prob", json_boolean(c->norm_topk_prob));
+	SET("num_attention_heads", json_integer(c->heads));
+	if (q2moe || q3moe)
+		SET("num_experts", json_integer(c->experts));
+	if (mixtral || q2moe || q3moe || ds)
+		SET("num_experts_per_tok", json_integer(c->top_k));
+	SET("num_hidden_layers", json_integer(c->layers));
+	SET("num_key_value_heads", json_integer(c->kv_heads));
+	if (mixtral)
+		SET("num_local_experts", json_integer(c->experts));
+	if (ds)
+		SET("num_nextn_predict_layers", json_integer(c->mtp_layers));
+	if (mixtral || q2moe || q3moe) {
+		SET("output_router_logits", json_false());
+		SET("router_aux_loss_coef", json_real(0.001));
 	}
 	if (llama)
-		json_object_set_new(o, "pretraining_tp", json_integer(1));
-	json_object_set_new(o, "rms_norm_eps", json_real(c->rms_eps));
-	/* MixtralConfig has no rope_scaling argument: written only if set. */
-	if (!mixtral || c->rope.type[0])
-		json_object_set_new(o, "rope_scaling", rope_json(c));
-	json_object_set_new(o, "rope_theta", json_real(c->rope_theta));
-	if (mixtral || qwen3 || qmoe)
-		json_object_set_new(o, "sliding_window", json_null());
-	json_object_set_new(o, "tie_word_embeddings",
-			    json_boolean(c->tie_embeddings));
-	json_object_set_new(o, "torch_dtype",
-			    json_string(dtype_torch_name(c->dtype)));
-	json_object_set_new(o, "transformers_version", json_string("4.51.3"));
-	json_object_set_new(o, "use_cache", json_true());
-	if (qwen3 || qmoe)
-		json_object_set_new(o, "use_sliding_window", json_false());
-	json_object_set_new(o, "vocab_size", json_integer(c->vocab));
+		SET("pretraining_tp", json_integer(1));
+	if (ds) {
+		SET("q_lora_rank", c->q_lora_rank ? json_integer(c->q_lora_rank)
+						  : json_null());
+		SET("qk_nope_head_dim", json_integer(c->qk_nope_dim));
+		SET("qk_rope_head_dim", json_integer(c->qk_rope_dim));
+	}
+	if (q2moe)
+		SET("qkv_bias", json_boolean(c->attention_bias));
+	SET("rms_norm_eps", json_real(c->rms_eps));
+	if (ds)
+		SET("rope_interleave", json_boolean(c->rope_interleave));
+	/* Mixtral/Mistral configs have no rope_scaling argument: only if set */
+	if (!(mixtral || mistral) || c->rope.type[0])
+		SET("rope_scaling", rope_json(c));
+	SET("rope_theta", json_real(c->rope_theta));
+	if (ds) {
+		SET("routed_scaling_factor", json_real(c->routed_scaling));
+		SET("scoring_func", json_string(c->scoring));
+	}
+	if (mixtral)
+		SET("router_jitter_noise", json_real(0.0));
+	if (q2moe)
+		SET("shared_expert_intermediate_size", json_integer(c->shared_ffn));
+	if (mixtral || mistral || qwen)
+		SET("sliding_window", json_null());
+	SET("tie_word_embeddings", json_boolean(c->tie_embeddings));
+	if (ds) {
+		SET("topk_group", json_integer(c->topk_group));
+		SET("topk_method", json_string("noaux_tc"));
+	}
+	SET("torch_dtype", json_string(dtype_torch_name(c->dtype)));
+	SET("transformers_version", json_string("4.51.3"));
+	SET("use_cache", json_true());
+	if (qwen)
+		SET("use_sliding_window", json_false());
+	if (ds)
+		SET("v_head_dim", json_integer(c->v_head_dim));
+	SET("vocab_size", json_integer(c->vocab));
 	return o;
 }

@@ -75,7 +75,7 @@ struct conv {
 
 static enum dtype target_dtype(const struct conv *c, const struct tensor_spec *t)
 {
-	return t->role == ROLE_NORM ? DT_F32 : c->dtype; /* norms stay f32 */
+	return role_keeps_f32(t->role) ? DT_F32 : c->dtype; /* norms stay f32 */
 }
 
 static int open_source(struct conv *c, const char *dir, struct d0_err *err)

@@ -110,8 +110,14 @@ int main(void)
 		   &c, &err) == -1 && strstr(err.msg, "'hidden_size' must be an integer"));
 	CHECK(load("{\"model_type\":\"llama\",\"hidden_size\":64,\"num_hidden_layers\":1,"
 		   "\"num_attention_heads\":4,\"vocab_size\":100,\"intermediate_size\":96,"
-		   "\"rope_scaling\":{\"rope_type\":\"spiral\",\"factor\":2.0}}", &c, &err) == -1 &&
-	      strstr(err.msg, "spiral"));
+		   "\"rope_scaling\":{\"rope_type\":\"spiral\",\"factor\":2.0}}", &c, &err) == 0);
+	/* an unknown rope type is recorded: inspect reports it as a missing operator */
+	CHECK(!strcmp(c.rope.type, "spiral"));
+	model_config_free(&c);
+	CHECK(load("{\"model_type\":\"llama\",\"hidden_size\":64,\"num_hidden_layers\":1,"
+		   "\"num_attention_heads\":4,\"vocab_size\":100,\"intermediate_size\":96,"
+		   "\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":0.5}}", &c, &err) == -1 &&
+	      strstr(err.msg, "rope_scaling.factor"));
 
 	/* gen-model's writer and the parser agree */
 	CHECK(load("{\"model_type\":\"qwen2_moe\",\"hidden_size\":64,\"num_hidden_layers\":2,"
