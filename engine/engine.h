@@ -291,6 +291,16 @@ int model_layer_is_moe(const struct model_config *cfg, int64_t l);
 /* The full tensor table the config implies, in checkpoint order. */
 int model_tensors(const struct model_config *cfg, struct tensor_spec **out,
 		  size_t *n, struct d0_err *err);
+/*
+ * A small model with the structure of `real` (gen-model --like): same
+ * family and every operator feature (attention kind and GQA ratio, MoE
+ * routing kind, shared experts, dense-first layers, MLA, qk-norm, rope
+ * scaling, tie, biases), with small dimensions.  scale: "tiny" or "small";
+ * layers 0 picks enough layers to show every layer kind.
+ */
+int model_config_shrink(const struct model_config *real, const char *scale,
+			int64_t layers, struct model_config *out,
+			struct d0_err *err);
 /* Config as transformers writes it (for gen-model). */
 json_t *model_config_to_json(const struct model_config *cfg);
 
@@ -305,6 +315,59 @@ void model_count_params(const struct model_config *cfg,
 			const struct tensor_spec *t, size_t n,
 			struct param_count *out);
 const char *tensor_group_name(enum tensor_group g);
+
+/* -------------------------------------------------------------- operators */
+
+enum op_kind { OP_NATIVE, OP_FALLBACK };
+struct op_entry {
+	const char *name;
+	enum op_kind kind;
+	const char *uses; /* fallback: comma list of the native ops it composes */
+	const char *what;
+	void (*impl)(void); /* native: the implementing function */
+};
+/* The registry: the single declaration of what the runtime can execute. */
+extern const struct op_entry op_registry[];
+const struct op_entry *op_find(const char *name);
+enum op_status { OP_MISSING, OP_IS_NATIVE, OP_IS_FALLBACK };
+enum op_status op_status(const char *name);
+/*
+ * The operators a model needs, in order.  list must hold 32 entries;
+ * names built from the config (rope.<type>, glu.<act>) live in scratch
+ * (128 bytes or more).  Returns the count.
+ */
+size_t model_operators(const struct model_config *cfg, const char **list,
+		       char *scratch, size_t scratch_len);
+
+/* Kernels (float32, row-major).  y[m,n] = x[m,k] . w[n,k]^T (+ b). */
+void op_linear(float *y, const float *x, const float *w, const float *b,
+	       int m, int n, int k);
+void op_rms_norm(float *y, const float *x, const float *w, int n, double eps);
+void op_embedding(float *y, const float *table, int64_t id, int h);
+void op_softmax(float *x, int n);
+void op_sigmoid(float *x, int n);
+void op_swiglu(float *y, const float *gate, const float *up, int n);
+/* Inverse frequencies for dim rotary dims (dim/2 values) and the factor
+ * cos/sin are scaled by; -1 for a rope type the engine lacks. */
+int op_rope_inv_freq(const struct model_config *c, int dim, int64_t seq_len,
+		     double *inv_freq, double *attn_factor);
+/* Rotate the first rot_dim dims of each of n_heads heads of x at pos. */
+void op_rope(float *x, int n_heads, int head_dim, int rot_dim, int64_t pos,
+	     const double *inv_freq, double attn_factor);
+void op_rope_deinterleave(float *x, int n_heads, int head_dim, int rot_dim);
+/*
+ * Causal attention: q [n_q, nh, dqk] at positions pos0.., k [n_kv, nkv,
+ * dqk], v [n_kv, nkv, dv] at positions 0..; out [n_q, nh, dv].  window > 0
+ * limits each query to the last `window` positions.
+ */
+void op_attention(float *out, const float *q, const float *k, const float *v,
+		  int n_q, int n_kv, int64_t pos0, int nh, int nkv, int dqk,
+		  int dv, double scale, int window);
+void op_router_softmax_topk(const float *logits, int E, int k, int renorm,
+			    int *idx, float *w);
+void op_router_sigmoid_group_topk(const float *logits, const float *bias,
+				  int E, int k, int n_group, int topk_group,
+				  int renorm, double scaling, int *idx, float *w);
 
 /* ------------------------------------------------------------- checkpoint */
 

@@ -762,6 +762,104 @@ void model_count_params(const struct model_config *c,
 	}
 }
 
+int model_config_shrink(const struct model_config *real, const char *scale,
+			int64_t layers, struct model_config *c,
+			struct d0_err *err)
+{
+	int64_t H, hd, kv, ratio;
+	const struct family *f = family_find(real->model_type);
+	if (!f)
+		return d0_errf(err, "model_type '%s' is not supported",
+			       real->model_type);
+	if (!strcmp(scale, "tiny"))
+		H = 128;
+	else if (!strcmp(scale, "small"))
+		H = 512;
+	else
+		return d0_errf(err, "--scale: expected tiny or small, got '%s'",
+			       scale);
+	*c = *real;
+	c->mlp_only = NULL;
+	c->n_mlp_only = 0;
+	c->quant[0] = 0;
+	c->dtype = DT_F32;
+	hd = H == 128 ? 16 : 64;
+	/* keep MHA as MHA and the GQA ratio (up to 16), with few heads */
+	ratio = real->heads / real->kv_heads;
+	if (ratio > 16)
+		ratio = 16;
+	kv = ratio == 1 ? 4 : (ratio >= 8 ? 1 : 2);
+	c->kv_heads = kv;
+	c->heads = kv * ratio;
+	c->head_dim = hd;
+	/* head dim derived from hidden (or no head_dim key): hidden follows */
+	if (!real->mla && (real->head_dim * real->heads == real->hidden ||
+			   f->default_head_dim < 0))
+		H = c->heads * hd;
+	c->hidden = H;
+	c->ffn = 2 * H;
+	c->vocab = hd == 16 ? 512 : 4096;
+	c->max_pos = real->max_pos < 4096 ? real->max_pos : 4096;
+	if (c->rope.type[0] && c->rope.original_max_pos > c->max_pos)
+		c->rope.original_max_pos = (double)c->max_pos / 2;
+	if (real->experts) {
+		int64_t E = hd == 16 ? 8 : 16;
+		c->experts = real->experts < E ? real->experts : E;
+		c->moe_ffn = f->moe == MOE_MIXTRAL ? c->ffn : H / 2;
+		c->top_k = real->top_k < c->experts / 2 ? real->top_k
+							: c->experts / 2;
+		if (c->top_k < 1)
+			c->top_k = 1;
+		if (real->shared_ffn && real->moe_ffn)
+			c->shared_ffn = f->moe == MOE_DEEPSEEK
+				? c->moe_ffn * real->shared_experts
+				: c->moe_ffn * (real->shared_ffn / real->moe_ffn
+							? real->shared_ffn /
+								  real->moe_ffn
+							: 1);
+	}
+	if (c->mla) {
+		c->q_lora_rank = real->q_lora_rank ? H / 4 : 0;
+		c->kv_lora_rank = H / 8;
+		c->qk_rope_dim = 8;
+		c->qk_nope_dim = 16;
+		c->v_head_dim = 16;
+		c->head_dim = c->qk_rope_dim;
+		c->heads = c->kv_heads = 4;
+		/* grouped routing: 4 groups, the same share of groups picked */
+		c->n_group = real->n_group > 1 ? 4 : 1;
+		c->topk_group = real->n_group > 1
+					? (real->topk_group * 4 + real->n_group - 1) /
+						  real->n_group
+					: 1;
+		if (c->topk_group < 1)
+			c->topk_group = 1;
+		if (c->top_k > c->topk_group * (c->experts / c->n_group))
+			c->top_k = c->topk_group * (c->experts / c->n_group);
+		c->mtp_layers = real->mtp_layers ? 1 : 0;
+	}
+	/* enough layers for every kind: dense-first, sparse step, mlp-only */
+	if (!layers) {
+		layers = 2;
+		if (f->moe == MOE_DEEPSEEK)
+			layers = real->first_dense ? 3 : 2;
+		if (f->moe == MOE_QWEN && c->decoder_sparse_step > 1)
+			layers = 2 * c->decoder_sparse_step;
+	}
+	c->layers = layers;
+	if (f->moe == MOE_DEEPSEEK) /* one dense layer first, if it had any */
+		c->first_dense = real->first_dense > 0 && layers > 1 ? 1 : 0;
+	if (c->decoder_sparse_step > layers)
+		c->decoder_sparse_step = layers;
+	for (size_t i = 0; i < real->n_mlp_only; i++)
+		if (real->mlp_only[i] < layers) {
+			c->mlp_only = realloc(c->mlp_only, (c->n_mlp_only + 1) *
+							   sizeof *c->mlp_only);
+			c->mlp_only[c->n_mlp_only++] = real->mlp_only[i];
+		}
+	return 0;
+}
+
 static json_t *rope_json(const struct model_config *c)
 {
 	const struct rope_scaling *r = &c->rope;

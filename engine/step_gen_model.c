@@ -24,16 +24,21 @@ static int run(int argc, char **argv);
 
 const struct step_entry step_gen_model = {
 	.name = "gen-model",
-	.usage = "--arch llama|qwen3|mixtral|qwen2_moe [--layers N] "
-		 "[--hidden N] [--heads N] [--kv-heads N] [--head-dim N] "
-		 "[--ffn N] [--vocab N] [--experts N] [--top-k N] "
-		 "[--moe-ffn N] [--shared-ffn N] [--sparse-step N] "
-		 "[--mlp-only-layers L,L] [--tie] [--attention-bias] "
-		 "[--rope-scaling TYPE:FACTOR] [--rope-theta X] "
-		 "[--max-pos N] [--dtype f32|bf16|f16] [--shards N] "
-		 "[--seed N] [--force] [--events] OUT_DIR",
+	.usage = "(--arch ARCH | --like CONFIG.json [--scale tiny|small]) "
+		 "[--layers N] [--hidden N] [--heads N] [--kv-heads N] "
+		 "[--head-dim N] [--ffn N] [--vocab N] [--experts N] [--top-k N] "
+		 "[--moe-ffn N] [--shared-ffn N] [--shared-experts N] "
+		 "[--sparse-step N] [--mlp-only-layers L,L] [--first-dense N] "
+		 "[--q-lora-rank N] [--kv-lora-rank N] [--qk-rope-dim N] "
+		 "[--qk-nope-dim N] [--v-head-dim N] [--n-group N] "
+		 "[--topk-group N] [--mtp-layers N] [--tie] [--attention-bias] "
+		 "[--rope-scaling TYPE:FACTOR] [--rope-theta X] [--max-pos N] "
+		 "[--dtype f32|bf16|f16] [--shards N] [--seed N] [--force] "
+		 "[--events] OUT_DIR\n"
+		 "  ARCH: llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, "
+		 "qwen3_moe, deepseek_v3",
 	.summary = "generate a Hugging Face-format checkpoint (tiny, "
-		   "deterministic, real structure)",
+		   "deterministic, real structure; --like mirrors a real config)",
 	.run = run,
 };
 
@@ -120,80 +125,163 @@ static int parse_layer_list(const char *s, struct model_config *c)
 	return 0;
 }
 
-static int parse_opts(int argc, char **argv, struct gen_opts *o)
-{
-	static const struct option lo[] = {
-		{"arch", 1, 0, 'a'}, {"layers", 1, 0, 'L'},
-		{"hidden", 1, 0, 'H'}, {"heads", 1, 0, 'n'},
-		{"kv-heads", 1, 0, 'k'}, {"head-dim", 1, 0, 'd'},
-		{"ffn", 1, 0, 'f'}, {"vocab", 1, 0, 'V'},
-		{"experts", 1, 0, 'E'}, {"top-k", 1, 0, 'K'},
-		{"moe-ffn", 1, 0, 'm'}, {"shared-ffn", 1, 0, 's'},
-		{"sparse-step", 1, 0, 'S'}, {"mlp-only-layers", 1, 0, 'M'},
-		{"tie", 0, 0, 't'}, {"attention-bias", 0, 0, 'b'},
-		{"rope-scaling", 1, 0, 'r'}, {"rope-theta", 1, 0, 'T'},
-		{"max-pos", 1, 0, 'P'}, {"dtype", 1, 0, 'D'},
-		{"shards", 1, 0, 'N'}, {"seed", 1, 0, 'z'},
-		{"force", 0, 0, 'F'}, {"events", 0, 0, 'e'},
-		{"help", 0, 0, 'h'}, {0, 0, 0, 0},
-	};
-	const struct step_entry *S = &step_gen_model;
-	struct model_config *c = &o->cfg;
-	long v;
-	int ch, events = 0;
-	int64_t head_dim = 0, kv = 0, experts = -1, moe_ffn = 0, shared = -1;
-	const char *arch = NULL;
+/* Integer options: which field each sets, and its range. */
+enum { O_LAYERS, O_HIDDEN, O_HEADS, O_KV, O_HEAD_DIM, O_FFN, O_VOCAB,
+       O_EXPERTS, O_TOPK, O_MOE_FFN, O_SHARED_FFN, O_SHARED_EXPERTS,
+       O_SPARSE_STEP, O_FIRST_DENSE, O_QLORA, O_KVLORA, O_ROPE_DIM,
+       O_NOPE_DIM, O_V_DIM, O_NGROUP, O_TOPK_GROUP, O_MTP, O_MAX_POS,
+       O_COUNT };
 
-	memset(o, 0, sizeof *o);
+static const struct {
+	const char *name;
+	long lo, hi;
+} int_opts[O_COUNT] = {
+	[O_LAYERS] = {"layers", 1, 4096},
+	[O_HIDDEN] = {"hidden", 2, 1 << 20},
+	[O_HEADS] = {"heads", 1, 4096},
+	[O_KV] = {"kv-heads", 1, 4096},
+	[O_HEAD_DIM] = {"head-dim", 2, 1 << 16},
+	[O_FFN] = {"ffn", 1, 1 << 22},
+	[O_VOCAB] = {"vocab", 2, 1 << 24},
+	[O_EXPERTS] = {"experts", 1, 4096},
+	[O_TOPK] = {"top-k", 1, 4096},
+	[O_MOE_FFN] = {"moe-ffn", 1, 1 << 22},
+	[O_SHARED_FFN] = {"shared-ffn", 0, 1 << 22},
+	[O_SHARED_EXPERTS] = {"shared-experts", 0, 64},
+	[O_SPARSE_STEP] = {"sparse-step", 1, 4096},
+	[O_FIRST_DENSE] = {"first-dense", 0, 4096},
+	[O_QLORA] = {"q-lora-rank", 0, 1 << 20},
+	[O_KVLORA] = {"kv-lora-rank", 1, 1 << 20},
+	[O_ROPE_DIM] = {"qk-rope-dim", 2, 1 << 16},
+	[O_NOPE_DIM] = {"qk-nope-dim", 0, 1 << 16},
+	[O_V_DIM] = {"v-head-dim", 1, 1 << 16},
+	[O_NGROUP] = {"n-group", 1, 4096},
+	[O_TOPK_GROUP] = {"topk-group", 1, 4096},
+	[O_MTP] = {"mtp-layers", 0, 16},
+	[O_MAX_POS] = {"max-pos", 16, 1 << 24},
+};
+
+/* Defaults for --arch: a tiny model of that family. */
+static void arch_defaults(const char *arch, struct model_config *c)
+{
+	memset(c, 0, sizeof *c);
+	snprintf(c->model_type, sizeof c->model_type, "%s", arch);
+	snprintf(c->hidden_act, sizeof c->hidden_act, "silu");
 	c->layers = 2;
 	c->hidden = 64;
 	c->heads = 4;
+	c->kv_heads = 4;
+	c->head_dim = 16;
 	c->ffn = 128;
 	c->vocab = 256;
-	c->top_k = 2;
-	c->decoder_sparse_step = 1;
 	c->rms_eps = 1e-6;
 	c->rope_theta = 10000.0;
 	c->max_pos = 2048;
 	c->dtype = DT_F32;
+	c->decoder_sparse_step = 1;
+	c->moe_layer_freq = 1;
+	if (!strcmp(arch, "mixtral")) {
+		c->experts = 4;
+		c->top_k = 2;
+		c->moe_ffn = c->ffn;
+		c->rms_eps = 1e-5;
+		c->rope_theta = 1e6;
+		c->norm_topk_prob = 1;
+	} else if (!strcmp(arch, "qwen2_moe") || !strcmp(arch, "qwen3_moe")) {
+		c->experts = 4;
+		c->top_k = 2;
+		c->moe_ffn = 64;
+		if (!strcmp(arch, "qwen2_moe")) {
+			c->shared_ffn = 128;
+			c->attention_bias = 1; /* qkv_bias */
+		}
+	} else if (!strcmp(arch, "qwen2")) {
+		c->attention_bias = 1;
+	} else if (!strcmp(arch, "deepseek_v3")) {
+		c->layers = 3;
+		c->experts = 8;
+		c->top_k = 2;
+		c->moe_ffn = 32;
+		c->shared_experts = 1;
+		c->first_dense = 1;
+		c->n_group = 4;
+		c->topk_group = 2;
+		c->routed_scaling = 2.5;
+		c->norm_topk_prob = 1;
+		c->mla = 1;
+		c->q_lora_rank = 32;
+		c->kv_lora_rank = 16;
+		c->qk_rope_dim = 8;
+		c->qk_nope_dim = 16;
+		c->v_head_dim = 16;
+		c->head_dim = 8;
+		c->mtp_layers = 1;
+		c->rope_interleave = 1;
+		snprintf(c->scoring, sizeof c->scoring, "sigmoid");
+	}
+}
+
+static int parse_opts(int argc, char **argv, struct gen_opts *o)
+{
+	static const struct option lo[] = {
+		{"arch", 1, 0, 'a'}, {"like", 1, 0, 'l'}, {"scale", 1, 0, 'c'},
+		{"tie", 0, 0, 't'}, {"attention-bias", 0, 0, 'b'},
+		{"mlp-only-layers", 1, 0, 'M'},
+		{"rope-scaling", 1, 0, 'r'}, {"rope-theta", 1, 0, 'T'},
+		{"dtype", 1, 0, 'D'}, {"shards", 1, 0, 'N'}, {"seed", 1, 0, 'z'},
+		{"force", 0, 0, 'F'}, {"events", 0, 0, 'e'}, {"help", 0, 0, 'h'},
+		/* integer options: val = 1000 + index into int_opts */
+#define IO(i) {NULL, 1, 0, 1000 + (i)}
+		IO(0), IO(1), IO(2), IO(3), IO(4), IO(5), IO(6), IO(7), IO(8),
+		IO(9), IO(10), IO(11), IO(12), IO(13), IO(14), IO(15), IO(16),
+		IO(17), IO(18), IO(19), IO(20), IO(21), IO(22),
+#undef IO
+		{0, 0, 0, 0},
+	};
+	struct option opts[sizeof lo / sizeof *lo];
+	const struct step_entry *S = &step_gen_model;
+	struct model_config *c = &o->cfg;
+	struct d0_err err;
+	long ival[O_COUNT];
+	int given[O_COUNT] = {0};
+	int ch, events = 0, tie = 0, bias = 0, have_dtype = 0;
+	const char *arch = NULL, *like = NULL, *scale = "tiny", *mol = NULL;
+	struct rope_scaling rope;
+	double theta = 0;
+	enum dtype dt = DT_F32;
+	json_t *doc;
+
+	memset(&rope, 0, sizeof rope);
+	memcpy(opts, lo, sizeof lo);
+	for (int i = 0; i < O_COUNT; i++)
+		for (size_t k = 0; k < sizeof lo / sizeof *lo; k++)
+			if (opts[k].val == 1000 + i)
+				opts[k].name = int_opts[i].name;
+	memset(o, 0, sizeof *o);
 	o->shards = 1;
 	optind = 1;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-#define NUM(dst, lo_, hi_, what)                                             \
-	do {                                                                 \
-		if (parse_long(optarg, lo_, hi_, &v) < 0)                    \
-			return step_usage_error(S, "--%s: expected an integer " \
-						"in [%ld, %ld], got '%s'",   \
-						what, (long)(lo_),           \
-						(long)(hi_), optarg);        \
-		dst = v;                                                     \
-	} while (0)
+	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (ch >= 1000 && ch < 1000 + O_COUNT) {
+			int i = ch - 1000;
+			if (parse_long(optarg, int_opts[i].lo, int_opts[i].hi,
+				       &ival[i]) < 0)
+				return step_usage_error(
+					S, "--%s: expected an integer in [%ld, "
+					"%ld], got '%s'", int_opts[i].name,
+					int_opts[i].lo, int_opts[i].hi, optarg);
+			given[i] = 1;
+			continue;
+		}
 		switch (ch) {
 		case 'a': arch = optarg; break;
-		case 'L': NUM(c->layers, 1, 4096, "layers"); break;
-		case 'H': NUM(c->hidden, 2, 1 << 20, "hidden"); break;
-		case 'n': NUM(c->heads, 1, 4096, "heads"); break;
-		case 'k': NUM(kv, 1, 4096, "kv-heads"); break;
-		case 'd': NUM(head_dim, 2, 1 << 16, "head-dim"); break;
-		case 'f': NUM(c->ffn, 1, 1 << 22, "ffn"); break;
-		case 'V': NUM(c->vocab, 2, 1 << 24, "vocab"); break;
-		case 'E': NUM(experts, 1, 4096, "experts"); break;
-		case 'K': NUM(c->top_k, 1, 4096, "top-k"); break;
-		case 'm': NUM(moe_ffn, 1, 1 << 22, "moe-ffn"); break;
-		case 's': NUM(shared, 0, 1 << 22, "shared-ffn"); break;
-		case 'S': NUM(c->decoder_sparse_step, 1, 4096, "sparse-step"); break;
-		case 'M':
-			if (parse_layer_list(optarg, c) < 0)
-				return step_usage_error(S, "--mlp-only-layers: "
-							"expected a comma list "
-							"of layer indices, got "
-							"'%s'", optarg);
-			break;
-		case 't': c->tie_embeddings = 1; break;
-		case 'b': c->attention_bias = 1; break;
+		case 'l': like = optarg; break;
+		case 'c': scale = optarg; break;
+		case 't': tie = 1; break;
+		case 'b': bias = 1; break;
+		case 'M': mol = optarg; break;
 		case 'r':
-			if (parse_rope_opt(optarg, &c->rope) < 0)
+			if (parse_rope_opt(optarg, &rope) < 0)
 				return step_usage_error(S, "--rope-scaling: "
 							"expected TYPE:FACTOR "
 							"with TYPE linear, "
@@ -202,20 +290,25 @@ static int parse_opts(int argc, char **argv, struct gen_opts *o)
 							"1, got '%s'", optarg);
 			break;
 		case 'T':
-			c->rope_theta = strtod(optarg, NULL);
-			if (!(c->rope_theta > 1.0))
+			theta = strtod(optarg, NULL);
+			if (!(theta > 1.0))
 				return step_usage_error(S, "--rope-theta: "
 							"expected a number > 1");
 			break;
-		case 'P': NUM(c->max_pos, 16, 1 << 24, "max-pos"); break;
 		case 'D':
-			c->dtype = dtype_from_user(optarg);
-			if (c->dtype == DT_INVALID)
+			dt = dtype_from_user(optarg);
+			have_dtype = 1;
+			if (dt == DT_INVALID)
 				return step_usage_error(S, "--dtype: expected "
 							"f32, bf16 or f16, got "
 							"'%s'", optarg);
 			break;
-		case 'N': NUM(o->shards, 1, 99999, "shards"); break;
+		case 'N':
+			if (parse_long(optarg, 1, 99999, &o->shards) < 0)
+				return step_usage_error(S, "--shards: expected "
+							"1..99999, got '%s'",
+							optarg);
+			break;
 		case 'z':
 			if (parse_size(optarg, &o->seed) < 0)
 				return step_usage_error(S, "--seed: expected a "
@@ -228,70 +321,107 @@ static int parse_opts(int argc, char **argv, struct gen_opts *o)
 			return step_usage_error(S, "unknown or incomplete "
 						"option '%s'", argv[optind - 1]);
 		}
-#undef NUM
 	}
 	if (optind != argc - 1)
 		return step_usage_error(S, "expected exactly one OUT_DIR");
 	o->out = argv[optind];
-	if (!arch)
-		return step_usage_error(S, "--arch is required");
-	if (!model_arch_known(arch))
-		return step_usage_error(S, "--arch: '%s' is not one of llama, "
-					"qwen3, mixtral, qwen2_moe", arch);
-	snprintf(c->model_type, sizeof c->model_type, "%s", arch);
-	c->kv_heads = kv ? kv : c->heads;
-	if (c->heads % c->kv_heads)
-		return step_usage_error(S, "--heads %lld is not a multiple of "
-					"--kv-heads %lld", (long long)c->heads,
-					(long long)c->kv_heads);
-	if (!strcmp(arch, "qwen2_moe")) {
-		if (head_dim && head_dim * c->heads != c->hidden)
-			return step_usage_error(S, "qwen2_moe has no head_dim "
-						"key: head dim is hidden/heads");
-		if (c->hidden % c->heads)
-			return step_usage_error(S, "--hidden %lld is not a "
-						"multiple of --heads %lld",
-						(long long)c->hidden,
-						(long long)c->heads);
-	}
-	if (!head_dim) {
-		if (c->hidden % c->heads)
-			return step_usage_error(S, "--hidden %lld is not a "
-						"multiple of --heads %lld (or "
-						"give --head-dim)",
-						(long long)c->hidden,
-						(long long)c->heads);
-		head_dim = c->hidden / c->heads;
-	}
-	if (head_dim % 2)
-		return step_usage_error(S, "head dim %lld must be even",
-					(long long)head_dim);
-	c->head_dim = head_dim;
-	if (!strcmp(arch, "mixtral") || !strcmp(arch, "qwen2_moe")) {
-		c->experts = experts > 0 ? experts : 4;
-		c->moe_ffn = !strcmp(arch, "mixtral") ? c->ffn
-				   : (moe_ffn ? moe_ffn : c->ffn / 2);
-		if (!strcmp(arch, "qwen2_moe")) {
-			c->shared_ffn = shared >= 0 ? shared : c->ffn;
-			c->norm_topk_prob = 0;
-		} else {
-			c->norm_topk_prob = 1;
+	if (!arch == !like)
+		return step_usage_error(S, "give exactly one of --arch and "
+					"--like (--arch is required without "
+					"--like)");
+	if (like) {
+		struct model_config real;
+		if (model_config_load(like, &real, &err) < 0) {
+			fprintf(stderr, "day0-engine: %s\n", err.msg);
+			return EXIT_USAGE;
 		}
-		if (c->top_k > c->experts)
-			return step_usage_error(S, "--top-k %lld exceeds "
-						"--experts %lld",
-						(long long)c->top_k,
-						(long long)c->experts);
-	} else if (experts > 0 || moe_ffn) {
-		return step_usage_error(S, "--experts/--moe-ffn apply to "
-					"mixtral and qwen2_moe only");
+		if (model_config_shrink(&real, scale,
+					given[O_LAYERS] ? ival[O_LAYERS] : 0, c,
+					&err) < 0) {
+			model_config_free(&real);
+			return step_usage_error(S, "%s", err.msg);
+		}
+		model_config_free(&real);
+		for (int i = 0; i < O_COUNT; i++)
+			if (given[i] && i != O_LAYERS)
+				return step_usage_error(S, "--%s cannot be "
+							"combined with --like "
+							"(only --layers can)",
+							int_opts[i].name);
+	} else {
+		if (!model_arch_known(arch) || !strcmp(arch, "kimi_k2"))
+			return step_usage_error(S, "--arch: '%s' is not one of "
+						"llama, mistral, qwen2, qwen3, "
+						"mixtral, qwen2_moe, qwen3_moe, "
+						"deepseek_v3", arch);
+		arch_defaults(arch, c);
 	}
-	if (c->rope.type[0])
+	if (given[O_LAYERS]) c->layers = ival[O_LAYERS];
+	if (given[O_HIDDEN]) c->hidden = ival[O_HIDDEN];
+	if (given[O_HEADS]) c->heads = ival[O_HEADS];
+	if (given[O_KV]) c->kv_heads = ival[O_KV];
+	else if (given[O_HEADS] && !like) c->kv_heads = c->heads;
+	if (given[O_HEAD_DIM]) c->head_dim = ival[O_HEAD_DIM];
+	else if ((given[O_HIDDEN] || given[O_HEADS]) && !c->mla)
+		c->head_dim = c->hidden % c->heads ? 0 : c->hidden / c->heads;
+	if (given[O_FFN]) c->ffn = ival[O_FFN];
+	if (given[O_VOCAB]) c->vocab = ival[O_VOCAB];
+	if (given[O_EXPERTS] || given[O_MOE_FFN] || given[O_SHARED_FFN] ||
+	    given[O_TOPK]) {
+		if (!c->experts)
+			return step_usage_error(S, "--experts, --top-k, "
+						"--moe-ffn and --shared-ffn apply "
+						"to MoE architectures only");
+	}
+	if (given[O_EXPERTS]) c->experts = ival[O_EXPERTS];
+	if (given[O_TOPK]) c->top_k = ival[O_TOPK];
+	if (given[O_MOE_FFN]) c->moe_ffn = ival[O_MOE_FFN];
+	if (!strcmp(c->model_type, "mixtral")) c->moe_ffn = c->ffn;
+	if (given[O_SHARED_FFN]) c->shared_ffn = ival[O_SHARED_FFN];
+	if (given[O_SPARSE_STEP]) c->decoder_sparse_step = ival[O_SPARSE_STEP];
+	if (mol && parse_layer_list(mol, c) < 0)
+		return step_usage_error(S, "--mlp-only-layers: expected a comma "
+					"list of layer indices, got '%s'", mol);
+	if (given[O_FIRST_DENSE]) c->first_dense = ival[O_FIRST_DENSE];
+	if (given[O_SHARED_EXPERTS]) c->shared_experts = ival[O_SHARED_EXPERTS];
+	if (given[O_QLORA]) c->q_lora_rank = ival[O_QLORA];
+	if (given[O_KVLORA]) c->kv_lora_rank = ival[O_KVLORA];
+	if (given[O_ROPE_DIM]) c->qk_rope_dim = ival[O_ROPE_DIM];
+	if (given[O_NOPE_DIM]) c->qk_nope_dim = ival[O_NOPE_DIM];
+	if (given[O_V_DIM]) c->v_head_dim = ival[O_V_DIM];
+	if (given[O_NGROUP]) c->n_group = ival[O_NGROUP];
+	if (given[O_TOPK_GROUP]) c->topk_group = ival[O_TOPK_GROUP];
+	if (given[O_MTP]) c->mtp_layers = ival[O_MTP];
+	if (given[O_MAX_POS]) c->max_pos = ival[O_MAX_POS];
+	if (tie) c->tie_embeddings = 1;
+	if (bias) c->attention_bias = 1;
+	if (rope.type[0]) c->rope = rope;
+	if (c->rope.type[0] && !c->rope.original_max_pos)
 		c->rope.original_max_pos = (double)c->max_pos;
-	if (!strcmp(arch, "mixtral")) { /* MixtralConfig's own defaults */
-		c->rope_theta = c->rope_theta == 10000.0 ? 1e6 : c->rope_theta;
-		c->rms_eps = 1e-5;
+	if (theta > 0) c->rope_theta = theta;
+	if (have_dtype || !like) c->dtype = dt;
+	if (c->head_dim == 0 && !c->mla)
+		return step_usage_error(S, "--hidden %lld is not a multiple of "
+					"--heads %lld (or give --head-dim)",
+					(long long)c->hidden, (long long)c->heads);
+	if (!strcmp(c->model_type, "qwen2_moe") || !strcmp(c->model_type, "qwen2"))
+		if (c->head_dim * c->heads != c->hidden)
+			return step_usage_error(S, "%s has no head_dim key: head "
+						"dim must be hidden/heads",
+						c->model_type);
+
+	/*
+	 * Write the config as transformers would and read it back with the
+	 * parser verify uses: any inconsistency is reported the same way,
+	 * and the tensors we write are exactly what verify will expect.
+	 */
+	doc = model_config_to_json(c);
+	model_config_free(c);
+	if (model_config_from_json(doc, "generated config.json", c, &err) < 0) {
+		json_decref(doc);
+		return step_usage_error(S, "%s", err.msg);
 	}
+	json_decref(doc);
 	events_init(stdout, events);
 	return 0;
 }

@@ -299,6 +299,19 @@ int outdir_begin(struct outdir *o, const char *path, int force,
 				       path);
 	}
 	o->final = strndup(path, len);
+	/* create missing parents, like mkdir -p */
+	for (char *p = o->final + 1; *p; p++)
+		if (*p == '/') {
+			*p = 0;
+			if (mkdir(o->final, 0755) < 0 && errno != EEXIST) {
+				d0_errf(err, "%s: cannot create: %s", o->final,
+					strerror(errno));
+				free(o->final);
+				o->final = NULL;
+				return -1;
+			}
+			*p = '/';
+		}
 	snprintf(buf, sizeof buf, "%s.partial-%d", o->final, (int)getpid());
 	o->partial = strdup(buf);
 	rm_tree(o->partial);

@@ -1,0 +1,441 @@
+/*
+ * ops.c - the engine's operators and the registry that declares them.
+ *
+ * The registry (op_registry) is the one place the runtime's operators are
+ * listed: each native entry points at the function below that implements
+ * it, each fallback names the native operators it is composed of.
+ * `inspect` checks a model's operator list against it, so the coverage
+ * report cannot claim an operator the engine cannot execute.
+ *
+ * The kernels follow Hugging Face transformers' semantics: RMSNorm computed
+ * in float with the weight applied after normalising; RoPE with the
+ * rotate_half convention and cos/sin scaled by the rope's attention factor;
+ * inverse frequencies for default, linear, dynamic-NTK, YaRN and Llama-3
+ * scaling as modeling_rope_utils.py computes them; MoE routers as Mixtral,
+ * Qwen2-MoE and DeepSeek-V3 route.  Matrix products go through OpenBLAS.
+ */
+#include "engine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+void op_linear(float *y, const float *x, const float *w, const float *b,
+	       int m, int n, int k)
+{
+	/* y[m,n] = x[m,k] . w[n,k]^T: a Linear layer with W stored [out, in] */
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x,
+		    k, w, k, 0.0f, y, n);
+	if (b)
+		for (int i = 0; i < m; i++)
+			for (int j = 0; j < n; j++)
+				y[(size_t)i * n + j] += b[j];
+}
+
+void op_rms_norm(float *y, const float *x, const float *w, int n, double eps)
+{
+	double ss = 0;
+	float r;
+	for (int i = 0; i < n; i++)
+		ss += (double)x[i] * x[i];
+	r = (float)(1.0 / sqrt(ss / n + eps));
+	for (int i = 0; i < n; i++)
+		y[i] = w[i] * (x[i] * r);
+}
+
+void op_embedding(float *y, const float *table, int64_t id, int h)
+{
+	memcpy(y, table + id * h, (size_t)h * sizeof *y);
+}
+
+void op_softmax(float *x, int n)
+{
+	float m = x[0];
+	double s = 0;
+	for (int i = 1; i < n; i++)
+		if (x[i] > m)
+			m = x[i];
+	for (int i = 0; i < n; i++) {
+		x[i] = expf(x[i] - m);
+		s += x[i];
+	}
+	for (int i = 0; i < n; i++)
+		x[i] = (float)(x[i] / s);
+}
+
+void op_sigmoid(float *x, int n)
+{
+	for (int i = 0; i < n; i++)
+		x[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+void op_swiglu(float *y, const float *gate, const float *up, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+/* ------------------------------------------------------------------ rope */
+
+static double yarn_mscale(double scale, double mscale)
+{
+	return scale <= 1 ? 1.0 : 0.1 * mscale * log(scale) + 1.0;
+}
+
+static double yarn_correction_dim(double rotations, int dim, double base,
+				  double max_pos)
+{
+	return dim * log(max_pos / (rotations * 2 * M_PI)) / (2 * log(base));
+}
+
+int op_rope_inv_freq(const struct model_config *c, int dim, int64_t seq_len,
+		     double *inv_freq, double *attn_factor)
+{
+	const struct rope_scaling *r = &c->rope;
+	double base = c->rope_theta;
+	int half = dim / 2;
+	*attn_factor = 1.0;
+	if (!strcmp(r->type, "dynamic")) {
+		double s = (double)(seq_len > c->max_pos ? seq_len : c->max_pos);
+		base *= pow(r->factor * s / (double)c->max_pos - (r->factor - 1),
+			    (double)dim / (dim - 2));
+	}
+	for (int i = 0; i < half; i++)
+		inv_freq[i] = 1.0 / pow(base, (double)(2 * i) / dim);
+	if (!r->type[0] || !strcmp(r->type, "dynamic"))
+		return 0;
+	if (!strcmp(r->type, "linear")) {
+		for (int i = 0; i < half; i++)
+			inv_freq[i] /= r->factor;
+		return 0;
+	}
+	if (!strcmp(r->type, "llama3")) {
+		double old = r->original_max_pos;
+		double lo_wl = old / r->low_freq_factor;
+		double hi_wl = old / r->high_freq_factor;
+		for (int i = 0; i < half; i++) {
+			double wl = 2 * M_PI / inv_freq[i], f = inv_freq[i];
+			if (wl > lo_wl) {
+				f = inv_freq[i] / r->factor;
+			} else if (wl >= hi_wl) { /* medium: smooth between */
+				double sm = (old / wl - r->low_freq_factor) /
+					    (r->high_freq_factor - r->low_freq_factor);
+				f = (1 - sm) * inv_freq[i] / r->factor +
+				    sm * inv_freq[i];
+			}
+			inv_freq[i] = f;
+		}
+		return 0;
+	}
+	if (!strcmp(r->type, "yarn")) {
+		double lo, hi;
+		lo = floor(yarn_correction_dim(r->beta_fast, dim, base,
+					       r->original_max_pos));
+		hi = ceil(yarn_correction_dim(r->beta_slow, dim, base,
+					      r->original_max_pos));
+		if (lo < 0)
+			lo = 0;
+		if (hi > dim - 1)
+			hi = dim - 1;
+		if (lo == hi)
+			hi += 0.001;
+		for (int i = 0; i < half; i++) {
+			double ramp = ((double)i - lo) / (hi - lo);
+			double extra = 1.0 - (ramp < 0 ? 0 : ramp > 1 ? 1 : ramp);
+			double interp = inv_freq[i] / r->factor;
+			inv_freq[i] = interp * (1 - extra) + inv_freq[i] * extra;
+		}
+		if (r->mscale > 0 && r->mscale_all_dim > 0)
+			*attn_factor = yarn_mscale(r->factor, r->mscale) /
+				       yarn_mscale(r->factor, r->mscale_all_dim);
+		else
+			*attn_factor = yarn_mscale(r->factor, 1.0);
+		return 0;
+	}
+	return -1; /* a rope type the engine does not implement */
+}
+
+void op_rope(float *x, int n_heads, int head_dim, int rot_dim, int64_t pos,
+	     const double *inv_freq, double attn_factor)
+{
+	int half = rot_dim / 2;
+	for (int i = 0; i < half; i++) {
+		float a = (float)((double)pos * inv_freq[i]);
+		float cs = (float)(cosf(a) * attn_factor);
+		float sn = (float)(sinf(a) * attn_factor);
+		for (int h = 0; h < n_heads; h++) {
+			float *v = x + (size_t)h * head_dim;
+			float x1 = v[i], x2 = v[i + half];
+			v[i] = x1 * cs - x2 * sn;       /* x*cos + (-x2)*sin */
+			v[i + half] = x2 * cs + x1 * sn; /* x*cos + x1*sin */
+		}
+	}
+}
+
+void op_rope_deinterleave(float *x, int n_heads, int head_dim, int rot_dim)
+{
+	/* [x0, x1, x2, x3, ...] -> [x0, x2, ..., x1, x3, ...] per head */
+	float tmp[1024];
+	if (rot_dim > 1024)
+		return;
+	for (int h = 0; h < n_heads; h++) {
+		float *v = x + (size_t)h * head_dim;
+		for (int i = 0; i < rot_dim / 2; i++) {
+			tmp[i] = v[2 * i];
+			tmp[i + rot_dim / 2] = v[2 * i + 1];
+		}
+		memcpy(v, tmp, (size_t)rot_dim * sizeof *v);
+	}
+}
+
+/* ------------------------------------------------------------- attention */
+
+void op_attention(float *out, const float *q, const float *k, const float *v,
+		  int n_q, int n_kv, int64_t pos0, int nh, int nkv, int dqk,
+		  int dv, double scale, int window)
+{
+	int group = nh / nkv;
+	float *s = malloc((size_t)(n_kv > 0 ? n_kv : 1) * sizeof *s);
+	if (!s)
+		abort();
+	for (int i = 0; i < n_q; i++) {
+		int64_t qpos = pos0 + i; /* kv position j is visible if j <= qpos */
+		int last = (int)(qpos < n_kv - 1 ? qpos : n_kv - 1);
+		int first = window > 0 && qpos - window + 1 > 0
+				    ? (int)(qpos - window + 1) : 0;
+		for (int h = 0; h < nh; h++) {
+			const float *qh = q + ((size_t)i * nh + h) * dqk;
+			int kh = h / group;
+			float *o = out + ((size_t)i * nh + h) * dv;
+			for (int j = first; j <= last; j++) {
+				const float *kj = k + ((size_t)j * nkv + kh) * dqk;
+				double d = 0;
+				for (int t = 0; t < dqk; t++)
+					d += (double)qh[t] * kj[t];
+				s[j - first] = (float)(d * scale);
+			}
+			op_softmax(s, last - first + 1);
+			for (int t = 0; t < dv; t++)
+				o[t] = 0;
+			for (int j = first; j <= last; j++) {
+				const float *vj = v + ((size_t)j * nkv + kh) * dv;
+				for (int t = 0; t < dv; t++)
+					o[t] += s[j - first] * vj[t];
+			}
+		}
+	}
+	free(s);
+}
+
+/* ---------------------------------------------------------------- routers */
+
+/* Indices of the k largest of x[0..n) (ties: lower index first). */
+static void topk(const float *x, int n, int k, int *idx)
+{
+	for (int j = 0; j < k; j++) {
+		int best = -1;
+		for (int i = 0; i < n; i++) {
+			int taken = 0;
+			for (int t = 0; t < j; t++)
+				taken |= idx[t] == i;
+			if (!taken && (best < 0 || x[i] > x[best]))
+				best = i;
+		}
+		idx[j] = best;
+	}
+}
+
+void op_router_softmax_topk(const float *logits, int E, int k, int renorm,
+			    int *idx, float *w)
+{
+	float *p = malloc((size_t)E * sizeof *p);
+	double sum = 0;
+	memcpy(p, logits, (size_t)E * sizeof *p);
+	op_softmax(p, E);
+	topk(p, E, k, idx);
+	for (int j = 0; j < k; j++) {
+		w[j] = p[idx[j]];
+		sum += w[j];
+	}
+	if (renorm)
+		for (int j = 0; j < k; j++)
+			w[j] = (float)(w[j] / sum);
+	free(p);
+}
+
+void op_router_sigmoid_group_topk(const float *logits, const float *bias,
+				  int E, int k, int n_group, int topk_group,
+				  int renorm, double scaling, int *idx, float *w)
+{
+	float *s = malloc((size_t)E * sizeof *s), *choice = malloc((size_t)E * sizeof *s);
+	float *gs = calloc((size_t)n_group, sizeof *gs);
+	int *gidx = malloc((size_t)n_group * sizeof *gidx), per = E / n_group;
+	double sum = 0;
+	memcpy(s, logits, (size_t)E * sizeof *s);
+	op_sigmoid(s, E);
+	for (int e = 0; e < E; e++)
+		choice[e] = s[e] + (bias ? bias[e] : 0.0f);
+	/* a group's score: the sum of its two best biased scores */
+	for (int g = 0; g < n_group; g++) {
+		int two[2];
+		topk(choice + g * per, per, per >= 2 ? 2 : 1, two);
+		gs[g] = choice[g * per + two[0]] +
+			(per >= 2 ? choice[g * per + two[1]] : 0.0f);
+	}
+	topk(gs, n_group, topk_group, gidx);
+	for (int g = 0; g < n_group; g++) {
+		int keep = 0;
+		for (int t = 0; t < topk_group; t++)
+			keep |= gidx[t] == g;
+		if (!keep)
+			for (int e = g * per; e < (g + 1) * per; e++)
+				choice[e] = 0.0f; /* masked_fill(~mask, 0.0) */
+	}
+	topk(choice, E, k, idx);
+	for (int j = 0; j < k; j++) {
+		w[j] = s[idx[j]]; /* weights from unbiased scores */
+		sum += w[j];
+	}
+	for (int j = 0; j < k; j++)
+		w[j] = (float)((renorm ? w[j] / (sum + 1e-20) : w[j]) * scaling);
+	free(s);
+	free(choice);
+	free(gs);
+	free(gidx);
+}
+
+/* --------------------------------------------------------------- registry */
+
+#define NATIVE(n, f, what) {n, OP_NATIVE, NULL, what, (void (*)(void))(f)}
+#define FALLBACK(n, uses, what) {n, OP_FALLBACK, uses, what, NULL}
+
+const struct op_entry op_registry[] = {
+	NATIVE("embedding", op_embedding, "token embedding lookup"),
+	NATIVE("linear", op_linear, "x W^T through OpenBLAS sgemm"),
+	NATIVE("linear.bias", op_linear, "x W^T + b"),
+	NATIVE("rms_norm", op_rms_norm, "RMSNorm, float, weight after"),
+	NATIVE("softmax", op_softmax, "softmax in float"),
+	NATIVE("sigmoid", op_sigmoid, "logistic"),
+	NATIVE("swiglu", op_swiglu, "silu(gate) * up"),
+	NATIVE("rope.default", op_rope, "RoPE, rotate_half convention"),
+	NATIVE("rope.linear", op_rope_inv_freq, "position interpolation"),
+	NATIVE("rope.dynamic", op_rope_inv_freq, "dynamic NTK base"),
+	NATIVE("rope.yarn", op_rope_inv_freq, "YaRN ramp + mscale"),
+	NATIVE("rope.llama3", op_rope_inv_freq, "Llama-3 frequency bands"),
+	NATIVE("rope.interleave", op_rope_deinterleave,
+	       "interleaved rope layout (DeepSeek) to rotate_half"),
+	NATIVE("attention.gqa", op_attention,
+	       "causal softmax attention, kv heads shared by query groups"),
+	NATIVE("attention.sliding_window", op_attention,
+	       "causal attention over the last W positions"),
+	FALLBACK("attention.mha", "attention.gqa",
+		 "grouped attention with one query head per kv head"),
+	FALLBACK("attention.mla", "linear,rms_norm,attention.gqa",
+		 "latent kv expanded by kv_b_proj, then attention with "
+		 "qk dim != v dim"),
+	FALLBACK("qk_norm", "rms_norm", "RMSNorm over each head"),
+	NATIVE("moe.router.softmax_topk", op_router_softmax_topk,
+	       "softmax over experts, top-k, weights as is"),
+	NATIVE("moe.router.softmax_topk_norm", op_router_softmax_topk,
+	       "softmax over experts, top-k, renormalised"),
+	NATIVE("moe.router.sigmoid_group_topk", op_router_sigmoid_group_topk,
+	       "sigmoid scores + correction bias, grouped top-k, scaled"),
+	FALLBACK("moe.combine", "linear,swiglu",
+		 "experts run as SwiGLU MLPs, outputs summed with router "
+		 "weights"),
+	FALLBACK("moe.shared_expert_gate", "linear,sigmoid",
+		 "sigmoid(x w) times the shared expert's output"),
+	FALLBACK("embedding.tied", "embedding,linear",
+		 "lm_head reads the embedding matrix"),
+	{NULL, 0, NULL, NULL, NULL},
+};
+
+const struct op_entry *op_find(const char *name)
+{
+	for (int i = 0; op_registry[i].name; i++)
+		if (!strcmp(op_registry[i].name, name))
+			return &op_registry[i];
+	return NULL;
+}
+
+/* Is name executable: native, or a fallback whose parts all are? */
+enum op_status op_status(const char *name)
+{
+	const struct op_entry *e = op_find(name);
+	char buf[256], *tok, *save = NULL;
+	if (!e)
+		return OP_MISSING;
+	if (e->kind == OP_NATIVE)
+		return OP_IS_NATIVE;
+	snprintf(buf, sizeof buf, "%s", e->uses);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		const struct op_entry *p = op_find(tok);
+		if (!p || p->kind != OP_NATIVE)
+			return OP_MISSING;
+	}
+	return OP_IS_FALLBACK;
+}
+
+static void need(const char **list, size_t *n, const char *name)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (!strcmp(list[i], name))
+			return;
+	list[(*n)++] = name;
+}
+
+size_t model_operators(const struct model_config *c, const char **list,
+		       char *scratch, size_t scratch_len)
+{
+	size_t n = 0;
+	int moe = c->experts > 0;
+	need(list, &n, "embedding");
+	need(list, &n, "rms_norm");
+	need(list, &n, c->attention_bias || c->mlp_bias ? "linear.bias"
+							 : "linear");
+	if (c->attention_bias || c->mlp_bias)
+		need(list, &n, "linear");
+	/* rope: "rope.<type>" names come from the config, so build them */
+	snprintf(scratch, scratch_len, "rope.%s",
+		 c->rope.type[0] ? c->rope.type : "default");
+	need(list, &n, "rope.default");
+	need(list, &n, scratch);
+	if (c->mla && c->rope_interleave)
+		need(list, &n, "rope.interleave");
+	if (c->mla)
+		need(list, &n, "attention.mla");
+	else if (c->kv_heads == c->heads)
+		need(list, &n, "attention.mha");
+	else
+		need(list, &n, "attention.gqa");
+	if (c->sliding_window)
+		need(list, &n, "attention.sliding_window");
+	need(list, &n, "softmax");
+	if (!strcmp(c->model_type, "qwen3") || !strcmp(c->model_type, "qwen3_moe"))
+		need(list, &n, "qk_norm");
+	if (!strcmp(c->hidden_act, "silu") || !c->hidden_act[0]) {
+		need(list, &n, "swiglu");
+	} else {
+		char *act = scratch + strlen(scratch) + 1;
+		snprintf(act, scratch_len - strlen(scratch) - 1, "glu.%s",
+			 c->hidden_act);
+		need(list, &n, act);
+	}
+	if (moe) {
+		if (!strcmp(c->scoring, "sigmoid"))
+			need(list, &n, "moe.router.sigmoid_group_topk");
+		else if (c->norm_topk_prob)
+			need(list, &n, "moe.router.softmax_topk_norm");
+		else
+			need(list, &n, "moe.router.softmax_topk");
+		need(list, &n, "moe.combine");
+		if (!strcmp(c->model_type, "qwen2_moe") && c->shared_ffn > 0)
+			need(list, &n, "moe.shared_expert_gate");
+	}
+	if (c->tie_embeddings)
+		need(list, &n, "embedding.tied");
+	return n;
+}

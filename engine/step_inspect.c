@@ -1,0 +1,331 @@
+/*
+ * step_inspect.c - `day0-engine inspect`: what is this model made of, and
+ * can the engine run every operator in it?  Answered from config.json
+ * alone, before a weight byte has arrived.
+ *
+ * Parameter counts come from model.c's tensor table (the same one verify,
+ * convert and plan use); operators from model_operators() checked against
+ * ops.c's registry.
+ */
+#include "engine.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int run(int argc, char **argv);
+
+const struct step_entry step_inspect = {
+	.name = "inspect",
+	.usage = "(MODEL_DIR | CONFIG.json) [--json] [--events]",
+	.summary = "structure, parameter counts and operator coverage from "
+		   "config.json",
+	.run = run,
+};
+
+static const char *attention_kind(const struct model_config *c)
+{
+	if (c->mla)
+		return "MLA";
+	return c->kv_heads == c->heads ? "MHA" : "GQA";
+}
+
+static void routing(const struct model_config *c, char *buf, size_t n)
+{
+	if (!strcmp(c->scoring, "sigmoid"))
+		snprintf(buf, n, "sigmoid scores + correction bias, grouped "
+			 "top-%lld (%lld of %lld groups)%s, scaled x%g",
+			 (long long)c->top_k, (long long)c->topk_group,
+			 (long long)c->n_group,
+			 c->norm_topk_prob ? ", renormalised" : "",
+			 c->routed_scaling);
+	else
+		snprintf(buf, n, "softmax top-%lld %s", (long long)c->top_k,
+			 c->norm_topk_prob ? "renormalised"
+					   : "without renormalisation");
+}
+
+static int64_t moe_layer_count(const struct model_config *c)
+{
+	int64_t k = 0;
+	for (int64_t l = 0; l < c->layers; l++)
+		k += model_layer_is_moe(c, l);
+	return k;
+}
+
+static void rope_desc(const struct model_config *c, char *buf, size_t n)
+{
+	const struct rope_scaling *r = &c->rope;
+	if (!r->type[0])
+		snprintf(buf, n, "theta %g, no scaling", c->rope_theta);
+	else if (!strcmp(r->type, "llama3"))
+		snprintf(buf, n, "theta %g, llama3 x%g (bands %g..%g, original "
+			 "%g positions)", c->rope_theta, r->factor,
+			 r->low_freq_factor, r->high_freq_factor,
+			 r->original_max_pos);
+	else if (!strcmp(r->type, "yarn"))
+		snprintf(buf, n, "theta %g, yarn x%g (original %g positions, "
+			 "beta %g/%g)", c->rope_theta, r->factor,
+			 r->original_max_pos, r->beta_fast, r->beta_slow);
+	else
+		snprintf(buf, n, "theta %g, %s x%g", c->rope_theta, r->type,
+			 r->factor);
+}
+
+static const char *status_name(enum op_status s)
+{
+	return s == OP_IS_NATIVE ? "native" : s == OP_IS_FALLBACK ? "fallback"
+								  : "missing";
+}
+
+static char *billions(uint64_t n, char *buf)
+{
+	snprintf(buf, 32, "%.2fB", (double)n / 1e9);
+	return buf;
+}
+
+static json_t *structure_json(const struct model_config *c)
+{
+	char rbuf[256], rope[256];
+	json_t *o = json_object();
+	rope_desc(c, rope, sizeof rope);
+	json_object_set_new(o, "layers", json_integer(c->layers));
+	json_object_set_new(o, "moe_layers", json_integer(moe_layer_count(c)));
+	json_object_set_new(o, "mtp_layers", json_integer(c->mtp_layers));
+	json_object_set_new(o, "hidden_size", json_integer(c->hidden));
+	json_object_set_new(o, "vocab_size", json_integer(c->vocab));
+	json_object_set_new(o, "tie_word_embeddings",
+			    json_boolean(c->tie_embeddings));
+	json_object_set_new(
+		o, "attention",
+		json_pack("{s:s, s:I, s:I, s:I}", "kind", attention_kind(c),
+			  "heads", (json_int_t)c->heads, "kv_heads",
+			  (json_int_t)c->kv_heads, "head_dim",
+			  (json_int_t)c->head_dim));
+	if (c->mla)
+		json_object_update(
+			json_object_get(o, "attention"),
+			json_pack("{s:I, s:I, s:I, s:I, s:I}", "q_lora_rank",
+				  (json_int_t)c->q_lora_rank, "kv_lora_rank",
+				  (json_int_t)c->kv_lora_rank, "qk_nope_head_dim",
+				  (json_int_t)c->qk_nope_dim, "qk_rope_head_dim",
+				  (json_int_t)c->qk_rope_dim, "v_head_dim",
+				  (json_int_t)c->v_head_dim));
+	if (c->experts) {
+		routing(c, rbuf, sizeof rbuf);
+		json_object_set_new(
+			o, "moe",
+			json_pack("{s:I, s:I, s:I, s:I, s:s, s:s}", "experts",
+				  (json_int_t)c->experts, "top_k",
+				  (json_int_t)c->top_k, "expert_ffn",
+				  (json_int_t)c->moe_ffn, "shared_ffn",
+				  (json_int_t)c->shared_ffn, "scoring", c->scoring,
+				  "routing", rbuf));
+	} else {
+		json_object_set_new(o, "moe", json_null());
+	}
+	json_object_set_new(o, "ffn", json_integer(c->ffn));
+	json_object_set_new(o, "norm", json_pack("{s:s, s:f}", "kind", "rms_norm",
+						 "eps", c->rms_eps));
+	json_object_set_new(o, "activation", json_string(c->hidden_act));
+	json_object_set_new(o, "rope", json_string(rope));
+	json_object_set_new(o, "dtype", json_string(dtype_torch_name(c->dtype)));
+	json_object_set_new(o, "quantization",
+			    c->quant[0] ? json_string(c->quant) : json_null());
+	return o;
+}
+
+static void print_text(const char *path, const struct model_config *c,
+		       const struct param_count *pc, uint64_t embed_params,
+		       const char **ops, size_t nops)
+{
+	char rbuf[256], rope[256], a[32], b[32];
+	int64_t moe = moe_layer_count(c);
+	rope_desc(c, rope, sizeof rope);
+	printf("model      %s (%s)\n", c->model_type, path);
+	printf("layers     %lld", (long long)c->layers);
+	if (moe && moe < c->layers)
+		printf(" (%lld dense + %lld MoE)", (long long)(c->layers - moe),
+		       (long long)moe);
+	else if (moe)
+		printf(" (all MoE)");
+	if (c->mtp_layers)
+		printf(" + %lld multi-token-prediction", (long long)c->mtp_layers);
+	printf("\nhidden     %lld, vocab %lld, tied embeddings: %s\n",
+	       (long long)c->hidden, (long long)c->vocab,
+	       c->tie_embeddings ? "yes" : "no");
+	if (c->mla)
+		printf("attention  MLA, %lld heads, q_lora_rank %lld, "
+		       "kv_lora_rank %lld, qk %lld nope + %lld rope, v %lld\n",
+		       (long long)c->heads, (long long)c->q_lora_rank,
+		       (long long)c->kv_lora_rank, (long long)c->qk_nope_dim,
+		       (long long)c->qk_rope_dim, (long long)c->v_head_dim);
+	else
+		printf("attention  %s, %lld heads, %lld kv heads, head dim %lld%s%s\n",
+		       attention_kind(c), (long long)c->heads,
+		       (long long)c->kv_heads, (long long)c->head_dim,
+		       c->attention_bias ? ", qkv bias" : "",
+		       c->sliding_window ? ", sliding window" : "");
+	if (c->experts) {
+		routing(c, rbuf, sizeof rbuf);
+		printf("moe        %lld routed experts of ffn %lld, %s", (long long)c->experts,
+		       (long long)c->moe_ffn, rbuf);
+		if (c->shared_ffn)
+			printf(", shared expert ffn %lld", (long long)c->shared_ffn);
+		printf("\n");
+	}
+	if (!c->experts || moe < c->layers)
+		printf("mlp        dense ffn %lld\n", (long long)c->ffn);
+	printf("norm       RMSNorm eps %g; activation %s%s\n", c->rms_eps,
+	       c->hidden_act, strcmp(c->hidden_act, "silu") ? "" : " (SwiGLU)");
+	printf("rope       %s\n", rope);
+	printf("weights    %s%s%s\n\n", dtype_torch_name(c->dtype),
+	       c->quant[0] ? ", quantised " : "", c->quant);
+
+	printf("%-24s %12s %14s\n", "parameters", "total", "active/token");
+	for (int g = 0; g < GROUP_COUNT; g++)
+		if (pc->group[g])
+			printf("  %-22s %12s %14s\n", tensor_group_name(g),
+			       billions(pc->group[g], a),
+			       billions(pc->group_active[g], b));
+	printf("  %-22s %12s %14s\n", "total", billions(pc->total, a),
+	       billions(pc->active, b));
+	printf("  %-22s %12s %14s\n", "excl. input embedding",
+	       billions(pc->total - embed_params, a),
+	       billions(pc->active - embed_params, b));
+	if (pc->mtp)
+		printf("  multi-token-prediction layers: %s (not in the totals)\n",
+		       billions(pc->mtp, a));
+	printf("\n%-32s %s\n", "operators", "coverage");
+	for (size_t i = 0; i < nops; i++) {
+		const struct op_entry *e = op_find(ops[i]);
+		enum op_status st = op_status(ops[i]);
+		printf("  %-30s %-9s %s%s\n", ops[i], status_name(st),
+		       e && e->kind == OP_FALLBACK ? "= " : "",
+		       e ? (e->kind == OP_FALLBACK ? e->uses : e->what)
+			 : "not in the engine's registry");
+	}
+}
+
+static int run(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"json", 0, 0, 'j'}, {"events", 0, 0, 'e'}, {"help", 0, 0, 'h'},
+		{0, 0, 0, 0}};
+	const struct step_entry *S = &step_inspect;
+	struct model_config c;
+	struct param_count pc;
+	struct tensor_spec *t = NULL;
+	struct d0_err err;
+	const char *ops[32];
+	char scratch[192], *path;
+	size_t n = 0, nops, nmiss = 0, nfb = 0;
+	uint64_t embed = 0;
+	int ch, json = 0, events = 0;
+
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		if (ch == 'j')
+			json = 1;
+		else if (ch == 'e')
+			events = 1;
+		else if (ch == 'h') {
+			step_usage(S, stdout);
+			return EXIT_OK;
+		} else
+			return step_usage_error(S, "unknown option '%s'",
+						argv[optind - 1]);
+	}
+	if (optind != argc - 1)
+		return step_usage_error(S, "expected one MODEL_DIR or "
+					"CONFIG.json");
+	events_init(stdout, events && !json);
+	path = path_is_dir(argv[optind]) ? path_join(argv[optind], "config.json")
+					 : strdup(argv[optind]);
+	events_stage("inspect", "start", 0, 0, path);
+	if (model_config_load(path, &c, &err) < 0 ||
+	    model_tensors(&c, &t, &n, &err) < 0) {
+		fprintf(stderr, "day0-engine: %s\n", err.msg);
+		events_check("ops.coverage", "fail", err.msg, NULL, NULL);
+		events_stage("inspect", "end", 1, EXIT_USAGE, err.msg);
+		free(path);
+		return EXIT_USAGE;
+	}
+	model_count_params(&c, t, n, &pc);
+	for (size_t i = 0; i < n; i++)
+		if (t[i].role == ROLE_EMBED && !t[i].mtp)
+			embed += t[i].shape[0] * t[i].shape[1];
+	nops = model_operators(&c, ops, scratch, sizeof scratch);
+	for (size_t i = 0; i < nops; i++) {
+		enum op_status st = op_status(ops[i]);
+		nmiss += st == OP_MISSING;
+		nfb += st == OP_IS_FALLBACK;
+	}
+	if (json) {
+		json_t *doc = json_object(), *params = json_object();
+		json_t *opl = json_array(), *groups = json_object(), *missing = json_array();
+		for (int g = 0; g < GROUP_COUNT; g++)
+			if (pc.group[g])
+				json_object_set_new(
+					groups, tensor_group_name(g),
+					json_pack("{s:I, s:I}", "total",
+						  (json_int_t)pc.group[g], "active",
+						  (json_int_t)pc.group_active[g]));
+		json_object_set_new(params, "total", json_integer((json_int_t)pc.total));
+		json_object_set_new(params, "active", json_integer((json_int_t)pc.active));
+		json_object_set_new(params, "active_excl_embedding",
+				    json_integer((json_int_t)(pc.active - embed)));
+		json_object_set_new(params, "mtp", json_integer((json_int_t)pc.mtp));
+		json_object_set_new(params, "groups", groups);
+		for (size_t i = 0; i < nops; i++) {
+			const struct op_entry *e = op_find(ops[i]);
+			enum op_status st = op_status(ops[i]);
+			json_array_append_new(
+				opl, json_pack("{s:s, s:s, s:s?}", "name", ops[i],
+					       "status", status_name(st), "uses",
+					       e && e->kind == OP_FALLBACK ? e->uses
+									   : NULL));
+			if (st == OP_MISSING)
+				json_array_append_new(missing, json_string(ops[i]));
+		}
+		json_object_set_new(doc, "config", json_string(path));
+		json_object_set_new(doc, "model_type", json_string(c.model_type));
+		json_object_set_new(doc, "structure", structure_json(&c));
+		json_object_set_new(doc, "parameters", params);
+		json_object_set_new(doc, "tensors", json_integer((json_int_t)n));
+		json_object_set_new(doc, "operators", opl);
+		json_object_set_new(doc, "missing", missing);
+		json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		putchar('\n');
+		json_decref(doc);
+	} else if (!events_enabled()) {
+		print_text(path, &c, &pc, embed, ops, nops);
+	}
+	{
+		char detail[512];
+		int o = snprintf(detail, sizeof detail, "%zu operators: %zu "
+				 "native, %zu fallback, %zu missing", nops,
+				 nops - nfb - nmiss, nfb, nmiss);
+		for (size_t i = 0; i < nops && o < 400; i++)
+			if (op_status(ops[i]) == OP_MISSING)
+				o += snprintf(detail + o, sizeof detail - (size_t)o,
+					      "%s%s", o && detail[o - 1] != ' '
+						      ? (strchr(detail, '(') ? ", " : " (")
+						      : "", ops[i]);
+		if (nmiss)
+			snprintf(detail + o, sizeof detail - (size_t)o, ")");
+		events_check("ops.coverage", nmiss ? "fail" : "pass", detail,
+			     json_integer((json_int_t)nmiss), json_integer(0));
+		if (!json && !events_enabled())
+			printf("\nops.coverage  %s: %s\n", nmiss ? "FAIL" : "pass",
+			       detail);
+		if (nmiss)
+			fprintf(stderr, "day0-engine: %s: %s\n", path, detail);
+	}
+	events_stage("inspect", "end", 1, nmiss ? 1 : 0, path);
+	free(t);
+	free(path);
+	model_config_free(&c);
+	return nmiss ? EXIT_CHECK_FAILED : EXIT_OK;
+}
