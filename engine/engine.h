@@ -425,7 +425,8 @@ struct layout_dims {
 int layout_rank(const struct layout_dims *d, int pp, int ep, int tp);
 void layout_coords(const struct layout_dims *d, int rank, int *pp, int *ep,
 		   int *tp);
-/* First layer and layer count of stage s (balanced, earlier stages larger). */
+/* First layer and layer count of stage s (balanced: the first
+ * layers % pp stages hold one more). */
 void layout_stage_layers(int64_t layers, int pp, int s, int64_t *first,
 			 int64_t *count);
 /* Check that dims divide the model; message says which dimension and why. */
@@ -446,6 +447,13 @@ int layout_part_for_rank(const struct model_config *cfg,
 			 const struct layout_dims *d,
 			 const struct tensor_spec *t,
 			 const struct tensor_split *s, int rank);
+/* The pipeline stages holding t (1, or 2 for a tied embedding). */
+int layout_tensor_stages(const struct model_config *cfg,
+			 const struct layout_dims *d,
+			 const struct tensor_spec *t, int stages[2]);
+/* Elements in one rank's slice of t. */
+uint64_t layout_slice_numel(const struct tensor_spec *t,
+			    const struct tensor_split *s);
 /* Number of experts per ep rank and the owner of expert e. */
 int layout_expert_owner(const struct model_config *cfg,
 			const struct layout_dims *d, int expert);

@@ -11,7 +11,8 @@
  *     tp / kv_heads consecutive ranks (as vLLM does);
  *   - routed experts are partitioned over ep (contiguous blocks), and each
  *     expert's FFN is split over tp like a dense MLP;
- *   - layers are partitioned into pp equal stages; the embedding lives on
+ *   - layers are partitioned into pp balanced stages (the first
+ *     layers % pp stages hold one layer more); the embedding lives on
  *     the first stage, the final norm and lm_head on the last (a tied
  *     embedding on both), and DeepSeek's multi-token-prediction layers on
  *     the last;
@@ -45,15 +46,39 @@ void layout_stage_layers(int64_t layers, int pp, int s, int64_t *first,
 
 static int stage_of_layer(const struct model_config *c, int pp, int64_t l)
 {
+	int64_t base = c->layers / pp, extra = c->layers % pp;
 	if (l >= c->layers) /* multi-token-prediction layers follow the last */
 		return pp - 1;
-	for (int s = 0; s < pp; s++) {
-		int64_t first, count;
-		layout_stage_layers(c->layers, pp, s, &first, &count);
-		if (l >= first && l < first + count)
-			return s;
+	if (l < extra * (base + 1)) /* the first `extra` stages hold base+1 */
+		return (int)(l / (base + 1));
+	return (int)(extra + (l - extra * (base + 1)) / base);
+}
+
+int layout_tensor_stages(const struct model_config *c,
+			 const struct layout_dims *d,
+			 const struct tensor_spec *t, int stages[2])
+{
+	if (t->layer >= 0) {
+		stages[0] = stage_of_layer(c, d->pp, t->layer);
+		return 1;
 	}
-	return -1;
+	if (t->role == ROLE_EMBED) { /* a tied embedding is also the head */
+		stages[0] = 0;
+		if (c->tie_embeddings && d->pp > 1) {
+			stages[1] = d->pp - 1;
+			return 2;
+		}
+		return 1;
+	}
+	stages[0] = d->pp - 1; /* final norm, lm_head */
+	return 1;
+}
+
+uint64_t layout_slice_numel(const struct tensor_spec *t,
+			    const struct tensor_split *s)
+{
+	uint64_t n = t->shape[0] * (t->ndim == 2 ? t->shape[1] : 1);
+	return s->axis < 0 ? n : n / (uint64_t)s->parts;
 }
 
 int layout_check(const struct model_config *c, const struct layout_dims *d,
@@ -95,10 +120,10 @@ int layout_check(const struct model_config *c, const struct layout_dims *d,
 		return d0_errf(err, "shared_expert_intermediate_size %lld is not "
 			       "divisible by tp %d", (long long)c->shared_ffn,
 			       d->tp);
-	if (c->layers % d->pp)
-		return d0_errf(err, "num_hidden_layers %lld is not divisible by "
-			       "pp %d: pipeline stages must hold equal layer "
-			       "counts", (long long)c->layers, d->pp);
+	if (d->pp > c->layers)
+		return d0_errf(err, "pp %d is more pipeline stages than the "
+			       "%lld layers (num_hidden_layers) can fill",
+			       d->pp, (long long)c->layers);
 	if (d->ep > 1 && !has_moe)
 		return d0_errf(err, "ep %d: the model (%s) has no routed experts "
 			       "to partition", d->ep, c->model_type);
@@ -163,17 +188,13 @@ int layout_part_for_rank(const struct model_config *c,
 			 const struct tensor_spec *t,
 			 const struct tensor_split *s, int rank)
 {
-	int pp, ep, tp;
+	int pp, ep, tp, st[2], ns, on = 0;
 	layout_coords(d, rank, &pp, &ep, &tp);
-	if (t->layer >= 0) {
-		if (stage_of_layer(c, d->pp, t->layer) != pp)
-			return -1;
-	} else if (t->role == ROLE_EMBED) {
-		if (pp != 0 && !(c->tie_embeddings && pp == d->pp - 1))
-			return -1;
-	} else if (pp != d->pp - 1) { /* final norm, lm_head */
+	ns = layout_tensor_stages(c, d, t, st);
+	for (int i = 0; i < ns; i++)
+		on |= st[i] == pp;
+	if (!on)
 		return -1;
-	}
 	if (t->expert >= 0 && layout_expert_owner(c, d, t->expert) != ep)
 		return -1;
 	if (s->axis < 0)

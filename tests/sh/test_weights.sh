@@ -82,8 +82,17 @@ expect_rc 0 "convert f16 runs" "$ENGINE" convert "$T/llama" "$T/l.f16" --dtype f
 expect_rc 2 "convert --tp 3 is refused" "$ENGINE" convert "$T/llama" "$T/bad" --dtype f32 --tp 3
 contains "refusal names num_attention_heads" "num_attention_heads 4 is not divisible by tp 3" "$ERR"
 check "a refused convert leaves no output directory" bash -c "! ls -d '$T'/bad* 2>/dev/null"
-expect_rc 2 "convert --pp 3 is refused" "$ENGINE" convert "$T/llama" "$T/bad" --dtype f32 --tp 1 --pp 3
-contains "refusal names num_hidden_layers" "num_hidden_layers 4 is not divisible by pp 3" "$ERR"
+expect_rc 2 "convert --pp 5 of 4 layers is refused" "$ENGINE" convert "$T/llama" "$T/bad" --dtype f32 --tp 1 --pp 5
+contains "refusal names the layer count" "pp 5 is more pipeline stages than the 4 layers" "$ERR"
+# Uneven but balanced stages (DeepSeek-V3's 61 layers need them): 2+1+1.
+expect_rc 0 "convert --tp 2 --pp 3 of 4 layers" "$ENGINE" convert "$T/llama" "$T/l.pp3" --dtype f32 --tp 2 --pp 3
+check "stage 0 holds layers 0-1, stage 2 layer 3 and lm_head" bash -c "
+	'$TOOLS/st_dump' '$T/l.pp3/rank-00000-of-00006.safetensors' | grep -q 'model.layers.1.mlp' &&
+	'$TOOLS/st_dump' '$T/l.pp3/rank-00004-of-00006.safetensors' | grep -q 'model.layers.3.mlp' &&
+	'$TOOLS/st_dump' '$T/l.pp3/rank-00004-of-00006.safetensors' | grep -q '^lm_head' &&
+	! '$TOOLS/st_dump' '$T/l.pp3/rank-00002-of-00006.safetensors' | grep -q 'model.layers.[013]\.'"
+expect_rc 0 "merge of the uneven pipeline" "$ENGINE" merge "$T/l.pp3" "$T/l.pp3.m"
+check "uneven pipeline round-trips exactly" bash -c "cd '$T/l.pp3.m' && sha256sum -c --quiet '$T/llama/SHA256SUMS'"
 expect_rc 2 "convert --ep 3 is refused" "$ENGINE" convert "$T/mixtral" "$T/bad" --dtype f32 --tp 1 --ep 3
 contains "refusal names the expert count" "expert count 4 is not divisible by ep 3" "$ERR"
 expect_rc 2 "convert --ep 2 of a dense model is refused" "$ENGINE" convert "$T/llama" "$T/bad" --dtype f32 --tp 1 --ep 2

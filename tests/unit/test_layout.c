@@ -95,7 +95,35 @@ int main(void)
 	d = (struct layout_dims){.tp = 3, .pp = 1, .ep = 1};
 	CHECK(layout_check(&c, &d, &err) == -1 && strstr(err.msg, "num_attention_heads"));
 	d = (struct layout_dims){.tp = 2, .pp = 3, .ep = 1};
+	CHECK(layout_check(&c, &d, &err) == 0); /* balanced: 2 + 1 + 1 layers */
+	d = (struct layout_dims){.tp = 2, .pp = 5, .ep = 1};
 	CHECK(layout_check(&c, &d, &err) == -1 && strstr(err.msg, "num_hidden_layers"));
+	{
+		/* 61 layers over 8 stages: 61 = 5 x 8 + 3 x 7, the first five
+		 * stages hold 8 layers */
+		struct model_config big = c;
+		struct tensor_spec ts = {.layer = 39};
+		int st[2];
+		big.layers = 61;
+		d = (struct layout_dims){.tp = 1, .pp = 8, .ep = 1};
+		CHECK(layout_tensor_stages(&big, &d, &ts, st) == 1 && st[0] == 4);
+		ts.layer = 40;
+		CHECK(layout_tensor_stages(&big, &d, &ts, st) == 1 && st[0] == 5);
+		ts.layer = 60;
+		CHECK(layout_tensor_stages(&big, &d, &ts, st) == 1 && st[0] == 7);
+		ts.layer = 61; /* an MTP layer */
+		CHECK(layout_tensor_stages(&big, &d, &ts, st) == 1 && st[0] == 7);
+		{
+			int64_t first, count, sum = 0;
+			for (int sg = 0; sg < 8; sg++) {
+				layout_stage_layers(61, 8, sg, &first, &count);
+				CHECKN("stage_layers agrees with the stage of its first layer",
+				       (ts.layer = (int)first, layout_tensor_stages(&big, &d, &ts, st) == 1 && st[0] == sg));
+				sum += count;
+			}
+			CHECK(sum == 61);
+		}
+	}
 	d = (struct layout_dims){.tp = 1, .pp = 1, .ep = 3};
 	CHECK(layout_check(&c, &d, &err) == -1 && strstr(err.msg, "expert count"));
 	c.kv_heads = 4;
