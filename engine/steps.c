@@ -10,6 +10,7 @@
 
 extern const struct step_entry step_gen_model;
 extern const struct step_entry step_inspect;
+extern const struct step_entry step_plan;
 extern const struct step_entry step_verify;
 extern const struct step_entry step_convert;
 extern const struct step_entry step_merge;
@@ -18,6 +19,7 @@ extern const struct step_entry step_comm;
 const struct step_entry *const step_table[] = {
 	&step_gen_model,
 	&step_inspect,
+	&step_plan,
 	&step_verify,
 	&step_convert,
 	&step_merge,

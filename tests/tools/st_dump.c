@@ -5,6 +5,8 @@
  * With --as, floating tensors are first converted to that dtype (so an f32
  * source can be compared with a bf16 conversion); --skip-norms leaves
  * tensors whose name contains "norm" as stored.
+ *   st_dump FILE --data-bytes
+ * prints the size of the data buffer (all tensor bytes).
  *   st_dump FILE --slice NAME AXIS PART PARTS
  * prints the sha256 of one slice of a 2-D (or 1-D, axis 0) tensor: the
  * PART-th of PARTS equal blocks along AXIS, cut out by plain row/column
@@ -122,6 +124,18 @@ int main(int argc, char **argv)
 	if (argc < 2) {
 		fprintf(stderr, "usage: st_dump FILE [--as DTYPE] [--skip-norms]\n");
 		return 2;
+	}
+	if (argc == 3 && !strcmp(argv[2], "--data-bytes")) {
+		/* total tensor bytes: what a layout planner must predict */
+		struct st_file g;
+		struct d0_err e;
+		if (st_open(argv[1], &g, &e) < 0) {
+			fprintf(stderr, "st_dump: %s\n", e.msg);
+			return 1;
+		}
+		printf("%llu\n", (unsigned long long)(g.file_size - g.data_off));
+		st_free(&g);
+		return 0;
 	}
 	if (argc == 7 && !strcmp(argv[2], "--slice"))
 		return slice(argv[1], argv[3], atoi(argv[4]), atoi(argv[5]),

@@ -1,0 +1,347 @@
+/*
+ * inventory.c - the cluster inventory (docs/inventory.md): nodes written in
+ * node-set syntax (n[01-16], 10.0.0.[1-16], lists, exclusions), with
+ * cards, card memory, SSH settings, labels and link bandwidths.  The
+ * planner reads it today; the console will reach the nodes it lists.
+ */
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct strlist {
+	char **v;
+	size_t n;
+};
+
+static void sl_push(struct strlist *l, char *s)
+{
+	l->v = realloc(l->v, (l->n + 1) * sizeof *l->v);
+	if (!l->v)
+		abort();
+	l->v[l->n++] = s;
+}
+
+static void sl_free(struct strlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+#define NODESET_MAX 100000
+
+/* Expand one term (no top-level commas) with bracket groups into out. */
+static int expand_term(const char *prefix, const char *s, struct strlist *out,
+		       struct d0_err *err)
+{
+	const char *open = strchr(s, '['), *close;
+	char *items, *tok, *save = NULL;
+	size_t plen = strlen(prefix);
+	if (!open) {
+		char *r = malloc(plen + strlen(s) + 1);
+		memcpy(r, prefix, plen);
+		strcpy(r + plen, s);
+		if (out->n >= NODESET_MAX) {
+			free(r);
+			return d0_errf(err, "node set expands to more than %d "
+				       "names", NODESET_MAX);
+		}
+		sl_push(out, r);
+		return 0;
+	}
+	close = strchr(open, ']');
+	if (!close || memchr(open + 1, '[', (size_t)(close - open - 1)))
+		return d0_errf(err, "unbalanced '[' in node set '%s'", s);
+	items = strndup(open + 1, (size_t)(close - open - 1));
+	for (tok = strtok_r(items, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *dash = strchr(tok, '-'), *end;
+		long lo, hi;
+		int width = dash ? (int)(dash - tok) : (int)strlen(tok);
+		lo = strtol(tok, &end, 10);
+		if (end == tok || (dash ? end != dash : *end != 0)) {
+			free(items);
+			return d0_errf(err, "'%s' in node set '%s' is not a "
+				       "number or range", tok, s);
+		}
+		hi = lo;
+		if (dash) {
+			hi = strtol(dash + 1, &end, 10);
+			if (end == dash + 1 || *end || hi < lo) {
+				free(items);
+				return d0_errf(err, "'%s' in node set '%s' is "
+					       "not an ascending range", tok, s);
+			}
+		}
+		if (hi - lo >= NODESET_MAX) {
+			free(items);
+			return d0_errf(err, "range '%s' in node set '%s' is too "
+				       "large", tok, s);
+		}
+		for (long v = lo; v <= hi; v++) {
+			size_t n = plen + (size_t)(open - s) + 32;
+			char *p = malloc(n);
+			int rc;
+			snprintf(p, n, "%s%.*s%0*ld", prefix, (int)(open - s), s,
+				 width, v);
+			rc = expand_term(p, close + 1, out, err);
+			free(p);
+			if (rc < 0) {
+				free(items);
+				return -1;
+			}
+		}
+	}
+	free(items);
+	return 0;
+}
+
+int nodeset_expand(const char *set, char ***names, size_t *n,
+		   struct d0_err *err)
+{
+	struct strlist out = {0};
+	const char *p = set;
+	int depth = 0;
+	const char *start = set;
+	if (!*set)
+		return d0_errf(err, "empty node set");
+	for (;; p++) {
+		if (*p == '[')
+			depth++;
+		else if (*p == ']')
+			depth--;
+		if ((*p == ',' && depth == 0) || !*p) {
+			char *term = strndup(start, (size_t)(p - start));
+			int rc = *term ? expand_term("", term, &out, err)
+				       : d0_errf(err, "empty name in node set "
+						 "'%s'", set);
+			free(term);
+			if (rc < 0) {
+				sl_free(&out);
+				return -1;
+			}
+			if (!*p)
+				break;
+			start = p + 1;
+		}
+	}
+	*names = out.v;
+	*n = out.n;
+	return 0;
+}
+
+static int get_size(json_t *o, const char *key, uint64_t *out)
+{
+	json_t *v = json_object_get(o, key);
+	if (!v)
+		return 1; /* absent */
+	if (json_is_integer(v) && json_integer_value(v) > 0) {
+		*out = (uint64_t)json_integer_value(v);
+		return 0;
+	}
+	if (json_is_string(v) && parse_size(json_string_value(v), out) == 0 &&
+	    *out > 0)
+		return 0;
+	return -1;
+}
+
+/* Apply the keys of o (defaults or a node entry) onto node. */
+static int node_fields(json_t *o, struct inv_node *nd, const char *where,
+		       const char *path, struct d0_err *err)
+{
+	json_t *v;
+	int rc;
+	if ((v = json_object_get(o, "cards"))) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > 4096)
+			return d0_errf(err, "%s: %s: 'cards' must be an integer "
+				       "1..4096", path, where);
+		nd->cards = (int)json_integer_value(v);
+	}
+	rc = get_size(o, "card_mem", &nd->card_mem);
+	if (rc < 0)
+		return d0_errf(err, "%s: %s: 'card_mem' must be a byte count "
+			       "(e.g. 141GiB or 151397597184)", path, where);
+	if ((v = json_object_get(o, "port"))) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > 65535)
+			return d0_errf(err, "%s: %s: 'port' must be 1..65535",
+				       path, where);
+		nd->port = (int)json_integer_value(v);
+	}
+#define STR(key, field)                                                       \
+	if ((v = json_object_get(o, key))) {                                  \
+		if (!json_is_string(v))                                       \
+			return d0_errf(err, "%s: %s: '%s' must be a string",  \
+				       path, where, key);                     \
+		snprintf(nd->field, sizeof nd->field, "%s",                   \
+			 json_string_value(v));                               \
+	}
+	STR("user", user);
+	STR("identity", identity);
+	STR("transport", transport);
+#undef STR
+	if (strcmp(nd->transport, "ssh") && strcmp(nd->transport, "local"))
+		return d0_errf(err, "%s: %s: 'transport' must be ssh or local",
+			       path, where);
+	if ((v = json_object_get(o, "links"))) {
+		json_t *a = json_object_get(v, "intra_node_gbps");
+		json_t *b = json_object_get(v, "inter_node_gbps");
+		if (!json_is_object(v) || (a && !json_is_number(a)) ||
+		    (b && !json_is_number(b)))
+			return d0_errf(err, "%s: %s: 'links' must hold numbers "
+				       "intra_node_gbps and inter_node_gbps",
+				       path, where);
+		if (a)
+			nd->intra_gbps = json_number_value(a);
+		if (b)
+			nd->inter_gbps = json_number_value(b);
+	}
+	if ((v = json_object_get(o, "labels"))) {
+		size_t i;
+		json_t *x;
+		if (!json_is_array(v))
+			return d0_errf(err, "%s: %s: 'labels' must be a list of "
+				       "strings", path, where);
+		nd->labels[0] = 0;
+		json_array_foreach(v, i, x) {
+			if (!json_is_string(x))
+				return d0_errf(err, "%s: %s: 'labels' must be a "
+					       "list of strings", path, where);
+			if (strlen(nd->labels) + strlen(json_string_value(x)) + 2 <
+			    sizeof nd->labels) {
+				if (nd->labels[0])
+					strcat(nd->labels, ",");
+				strcat(nd->labels, json_string_value(x));
+			}
+		}
+	}
+	return 0;
+}
+
+int inventory_load(const char *path, struct inventory *inv,
+		   struct d0_err *err)
+{
+	json_error_t jerr;
+	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	json_t *nodes, *defaults, *e;
+	struct inv_node base;
+	size_t i;
+
+	memset(inv, 0, sizeof *inv);
+	if (!root)
+		return d0_errf(err, "%s: %s", path,
+			       path_exists(path) ? jerr.text : "no such file");
+	if (!json_is_object(root)) {
+		json_decref(root);
+		return d0_errf(err, "%s: not a JSON object", path);
+	}
+	memset(&base, 0, sizeof base);
+	base.port = 22;
+	base.cards = 1;
+	snprintf(base.user, sizeof base.user, "root");
+	snprintf(base.transport, sizeof base.transport, "ssh");
+	defaults = json_object_get(root, "defaults");
+	if (defaults && (!json_is_object(defaults) ||
+			 node_fields(defaults, &base, "defaults", path, err) < 0)) {
+		if (!json_is_object(defaults))
+			d0_errf(err, "%s: 'defaults' must be an object", path);
+		json_decref(root);
+		return -1;
+	}
+	if (node_fields(root, &base, "top level", path, err) < 0) {
+		json_decref(root);
+		return -1;
+	}
+	nodes = json_object_get(root, "nodes");
+	if (!json_is_array(nodes) || json_array_size(nodes) == 0) {
+		json_decref(root);
+		return d0_errf(err, "%s: 'nodes' must be a non-empty list", path);
+	}
+	json_array_foreach(nodes, i, e) {
+		char where[64], **names = NULL, **hosts = NULL, **excl = NULL;
+		size_t nn = 0, nh = 0, nx = 0;
+		struct inv_node nd = base;
+		json_t *name = json_object_get(e, "name"), *host, *ex;
+		int rc = 0;
+		snprintf(where, sizeof where, "nodes[%zu]", i);
+		if (!json_is_object(e) || !json_is_string(name)) {
+			json_decref(root);
+			inventory_free(inv);
+			return d0_errf(err, "%s: %s: needs a string 'name' (a "
+				       "node set such as n[01-16])", path, where);
+		}
+		host = json_object_get(e, "host");
+		ex = json_object_get(e, "exclude");
+		if (node_fields(e, &nd, where, path, err) < 0 ||
+		    nodeset_expand(json_string_value(name), &names, &nn, err) < 0 ||
+		    (json_is_string(host) &&
+		     nodeset_expand(json_string_value(host), &hosts, &nh, err) < 0) ||
+		    (json_is_string(ex) &&
+		     nodeset_expand(json_string_value(ex), &excl, &nx, err) < 0))
+			rc = -1;
+		if (rc == 0 && host && !json_is_string(host))
+			rc = d0_errf(err, "%s: %s: 'host' must be a string",
+				     path, where);
+		if (rc == 0 && ex && !json_is_string(ex))
+			rc = d0_errf(err, "%s: %s: 'exclude' must be a string",
+				     path, where);
+		if (rc == 0 && hosts && nh != nn && nh != 1)
+			rc = d0_errf(err, "%s: %s: 'name' gives %zu nodes but "
+				     "'host' %zu hosts", path, where, nn, nh);
+		if (rc == 0 && nd.card_mem == 0)
+			rc = d0_errf(err, "%s: %s: no 'card_mem' (set it on the "
+				     "node or in 'defaults')", path, where);
+		for (size_t k = 0; rc == 0 && k < nn; k++) {
+			struct inv_node *o;
+			int skip = 0;
+			for (size_t x = 0; x < nx; x++)
+				skip |= !strcmp(excl[x], names[k]);
+			for (size_t q = 0; q < inv->n && !skip; q++)
+				if (!strcmp(inv->nodes[q].name, names[k]))
+					rc = d0_errf(err, "%s: node '%s' listed "
+						     "twice", path, names[k]);
+			if (skip || rc < 0)
+				continue;
+			inv->nodes = realloc(inv->nodes,
+					     (inv->n + 1) * sizeof *inv->nodes);
+			o = &inv->nodes[inv->n++];
+			*o = nd;
+			snprintf(o->name, sizeof o->name, "%s", names[k]);
+			snprintf(o->host, sizeof o->host, "%s",
+				 hosts ? hosts[nh == 1 ? 0 : k] : names[k]);
+		}
+		for (size_t k = 0; k < nn; k++)
+			free(names[k]);
+		for (size_t k = 0; k < nh; k++)
+			free(hosts[k]);
+		for (size_t k = 0; k < nx; k++)
+			free(excl[k]);
+		free(names);
+		free(hosts);
+		free(excl);
+		if (rc < 0) {
+			json_decref(root);
+			inventory_free(inv);
+			return -1;
+		}
+	}
+	if (inv->n == 0) {
+		json_decref(root);
+		return d0_errf(err, "%s: every node is excluded", path);
+	}
+	json_t *nm = json_object_get(root, "name");
+	snprintf(inv->name, sizeof inv->name, "%s",
+		 json_is_string(nm) ? json_string_value(nm) : path);
+	json_decref(root);
+	return 0;
+}
+
+void inventory_free(struct inventory *inv)
+{
+	free(inv->nodes);
+	memset(inv, 0, sizeof *inv);
+}

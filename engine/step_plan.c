@@ -1,0 +1,559 @@
+/*
+ * step_plan.c - `day0-engine plan`: how must the model be split so it fits
+ * this cluster?  Enumerates TP x PP x EP x DP layouts, sizes every card
+ * (weights, KV cache, activation workspace, communication buffers),
+ * estimates per-token communication and whether it crosses nodes, ranks
+ * what fits, and says why the rest does not.
+ *
+ * Weight bytes use layout.c's sharding rules and model.c's tensor table,
+ * the code convert uses, so for a layout convert can write the per-rank
+ * bytes predicted here are exactly the bytes convert writes (a test holds
+ * them together).  KV cache, activation and buffer sizes are estimates;
+ * their formulas are in docs/plan.md.
+ */
+#include "engine.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int run(int argc, char **argv);
+
+const struct step_entry step_plan = {
+	.name = "plan",
+	.usage = "(MODEL_DIR | CONFIG.json) --inventory INV.json [--ctx N] "
+		 "[--concurrency C] [--weights-dtype f32|bf16|f16|fp8|int8|int4] "
+		 "[--kv-dtype f32|bf16|f16|fp8] [--margin 0.1] "
+		 "[--batch-tokens N] [--layout TP,PP,EP[,DP]] [--top N] "
+		 "[--json] [--events]",
+	.summary = "rank TP x PP x EP x DP layouts by per-card memory and "
+		   "communication",
+	.run = run,
+};
+
+/* Bits per element for the planner's dtypes (fp8/int8/int4 included). */
+static int dtype_bits(const char *name)
+{
+	static const struct {
+		const char *n;
+		int bits;
+	} t[] = {{"f32", 32}, {"float32", 32}, {"bf16", 16}, {"bfloat16", 16},
+		 {"f16", 16}, {"float16", 16}, {"fp8", 8}, {"int8", 8},
+		 {"int4", 4}};
+	for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+		if (!strcmp(t[i].n, name))
+			return t[i].bits;
+	return 0;
+}
+
+struct cluster {
+	int nodes, cards_per_node, total_cards;
+	uint64_t card_mem;
+	double intra_gbps, inter_gbps;
+	int heterogeneous;
+};
+
+struct opts {
+	int64_t ctx, conc, batch_tokens;
+	int wbits, kvbits;
+	const char *wname, *kvname;
+	double margin;
+	int top;
+};
+
+struct plan {
+	struct layout_dims d;
+	int dp, world, cards;
+	uint64_t *rank_weights; /* per rank of one replica */
+	uint64_t weights, kv, act, comm, total, usable;
+	uint64_t kv_per_token; /* on the busiest card */
+	int64_t kv_capacity;   /* tokens of context that fit per card */
+	int fits, tp_in_node;
+	double comm_token, inter_token; /* bytes per token (per rank) */
+	char reason[1100];
+};
+
+/* Per-rank weight bytes: layout.c decides which slice each rank holds. */
+static void weight_bytes(const struct model_config *c,
+			 const struct tensor_spec *t, size_t n,
+			 const struct layout_dims *d, int wbits, uint64_t *out)
+{
+	int world = d->tp * d->pp * d->ep;
+	uint64_t *bits = calloc((size_t)(d->pp * d->ep), sizeof *bits);
+	for (size_t i = 0; i < n; i++) {
+		struct tensor_split s;
+		int st[2], ns;
+		uint64_t b;
+		layout_split(c, d, &t[i], &s);
+		b = layout_slice_numel(&t[i], &s) *
+		    (uint64_t)(role_keeps_f32(t[i].role) ? 32 : wbits);
+		ns = layout_tensor_stages(c, d, &t[i], st);
+		for (int k = 0; k < ns; k++) {
+			if (t[i].expert >= 0) {
+				int e = layout_expert_owner(c, d, t[i].expert);
+				bits[st[k] * d->ep + e] += b;
+			} else {
+				for (int e = 0; e < d->ep; e++)
+					bits[st[k] * d->ep + e] += b;
+			}
+		}
+	}
+	/* every tp rank of a (stage, ep) holds a slice of the same size */
+	for (int r = 0; r < world; r++) {
+		int pp, ep, tp;
+		layout_coords(d, r, &pp, &ep, &tp);
+		out[r] = (bits[pp * d->ep + ep] + 7) / 8;
+	}
+	free(bits);
+}
+
+static int64_t stage_layers_max(const struct model_config *c, int pp)
+{
+	int64_t first, count;
+	layout_stage_layers(c->layers, pp, 0, &first, &count);
+	return count; /* stage 0 is among the largest */
+}
+
+static void evaluate(const struct model_config *c, const struct tensor_spec *t,
+		     size_t n, const struct cluster *cl, const struct opts *o,
+		     struct plan *p)
+{
+	const struct layout_dims *d = &p->d;
+	int64_t L = stage_layers_max(c, d->pp), seqs, T;
+	uint64_t H = (uint64_t)c->hidden, per_tok, q_local, kv_local, f_local;
+	double ring, moe_frac;
+	int64_t moe_layers = 0;
+	struct d0_err err;
+
+	p->world = d->tp * d->pp * d->ep;
+	p->cards = p->world * p->dp;
+	p->rank_weights = calloc((size_t)p->world, sizeof *p->rank_weights);
+	if (layout_check(c, d, &err) < 0) {
+		snprintf(p->reason, sizeof p->reason, "%s", err.msg);
+		return;
+	}
+	weight_bytes(c, t, n, d, o->wbits, p->rank_weights);
+	for (int r = 0; r < p->world; r++)
+		if (p->rank_weights[r] > p->weights)
+			p->weights = p->rank_weights[r];
+
+	/* KV cache: the sequences one replica serves, at full context */
+	seqs = (o->conc + p->dp - 1) / p->dp;
+	if (c->mla) /* compressed latent + rope key, same on every tp rank */
+		per_tok = (uint64_t)(c->kv_lora_rank + c->qk_rope_dim) *
+			  (uint64_t)L * (uint64_t)o->kvbits / 8;
+	else
+		per_tok = 2 * (uint64_t)(c->kv_heads >= d->tp ? c->kv_heads / d->tp : 1) *
+			  (uint64_t)c->head_dim * (uint64_t)L *
+			  (uint64_t)o->kvbits / 8;
+	p->kv_per_token = per_tok;
+	p->kv = per_tok * (uint64_t)o->ctx * (uint64_t)seqs;
+
+	/* activation workspace for one step of T tokens, f32 */
+	T = o->batch_tokens < o->ctx * seqs ? o->batch_tokens : o->ctx * seqs;
+	q_local = (uint64_t)(c->heads / d->tp) *
+		  (uint64_t)(c->mla ? c->qk_nope_dim + c->qk_rope_dim : c->head_dim);
+	kv_local = c->mla ? (uint64_t)(c->kv_lora_rank + c->qk_rope_dim)
+			  : (uint64_t)(c->kv_heads >= d->tp ? c->kv_heads / d->tp : 1) *
+				    (uint64_t)c->head_dim;
+	f_local = (uint64_t)c->ffn;
+	if (c->experts) {
+		uint64_t m = (uint64_t)(c->moe_ffn * c->top_k + c->shared_ffn);
+		if (m > f_local)
+			f_local = m;
+	}
+	f_local /= (uint64_t)d->tp;
+	p->act = (uint64_t)T * 4 * (2 * H + q_local + 2 * kv_local + 2 * f_local) +
+		 (uint64_t)seqs * 4 * (uint64_t)(c->vocab / d->tp);
+
+	/* communication buffers (bf16, double-buffered) */
+	for (int64_t l = 0; l < c->layers; l++)
+		moe_layers += model_layer_is_moe(c, l);
+	p->comm = 0;
+	if (d->tp > 1)
+		p->comm += 2 * (uint64_t)T * H * 2;
+	if (d->pp > 1)
+		p->comm += 2 * (uint64_t)T * H * 2;
+	if (d->ep > 1)
+		p->comm += 2 * (uint64_t)T * (uint64_t)c->top_k * H * 2;
+
+	p->total = p->weights + p->kv + p->act + p->comm;
+	p->usable = (uint64_t)((double)cl->card_mem * (1.0 - o->margin));
+	p->fits = p->total <= p->usable;
+	if (p->usable > p->weights + p->act + p->comm && per_tok)
+		p->kv_capacity = (int64_t)((p->usable - p->weights - p->act -
+					    p->comm) / per_tok);
+
+	/* per-token traffic of one rank, and what crosses nodes */
+	ring = d->tp > 1 ? 2.0 * (d->tp - 1) / d->tp : 0;
+	moe_frac = d->ep > 1 ? (double)(d->ep - 1) / d->ep : 0;
+	{
+		double tp_b = (double)c->layers * 2 * (double)H * 2 * ring;
+		double pp_b = (double)(d->pp - 1) * (double)H * 2;
+		double ep_b = (double)moe_layers * 2 * (double)c->top_k *
+			      (double)H * 2 * moe_frac;
+		int cpn = cl->cards_per_node;
+		int ep_span = d->tp * d->ep > cpn;
+		int pp_cross = 0;
+		p->tp_in_node = d->tp <= cpn && cpn % d->tp == 0;
+		for (int s = 0; s + 1 < d->pp; s++)
+			pp_cross += layout_rank(d, s, 0, 0) / cpn !=
+				    layout_rank(d, s + 1, 0, 0) / cpn;
+		p->comm_token = tp_b + pp_b + ep_b;
+		p->inter_token = (p->tp_in_node ? 0 : tp_b) +
+				 (double)pp_cross * (double)H * 2 +
+				 (ep_span ? ep_b : 0);
+	}
+	if (!p->fits) {
+		char a[32], b[32];
+		snprintf(p->reason, sizeof p->reason,
+			 "needs %s per card, %s usable", fmt_bytes(p->total, a),
+			 fmt_bytes(p->usable, b));
+	}
+}
+
+static int cmp_plan(const void *x, const void *y)
+{
+	const struct plan *a = x, *b = y;
+	if (a->fits != b->fits)
+		return b->fits - a->fits;
+	if (a->tp_in_node != b->tp_in_node)
+		return b->tp_in_node - a->tp_in_node;
+	if (a->cards != b->cards)
+		return a->cards - b->cards;
+	if (a->inter_token != b->inter_token)
+		return a->inter_token < b->inter_token ? -1 : 1;
+	if (a->total != b->total)
+		return a->total < b->total ? -1 : 1;
+	return a->d.tp - b->d.tp;
+}
+
+static int cmp_rejected(const void *x, const void *y)
+{
+	const struct plan *a = x, *b = y;
+	int va = a->total > 0, vb = b->total > 0; /* 0: layout_check refused */
+	if (va != vb)
+		return vb - va;
+	if (a->total - a->usable != b->total - b->usable)
+		return a->total - a->usable < b->total - b->usable ? -1 : 1;
+	return a->cards - b->cards;
+}
+
+static int load_cluster(const char *path, struct cluster *cl,
+			struct d0_err *err)
+{
+	struct inventory inv;
+	if (inventory_load(path, &inv, err) < 0)
+		return -1;
+	memset(cl, 0, sizeof *cl);
+	cl->nodes = (int)inv.n;
+	cl->cards_per_node = inv.nodes[0].cards;
+	cl->card_mem = inv.nodes[0].card_mem;
+	cl->intra_gbps = inv.nodes[0].intra_gbps;
+	cl->inter_gbps = inv.nodes[0].inter_gbps;
+	for (size_t i = 0; i < inv.n; i++) {
+		cl->total_cards += inv.nodes[i].cards;
+		if (inv.nodes[i].cards != cl->cards_per_node ||
+		    inv.nodes[i].card_mem != cl->card_mem)
+			cl->heterogeneous = 1;
+		if (inv.nodes[i].cards < cl->cards_per_node)
+			cl->cards_per_node = inv.nodes[i].cards;
+		if (inv.nodes[i].card_mem < cl->card_mem)
+			cl->card_mem = inv.nodes[i].card_mem;
+	}
+	inventory_free(&inv);
+	return 0;
+}
+
+static json_t *plan_json(const struct plan *p, int with_ranks)
+{
+	json_t *o = json_pack(
+		"{s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:I, s:I, s:I, s:I, s:I, "
+		"s:I, s:I, s:I, s:f, s:f}",
+		"tp", p->d.tp, "pp", p->d.pp, "ep", p->d.ep, "dp", p->dp, "cards",
+		p->cards, "fits", p->fits, "tp_in_node", p->tp_in_node,
+		"weights_bytes", (json_int_t)p->weights, "kv_bytes",
+		(json_int_t)p->kv, "activation_bytes", (json_int_t)p->act,
+		"comm_buffer_bytes", (json_int_t)p->comm, "total_bytes",
+		(json_int_t)p->total, "usable_bytes", (json_int_t)p->usable,
+		"kv_bytes_per_token", (json_int_t)p->kv_per_token,
+		"kv_capacity_tokens", (json_int_t)p->kv_capacity,
+		"comm_bytes_per_token", p->comm_token,
+		"inter_node_bytes_per_token", p->inter_token);
+	if (p->reason[0])
+		json_object_set_new(o, "reason", json_string(p->reason));
+	if (with_ranks) {
+		json_t *a = json_array();
+		for (int r = 0; r < p->world; r++)
+			json_array_append_new(a,
+					      json_integer((json_int_t)p->rank_weights[r]));
+		json_object_set_new(o, "rank_weight_bytes", a);
+	}
+	return o;
+}
+
+static void print_row(int idx, const struct plan *p)
+{
+	char lay[48], w[32], kv[32], ac[32], cm[32], tot[32], cap[32];
+	snprintf(lay, sizeof lay, "tp%d pp%d ep%d dp%d", p->d.tp, p->d.pp,
+		 p->d.ep, p->dp);
+	snprintf(cap, sizeof cap, "%lld", (long long)p->kv_capacity);
+	printf("%4d  %-20s %5d %10s %10s %10s %10s %10s  %-4s %-5s %10.0f %12s\n",
+	       idx, lay, p->cards, fmt_bytes(p->weights, w), fmt_bytes(p->kv, kv),
+	       fmt_bytes(p->act, ac), fmt_bytes(p->comm, cm),
+	       fmt_bytes(p->total, tot), p->fits ? "yes" : "NO",
+	       p->tp_in_node ? "yes" : "no", p->inter_token, cap);
+}
+
+static int parse_layout(const char *s, struct plan *p)
+{
+	int tp, pp = 1, ep = 1, dp = 1, k;
+	k = sscanf(s, "%d,%d,%d,%d", &tp, &pp, &ep, &dp);
+	if (k < 1 || tp < 1 || pp < 1 || ep < 1 || dp < 1 || tp > 65536 ||
+	    pp > 65536 || ep > 65536 || dp > 65536)
+		return -1;
+	memset(p, 0, sizeof *p);
+	p->d.tp = tp;
+	p->d.pp = pp;
+	p->d.ep = ep;
+	p->dp = dp;
+	return 0;
+}
+
+static int run(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"inventory", 1, 0, 'i'}, {"ctx", 1, 0, 'c'},
+		{"concurrency", 1, 0, 'n'}, {"weights-dtype", 1, 0, 'w'},
+		{"kv-dtype", 1, 0, 'k'}, {"margin", 1, 0, 'm'},
+		{"batch-tokens", 1, 0, 'b'}, {"layout", 1, 0, 'l'},
+		{"top", 1, 0, 't'}, {"json", 0, 0, 'j'}, {"events", 0, 0, 'e'},
+		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	const struct step_entry *S = &step_plan;
+	struct opts o = {.ctx = 0, .conc = 1, .batch_tokens = 8192,
+			 .margin = 0.1, .top = 5};
+	struct model_config c;
+	struct cluster cl;
+	struct tensor_spec *t = NULL;
+	struct plan *plans = NULL, one;
+	struct d0_err err;
+	const char *inv_path = NULL, *layout = NULL;
+	char *path, *end, a[32], b[32];
+	size_t n = 0, np = 0;
+	int ch, json = 0, events = 0, nfit = 0;
+	long v;
+
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'i': inv_path = optarg; break;
+		case 'c':
+			if (parse_long(optarg, 1, 1L << 30, &v) < 0)
+				return step_usage_error(S, "--ctx: expected a "
+							"positive token count");
+			o.ctx = v;
+			break;
+		case 'n':
+			if (parse_long(optarg, 1, 1L << 24, &v) < 0)
+				return step_usage_error(S, "--concurrency: "
+							"expected a positive "
+							"integer");
+			o.conc = v;
+			break;
+		case 'b':
+			if (parse_long(optarg, 1, 1L << 24, &v) < 0)
+				return step_usage_error(S, "--batch-tokens: "
+							"expected a positive "
+							"integer");
+			o.batch_tokens = v;
+			break;
+		case 'w': o.wname = optarg; break;
+		case 'k': o.kvname = optarg; break;
+		case 'm':
+			o.margin = strtod(optarg, &end);
+			if (*end || end == optarg || !(o.margin >= 0) ||
+			    !(o.margin < 1))
+				return step_usage_error(S, "--margin: expected a "
+							"fraction in [0, 1)");
+			break;
+		case 'l': layout = optarg; break;
+		case 't':
+			if (parse_long(optarg, 1, 1000, &v) < 0)
+				return step_usage_error(S, "--top: expected "
+							"1..1000");
+			o.top = (int)v;
+			break;
+		case 'j': json = 1; break;
+		case 'e': events = 1; break;
+		case 'h': step_usage(S, stdout); return EXIT_OK;
+		default:
+			return step_usage_error(S, "unknown or incomplete "
+						"option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind != argc - 1)
+		return step_usage_error(S, "expected one MODEL_DIR or "
+					"CONFIG.json");
+	if (!inv_path)
+		return step_usage_error(S, "--inventory is required");
+	if (layout && parse_layout(layout, &one) < 0)
+		return step_usage_error(S, "--layout: expected TP,PP,EP[,DP] "
+					"positive integers, got '%s'", layout);
+	events_init(stdout, events && !json);
+	path = path_is_dir(argv[optind]) ? path_join(argv[optind], "config.json")
+					 : strdup(argv[optind]);
+	if (model_config_load(path, &c, &err) < 0 ||
+	    model_tensors(&c, &t, &n, &err) < 0 ||
+	    load_cluster(inv_path, &cl, &err) < 0) {
+		fprintf(stderr, "day0-engine: %s\n", err.msg);
+		free(path);
+		free(t);
+		return EXIT_USAGE;
+	}
+	if (!o.wname)
+		o.wname = !strcmp(c.quant, "fp8") ? "fp8" : dtype_user_name(c.dtype);
+	o.wbits = dtype_bits(o.wname);
+	if (!o.kvname)
+		o.kvname = o.wbits == 32 ? "f32" : "bf16";
+	o.kvbits = dtype_bits(o.kvname);
+	if (!o.wbits || !o.kvbits || !strcmp(o.kvname, "int4") ||
+	    !strcmp(o.kvname, "int8")) {
+		free(path);
+		free(t);
+		model_config_free(&c);
+		return step_usage_error(S, "--weights-dtype: f32, bf16, f16, fp8, "
+					"int8 or int4; --kv-dtype: f32, bf16, "
+					"f16 or fp8");
+	}
+	if (!o.ctx)
+		o.ctx = c.max_pos < 4096 ? c.max_pos : 4096;
+	events_stage("plan", "start", 0, 0, path);
+
+	if (layout) {
+		plans = calloc(1, sizeof *plans);
+		plans[0] = one;
+		np = 1;
+	} else {
+		/* tp: powers of two and divisors of the heads; pp up to the
+		 * layers; ep: divisors of the experts; dp fills the rest */
+		for (int tp = 1; tp <= cl.total_cards; tp++) {
+			if (c.heads % tp)
+				continue;
+			for (int pp = 1; pp <= c.layers && tp * pp <= cl.total_cards; pp++)
+				for (int ep = 1; tp * pp * ep <= cl.total_cards; ep++) {
+					if (ep > 1 && (!c.experts || c.experts % ep))
+						continue;
+					for (int dp = 1; tp * pp * ep * dp <= cl.total_cards; dp *= 2) {
+						plans = realloc(plans, (np + 1) * sizeof *plans);
+						memset(&plans[np], 0, sizeof *plans);
+						plans[np].d = (struct layout_dims){tp, pp, ep};
+						plans[np].dp = dp;
+						np++;
+					}
+				}
+		}
+	}
+	for (size_t i = 0; i < np; i++) {
+		evaluate(&c, t, n, &cl, &o, &plans[i]);
+		nfit += plans[i].fits;
+	}
+	qsort(plans, np, sizeof *plans, cmp_plan);
+	/* the rejected: closest to fitting first, invalid layouts last */
+	qsort(plans + nfit, np - (size_t)nfit, sizeof *plans, cmp_rejected);
+
+	if (json) {
+		json_t *doc = json_object(), *ok = json_array(), *rej = json_array();
+		for (size_t i = 0; i < np; i++)
+			json_array_append_new(plans[i].fits ? ok : rej,
+					      plan_json(&plans[i], layout != NULL));
+		json_object_set_new(doc, "model", json_string(path));
+		json_object_set_new(doc, "model_type", json_string(c.model_type));
+		json_object_set_new(
+			doc, "cluster",
+			json_pack("{s:i, s:i, s:i, s:I, s:f, s:f, s:b}", "nodes",
+				  cl.nodes, "cards_per_node", cl.cards_per_node,
+				  "cards", cl.total_cards, "card_mem",
+				  (json_int_t)cl.card_mem, "intra_node_gbps",
+				  cl.intra_gbps, "inter_node_gbps", cl.inter_gbps,
+				  "heterogeneous", cl.heterogeneous));
+		json_object_set_new(
+			doc, "settings",
+			json_pack("{s:s, s:s, s:I, s:I, s:I, s:f}", "weights_dtype",
+				  o.wname, "kv_dtype", o.kvname, "ctx",
+				  (json_int_t)o.ctx, "concurrency",
+				  (json_int_t)o.conc, "batch_tokens",
+				  (json_int_t)o.batch_tokens, "margin", o.margin));
+		json_object_set_new(doc, "feasible", ok);
+		json_object_set_new(doc, "rejected", rej);
+		json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		putchar('\n');
+		json_decref(doc);
+	} else if (!events_enabled()) {
+		int shown = 0;
+		printf("plan     %s (%s) on %s: %d nodes x %d cards x %s = %d "
+		       "cards%s\n", c.model_type, path, inv_path, cl.nodes,
+		       cl.cards_per_node, fmt_bytes(cl.card_mem, a),
+		       cl.total_cards,
+		       cl.heterogeneous ? " (mixed nodes: planned with the "
+					  "smallest)" : "");
+		printf("         weights %s (norms f32), kv %s, context %lld x %lld "
+		       "sequences, %lld tokens a step, margin %.0f%%\n\n",
+		       o.wname, o.kvname, (long long)o.ctx, (long long)o.conc,
+		       (long long)o.batch_tokens, o.margin * 100);
+		printf("%4s  %-20s %5s %10s %10s %10s %10s %10s  %-4s %-5s %10s %12s\n",
+		       "rank", "layout", "cards", "weights", "kv cache", "activ.",
+		       "comm buf", "total", "fits", "tp-in", "inter B/tok",
+		       "kv tokens");
+		for (size_t i = 0; i < np && shown < o.top; i++)
+			if (plans[i].fits || layout) {
+				print_row(++shown, &plans[i]);
+			}
+		if (!nfit && !layout)
+			printf("      (no layout fits)\n");
+		if (!layout) {
+			size_t nrej = np - (size_t)nfit;
+			int k = 0;
+			printf("\nrejected: %zu of %zu layouts%s\n", nrej, np,
+			       nrej > 12 ? " (the 12 that come closest)" : "");
+			for (size_t i = (size_t)nfit; i < np && k < 12; i++, k++)
+				printf("  tp%d pp%d ep%d dp%d: %s\n", plans[i].d.tp,
+				       plans[i].d.pp, plans[i].d.ep, plans[i].dp,
+				       plans[i].reason);
+		} else {
+			if (plans[0].reason[0])
+				printf("      %s\n", plans[0].reason);
+			printf("\nper-rank weights:");
+			for (int r = 0; r < plans[0].world; r++)
+				printf(" %s", fmt_bytes(plans[0].rank_weights[r], a));
+			printf("\n");
+		}
+	}
+	{
+		char detail[1300];
+		if (nfit)
+			snprintf(detail, sizeof detail, "%d of %zu layouts fit; "
+				 "best tp%d pp%d ep%d dp%d at %s of %s per card",
+				 nfit, np, plans[0].d.tp, plans[0].d.pp,
+				 plans[0].d.ep, plans[0].dp,
+				 fmt_bytes(plans[0].total, a),
+				 fmt_bytes(plans[0].usable, b));
+		else
+			snprintf(detail, sizeof detail, "no layout of %zu fits%s%s",
+				 np, np ? ": " : "", np ? plans[0].reason : "");
+		events_check("memory.plan", nfit ? "pass" : "fail", detail,
+			     json_integer(nfit), json_integer(1));
+		if (!json && !events_enabled())
+			printf("\nmemory.plan  %s: %s\n", nfit ? "pass" : "FAIL",
+			       detail);
+	}
+	events_stage("plan", "end", 1, nfit ? 0 : 1, path);
+	for (size_t i = 0; i < np; i++)
+		free(plans[i].rank_weights);
+	free(plans);
+	free(t);
+	free(path);
+	model_config_free(&c);
+	return nfit ? EXIT_OK : EXIT_CHECK_FAILED;
+}
