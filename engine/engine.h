@@ -261,7 +261,7 @@ struct model_config {
 	struct rope_scaling rope;
 	enum dtype dtype; /* torch_dtype */
 	char hidden_act[32];
-	int sliding_window; /* uses sliding-window attention somewhere */
+	int64_t window; /* sliding-window attention span, 0 if none */
 	/* deepseek_v3: MLA and its router */
 	int mla;
 	int64_t q_lora_rank; /* 0: q_proj without compression */

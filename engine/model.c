@@ -319,6 +319,7 @@ int model_config_from_json(json_t *root, const char *path,
 {
 	const struct family *f;
 	json_t *mt = json_object_get(root, "model_type"), *td, *q;
+	int use_sw = 0;
 
 	memset(c, 0, sizeof *c);
 	if (!json_is_object(root))
@@ -402,13 +403,21 @@ int model_config_from_json(json_t *root, const char *path,
 		    err) < 0 ||
 	    get_num(root, path, "rope_theta", f->default_theta, &c->rope_theta,
 		    err) < 0 ||
-	    get_bool(root, path, "use_sliding_window", 0, &c->sliding_window,
-		     err) < 0)
+	    get_bool(root, path, "use_sliding_window", 0, &use_sw, err) < 0)
 		return -1;
-	if (!strcmp(f->model_type, "mistral") || f->moe == MOE_MIXTRAL) {
+	{
+		/* Mistral/Mixtral: a window shorter than the context applies;
+		 * the Qwen families switch it on with use_sliding_window */
 		json_t *sw = json_object_get(root, "sliding_window");
-		c->sliding_window = json_is_integer(sw) &&
-				    json_integer_value(sw) < c->max_pos;
+		int mistral_like = !strcmp(f->model_type, "mistral") ||
+				   f->moe == MOE_MIXTRAL;
+		if (sw && !json_is_null(sw) && !json_is_integer(sw))
+			return d0_errf(err, "%s: 'sliding_window' must be an "
+				       "integer or null", path);
+		if (json_is_integer(sw) && json_integer_value(sw) > 0 &&
+		    (mistral_like ? json_integer_value(sw) < c->max_pos
+				  : use_sw))
+			c->window = json_integer_value(sw);
 	}
 	if (f->qkv_bias == 1) {
 		c->attention_bias = 1;
@@ -800,6 +809,8 @@ int model_config_shrink(const struct model_config *real, const char *scale,
 	c->ffn = 2 * H;
 	c->vocab = hd == 16 ? 512 : 4096;
 	c->max_pos = real->max_pos < 4096 ? real->max_pos : 4096;
+	if (real->window) /* keep sliding-window attention, within context */
+		c->window = c->max_pos / 2;
 	if (c->rope.type[0] && c->rope.original_max_pos > c->max_pos)
 		c->rope.original_max_pos = (double)c->max_pos / 2;
 	if (real->experts) {
@@ -1000,7 +1011,8 @@ json_t *model_config_to_json(const struct model_config *c)
 	if (q2moe)
 		SET("shared_expert_intermediate_size", json_integer(c->shared_ffn));
 	if (mixtral || mistral || qwen)
-		SET("sliding_window", json_null());
+		SET("sliding_window",
+		    c->window ? json_integer(c->window) : json_null());
 	SET("tie_word_embeddings", json_boolean(c->tie_embeddings));
 	if (ds) {
 		SET("topk_group", json_integer(c->topk_group));
@@ -1010,7 +1022,7 @@ json_t *model_config_to_json(const struct model_config *c)
 	SET("transformers_version", json_string("4.51.3"));
 	SET("use_cache", json_true());
 	if (qwen)
-		SET("use_sliding_window", json_false());
+		SET("use_sliding_window", json_boolean(c->window > 0));
 	if (ds)
 		SET("v_head_dim", json_integer(c->v_head_dim));
 	SET("vocab_size", json_integer(c->vocab));

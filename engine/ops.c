@@ -411,7 +411,7 @@ size_t model_operators(const struct model_config *c, const char **list,
 		need(list, &n, "attention.mha");
 	else
 		need(list, &n, "attention.gqa");
-	if (c->sliding_window)
+	if (c->window)
 		need(list, &n, "attention.sliding_window");
 	need(list, &n, "softmax");
 	if (!strcmp(c->model_type, "qwen3") || !strcmp(c->model_type, "qwen3_moe"))

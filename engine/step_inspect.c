@@ -165,7 +165,7 @@ static void print_text(const char *path, const struct model_config *c,
 		       attention_kind(c), (long long)c->heads,
 		       (long long)c->kv_heads, (long long)c->head_dim,
 		       c->attention_bias ? ", qkv bias" : "",
-		       c->sliding_window ? ", sliding window" : "");
+		       c->window ? ", sliding window" : "");
 	if (c->experts) {
 		routing(c, rbuf, sizeof rbuf);
 		printf("moe        %lld routed experts of ffn %lld, %s", (long long)c->experts,

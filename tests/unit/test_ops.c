@@ -1,0 +1,235 @@
+/* Kernels against independent references and the properties they must have. */
+#include "engine.h"
+#include "unit.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float frand(struct rng *r)
+{
+	return (float)(rng_uniform(r) * 2 - 1);
+}
+
+static struct model_config rope_cfg(const char *type, double factor)
+{
+	struct model_config c;
+	memset(&c, 0, sizeof c);
+	c.rope_theta = 10000.0;
+	c.max_pos = 8192;
+	snprintf(c.rope.type, sizeof c.rope.type, "%s", type);
+	c.rope.factor = factor;
+	c.rope.original_max_pos = 8192;
+	c.rope.low_freq_factor = 1;
+	c.rope.high_freq_factor = 4;
+	c.rope.beta_fast = 32;
+	c.rope.beta_slow = 1;
+	return c;
+}
+
+int main(void)
+{
+	struct rng r;
+	rng_seed(&r, 42);
+
+	{ /* linear = naive x W^T + b */
+		float x[3 * 5], w[4 * 5], b[4], y[3 * 4];
+		int bad = 0;
+		for (int i = 0; i < 15; i++) x[i] = frand(&r);
+		for (int i = 0; i < 20; i++) w[i] = frand(&r);
+		for (int i = 0; i < 4; i++) b[i] = frand(&r);
+		op_linear(y, x, w, b, 3, 4, 5);
+		for (int i = 0; i < 3; i++)
+			for (int j = 0; j < 4; j++) {
+				double s = b[j];
+				for (int k = 0; k < 5; k++)
+					s += (double)x[i * 5 + k] * w[j * 5 + k];
+				bad += fabs(s - y[i * 4 + j]) > 1e-5;
+			}
+		CHECKN("linear matches the naive product", bad == 0);
+	}
+	{ /* rms_norm: x / sqrt(mean(x^2) + eps) * w */
+		float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 0.5f}, y[4];
+		double rms = sqrt((1 + 4 + 9 + 16) / 4.0 + 1e-6);
+		op_rms_norm(y, x, w, 4, 1e-6);
+		CHECK(fabs(y[0] - 1 / rms) < 1e-6 && fabs(y[2] - 2 * 3 / rms) < 1e-6 &&
+		      fabs(y[3] - 0.5 * 4 / rms) < 1e-6);
+	}
+	{ /* softmax */
+		float x[3] = {1, 2, 3};
+		double e = exp(1) + exp(2) + exp(3);
+		op_softmax(x, 3);
+		CHECK(fabs(x[2] - exp(3) / e) < 1e-6 && fabs(x[0] + x[1] + x[2] - 1) < 1e-6);
+		float big[2] = {1000, 1000};
+		op_softmax(big, 2);
+		CHECK(big[0] == 0.5f); /* no overflow */
+	}
+	{ /* swiglu: silu(g) * u */
+		float g[2] = {0, 2}, u[2] = {3, 5}, y[2];
+		op_swiglu(y, g, u, 2);
+		CHECK(y[0] == 0 && fabs(y[1] - 2 / (1 + exp(-2)) * 5) < 1e-5);
+	}
+	{ /* inverse frequencies */
+		double f[64], af;
+		struct model_config c = rope_cfg("", 1);
+		CHECK(op_rope_inv_freq(&c, 64, 0, f, &af) == 0 && af == 1.0);
+		CHECK(f[0] == 1.0 && fabs(f[16] - pow(10000.0, -0.5)) < 1e-15);
+		c = rope_cfg("linear", 4);
+		op_rope_inv_freq(&c, 64, 0, f, &af);
+		CHECK(fabs(f[16] - pow(10000.0, -0.5) / 4) < 1e-15);
+		/* llama3: short wavelengths kept, long ones divided by factor,
+		 * the band between interpolated and monotone */
+		c = rope_cfg("llama3", 8);
+		c.rope_theta = 500000;
+		{
+			double def[64];
+			struct model_config d0 = c;
+			int mono = 1, kept = 1, scaled = 1;
+			d0.rope.type[0] = 0;
+			op_rope_inv_freq(&d0, 128, 0, def, &af);
+			op_rope_inv_freq(&c, 128, 0, f, &af);
+			for (int i = 0; i < 64; i++) {
+				double wl = 2 * M_PI / def[i];
+				if (wl < 8192.0 / 4) kept &= f[i] == def[i];
+				if (wl > 8192.0) scaled &= fabs(f[i] - def[i] / 8) < 1e-18;
+				if (i) mono &= f[i] < f[i - 1];
+			}
+			CHECKN("llama3 keeps high frequencies", kept);
+			CHECKN("llama3 divides low frequencies by the factor", scaled);
+			CHECKN("llama3 frequencies stay decreasing", mono);
+		}
+		/* yarn: first dims extrapolated, last interpolated; mscale */
+		c = rope_cfg("yarn", 40);
+		c.rope.original_max_pos = 4096;
+		{
+			double def[32];
+			struct model_config d0 = c;
+			d0.rope.type[0] = 0;
+			op_rope_inv_freq(&d0, 64, 0, def, &af);
+			op_rope_inv_freq(&c, 64, 0, f, &af);
+			CHECK(f[0] == def[0] && fabs(f[31] - def[31] / 40) < 1e-15);
+			CHECK(fabs(af - (0.1 * log(40) + 1)) < 1e-12);
+			c.rope.mscale = 1;
+			c.rope.mscale_all_dim = 1;
+			op_rope_inv_freq(&c, 64, 0, f, &af);
+			CHECK(af == 1.0); /* DeepSeek-V3: mscale / mscale_all_dim */
+		}
+		c = rope_cfg("dynamic", 2);
+		op_rope_inv_freq(&c, 64, 16384, f, &af);
+		CHECK(fabs(f[1] - 1 / pow(10000 * pow(2.0 * 16384 / 8192 - 1, 64.0 / 62), 2.0 / 64)) < 1e-12);
+		c = rope_cfg("longrope", 2);
+		CHECK(op_rope_inv_freq(&c, 64, 0, f, &af) == -1);
+	}
+	{ /* rope: position 0 is identity, pairs keep their norm, and the
+	   * q.k product depends only on the distance */
+		double f[8], af;
+		struct model_config c = rope_cfg("", 1);
+		float q[16], k[16], q0[16], a[16], b[16];
+		double d1 = 0, d2 = 0;
+		op_rope_inv_freq(&c, 16, 0, f, &af);
+		for (int i = 0; i < 16; i++) q[i] = frand(&r), k[i] = frand(&r);
+		memcpy(q0, q, sizeof q);
+		op_rope(q0, 1, 16, 16, 0, f, 1.0);
+		CHECK(memcmp(q0, q, sizeof q) == 0);
+		memcpy(a, q, sizeof q);
+		op_rope(a, 1, 16, 16, 7, f, 1.0);
+		CHECK(fabs(hypot(a[3], a[11]) - hypot(q[3], q[11])) < 1e-5);
+		memcpy(a, q, sizeof q); memcpy(b, k, sizeof k);
+		op_rope(a, 1, 16, 16, 10, f, 1.0); op_rope(b, 1, 16, 16, 3, f, 1.0);
+		for (int i = 0; i < 16; i++) d1 += (double)a[i] * b[i];
+		memcpy(a, q, sizeof q); memcpy(b, k, sizeof k);
+		op_rope(a, 1, 16, 16, 107, f, 1.0); op_rope(b, 1, 16, 16, 100, f, 1.0);
+		for (int i = 0; i < 16; i++) d2 += (double)a[i] * b[i];
+		CHECK(fabs(d1 - d2) < 1e-4);
+		/* rotate_half: dim i pairs with dim i + d/2 */
+		float e[4] = {1, 0, 0, 0};
+		double f1[2] = {1, 1};
+		op_rope(e, 1, 4, 4, 1, f1, 1.0);
+		CHECK(fabsf(e[0] - cosf(1)) < 1e-6 && fabsf(e[2] - sinf(1)) < 1e-6 && e[1] == 0);
+		float il[4] = {0, 1, 2, 3};
+		op_rope_deinterleave(il, 1, 4, 4);
+		CHECK(il[0] == 0 && il[1] == 2 && il[2] == 1 && il[3] == 3);
+	}
+	{ /* attention */
+		/* 2 query heads sharing 1 kv head; 3 positions */
+		float q[3 * 2 * 2], k[3 * 1 * 2], v[3 * 1 * 3], o[3 * 2 * 3];
+		for (int i = 0; i < 12; i++) q[i] = frand(&r);
+		for (int i = 0; i < 6; i++) k[i] = frand(&r);
+		for (int i = 0; i < 9; i++) v[i] = (float)i;
+		op_attention(o, q, k, v, 3, 3, 0, 2, 1, 2, 3, 1.0 / sqrt(2), 0);
+		CHECK(o[0] == v[0] && o[1] == v[1] && o[2] == v[2]); /* pos 0 sees only kv 0 */
+		CHECK(o[3] == v[0]); /* head 1 uses the same kv head */
+		{ /* the last query: naive softmax over all three */
+			double s[3], m = -1e9, z = 0, want = 0;
+			for (int j = 0; j < 3; j++) {
+				s[j] = (q[2 * 2 * 2 + 0] * k[j * 2] + q[2 * 2 * 2 + 1] * k[j * 2 + 1]) / sqrt(2);
+				if (s[j] > m) m = s[j];
+			}
+			for (int j = 0; j < 3; j++) z += exp(s[j] - m);
+			for (int j = 0; j < 3; j++) want += exp(s[j] - m) / z * v[j * 3 + 1];
+			CHECK(fabs(o[2 * 2 * 3 + 1] - want) < 1e-5);
+		}
+		/* a window of 1 sees only itself */
+		op_attention(o, q, k, v, 3, 3, 0, 2, 1, 2, 3, 1.0, 1);
+		CHECK(o[2 * 2 * 3] == v[2 * 3] && o[2 * 2 * 3 + 2] == v[2 * 3 + 2]);
+		/* decoding one token at position 2 against a 3-entry cache */
+		float o1[2 * 3];
+		op_attention(o1, q + 2 * 2 * 2, k, v, 1, 3, 2, 2, 1, 2, 3, 1.0 / sqrt(2), 0);
+		op_attention(o, q, k, v, 3, 3, 0, 2, 1, 2, 3, 1.0 / sqrt(2), 0);
+		CHECK(memcmp(o1, o + 2 * 2 * 3, sizeof o1) == 0);
+	}
+	{ /* routers */
+		float logits[4] = {0.1f, 2.0f, -1.0f, 1.5f}, w[2];
+		int idx[2];
+		op_router_softmax_topk(logits, 4, 2, 1, idx, w);
+		CHECK(idx[0] == 1 && idx[1] == 3);
+		CHECK(fabs(w[0] + w[1] - 1) < 1e-6 && fabs(w[0] / w[1] - exp(0.5)) < 1e-5);
+		op_router_softmax_topk(logits, 4, 2, 0, idx, w);
+		CHECK(w[0] + w[1] < 1); /* qwen2_moe without norm_topk_prob */
+		/* grouped: 4 groups of 2; expert 0 alone is best but its group
+		 * (0,1) sums lowest, so with 2 groups kept it is not chosen */
+		float lg[8] = {3.0f, -5.0f, 1.0f, 1.0f, 0.9f, 0.9f, -2, -2};
+		float bias[8] = {0};
+		op_router_sigmoid_group_topk(lg, bias, 8, 2, 4, 2, 1, 2.5, idx, w);
+		CHECK((idx[0] == 2 || idx[0] == 3) && idx[1] != 0 && idx[0] != 0);
+		CHECK(fabs(w[0] + w[1] - 2.5) < 1e-5); /* renormalised, scaled */
+		/* the correction bias steers selection but not the weights */
+		bias[6] = 10;
+		bias[7] = 10;
+		op_router_sigmoid_group_topk(lg, bias, 8, 2, 4, 2, 0, 1.0, idx, w);
+		CHECK((idx[0] == 6 || idx[0] == 7) && fabs(w[0] - 1 / (1 + exp(2))) < 1e-6);
+	}
+	{ /* the registry: every native entry has an implementation, every
+	   * fallback is made of native ones */
+		int bad = 0;
+		for (int i = 0; op_registry[i].name; i++) {
+			if (op_registry[i].kind == OP_NATIVE && !op_registry[i].impl) bad++;
+			if (op_status(op_registry[i].name) == OP_MISSING) bad++;
+		}
+		CHECKN("registry entries are all executable", bad == 0);
+		CHECK(op_status("attention.mla") == OP_IS_FALLBACK);
+		CHECK(op_status("rope.longrope") == OP_MISSING);
+	}
+	{ /* node sets */
+		char **v;
+		size_t n;
+		struct d0_err err;
+		CHECK(nodeset_expand("n[01-03],x[1,3]", &v, &n, &err) == 0 && n == 5 &&
+		      !strcmp(v[0], "n01") && !strcmp(v[2], "n03") && !strcmp(v[4], "x3"));
+		for (size_t i = 0; i < n; i++) free(v[i]);
+		free(v);
+		CHECK(nodeset_expand("r[1-2]c[8-9]", &v, &n, &err) == 0 && n == 4 &&
+		      !strcmp(v[1], "r1c9") && !strcmp(v[3], "r2c9"));
+		for (size_t i = 0; i < n; i++) free(v[i]);
+		free(v);
+		CHECK(nodeset_expand("10.0.0.[1-16]", &v, &n, &err) == 0 && n == 16 &&
+		      !strcmp(v[15], "10.0.0.16"));
+		for (size_t i = 0; i < n; i++) free(v[i]);
+		free(v);
+		CHECK(nodeset_expand("n[3-1]", &v, &n, &err) == -1 && strstr(err.msg, "ascending"));
+		CHECK(nodeset_expand("n[a]", &v, &n, &err) == -1 && strstr(err.msg, "not a number"));
+		CHECK(nodeset_expand("a,,b", &v, &n, &err) == -1 && strstr(err.msg, "empty name"));
+		CHECK(nodeset_expand("n[1-999999]", &v, &n, &err) == -1);
+	}
+	return unit_done();
+}
