@@ -162,9 +162,11 @@ void op_rope(float *x, int n_heads, int head_dim, int rot_dim, int64_t pos,
 {
 	int half = rot_dim / 2;
 	for (int i = 0; i < half; i++) {
-		float a = (float)((double)pos * inv_freq[i]);
-		float cs = (float)(cosf(a) * attn_factor);
-		float sn = (float)(sinf(a) * attn_factor);
+		/* angle and cos/sin in double: at long positions a float angle
+		 * alone costs ~1e-4 relative */
+		double a = (double)pos * inv_freq[i];
+		float cs = (float)(cos(a) * attn_factor);
+		float sn = (float)(sin(a) * attn_factor);
 		for (int h = 0; h < n_heads; h++) {
 			float *v = x + (size_t)h * head_dim;
 			float x1 = v[i], x2 = v[i + half];

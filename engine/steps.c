@@ -11,6 +11,8 @@
 extern const struct step_entry step_gen_model;
 extern const struct step_entry step_inspect;
 extern const struct step_entry step_plan;
+extern const struct step_entry step_run;
+extern const struct step_entry step_validate;
 extern const struct step_entry step_verify;
 extern const struct step_entry step_convert;
 extern const struct step_entry step_merge;
@@ -20,6 +22,8 @@ const struct step_entry *const step_table[] = {
 	&step_gen_model,
 	&step_inspect,
 	&step_plan,
+	&step_run,
+	&step_validate,
 	&step_verify,
 	&step_convert,
 	&step_merge,

@@ -1,0 +1,889 @@
+/*
+ * runtime.c - the parallel forward pass: one MPI rank is one card.
+ *
+ * A rank holds the slices layout.c gives it (the same rules convert
+ * writes), either from convert's rank file or cut in memory from a Hugging
+ * Face checkpoint.  Tensor parallelism is Megatron's: column-parallel q/k/v
+ * and gate/up, row-parallel o and down followed by an all-reduce over the
+ * TP group, vocab-parallel embedding (all-reduce) and lm_head (gather).
+ * Pipeline stages pass the hidden state point to point.  Experts: each EP
+ * rank routes the tokens it owns (t mod ep), sends them to the experts'
+ * owners with an all-to-all, gets the weighted outputs back the same way
+ * and the EP group all-gathers the result; attention is replicated over EP.
+ *
+ * The math follows transformers (modeling_llama/mistral/qwen2/qwen3/
+ * mixtral/qwen2_moe/qwen3_moe/deepseek_v3): RMSNorm in float with the
+ * weight after; RoPE rotate_half (DeepSeek's interleaved layout permuted
+ * first); causal softmax attention scaled by head_dim^-0.5 (MLA: qk head
+ * dim, times yarn mscale^2); SwiGLU; routers as in ops.c.
+ *
+ * Every allocation goes through the accountant (rt_alloc), so exceeding
+ * --card-mem is a reported failure naming what did not fit.  Collectives
+ * are timed (rt->stats) for `comm` events and perf's communication share.
+ */
+#include "engine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+struct rt_layer {
+	int moe;
+	float *in_norm, *post_norm;
+	float *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo, *q_norm, *k_norm;
+	float *q_a, *q_a_norm, *q_b, *kv_a, *kv_a_norm, *kv_b; /* MLA */
+	float *gate, *up, *down, *gate_b, *up_b, *down_b;      /* dense */
+	float *router, *router_bias;
+	float **e_gate, **e_up, **e_down; /* [experts], NULL if not ours */
+	float *sh_gate, *sh_up, *sh_down, *sh_gate_w;
+	float *kc, *vc; /* cache [max_ctx][nkv_l][dqk|dv] */
+};
+
+struct rt {
+	struct model_config c;
+	struct layout_dims d;
+	int rank, world, tp_rank, pp_rank, ep_rank;
+	MPI_Comm tp_comm, ep_comm;
+	int first, nl; /* this stage's layers */
+	struct rt_layer *L;
+	float *embed, *lm_head, *final_norm;
+	int nh_l, nkv_l, dqk, dv, ffn_l, moe_ffn_l, shared_l, vocab_l;
+	double scale; /* attention softmax scale */
+	double *inv_freq, attn_factor;
+	int rot_dim;
+	int64_t max_ctx, pos;
+	uint64_t budget, used, peak;
+	char over[256];
+	/* where weights come from */
+	const char *dir;
+	int converted;
+	struct st_file rank_st;
+	int rank_fd;
+	struct ckpt ck;
+	struct rt_stats stats;
+};
+
+/* ------------------------------------------------------------ accountant */
+
+static void *rt_alloc(struct rt *r, size_t bytes, const char *what)
+{
+	void *p;
+	if (r->over[0])
+		return NULL;
+	if (r->budget && r->used + bytes > r->budget) {
+		char a[32], b[32], c[32];
+		snprintf(r->over, sizeof r->over, "%s (%s) does not fit: %s of "
+			 "the %s budget already used", what, fmt_bytes(bytes, a),
+			 fmt_bytes(r->used, b), fmt_bytes(r->budget, c));
+		return NULL;
+	}
+	p = calloc(1, bytes ? bytes : 1);
+	if (!p) {
+		snprintf(r->over, sizeof r->over, "%s: out of host memory", what);
+		return NULL;
+	}
+	r->used += bytes;
+	if (r->used > r->peak)
+		r->peak = r->used;
+	return p;
+}
+
+uint64_t rt_mem_used(const struct rt *r) { return r->used; }
+uint64_t rt_mem_peak(const struct rt *r) { return r->peak; }
+const struct rt_stats *rt_stats(const struct rt *r) { return &r->stats; }
+int rt_rank(const struct rt *r) { return r->rank; }
+const struct model_config *rt_config(const struct rt *r) { return &r->c; }
+
+/* ------------------------------------------------------ timed collectives */
+
+static void stat_add(struct rt *r, int group, int op, uint64_t bytes, double t)
+{
+	r->stats.bytes[group][op] += bytes;
+	r->stats.time_s[group][op] += t;
+	r->stats.calls[group][op]++;
+}
+
+static void allreduce(struct rt *r, float *buf, int n, MPI_Comm comm, int group)
+{
+	double t0;
+	if (comm == MPI_COMM_NULL || n == 0)
+		return;
+	t0 = MPI_Wtime();
+	MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, comm);
+	stat_add(r, group, RT_OP_ALLREDUCE, (uint64_t)n * 4, MPI_Wtime() - t0);
+}
+
+/* ---------------------------------------------------------------- loading */
+
+/* Read tensor `name` (this rank's slice) as f32; NULL if this rank has no
+ * part of it.  Errors go to r->over. */
+static float *load(struct rt *r, const struct tensor_spec *specs, size_t ns,
+		   const char *name)
+{
+	const struct tensor_spec *t = NULL;
+	struct tensor_split s;
+	const struct st_tensor *st;
+	uint64_t numel;
+	float *out;
+	int part;
+	for (size_t i = 0; i < ns && !t; i++)
+		if (!strcmp(specs[i].name, name))
+			t = &specs[i];
+	if (!t)
+		return NULL;
+	layout_split(&r->c, &r->d, t, &s);
+	part = layout_part_for_rank(&r->c, &r->d, t, &s, r->rank);
+	if (part < 0)
+		return NULL;
+	numel = layout_slice_numel(t, &s);
+	out = rt_alloc(r, numel * 4, name);
+	if (!out)
+		return NULL;
+	if (r->converted) {
+		unsigned char *raw;
+		st = st_find(&r->rank_st, name);
+		if (!st || st_numel(st) != numel) {
+			snprintf(r->over, sizeof r->over, "%s: tensor '%s' missing "
+				 "or mis-sized in the rank file", r->rank_st.path, name);
+			return NULL;
+		}
+		raw = malloc(st->end - st->begin + 1);
+		if (pread_full(r->rank_fd, raw, st->end - st->begin,
+			       r->rank_st.data_off + st->begin) < 0 ||
+		    dtype_convert(st->dtype, raw, DT_F32, out, numel) < 0) {
+			snprintf(r->over, sizeof r->over, "%s: tensor '%s': cannot "
+				 "read %s data", r->rank_st.path, name,
+				 dtype_name(st->dtype));
+			free(raw);
+			return NULL;
+		}
+		free(raw);
+		return out;
+	}
+	/* from the HF checkpoint: read the whole tensor, keep our part */
+	for (size_t k = 0; k < r->ck.nshards; k++) {
+		struct ckpt_shard *sh = &r->ck.shards[k];
+		uint64_t full, outer = 1, row, seg;
+		unsigned char *raw;
+		float *f;
+		int fd;
+		if (!(st = st_find(&sh->st, name)))
+			continue;
+		full = st_numel(st);
+		raw = malloc(st->end - st->begin + 1);
+		f = malloc(full * 4 + 1);
+		fd = open(sh->path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || pread_full(fd, raw, st->end - st->begin,
+					 sh->st.data_off + st->begin) < 0 ||
+		    dtype_convert(st->dtype, raw, DT_F32, f, full) < 0) {
+			snprintf(r->over, sizeof r->over, "%s: tensor '%s': "
+				 "cannot read", sh->path, name);
+			if (fd >= 0)
+				close(fd);
+			free(raw);
+			free(f);
+			return NULL;
+		}
+		close(fd);
+		free(raw);
+		if (s.axis < 0) {
+			memcpy(out, f, full * 4);
+		} else {
+			for (int a = 0; a < s.axis; a++)
+				outer *= st->shape[a];
+			row = full / outer;
+			seg = row / (uint64_t)s.parts;
+			for (uint64_t o = 0; o < outer; o++)
+				memcpy(out + o * seg, f + o * row + (uint64_t)part * seg,
+				       seg * 4);
+		}
+		free(f);
+		return out;
+	}
+	snprintf(r->over, sizeof r->over, "%s: tensor '%s' is in no shard",
+		 r->dir, name);
+	return NULL;
+}
+
+/* Check layout.json against the runtime; messages say what differs. */
+static int check_layout(struct rt *r, struct d0_err *err)
+{
+	char *lp = path_join(r->dir, "layout.json");
+	json_error_t je;
+	json_t *lay = json_load_file(lp, 0, &je), *ranks, *me;
+	int rc = 0;
+	free(lp);
+	if (!lay)
+		return d0_errf(err, "%s/layout.json: %s", r->dir, je.text);
+#define EQ(key, have)                                                         \
+	if (rc == 0 && json_integer_value(json_object_get(lay, key)) != (have)) \
+		rc = d0_errf(err, "%s/layout.json: converted for %s=%lld but "  \
+			     "launched with %s=%d (reconvert, or launch to "    \
+			     "match)", r->dir, key,                            \
+			     (long long)json_integer_value(                    \
+				     json_object_get(lay, key)), key, (int)(have));
+	EQ("world_size", r->world);
+	EQ("tp", r->d.tp);
+	EQ("pp", r->d.pp);
+	EQ("ep", r->d.ep);
+#undef EQ
+	ranks = json_object_get(lay, "ranks");
+	me = json_array_get(ranks, (size_t)r->rank);
+	if (rc == 0 && (!me || json_integer_value(json_object_get(me, "tp_rank")) != r->tp_rank ||
+			json_integer_value(json_object_get(me, "pp_rank")) != r->pp_rank ||
+			json_integer_value(json_object_get(me, "ep_rank")) != r->ep_rank))
+		rc = d0_errf(err, "%s/layout.json: rank %d's coordinates differ "
+			     "from the runtime's (tp %d, pp %d, ep %d)", r->dir,
+			     r->rank, r->tp_rank, r->pp_rank, r->ep_rank);
+	if (rc == 0) {
+		/* the source it was converted from must still be what we think */
+		json_t *src = json_object_get(lay, "source");
+		const char *sdir = json_string_value(json_object_get(src, "dir"));
+		char *sums = sdir ? path_join(sdir, "SHA256SUMS") : NULL;
+		json_t *have = NULL, *sh;
+		size_t i;
+		if (sums && path_exists(sums) && sums_load(sums, &have, NULL) == 0) {
+			json_array_foreach(json_object_get(src, "shards"), i, sh) {
+				const char *f = json_string_value(json_object_get(sh, "file"));
+				json_t *h = json_object_get(have, f ? f : "");
+				if (h && strcmp(json_string_value(h),
+						json_string_value(json_object_get(sh, "sha256"))))
+					rc = d0_errf(err, "%s/layout.json: source shard %s "
+						     "has changed since conversion (SHA-256 "
+						     "differs from %s)", r->dir, f, sums);
+			}
+		}
+		json_decref(have);
+		free(sums);
+	}
+	if (rc == 0) {
+		const char *f = json_string_value(json_object_get(me, "file"));
+		char *p = f && shard_name_ok(f) ? path_join(r->dir, f) : NULL;
+		json_t *meta;
+		if (!p || st_open(p, &r->rank_st, err) < 0)
+			rc = p ? -1 : d0_errf(err, "%s/layout.json: bad rank file",
+					      r->dir);
+		free(p);
+		meta = rc == 0 ? r->rank_st.metadata : NULL;
+		if (rc == 0 && (!meta || atoi(json_string_value(json_object_get(meta, "rank")) ?: "-1") != r->rank))
+			rc = d0_errf(err, "%s: metadata says another rank's file",
+				     r->rank_st.path);
+		if (rc == 0 && (r->rank_fd = open(r->rank_st.path, O_RDONLY | O_CLOEXEC)) < 0)
+			rc = d0_errf(err, "%s: cannot open", r->rank_st.path);
+	}
+	json_decref(lay);
+	return rc;
+}
+
+static int load_layers(struct rt *r, struct d0_err *err)
+{
+	struct tensor_spec *sp = NULL;
+	size_t ns = 0;
+	char n[200];
+	if (model_tensors(&r->c, &sp, &ns, err) < 0)
+		return -1;
+#define LD(field, fmt, ...)                                                   \
+	do {                                                                  \
+		snprintf(n, sizeof n, fmt, __VA_ARGS__);                      \
+		field = load(r, sp, ns, n);                                   \
+	} while (0)
+	if (r->pp_rank == 0 || (r->c.tie_embeddings && r->pp_rank == r->d.pp - 1))
+		LD(r->embed, "%s", "model.embed_tokens.weight");
+	if (r->pp_rank == r->d.pp - 1) {
+		LD(r->final_norm, "%s", "model.norm.weight");
+		if (!r->c.tie_embeddings)
+			LD(r->lm_head, "%s", "lm_head.weight");
+	}
+	r->L = calloc((size_t)r->nl, sizeof *r->L);
+	for (int i = 0; i < r->nl && !r->over[0]; i++) {
+		struct rt_layer *y = &r->L[i];
+		int l = r->first + i;
+		const char *p = "model.layers";
+		y->moe = model_layer_is_moe(&r->c, l);
+		LD(y->in_norm, "%s.%d.input_layernorm.weight", p, l);
+		LD(y->post_norm, "%s.%d.post_attention_layernorm.weight", p, l);
+		if (r->c.mla) {
+			if (r->c.q_lora_rank) {
+				LD(y->q_a, "%s.%d.self_attn.q_a_proj.weight", p, l);
+				LD(y->q_a_norm, "%s.%d.self_attn.q_a_layernorm.weight", p, l);
+				LD(y->q_b, "%s.%d.self_attn.q_b_proj.weight", p, l);
+			} else {
+				LD(y->wq, "%s.%d.self_attn.q_proj.weight", p, l);
+			}
+			LD(y->kv_a, "%s.%d.self_attn.kv_a_proj_with_mqa.weight", p, l);
+			LD(y->kv_a_norm, "%s.%d.self_attn.kv_a_layernorm.weight", p, l);
+			LD(y->kv_b, "%s.%d.self_attn.kv_b_proj.weight", p, l);
+		} else {
+			LD(y->wq, "%s.%d.self_attn.q_proj.weight", p, l);
+			LD(y->wk, "%s.%d.self_attn.k_proj.weight", p, l);
+			LD(y->wv, "%s.%d.self_attn.v_proj.weight", p, l);
+			LD(y->bq, "%s.%d.self_attn.q_proj.bias", p, l);
+			LD(y->bk, "%s.%d.self_attn.k_proj.bias", p, l);
+			LD(y->bv, "%s.%d.self_attn.v_proj.bias", p, l);
+			LD(y->q_norm, "%s.%d.self_attn.q_norm.weight", p, l);
+			LD(y->k_norm, "%s.%d.self_attn.k_norm.weight", p, l);
+		}
+		LD(y->wo, "%s.%d.self_attn.o_proj.weight", p, l);
+		LD(y->bo, "%s.%d.self_attn.o_proj.bias", p, l);
+		if (!y->moe) {
+			LD(y->gate, "%s.%d.mlp.gate_proj.weight", p, l);
+			LD(y->up, "%s.%d.mlp.up_proj.weight", p, l);
+			LD(y->down, "%s.%d.mlp.down_proj.weight", p, l);
+			LD(y->gate_b, "%s.%d.mlp.gate_proj.bias", p, l);
+			LD(y->up_b, "%s.%d.mlp.up_proj.bias", p, l);
+			LD(y->down_b, "%s.%d.mlp.down_proj.bias", p, l);
+			continue;
+		}
+		y->e_gate = calloc((size_t)r->c.experts, sizeof(float *));
+		y->e_up = calloc((size_t)r->c.experts, sizeof(float *));
+		y->e_down = calloc((size_t)r->c.experts, sizeof(float *));
+		if (!strcmp(r->c.model_type, "mixtral")) {
+			const char *x = "block_sparse_moe";
+			LD(y->router, "%s.%d.%s.gate.weight", p, l, x);
+			for (int e = 0; e < r->c.experts; e++) {
+				LD(y->e_gate[e], "%s.%d.%s.experts.%d.w1.weight", p, l, x, e);
+				LD(y->e_down[e], "%s.%d.%s.experts.%d.w2.weight", p, l, x, e);
+				LD(y->e_up[e], "%s.%d.%s.experts.%d.w3.weight", p, l, x, e);
+			}
+		} else {
+			LD(y->router, "%s.%d.mlp.gate.weight", p, l);
+			LD(y->router_bias, "%s.%d.mlp.gate.e_score_correction_bias", p, l);
+			for (int e = 0; e < r->c.experts; e++) {
+				LD(y->e_gate[e], "%s.%d.mlp.experts.%d.gate_proj.weight", p, l, e);
+				LD(y->e_up[e], "%s.%d.mlp.experts.%d.up_proj.weight", p, l, e);
+				LD(y->e_down[e], "%s.%d.mlp.experts.%d.down_proj.weight", p, l, e);
+			}
+			if (r->c.mla) {
+				LD(y->sh_gate, "%s.%d.mlp.shared_experts.gate_proj.weight", p, l);
+				LD(y->sh_up, "%s.%d.mlp.shared_experts.up_proj.weight", p, l);
+				LD(y->sh_down, "%s.%d.mlp.shared_experts.down_proj.weight", p, l);
+			} else {
+				LD(y->sh_gate, "%s.%d.mlp.shared_expert.gate_proj.weight", p, l);
+				LD(y->sh_up, "%s.%d.mlp.shared_expert.up_proj.weight", p, l);
+				LD(y->sh_down, "%s.%d.mlp.shared_expert.down_proj.weight", p, l);
+				LD(y->sh_gate_w, "%s.%d.mlp.shared_expert_gate.weight", p, l);
+			}
+		}
+	}
+#undef LD
+	free(sp);
+	return 0;
+}
+
+int rt_open(struct rt **out, const char *dir, const struct layout_dims *d,
+	    uint64_t card_mem, int64_t max_ctx, struct d0_err *err)
+{
+	struct rt *r = calloc(1, sizeof *r);
+	char *cfg = path_join(dir, "config.json");
+	int color;
+	*out = r;
+	r->rank_fd = -1;
+	r->dir = dir;
+	r->d = *d;
+	r->budget = card_mem;
+	r->max_ctx = max_ctx;
+	MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &r->world);
+	if (model_config_load(cfg, &r->c, err) < 0) {
+		free(cfg);
+		return -1;
+	}
+	free(cfg);
+	if (d->tp * d->pp * d->ep != r->world)
+		return d0_errf(err, "tp %d x pp %d x ep %d = %d ranks, but mpirun "
+			       "started %d", d->tp, d->pp, d->ep,
+			       d->tp * d->pp * d->ep, r->world);
+	if (layout_check(&r->c, d, err) < 0)
+		return -1;
+	layout_coords(d, r->rank, &r->pp_rank, &r->ep_rank, &r->tp_rank);
+	{
+		char *lp = path_join(dir, "layout.json");
+		r->converted = path_exists(lp);
+		free(lp);
+	}
+	if (r->converted) {
+		if (check_layout(r, err) < 0)
+			return -1;
+	} else {
+		if (ckpt_open(dir, &r->ck, err) < 0)
+			return -1;
+		for (size_t k = 0; k < r->ck.nshards; k++) {
+			if (st_open(r->ck.shards[k].path, &r->ck.shards[k].st, err) < 0)
+				return -1;
+			r->ck.shards[k].parsed = 1;
+		}
+	}
+	/* TP group: same stage and ep; EP group: same stage and tp */
+	color = r->pp_rank * r->d.ep + r->ep_rank;
+	MPI_Comm_split(MPI_COMM_WORLD, color, r->tp_rank, &r->tp_comm);
+	color = r->pp_rank * r->d.tp + r->tp_rank;
+	MPI_Comm_split(MPI_COMM_WORLD, color, r->ep_rank, &r->ep_comm);
+	{
+		int64_t first, count;
+		layout_stage_layers(r->c.layers, d->pp, r->pp_rank, &first, &count);
+		r->first = (int)first;
+		r->nl = (int)count;
+	}
+	r->nh_l = (int)(r->c.heads / d->tp);
+	r->nkv_l = r->c.mla ? r->nh_l
+		   : (int)(r->c.kv_heads >= d->tp ? r->c.kv_heads / d->tp : 1);
+	r->dqk = (int)(r->c.mla ? r->c.qk_nope_dim + r->c.qk_rope_dim : r->c.head_dim);
+	r->dv = (int)(r->c.mla ? r->c.v_head_dim : r->c.head_dim);
+	r->rot_dim = (int)(r->c.mla ? r->c.qk_rope_dim : r->c.head_dim);
+	r->ffn_l = (int)(r->c.ffn / d->tp);
+	r->moe_ffn_l = (int)(r->c.moe_ffn / d->tp);
+	r->shared_l = (int)(r->c.shared_ffn / d->tp);
+	r->vocab_l = (int)(r->c.vocab / d->tp);
+	r->scale = 1.0 / sqrt((double)r->dqk);
+	if (r->c.mla && !strcmp(r->c.rope.type, "yarn") && r->c.rope.mscale_all_dim > 0) {
+		double m = r->c.rope.factor <= 1 ? 1.0
+			   : 0.1 * r->c.rope.mscale_all_dim * log(r->c.rope.factor) + 1.0;
+		r->scale *= m * m;
+	}
+	r->inv_freq = calloc((size_t)r->rot_dim, sizeof(double));
+	if (op_rope_inv_freq(&r->c, r->rot_dim, max_ctx, r->inv_freq,
+			     &r->attn_factor) < 0)
+		return d0_errf(err, "rope type '%s' is not implemented by the "
+			       "runtime", r->c.rope.type);
+	if (strcmp(r->c.hidden_act, "silu"))
+		return d0_errf(err, "activation '%s' is not implemented by the "
+			       "runtime (only silu / SwiGLU)", r->c.hidden_act);
+	load_layers(r, err);
+	/* the KV cache for the whole context, up front */
+	for (int i = 0; i < r->nl && !r->over[0]; i++) {
+		size_t per = (size_t)max_ctx * (size_t)r->nkv_l;
+		r->L[i].kc = rt_alloc(r, per * (size_t)r->dqk * 4, "KV cache (keys)");
+		r->L[i].vc = rt_alloc(r, per * (size_t)r->dv * 4, "KV cache (values)");
+	}
+	return 0;
+}
+
+const char *rt_over_budget(const struct rt *r)
+{
+	return r->over[0] ? r->over : NULL;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+/* y = swiglu MLP of x ([T,H]) with column-parallel gate/up, row-parallel
+ * down; adds the partial (pre-all-reduce) result into acc scaled by w[t]. */
+static void mlp(int T, int H, int F, const float *x, const float *g,
+		const float *gb, const float *u, const float *ub,
+		const float *dn, float *acc, const float *w, float *tmp_a,
+		float *tmp_b, float *tmp_c)
+{
+	op_linear(tmp_a, x, g, gb, T, F, H);
+	op_linear(tmp_b, x, u, ub, T, F, H);
+	op_swiglu(tmp_a, tmp_a, tmp_b, T * F);
+	op_linear(tmp_c, tmp_a, dn, NULL, T, H, F);
+	for (int t = 0; t < T; t++)
+		for (int j = 0; j < H; j++)
+			acc[(size_t)t * H + j] += (w ? w[t] : 1.0f) * tmp_c[(size_t)t * H + j];
+}
+
+struct scratch {
+	float *a, *b, *c, *q, *k, *v, *att, *tmp;
+};
+
+static void attention(struct rt *r, struct rt_layer *y, int T, const float *x,
+		      float *out, struct scratch *s)
+{
+	int H = (int)r->c.hidden, nh = r->nh_l, nkv = r->nkv_l;
+	int dqk = r->dqk, dv = r->dv, rd = r->rot_dim;
+	float *q = s->q, *k = s->k, *v = s->v;
+	if (r->c.mla) {
+		int nope = (int)r->c.qk_nope_dim, kvl = (int)r->c.kv_lora_rank;
+		int ql = (int)r->c.q_lora_rank;
+		float *ckv = s->tmp; /* [T, kvl + rope] */
+		if (ql) {
+			op_linear(s->a, x, y->q_a, NULL, T, ql, H);
+			for (int t = 0; t < T; t++)
+				op_rms_norm(s->a + (size_t)t * ql, s->a + (size_t)t * ql,
+					    y->q_a_norm, ql, r->c.rms_eps);
+			op_linear(q, s->a, y->q_b, NULL, T, nh * dqk, ql);
+		} else {
+			op_linear(q, x, y->wq, NULL, T, nh * dqk, H);
+		}
+		op_linear(ckv, x, y->kv_a, NULL, T, kvl + rd, H);
+		for (int t = 0; t < T; t++) {
+			float *c = ckv + (size_t)t * (kvl + rd);
+			op_rms_norm(s->a + (size_t)t * kvl, c, y->kv_a_norm, kvl,
+				    r->c.rms_eps);
+		}
+		op_linear(s->b, s->a, y->kv_b, NULL, T, nh * (nope + dv), kvl);
+		for (int t = 0; t < T; t++) {
+			float *kr = ckv + (size_t)t * (kvl + rd) + kvl;
+			float *qt = q + (size_t)t * nh * dqk;
+			int64_t pos = r->pos + t;
+			if (r->c.rope_interleave) {
+				op_rope_deinterleave(kr, 1, rd, rd);
+				for (int h = 0; h < nh; h++)
+					op_rope_deinterleave(qt + (size_t)h * dqk + nope, 1, rd, rd);
+			}
+			op_rope(kr, 1, rd, rd, pos, r->inv_freq, r->attn_factor);
+			for (int h = 0; h < nh; h++)
+				op_rope(qt + (size_t)h * dqk + nope, 1, rd, rd, pos,
+					r->inv_freq, r->attn_factor);
+			for (int h = 0; h < nh; h++) { /* key = [k_nope, k_rot] */
+				float *kb = s->b + ((size_t)t * nh + h) * (nope + dv);
+				float *kd = k + ((size_t)t * nh + h) * dqk;
+				memcpy(kd, kb, (size_t)nope * 4);
+				memcpy(kd + nope, kr, (size_t)rd * 4);
+				memcpy(v + ((size_t)t * nh + h) * dv, kb + nope, (size_t)dv * 4);
+			}
+		}
+	} else {
+		op_linear(q, x, y->wq, y->bq, T, nh * dqk, H);
+		op_linear(k, x, y->wk, y->bk, T, nkv * dqk, H);
+		op_linear(v, x, y->wv, y->bv, T, nkv * dv, H);
+		for (int t = 0; t < T; t++) {
+			float *qt = q + (size_t)t * nh * dqk, *kt = k + (size_t)t * nkv * dqk;
+			if (y->q_norm) { /* Qwen3: per-head RMSNorm before RoPE */
+				for (int h = 0; h < nh; h++)
+					op_rms_norm(qt + (size_t)h * dqk, qt + (size_t)h * dqk,
+						    y->q_norm, dqk, r->c.rms_eps);
+				for (int h = 0; h < nkv; h++)
+					op_rms_norm(kt + (size_t)h * dqk, kt + (size_t)h * dqk,
+						    y->k_norm, dqk, r->c.rms_eps);
+			}
+			op_rope(qt, nh, dqk, rd, r->pos + t, r->inv_freq, r->attn_factor);
+			op_rope(kt, nkv, dqk, rd, r->pos + t, r->inv_freq, r->attn_factor);
+		}
+	}
+	/* append to the cache, attend over everything so far */
+	memcpy(y->kc + (size_t)r->pos * nkv * dqk, k, (size_t)T * nkv * dqk * 4);
+	memcpy(y->vc + (size_t)r->pos * nkv * dv, v, (size_t)T * nkv * dv * 4);
+	op_attention(s->att, q, y->kc, y->vc, T, (int)(r->pos + T), r->pos, nh,
+		     nkv, dqk, dv, r->scale, (int)r->c.window);
+	op_linear(out, s->att, y->wo, NULL, T, H, nh * dv); /* partial: row-parallel */
+}
+
+/* Route, dispatch to expert owners, compute, combine.  acc += partial. */
+static void moe(struct rt *r, struct rt_layer *y, int T, const float *x,
+		float *acc, struct scratch *s)
+{
+	int H = (int)r->c.hidden, E = (int)r->c.experts, K = (int)r->c.top_k;
+	int F = r->moe_ffn_l, ep = r->d.ep;
+	int *idx = malloc((size_t)T * K * sizeof(int));
+	float *w = malloc((size_t)T * K * sizeof(float)), *logits = malloc((size_t)E * 4);
+	for (int t = 0; t < T; t++) {
+		op_linear(logits, x + (size_t)t * H, y->router, NULL, 1, E, H);
+		if (!strcmp(r->c.scoring, "sigmoid"))
+			op_router_sigmoid_group_topk(logits, y->router_bias, E, K,
+						     (int)r->c.n_group,
+						     (int)r->c.topk_group,
+						     r->c.norm_topk_prob,
+						     r->c.routed_scaling,
+						     idx + t * K, w + t * K);
+		else
+			op_router_softmax_topk(logits, E, K, r->c.norm_topk_prob,
+					       idx + t * K, w + t * K);
+	}
+	if (ep == 1) {
+		for (int t = 0; t < T; t++)
+			for (int j = 0; j < K; j++) {
+				int e = idx[t * K + j];
+				mlp(1, H, F, x + (size_t)t * H, y->e_gate[e], NULL,
+				    y->e_up[e], NULL, y->e_down[e],
+				    acc + (size_t)t * H, w + t * K + j, s->a, s->b, s->c);
+			}
+	} else {
+		/* my tokens: t % ep == ep_rank; send (token, hidden) to owners */
+		int *scnt = calloc((size_t)ep, sizeof(int)), *rcnt = calloc((size_t)ep, sizeof(int));
+		int *sdis = calloc((size_t)ep, sizeof(int)), *rdis = calloc((size_t)ep, sizeof(int));
+		int nsend = 0, nrecv = 0, *sidx, *ridx;
+		float *sbuf, *rbuf, *obuf, *back;
+		double t0;
+		for (int t = r->ep_rank; t < T; t += ep)
+			for (int j = 0; j < K; j++)
+				scnt[layout_expert_owner(&r->c, &r->d, idx[t * K + j])]++;
+		t0 = MPI_Wtime();
+		MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, r->ep_comm);
+		for (int e = 0; e < ep; e++) {
+			sdis[e] = nsend;
+			rdis[e] = nrecv;
+			nsend += scnt[e];
+			nrecv += rcnt[e];
+		}
+		sidx = malloc((size_t)(nsend + 1) * 2 * sizeof(int));
+		ridx = malloc((size_t)(nrecv + 1) * 2 * sizeof(int));
+		sbuf = malloc((size_t)(nsend + 1) * H * 4);
+		rbuf = malloc((size_t)(nrecv + 1) * H * 4);
+		obuf = calloc((size_t)(nrecv + 1) * H, 4);
+		back = malloc((size_t)(nsend + 1) * H * 4);
+		{
+			int *fill = calloc((size_t)ep, sizeof(int));
+			for (int t = r->ep_rank; t < T; t += ep)
+				for (int j = 0; j < K; j++) {
+					int e = idx[t * K + j];
+					int o = layout_expert_owner(&r->c, &r->d, e);
+					int at = sdis[o] + fill[o]++;
+					sidx[2 * at] = t * K + j; /* where the answer goes */
+					sidx[2 * at + 1] = e;
+					memcpy(sbuf + (size_t)at * H, x + (size_t)t * H, (size_t)H * 4);
+				}
+			free(fill);
+		}
+		{
+			int *s2 = malloc((size_t)ep * sizeof(int)), *r2 = malloc((size_t)ep * sizeof(int));
+			int *d2 = malloc((size_t)ep * sizeof(int)), *e2 = malloc((size_t)ep * sizeof(int));
+			for (int e = 0; e < ep; e++) {
+				s2[e] = scnt[e] * 2; d2[e] = sdis[e] * 2;
+				r2[e] = rcnt[e] * 2; e2[e] = rdis[e] * 2;
+			}
+			MPI_Alltoallv(sidx, s2, d2, MPI_INT, ridx, r2, e2, MPI_INT, r->ep_comm);
+			for (int e = 0; e < ep; e++) {
+				s2[e] = scnt[e] * H; d2[e] = sdis[e] * H;
+				r2[e] = rcnt[e] * H; e2[e] = rdis[e] * H;
+			}
+			MPI_Alltoallv(sbuf, s2, d2, MPI_FLOAT, rbuf, r2, e2, MPI_FLOAT, r->ep_comm);
+			stat_add(r, RT_GROUP_EP, RT_OP_ALLTOALL,
+				 (uint64_t)nsend * H * 4, MPI_Wtime() - t0);
+			for (int i = 0; i < nrecv; i++) {
+				int e = ridx[2 * i + 1];
+				mlp(1, H, F, rbuf + (size_t)i * H, y->e_gate[e], NULL,
+				    y->e_up[e], NULL, y->e_down[e], obuf + (size_t)i * H,
+				    NULL, s->a, s->b, s->c);
+			}
+			t0 = MPI_Wtime();
+			/* answers travel back along the same routes */
+			MPI_Alltoallv(obuf, r2, e2, MPI_FLOAT, back, s2, d2, MPI_FLOAT, r->ep_comm);
+			stat_add(r, RT_GROUP_EP, RT_OP_ALLTOALL,
+				 (uint64_t)nrecv * H * 4, MPI_Wtime() - t0);
+			free(s2); free(r2); free(d2); free(e2);
+		}
+		/* combine my tokens, then gather everyone's over EP */
+		{
+			float *mine = calloc((size_t)T * H, 4);
+			for (int i = 0; i < nsend; i++) {
+				int slot = sidx[2 * i], t = slot / K;
+				for (int j = 0; j < H; j++)
+					mine[(size_t)t * H + j] += w[slot] * back[(size_t)i * H + j];
+			}
+			t0 = MPI_Wtime();
+			/* tokens are disjoint across EP ranks: a sum gathers them */
+			MPI_Allreduce(MPI_IN_PLACE, mine, T * H, MPI_FLOAT, MPI_SUM, r->ep_comm);
+			stat_add(r, RT_GROUP_EP, RT_OP_ALLGATHER, (uint64_t)T * H * 4,
+				 MPI_Wtime() - t0);
+			for (size_t i = 0; i < (size_t)T * H; i++)
+				acc[i] += mine[i];
+			free(mine);
+		}
+		free(scnt); free(rcnt); free(sdis); free(rdis);
+		free(sidx); free(ridx); free(sbuf); free(rbuf); free(obuf); free(back);
+	}
+	if (y->sh_gate) { /* shared expert(s) */
+		float *tmp = calloc((size_t)T * H, 4);
+		mlp(T, H, r->shared_l, x, y->sh_gate, NULL, y->sh_up, NULL,
+		    y->sh_down, tmp, NULL, s->a, s->b, s->c);
+		if (y->sh_gate_w) {
+			/* Qwen2-MoE: sigmoid(x w) gates the shared expert; the
+			 * gate is the same on every TP rank, so it can scale the
+			 * partial sums before the all-reduce */
+			for (int t = 0; t < T; t++) {
+				float gl;
+				op_linear(&gl, x + (size_t)t * H, y->sh_gate_w, NULL, 1, 1, H);
+				op_sigmoid(&gl, 1);
+				for (int j = 0; j < H; j++)
+					acc[(size_t)t * H + j] += gl * tmp[(size_t)t * H + j];
+			}
+		} else {
+			for (size_t i = 0; i < (size_t)T * H; i++)
+				acc[i] += tmp[i];
+		}
+		free(tmp);
+	}
+	free(idx);
+	free(w);
+	free(logits);
+}
+
+int rt_forward(struct rt *r, const int64_t *tokens, int T, float *logits,
+	       float **layer_out, struct d0_err *err)
+{
+	int H = (int)r->c.hidden, V = (int)r->c.vocab;
+	int maxd = r->dqk > r->dv ? r->dqk : r->dv;
+	size_t big = (size_t)T * (size_t)(r->ffn_l + r->moe_ffn_l + r->shared_l +
+					  (int)r->c.kv_lora_rank + (int)r->c.q_lora_rank +
+					  r->nh_l * (int)(r->c.qk_nope_dim + r->c.v_head_dim) + H);
+	struct scratch s;
+	float *h = calloc((size_t)T * H, 4), *xn = malloc((size_t)T * H * 4);
+	float *part = malloc((size_t)T * H * 4);
+	MPI_Status st;
+	int prev = r->pp_rank > 0 ? layout_rank(&r->d, r->pp_rank - 1, r->ep_rank, r->tp_rank) : -1;
+	int next = r->pp_rank < r->d.pp - 1 ? layout_rank(&r->d, r->pp_rank + 1, r->ep_rank, r->tp_rank) : -1;
+
+	if (r->pos + T > r->max_ctx)
+		return d0_errf(err, "context of %lld tokens exceeds the %lld "
+			       "allocated", (long long)(r->pos + T),
+			       (long long)r->max_ctx);
+	s.a = malloc(big * 4 + 64);
+	s.b = malloc(big * 4 + 64);
+	s.c = malloc((size_t)T * H * 4 + 64);
+	s.q = malloc((size_t)T * r->nh_l * maxd * 4 + 64);
+	s.k = malloc((size_t)T * r->nkv_l * maxd * 4 + 64);
+	s.v = malloc((size_t)T * r->nkv_l * maxd * 4 + 64);
+	s.att = malloc((size_t)T * r->nh_l * maxd * 4 + 64);
+	s.tmp = malloc((size_t)T * (r->c.kv_lora_rank + r->rot_dim + 1) * 4 + 64);
+
+	if (r->pp_rank == 0) { /* vocab-parallel embedding */
+		int64_t lo = (int64_t)r->tp_rank * r->vocab_l;
+		for (int t = 0; t < T; t++)
+			if (tokens[t] >= lo && tokens[t] < lo + r->vocab_l)
+				op_embedding(h + (size_t)t * H, r->embed, tokens[t] - lo, H);
+		allreduce(r, h, T * H, r->tp_comm, RT_GROUP_TP);
+	} else {
+		double t0 = MPI_Wtime();
+		MPI_Recv(h, T * H, MPI_FLOAT, prev, 7, MPI_COMM_WORLD, &st);
+		stat_add(r, RT_GROUP_PP, RT_OP_SENDRECV, (uint64_t)T * H * 4, MPI_Wtime() - t0);
+	}
+	for (int i = 0; i < r->nl; i++) {
+		struct rt_layer *y = &r->L[i];
+		for (int t = 0; t < T; t++)
+			op_rms_norm(xn + (size_t)t * H, h + (size_t)t * H, y->in_norm, H,
+				    r->c.rms_eps);
+		attention(r, y, T, xn, part, &s);
+		allreduce(r, part, T * H, r->tp_comm, RT_GROUP_TP);
+		for (size_t j = 0; j < (size_t)T * H; j++)
+			h[j] += part[j] + (y->bo ? y->bo[j % H] : 0.0f);
+		for (int t = 0; t < T; t++)
+			op_rms_norm(xn + (size_t)t * H, h + (size_t)t * H, y->post_norm, H,
+				    r->c.rms_eps);
+		memset(part, 0, (size_t)T * H * 4);
+		if (y->moe)
+			moe(r, y, T, xn, part, &s);
+		else
+			mlp(T, H, r->ffn_l, xn, y->gate, y->gate_b, y->up, y->up_b,
+			    y->down, part, NULL, s.a, s.b, s.c);
+		allreduce(r, part, T * H, r->tp_comm, RT_GROUP_TP);
+		for (size_t j = 0; j < (size_t)T * H; j++)
+			h[j] += part[j] + (y->down_b ? y->down_b[j % H] : 0.0f);
+		if (layer_out && layer_out[r->first + i])
+			memcpy(layer_out[r->first + i], h, (size_t)T * H * 4);
+	}
+	if (next >= 0) {
+		double t0 = MPI_Wtime();
+		MPI_Send(h, T * H, MPI_FLOAT, next, 7, MPI_COMM_WORLD);
+		stat_add(r, RT_GROUP_PP, RT_OP_SENDRECV, (uint64_t)T * H * 4, MPI_Wtime() - t0);
+	} else {
+		/* final norm, vocab-parallel lm_head, gather the vocab slices */
+		const float *head = r->c.tie_embeddings ? r->embed : r->lm_head;
+		float *loc = malloc((size_t)T * r->vocab_l * 4), *all = NULL;
+		double t0;
+		for (int t = 0; t < T; t++)
+			op_rms_norm(xn + (size_t)t * H, h + (size_t)t * H, r->final_norm, H,
+				    r->c.rms_eps);
+		op_linear(loc, xn, head, NULL, T, r->vocab_l, H);
+		all = malloc((size_t)T * V * 4);
+		t0 = MPI_Wtime();
+		MPI_Allgather(loc, T * r->vocab_l, MPI_FLOAT, all, T * r->vocab_l,
+			      MPI_FLOAT, r->tp_comm);
+		stat_add(r, RT_GROUP_TP, RT_OP_ALLGATHER, (uint64_t)T * V * 4,
+			 MPI_Wtime() - t0);
+		if (logits) /* all is [tp][T][V/tp]: reorder to [T][V] */
+			for (int p = 0; p < r->d.tp; p++)
+				for (int t = 0; t < T; t++)
+					memcpy(logits + (size_t)t * V + (size_t)p * r->vocab_l,
+					       all + ((size_t)p * T + t) * r->vocab_l,
+					       (size_t)r->vocab_l * 4);
+		free(loc);
+		free(all);
+	}
+	r->pos += T;
+	free(h); free(xn); free(part);
+	free(s.a); free(s.b); free(s.c); free(s.q); free(s.k); free(s.v);
+	free(s.att); free(s.tmp);
+	return 0;
+}
+
+int rt_last_stage_root(const struct rt *r)
+{
+	return layout_rank(&r->d, r->d.pp - 1, 0, 0);
+}
+
+int rt_stage_root(const struct rt *r, int stage)
+{
+	return layout_rank(&r->d, stage, 0, 0);
+}
+
+int rt_first_layer(const struct rt *r, int *count)
+{
+	*count = r->nl;
+	return r->first;
+}
+
+int rt_is_stage_root(const struct rt *r)
+{
+	return r->tp_rank == 0 && r->ep_rank == 0;
+}
+
+void rt_close(struct rt *r)
+{
+	if (!r)
+		return;
+	for (int i = 0; r->L && i < r->nl; i++) {
+		struct rt_layer *y = &r->L[i];
+		float **fs[] = {&y->in_norm, &y->post_norm, &y->wq, &y->bq, &y->wk,
+				&y->bk, &y->wv, &y->bv, &y->wo, &y->bo, &y->q_norm,
+				&y->k_norm, &y->q_a, &y->q_a_norm, &y->q_b, &y->kv_a,
+				&y->kv_a_norm, &y->kv_b, &y->gate, &y->up, &y->down,
+				&y->gate_b, &y->up_b, &y->down_b, &y->router,
+				&y->router_bias, &y->sh_gate, &y->sh_up, &y->sh_down,
+				&y->sh_gate_w, &y->kc, &y->vc};
+		for (size_t k = 0; k < sizeof fs / sizeof *fs; k++)
+			free(*fs[k]);
+		for (int e = 0; y->e_gate && e < r->c.experts; e++) {
+			free(y->e_gate[e]);
+			free(y->e_up[e]);
+			free(y->e_down[e]);
+		}
+		free(y->e_gate);
+		free(y->e_up);
+		free(y->e_down);
+	}
+	free(r->L);
+	free(r->embed);
+	free(r->lm_head);
+	free(r->final_norm);
+	free(r->inv_freq);
+	if (r->tp_comm != MPI_COMM_NULL && r->tp_comm)
+		MPI_Comm_free(&r->tp_comm);
+	if (r->ep_comm != MPI_COMM_NULL && r->ep_comm)
+		MPI_Comm_free(&r->ep_comm);
+	if (r->rank_fd >= 0)
+		close(r->rank_fd);
+	if (r->rank_st.path)
+		st_free(&r->rank_st);
+	if (r->ck.dir)
+		ckpt_close(&r->ck);
+	model_config_free(&r->c);
+	free(r);
+}
+
+/* Verify the groups with a small collective each: comm.groups. */
+int rt_check_groups(struct rt *r, char *detail, size_t n)
+{
+	int ok = 1, v, sz;
+	v = 1;
+	MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_SUM, r->tp_comm);
+	MPI_Comm_size(r->tp_comm, &sz);
+	ok &= v == sz && sz == r->d.tp;
+	v = 1;
+	MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_SUM, r->ep_comm);
+	MPI_Comm_size(r->ep_comm, &sz);
+	ok &= v == sz && sz == r->d.ep;
+	v = ok;
+	MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+	snprintf(detail, n, "%d ranks: %d TP groups of %d, %d EP groups of %d, "
+		 "%d pipeline stages%s", r->world, r->world / r->d.tp, r->d.tp,
+		 r->world / r->d.ep, r->d.ep, r->d.pp,
+		 v ? ", each verified with an all-reduce" : ": a group all-reduce "
+							     "gave the wrong sum");
+	(void)errno;
+	return v ? 0 : -1;
+}

@@ -1,0 +1,385 @@
+/*
+ * step_run.c - `mpirun -np N day0-engine run`: launch the model across
+ * ranks as a deployment would split it, run the prompt, optionally decode
+ * greedily, dump logits and layer outputs for `validate`.
+ *
+ * Failure discipline: every rank reaches the same decision (an
+ * MPI_Allreduce of its status) before anyone leaves, so a refusal or an
+ * exhausted card budget stops all ranks cleanly instead of leaving some
+ * waiting in a collective.
+ */
+#include "engine.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+static int run(int argc, char **argv);
+
+const struct step_entry step_run = {
+	.name = "run",
+	.usage = "(MODEL_DIR | CONVERTED_DIR) --tp T [--pp P] [--ep E] "
+		 "--tokens 1,2,3,... [--generate K] [--card-mem BYTES] "
+		 "[--dump-logits FILE] [--dump-layers DIR] [--events]  "
+		 "(under mpirun -np T*P*E)",
+	.summary = "parallel forward pass under Open MPI (TP/PP/EP), greedy "
+		   "decoding, logits and layer dumps",
+	.run = run,
+};
+
+int parse_tokens(const char *s, int64_t **out, int *n)
+{
+	char *dup = strdup(s), *tok, *save = NULL;
+	*out = NULL;
+	*n = 0;
+	for (tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		long v;
+		if (parse_long(tok, 0, 1L << 30, &v) < 0) {
+			free(dup);
+			free(*out);
+			*out = NULL;
+			return -1;
+		}
+		*out = realloc(*out, (size_t)(*n + 1) * sizeof **out);
+		(*out)[(*n)++] = v;
+	}
+	free(dup);
+	return *n ? 0 : -1;
+}
+
+/* Write one F32 tensor [rows, cols] as a safetensors file. */
+int write_f32_tensor(const char *path, const char *name, const float *v,
+		     uint64_t rows, uint64_t cols, struct d0_err *err)
+{
+	struct st_writer *w = st_writer_new();
+	uint64_t shape[2] = {rows, cols};
+	int rc;
+	st_writer_meta(w, "format", "pt");
+	st_writer_add(w, name, DT_F32, 2, shape);
+	rc = st_writer_begin(w, path, err);
+	if (rc == 0)
+		rc = st_writer_put(w, 0, 0, v, rows * cols * 4, err);
+	if (rc == 0)
+		rc = st_writer_finish(w, err);
+	st_writer_free(w);
+	return rc;
+}
+
+static void emit_comm(struct rt *r, const char *when)
+{
+	static const char *gname[RT_GROUPS] = {"tp", "pp", "ep"};
+	static const char *oname[RT_OPS] = {"allreduce", "allgather", "alltoall",
+					    "sendrecv"};
+	const struct rt_stats *s = rt_stats(r);
+	for (int g = 0; g < RT_GROUPS; g++)
+		for (int o = 0; o < RT_OPS; o++) {
+			double us;
+			if (!s->calls[g][o])
+				continue;
+			us = s->time_s[g][o] * 1e6;
+			events_emit("comm", json_pack(
+				"{s:s, s:I, s:I, s:f, s:f, s:f, s:i, s:s, s:s, s:i}",
+				"op", oname[o], "bytes", (json_int_t)s->bytes[g][o],
+				"calls", (json_int_t)s->calls[g][o], "time_us", us,
+				"algbw", us > 0 ? (double)s->bytes[g][o] / (us * 1e3) : 0.0,
+				"busbw", us > 0 ? (double)s->bytes[g][o] / (us * 1e3) : 0.0,
+				"wrong", 0, "group", gname[g], "step", when, "rank",
+				rt_rank(r)));
+		}
+}
+
+static void emit_mem(struct rt *r, uint64_t budget)
+{
+	int rank = rt_rank(r);
+	events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", rank, "metric",
+					"mem.used", "value", (json_int_t)rt_mem_used(r)));
+	events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", rank, "metric",
+					"mem.peak", "value", (json_int_t)rt_mem_peak(r)));
+	if (budget)
+		events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", rank,
+						"metric", "mem.budget", "value",
+						(json_int_t)budget));
+}
+
+/* Everyone agrees on a failure (any rank's rc != 0 is everyone's). */
+static int agree(int rc)
+{
+	int v = rc;
+	MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	return v;
+}
+
+struct run_opts {
+	const char *dir, *dump_logits, *dump_layers, *tokens_arg;
+	struct layout_dims d;
+	int64_t *tokens;
+	int ntok, gen, events;
+	uint64_t card_mem;
+};
+
+int run_parse(const struct step_entry *S, int argc, char **argv,
+	      struct run_opts *o, int rank);
+
+int run_parse(const struct step_entry *S, int argc, char **argv,
+	      struct run_opts *o, int rank)
+{
+	static const struct option lo[] = {
+		{"tp", 1, 0, 't'}, {"pp", 1, 0, 'p'}, {"ep", 1, 0, 'e'},
+		{"tokens", 1, 0, 'k'}, {"generate", 1, 0, 'g'},
+		{"card-mem", 1, 0, 'm'}, {"dump-logits", 1, 0, 'L'},
+		{"dump-layers", 1, 0, 'D'}, {"events", 0, 0, 'E'},
+		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	int ch;
+	long v;
+	memset(o, 0, sizeof *o);
+	o->d.pp = o->d.ep = 1;
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 't': case 'p': case 'e':
+			if (parse_long(optarg, 1, 65536, &v) < 0)
+				return rank ? EXIT_USAGE : step_usage_error(S, "--%s: expected an integer >= 1",
+						       ch == 't' ? "tp" : ch == 'p' ? "pp" : "ep");
+			*(ch == 't' ? &o->d.tp : ch == 'p' ? &o->d.pp : &o->d.ep) = (int)v;
+			break;
+		case 'k': o->tokens_arg = optarg; break;
+		case 'g':
+			if (parse_long(optarg, 0, 1 << 20, &v) < 0)
+				return rank ? EXIT_USAGE : step_usage_error(S, "--generate: expected a count");
+			o->gen = (int)v;
+			break;
+		case 'm':
+			if (parse_size(optarg, &o->card_mem) < 0)
+				return rank ? EXIT_USAGE : step_usage_error(S, "--card-mem: expected bytes "
+							       "(e.g. 64M, 2G)");
+			break;
+		case 'L': o->dump_logits = optarg; break;
+		case 'D': o->dump_layers = optarg; break;
+		case 'E': o->events = 1; break;
+		case 'h': if (!rank) step_usage(S, stdout); return -1;
+		default:
+			return rank ? EXIT_USAGE : step_usage_error(S, "unknown or incomplete option '%s'",
+						       argv[optind - 1]);
+		}
+	}
+	if (optind != argc - 1)
+		return rank ? EXIT_USAGE : step_usage_error(S, "expected one MODEL_DIR or CONVERTED_DIR");
+	o->dir = argv[optind];
+	if (!o->d.tp)
+		return rank ? EXIT_USAGE : step_usage_error(S, "--tp is required");
+	if (!o->tokens_arg || parse_tokens(o->tokens_arg, &o->tokens, &o->ntok) < 0)
+		return rank ? EXIT_USAGE : step_usage_error(S, "--tokens: expected a comma list "
+					       "of token ids");
+	return 0;
+}
+
+/* Bring every layer's output to rank 0 (stage roots hold them). */
+static int gather_layers(struct rt *r, float **lo, int L, int T, int H,
+			 int rank)
+{
+	int count, first = rt_first_layer(r, &count);
+	for (int l = 0; l < L; l++) {
+		int holder = -1;
+		/* the root of the stage holding l sends it */
+		int mine = rt_is_stage_root(r) && l >= first && l < first + count;
+		int v = mine ? rank : -1;
+		MPI_Allreduce(&v, &holder, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+		if (holder == 0)
+			continue;
+		if (rank == holder)
+			MPI_Send(lo[l], T * H, MPI_FLOAT, 0, 11, MPI_COMM_WORLD);
+		else if (rank == 0)
+			MPI_Recv(lo[l], T * H, MPI_FLOAT, holder, 11, MPI_COMM_WORLD,
+				 MPI_STATUS_IGNORE);
+	}
+	return 0;
+}
+
+static int run(int argc, char **argv)
+{
+	const struct step_entry *S = &step_run;
+	struct run_opts o;
+	struct rt *r = NULL;
+	struct d0_err err = {{0}};
+	int rank, world, rc, last, T, V, H, L;
+	float *logits = NULL, **lo = NULL;
+	int64_t *seq = NULL;
+	double t0;
+	char detail[512];
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &world);
+	rc = run_parse(S, argc, argv, &o, rank);
+	if (agree(rc != 0)) {
+		MPI_Finalize();
+		free(o.tokens);
+		return rc < 0 ? EXIT_OK : EXIT_USAGE;
+	}
+	events_init(stdout, o.events);
+	if (rank == 0)
+		events_stage("run", "start", 0, 0, o.dir);
+	rc = rt_open(&r, o.dir, &o.d, o.card_mem, o.ntok + o.gen, &err);
+	if (agree(rc < 0)) {
+		if (rc < 0)
+			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
+		if (rank == 0)
+			events_stage("run", "end", 1, EXIT_USAGE, "refused");
+		rt_close(r);
+		MPI_Finalize();
+		free(o.tokens);
+		return EXIT_USAGE;
+	}
+	if (agree(rt_over_budget(r) != NULL)) {
+		const char *why = rt_over_budget(r);
+		emit_mem(r, o.card_mem);
+		if (why) {
+			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, why);
+			events_check("resources.peak", "fail", why,
+				     json_integer((json_int_t)rt_mem_peak(r)),
+				     json_integer((json_int_t)o.card_mem));
+		}
+		if (rank == 0)
+			events_stage("run", "end", 1, EXIT_CHECK_FAILED,
+				     "card memory budget exceeded");
+		rt_close(r);
+		MPI_Finalize();
+		free(o.tokens);
+		return EXIT_CHECK_FAILED;
+	}
+	{
+		const struct model_config *c = rt_config(r);
+		V = (int)c->vocab;
+		H = (int)c->hidden;
+		L = (int)c->layers;
+		for (int i = 0; i < o.ntok; i++)
+			if (o.tokens[i] >= V) {
+				if (rank == 0)
+					fprintf(stderr, "day0-engine: --tokens: id %lld is "
+						"outside the vocabulary (%d)\n",
+						(long long)o.tokens[i], V);
+				rt_close(r);
+				MPI_Finalize();
+				free(o.tokens);
+				return EXIT_USAGE;
+			}
+	}
+	rc = rt_check_groups(r, detail, sizeof detail);
+	if (rank == 0)
+		events_check("comm.groups", rc ? "fail" : "pass", detail, NULL, NULL);
+	T = o.ntok;
+	last = rt_last_stage_root(r);
+	logits = calloc((size_t)(T > 0 ? T : 1) * V, 4);
+	if (o.dump_layers) {
+		lo = calloc((size_t)L, sizeof *lo);
+		for (int l = 0; l < L; l++)
+			lo[l] = calloc((size_t)T * H, 4);
+	}
+	t0 = MPI_Wtime();
+	rc = rt_forward(r, o.tokens, T, logits, lo, &err);
+	if (agree(rc < 0)) {
+		if (rc < 0)
+			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
+		goto out;
+	}
+	emit_comm(r, "prefill");
+	if (rank == last && last != 0)
+		MPI_Send(logits, T * V, MPI_FLOAT, 0, 9, MPI_COMM_WORLD);
+	if (rank == 0 && last != 0)
+		MPI_Recv(logits, T * V, MPI_FLOAT, last, 9, MPI_COMM_WORLD,
+			 MPI_STATUS_IGNORE);
+	if (lo)
+		gather_layers(r, lo, L, T, H, rank);
+	if (rank == 0) {
+		if (o.dump_logits &&
+		    write_f32_tensor(o.dump_logits, "logits", logits, (uint64_t)T,
+				     (uint64_t)V, &err) < 0)
+			fprintf(stderr, "day0-engine: %s\n", err.msg), rc = -1;
+		if (o.dump_layers) {
+			struct outdir od;
+			if (outdir_begin(&od, o.dump_layers, 1, &err) < 0) {
+				fprintf(stderr, "day0-engine: %s\n", err.msg);
+				rc = -1;
+			} else {
+				for (int l = 0; l < L && rc == 0; l++) {
+					char name[64], *p;
+					snprintf(name, sizeof name, "layer-%03d.safetensors", l);
+					p = path_join(od.partial, name);
+					rc = write_f32_tensor(p, "hidden", lo[l], (uint64_t)T,
+							      (uint64_t)H, &err);
+					free(p);
+				}
+				if (rc == 0)
+					rc = outdir_commit(&od, &err);
+				else
+					outdir_abort(&od);
+				if (rc < 0)
+					fprintf(stderr, "day0-engine: %s\n", err.msg);
+			}
+		}
+	}
+	/* greedy decoding: the last stage picks, everyone follows */
+	seq = calloc((size_t)o.gen + 1, sizeof *seq);
+	for (int g = 0; g < o.gen && rc == 0; g++) {
+		int64_t next = 0;
+		if (rank == last) {
+			const float *row = logits + (size_t)(g == 0 ? T - 1 : 0) * V;
+			for (int v = 1; v < V; v++)
+				if (row[v] > row[next])
+					next = v;
+		}
+		MPI_Bcast(&next, 1, MPI_INT64_T, last, MPI_COMM_WORLD);
+		seq[g] = next;
+		if (g + 1 == o.gen)
+			break;
+		rc = rt_forward(r, &next, 1, logits, NULL, &err);
+		if (agree(rc < 0)) {
+			if (rc < 0)
+				fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
+			goto out;
+		}
+	}
+	if (o.gen)
+		emit_comm(r, "decode");
+	emit_mem(r, o.card_mem);
+	if (rank == 0) {
+		const struct model_config *c = rt_config(r);
+		if (!o.events) {
+			printf("run: %s, tp %d pp %d ep %d (%d ranks), %d prompt tokens "
+			       "in %.3f s", c->model_type, o.d.tp, o.d.pp, o.d.ep,
+			       world, T, MPI_Wtime() - t0);
+			if (o.gen) {
+				printf("\ngenerated:");
+				for (int g = 0; g < o.gen; g++)
+					printf(" %lld", (long long)seq[g]);
+			}
+			printf("\n");
+		} else if (o.gen) {
+			json_t *a = json_array();
+			for (int g = 0; g < o.gen; g++)
+				json_array_append_new(a, json_integer(seq[g]));
+			events_emit("log", json_pack("{s:s, s:s, s:o}", "level", "info",
+						     "msg", "generated", "tokens", a));
+		}
+		events_check("resources.peak", "pass", "every card within its budget",
+			     json_integer((json_int_t)rt_mem_peak(r)),
+			     json_integer((json_int_t)o.card_mem));
+	}
+out:
+	rc = agree(rc != 0);
+	if (rank == 0)
+		events_stage("run", "end", 1, rc ? EXIT_CHECK_FAILED : 0, o.dir);
+	if (lo)
+		for (int l = 0; l < L; l++)
+			free(lo[l]);
+	free(lo);
+	free(seq);
+	free(logits);
+	free(o.tokens);
+	rt_close(r);
+	MPI_Finalize();
+	return rc ? EXIT_CHECK_FAILED : EXIT_OK;
+}

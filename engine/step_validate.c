@@ -1,0 +1,534 @@
+/*
+ * step_validate.c - `day0-engine validate`: are the numbers right?
+ *
+ * Three levels against float64:
+ *   op     the engine's f32 kernels (ops.c) on random inputs against
+ *          float64 implementations written here;
+ *   layer  every layer output of a parallel run (run --dump-layers)
+ *          against ref.c's float64 forward of the same checkpoint;
+ *   e2e    the run's logits (run --dump-logits, or any engine's dump in
+ *          the same format) against the reference: max abs / relative
+ *          error, KL divergence statistics, top-1 agreement, perplexity
+ *          ratio on the token sequence.
+ * "Relative" is normwise: max |a - b| over max |b| of the same tensor (or
+ * row), which stays meaningful where single elements are near zero.
+ */
+#include "engine.h"
+
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int run(int argc, char **argv);
+
+const struct step_entry step_validate = {
+	.name = "validate",
+	.usage = "MODEL_DIR [--tokens 1,2,3,...] [--logits FILE] "
+		 "[--layers-dir DIR] [--levels op,layer,e2e] [--max-rel X] "
+		 "[--kl-max Y] [--json] [--events]",
+	.summary = "numerics at operator, layer and end-to-end level against "
+		   "a float64 reference",
+	.run = run,
+};
+
+int parse_tokens(const char *s, int64_t **out, int *n);
+
+struct err_stat {
+	double max_abs, max_rel;
+};
+
+static struct err_stat compare(const float *a, const double *b, size_t n)
+{
+	struct err_stat e = {0, 0};
+	double scale = 0;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - b[i]);
+		if (d > e.max_abs || isnan(d))
+			e.max_abs = isnan(d) ? INFINITY : d;
+		if (fabs(b[i]) > scale)
+			scale = fabs(b[i]);
+	}
+	e.max_rel = scale > 0 ? e.max_abs / scale : e.max_abs;
+	return e;
+}
+
+/* Read a 2-D F32 tensor from a safetensors file. */
+static float *read_tensor(const char *path, const char *name, uint64_t rows,
+			  uint64_t cols, struct d0_err *err)
+{
+	struct st_file f;
+	const struct st_tensor *t;
+	float *v;
+	int fd;
+	if (st_open(path, &f, err) < 0)
+		return NULL;
+	t = st_find(&f, name);
+	if (!t || t->dtype != DT_F32 || t->ndim != 2 || t->shape[0] != rows ||
+	    t->shape[1] != cols) {
+		d0_errf(err, "%s: expected an F32 tensor '%s' of shape [%llu, %llu]",
+			path, name, (unsigned long long)rows,
+			(unsigned long long)cols);
+		st_free(&f);
+		return NULL;
+	}
+	v = malloc(rows * cols * 4 + 4);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || pread_full(fd, v, rows * cols * 4, f.data_off + t->begin) < 0) {
+		d0_errf(err, "%s: read failed", path);
+		free(v);
+		v = NULL;
+	}
+	if (fd >= 0)
+		close(fd);
+	st_free(&f);
+	return v;
+}
+
+/* ------------------------------------------------------------------- ops */
+
+struct op_result {
+	const char *name;
+	struct err_stat e;
+};
+
+static void rnd(struct rng *r, float *v, int n, double s)
+{
+	for (int i = 0; i < n; i++)
+		v[i] = (float)((rng_uniform(r) * 2 - 1) * s);
+}
+
+static int op_level(struct op_result *res)
+{
+	struct rng r;
+	int n = 0;
+	rng_seed(&r, 1234);
+	{ /* GEMM */
+		enum { M = 7, N = 33, K = 65 };
+		float x[M * K], w[N * K], y[M * N];
+		double ref[M * N];
+		rnd(&r, x, M * K, 1);
+		rnd(&r, w, N * K, 1);
+		op_linear(y, x, w, NULL, M, N, K);
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++) {
+				double s = 0;
+				for (int k = 0; k < K; k++)
+					s += (double)x[i * K + k] * w[j * K + k];
+				ref[i * N + j] = s;
+			}
+		res[n++] = (struct op_result){"linear (sgemm)", compare(y, ref, M * N)};
+	}
+	{ /* RMSNorm */
+		enum { D = 257 };
+		float x[D], w[D], y[D];
+		double ref[D], ss = 0;
+		rnd(&r, x, D, 3);
+		rnd(&r, w, D, 1);
+		op_rms_norm(y, x, w, D, 1e-6);
+		for (int i = 0; i < D; i++)
+			ss += (double)x[i] * x[i];
+		for (int i = 0; i < D; i++)
+			ref[i] = w[i] * x[i] / sqrt(ss / D + 1e-6);
+		res[n++] = (struct op_result){"rms_norm", compare(y, ref, D)};
+	}
+	{ /* RoPE, each scaling */
+		static const char *types[] = {"", "linear", "dynamic", "yarn", "llama3"};
+		static const char *names[] = {"rope.default", "rope.linear", "rope.dynamic",
+					      "rope.yarn", "rope.llama3"};
+		for (int ti = 0; ti < 5; ti++) {
+			struct model_config c;
+			double inv[32], af, ref[4 * 64];
+			float x[4 * 64];
+			int64_t pos = 3000;
+			memset(&c, 0, sizeof c);
+			c.rope_theta = 10000;
+			c.max_pos = 2048;
+			snprintf(c.rope.type, sizeof c.rope.type, "%s", types[ti]);
+			c.rope.factor = 4;
+			c.rope.original_max_pos = 1024;
+			c.rope.low_freq_factor = 1;
+			c.rope.high_freq_factor = 4;
+			c.rope.beta_fast = 32;
+			c.rope.beta_slow = 1;
+			op_rope_inv_freq(&c, 64, pos + 1, inv, &af);
+			rnd(&r, x, 4 * 64, 1);
+			for (int h = 0; h < 4; h++)
+				for (int i = 0; i < 32; i++) {
+					double a = (double)pos * inv[i];
+					double x1 = x[h * 64 + i], x2 = x[h * 64 + i + 32];
+					ref[h * 64 + i] = (x1 * cos(a) - x2 * sin(a)) * af;
+					ref[h * 64 + i + 32] = (x2 * cos(a) + x1 * sin(a)) * af;
+				}
+			op_rope(x, 4, 64, 64, pos, inv, af);
+			res[n++] = (struct op_result){names[ti], compare(x, ref, 4 * 64)};
+		}
+	}
+	{ /* softmax */
+		enum { D = 300 };
+		float x[D];
+		double ref[D], m = -1e300, z = 0;
+		rnd(&r, x, D, 20);
+		for (int i = 0; i < D; i++)
+			if (x[i] > m)
+				m = x[i];
+		for (int i = 0; i < D; i++)
+			z += exp(x[i] - m);
+		for (int i = 0; i < D; i++)
+			ref[i] = exp(x[i] - m) / z;
+		op_softmax(x, D);
+		res[n++] = (struct op_result){"softmax", compare(x, ref, D)};
+	}
+	for (int mla = 0; mla < 2; mla++) { /* attention: GQA, and MLA shapes */
+		enum { T = 9, NH = 8 };
+		int nkv = mla ? NH : 2, dqk = mla ? 24 : 16, dv = 16;
+		float *q = malloc(T * NH * 24 * 4), *k = malloc(T * NH * 24 * 4);
+		float *v = malloc(T * NH * 16 * 4), *o = malloc(T * NH * 16 * 4);
+		double *ref = malloc(T * NH * 16 * 8), sc = 1 / sqrt((double)dqk);
+		rnd(&r, q, T * NH * dqk, 1);
+		rnd(&r, k, T * nkv * dqk, 1);
+		rnd(&r, v, T * nkv * dv, 1);
+		op_attention(o, q, k, v, T, T, 0, NH, nkv, dqk, dv, sc, 0);
+		for (int t = 0; t < T; t++)
+			for (int h = 0; h < NH; h++) {
+				int kh = h / (NH / nkv);
+				double s[T], m = -1e300, z = 0;
+				for (int j = 0; j <= t; j++) {
+					double d = 0;
+					for (int i = 0; i < dqk; i++)
+						d += (double)q[(t * NH + h) * dqk + i] *
+						     k[(j * nkv + kh) * dqk + i];
+					s[j] = d * sc;
+					if (s[j] > m)
+						m = s[j];
+				}
+				for (int j = 0; j <= t; j++)
+					z += (s[j] = exp(s[j] - m));
+				for (int i = 0; i < dv; i++) {
+					double a = 0;
+					for (int j = 0; j <= t; j++)
+						a += s[j] / z * v[(j * nkv + kh) * dv + i];
+					ref[(t * NH + h) * dv + i] = a;
+				}
+			}
+		res[n++] = (struct op_result){mla ? "attention.mla (qk 24, v 16)"
+						  : "attention.gqa (8 q / 2 kv)",
+					      compare(o, ref, (size_t)T * NH * dv)};
+		free(q); free(k); free(v); free(o); free(ref);
+	}
+	{ /* SwiGLU */
+		enum { D = 200 };
+		float g[D], u[D], y[D];
+		double ref[D];
+		rnd(&r, g, D, 4);
+		rnd(&r, u, D, 2);
+		op_swiglu(y, g, u, D);
+		for (int i = 0; i < D; i++)
+			ref[i] = g[i] / (1 + exp(-(double)g[i])) * u[i];
+		res[n++] = (struct op_result){"swiglu", compare(y, ref, D)};
+	}
+	{ /* routers: weights of the chosen experts */
+		enum { E = 16, K = 4 };
+		float lg[E], w[K], bias[E];
+		int idx[K];
+		double ref[K], z = 0, s = 0;
+		rnd(&r, lg, E, 3);
+		op_router_softmax_topk(lg, E, K, 1, idx, w);
+		for (int e = 0; e < E; e++)
+			z += exp(lg[e]);
+		for (int j = 0; j < K; j++)
+			s += ref[j] = exp(lg[idx[j]]) / z;
+		for (int j = 0; j < K; j++)
+			ref[j] /= s;
+		res[n++] = (struct op_result){"moe.router.softmax_topk_norm", compare(w, ref, K)};
+		rnd(&r, bias, E, 0.1);
+		op_router_sigmoid_group_topk(lg, bias, E, K, 4, 2, 1, 2.5, idx, w);
+		s = 0;
+		for (int j = 0; j < K; j++)
+			s += ref[j] = 1 / (1 + exp(-(double)lg[idx[j]]));
+		for (int j = 0; j < K; j++)
+			ref[j] = ref[j] / s * 2.5;
+		res[n++] = (struct op_result){"moe.router.sigmoid_group_topk", compare(w, ref, K)};
+	}
+	return n;
+}
+
+/* --------------------------------------------------------------- e2e math */
+
+static void softmax_d(const float *x, int n, double *p)
+{
+	double m = -INFINITY, z = 0;
+	for (int i = 0; i < n; i++)
+		if (x[i] > m)
+			m = x[i];
+	for (int i = 0; i < n; i++)
+		z += (p[i] = exp(x[i] - m));
+	for (int i = 0; i < n; i++)
+		p[i] /= z;
+}
+
+static void softmax_dd(const double *x, int n, double *p)
+{
+	double m = -INFINITY, z = 0;
+	for (int i = 0; i < n; i++)
+		if (x[i] > m)
+			m = x[i];
+	for (int i = 0; i < n; i++)
+		z += (p[i] = exp(x[i] - m));
+	for (int i = 0; i < n; i++)
+		p[i] /= z;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int run(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"tokens", 1, 0, 't'}, {"logits", 1, 0, 'l'},
+		{"layers-dir", 1, 0, 'L'}, {"levels", 1, 0, 'v'},
+		{"max-rel", 1, 0, 'r'}, {"kl-max", 1, 0, 'k'},
+		{"json", 0, 0, 'j'}, {"events", 0, 0, 'e'}, {"help", 0, 0, 'h'},
+		{0, 0, 0, 0}};
+	const struct step_entry *S = &step_validate;
+	const char *dir, *logits_path = NULL, *layers_dir = NULL, *levels = "op,layer,e2e";
+	const char *tok_arg = NULL;
+	double max_rel = 1e-5, kl_max = 1e-6;
+	int ch, json = 0, events = 0, ntok = 0, fail[3] = {0, 0, 0}, ran[3] = {0, 0, 0};
+	int64_t *tokens = NULL;
+	char *end;
+	struct d0_err err;
+	json_t *doc = json_object();
+
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 't': tok_arg = optarg; break;
+		case 'l': logits_path = optarg; break;
+		case 'L': layers_dir = optarg; break;
+		case 'v': levels = optarg; break;
+		case 'r':
+			max_rel = strtod(optarg, &end);
+			if (*end || !(max_rel > 0))
+				return step_usage_error(S, "--max-rel: expected a positive number");
+			break;
+		case 'k':
+			kl_max = strtod(optarg, &end);
+			if (*end || !(kl_max > 0))
+				return step_usage_error(S, "--kl-max: expected a positive number");
+			break;
+		case 'j': json = 1; break;
+		case 'e': events = 1; break;
+		case 'h': step_usage(S, stdout); json_decref(doc); return EXIT_OK;
+		default:
+			json_decref(doc);
+			return step_usage_error(S, "unknown or incomplete option '%s'",
+						argv[optind - 1]);
+		}
+	}
+	if (optind != argc - 1) {
+		json_decref(doc);
+		return step_usage_error(S, "expected one MODEL_DIR");
+	}
+	dir = argv[optind];
+	events_init(stdout, events && !json);
+	events_stage("validate", "start", 0, 0, dir);
+
+	if (strstr(levels, "op")) {
+		struct op_result res[32];
+		int n = op_level(res);
+		json_t *a = json_array();
+		ran[0] = 1;
+		if (!json && !events_enabled())
+			printf("%-34s %12s %12s\n", "op level (f32 vs float64)", "max abs",
+			       "max rel");
+		for (int i = 0; i < n; i++) {
+			int bad = !(res[i].e.max_rel <= 1e-5);
+			fail[0] |= bad;
+			if (!json && !events_enabled())
+				printf("  %-32s %12.3g %12.3g%s\n", res[i].name, res[i].e.max_abs,
+				       res[i].e.max_rel, bad ? "  FAIL" : "");
+			events_emit("numerics", json_pack("{s:s, s:s, s:f, s:f}", "level", "op",
+							  "name", res[i].name, "max_abs",
+							  res[i].e.max_abs, "max_rel",
+							  res[i].e.max_rel));
+			json_array_append_new(a, json_pack("{s:s, s:f, s:f}", "name", res[i].name,
+							   "max_abs", res[i].e.max_abs,
+							   "max_rel", res[i].e.max_rel));
+		}
+		json_object_set_new(doc, "op", a);
+		events_check("numerics.op", fail[0] ? "fail" : "pass",
+			     fail[0] ? "a kernel exceeds 1e-5 relative" : "every kernel within 1e-5 relative",
+			     NULL, json_real(1e-5));
+	}
+	if (strstr(levels, "layer") || strstr(levels, "e2e")) {
+		struct model_config c;
+		double *ref_logits = NULL, *ref_layers = NULL;
+		int H, V, T;
+		if (!tok_arg || parse_tokens(tok_arg, &tokens, &ntok) < 0) {
+			json_decref(doc);
+			return step_usage_error(S, "--tokens is required for the layer "
+						"and e2e levels");
+		}
+		if (ref_forward(dir, tokens, ntok, &ref_logits,
+				(strstr(levels, "layer") && layers_dir) ? &ref_layers : NULL,
+				&c, &err) < 0) {
+			fprintf(stderr, "day0-engine: %s\n", err.msg);
+			json_decref(doc);
+			free(tokens);
+			return EXIT_USAGE;
+		}
+		H = (int)c.hidden;
+		V = (int)c.vocab;
+		T = ntok;
+		if (strstr(levels, "layer") && layers_dir) {
+			json_t *a = json_array();
+			double worst_growth = 0, prev = 0;
+			int worst = -1;
+			ran[1] = 1;
+			if (!json && !events_enabled())
+				printf("%-34s %12s %12s\n", "layer level (run vs float64)",
+				       "max abs", "max rel");
+			for (int l = 0; l < c.layers; l++) {
+				char name[64], *p;
+				float *v;
+				struct err_stat e;
+				snprintf(name, sizeof name, "layer-%03d.safetensors", l);
+				p = path_join(layers_dir, name);
+				v = read_tensor(p, "hidden", (uint64_t)T, (uint64_t)H, &err);
+				free(p);
+				if (!v) {
+					fprintf(stderr, "day0-engine: %s\n", err.msg);
+					fail[1] = 1;
+					break;
+				}
+				e = compare(v, ref_layers + (size_t)l * T * H, (size_t)T * H);
+				free(v);
+				if (l == 0 || e.max_rel - prev > worst_growth) {
+					worst_growth = e.max_rel - prev;
+					worst = l;
+				}
+				prev = e.max_rel;
+				fail[1] |= !(e.max_rel <= max_rel);
+				if (!json && !events_enabled())
+					printf("  layer %-26d %12.3g %12.3g%s\n", l, e.max_abs,
+					       e.max_rel, e.max_rel <= max_rel ? "" : "  FAIL");
+				snprintf(name, sizeof name, "layer.%d", l);
+				events_emit("numerics", json_pack("{s:s, s:s, s:f, s:f}", "level",
+								  "layer", "name", name, "max_abs",
+								  e.max_abs, "max_rel", e.max_rel));
+				json_array_append_new(a, json_pack("{s:i, s:f, s:f}", "layer", l,
+								   "max_abs", e.max_abs, "max_rel",
+								   e.max_rel));
+			}
+			json_object_set_new(doc, "layer", a);
+			{
+				char d[160];
+				snprintf(d, sizeof d, "largest error growth at layer %d; "
+					 "threshold %g relative", worst, max_rel);
+				if (!json && !events_enabled())
+					printf("  %s\n", d);
+				events_check("numerics.layer", fail[1] ? "fail" : "pass", d,
+					     json_real(prev), json_real(max_rel));
+				json_object_set_new(doc, "layer_worst_growth", json_integer(worst));
+			}
+		}
+		if (strstr(levels, "e2e") && logits_path) {
+			float *lg = read_tensor(logits_path, "logits", (uint64_t)T, (uint64_t)V, &err);
+			ran[2] = 1;
+			if (!lg) {
+				fprintf(stderr, "day0-engine: %s\n", err.msg);
+				fail[2] = 1;
+			} else {
+				struct err_stat e = compare(lg, ref_logits, (size_t)T * V);
+				double *kl = malloc((size_t)T * 8), *p = malloc((size_t)V * 8);
+				double *q = malloc((size_t)V * 8), nll_r = 0, nll_q = 0, kls = 0;
+				int top1 = 0;
+				for (int t = 0; t < T; t++) {
+					int ar = 0, aq = 0;
+					double k = 0;
+					softmax_dd(ref_logits + (size_t)t * V, V, p);
+					softmax_d(lg + (size_t)t * V, V, q);
+					for (int v = 0; v < V; v++) {
+						if (p[v] > 0)
+							k += p[v] * (log(p[v]) - log(q[v] > 0 ? q[v] : 1e-300));
+						if (p[v] > p[ar]) ar = v;
+						if (q[v] > q[aq]) aq = v;
+					}
+					kl[t] = k;
+					kls += k;
+					top1 += ar == aq;
+					if (t + 1 < T) {
+						nll_r -= log(p[tokens[t + 1]]);
+						nll_q -= log(q[tokens[t + 1]] > 0 ? q[tokens[t + 1]] : 1e-300);
+					}
+				}
+				qsort(kl, (size_t)T, 8, cmp_d);
+				{
+					double mean = kls / T, med = kl[T / 2], p99 = kl[(int)(0.99 * (T - 1))];
+					double mx = kl[T - 1], agree = 100.0 * top1 / T;
+					double ppl_r = T > 1 ? exp(nll_r / (T - 1)) : 1;
+					double ppl_q = T > 1 ? exp(nll_q / (T - 1)) : 1;
+					fail[2] = !(e.max_rel <= max_rel) || !(mx <= kl_max);
+					if (!json && !events_enabled()) {
+						printf("e2e (logits vs float64)\n");
+						printf("  max abs %.3g, max rel %.3g (threshold %g)\n",
+						       e.max_abs, e.max_rel, max_rel);
+						printf("  KL divergence: mean %.3g, median %.3g, p99 %.3g, "
+						       "max %.3g (threshold %g)\n", mean, med, p99, mx, kl_max);
+						printf("  top-1 agreement %.1f%%, perplexity %.6g vs "
+						       "reference %.6g (ratio %.6f)\n", agree, ppl_q,
+						       ppl_r, ppl_q / ppl_r);
+					}
+					events_emit("numerics", json_pack(
+						"{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "level", "e2e",
+						"name", "logits", "max_abs", e.max_abs, "max_rel",
+						e.max_rel, "kl", mean, "top1", agree, "ppl_ref", ppl_r,
+						"ppl", ppl_q));
+					json_object_set_new(doc, "e2e", json_pack(
+						"{s:f, s:f, s:{s:f, s:f, s:f, s:f}, s:f, s:f, s:f, s:f}",
+						"max_abs", e.max_abs, "max_rel", e.max_rel, "kl", "mean",
+						mean, "median", med, "p99", p99, "max", mx, "top1_pct",
+						agree, "ppl", ppl_q, "ppl_ref", ppl_r, "ppl_ratio",
+						ppl_q / ppl_r));
+					{
+						char d[200];
+						snprintf(d, sizeof d, "max rel %.3g, KL max %.3g, top-1 "
+							 "%.1f%%", e.max_rel, mx, agree);
+						events_check("numerics.e2e", fail[2] ? "fail" : "pass", d,
+							     json_real(e.max_rel), json_real(max_rel));
+					}
+				}
+				free(kl); free(p); free(q); free(lg);
+			}
+		}
+		free(ref_logits);
+		free(ref_layers);
+		model_config_free(&c);
+	}
+	if (json) {
+		json_object_set_new(doc, "ok", json_boolean(!fail[0] && !fail[1] && !fail[2]));
+		json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		putchar('\n');
+	}
+	json_decref(doc);
+	free(tokens);
+	if (!ran[0] && !ran[1] && !ran[2]) {
+		fprintf(stderr, "day0-engine: validate: nothing to check (give --logits "
+			"and/or --layers-dir with --tokens, or --levels op)\n");
+		return EXIT_USAGE;
+	}
+	{
+		int bad = fail[0] || fail[1] || fail[2];
+		if (!json && !events_enabled())
+			printf("%s\n", bad ? "numerics: FAIL" : "numerics: pass");
+		events_stage("validate", "end", 1, bad, dir);
+		return bad ? EXIT_CHECK_FAILED : EXIT_OK;
+	}
+}
