@@ -722,6 +722,12 @@ int rt_forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 		return d0_errf(err, "context of %lld tokens exceeds the %lld "
 			       "allocated", (long long)(r->pos + T),
 			       (long long)r->max_ctx);
+	/* dynamic NTK: transformers recomputes the frequencies whenever the
+	 * sequence outgrows max_position_embeddings (keys already cached keep
+	 * their rotation), so do the same for positions up to pos + T */
+	if (!strcmp(r->c.rope.type, "dynamic"))
+		op_rope_inv_freq(&r->c, r->rot_dim, r->pos + T, r->inv_freq,
+				 &r->attn_factor);
 	s.a = malloc(big * 4 + 64);
 	s.b = malloc(big * 4 + 64);
 	s.c = malloc((size_t)T * H * 4 + 64);
