@@ -244,6 +244,8 @@ struct rope_scaling {
 	double low_freq_factor, high_freq_factor; /* llama3 */
 	double beta_fast, beta_slow;              /* yarn */
 	double mscale, mscale_all_dim;            /* yarn (deepseek) */
+	double attention_factor;                  /* yarn, 0: derived */
+	int truncate;                             /* yarn, default 1 */
 };
 
 struct model_config {
@@ -262,6 +264,8 @@ struct model_config {
 	enum dtype dtype; /* torch_dtype */
 	char hidden_act[32];
 	int64_t window; /* sliding-window attention span, 0 if none */
+	int64_t max_window_layers;      /* qwen: which layers use the window */
+	unsigned char *layer_sliding;   /* explicit layer_types, or NULL */
 	/* deepseek_v3: MLA and its router */
 	int mla;
 	int64_t q_lora_rank; /* 0: q_proj without compression */
@@ -286,6 +290,8 @@ int model_config_load(const char *path, struct model_config *cfg,
 int model_config_from_json(json_t *root, const char *path,
 			   struct model_config *cfg, struct d0_err *err);
 void model_config_free(struct model_config *cfg);
+/* Sliding-window span of layer l's attention (0: full causal). */
+int64_t model_layer_window(const struct model_config *cfg, int64_t l);
 /* Is layer l a sparse (MoE) layer? */
 int model_layer_is_moe(const struct model_config *cfg, int64_t l);
 /* The full tensor table the config implies, in checkpoint order. */

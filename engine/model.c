@@ -34,18 +34,19 @@ struct family {
 	int shared_expert; /* qwen2_moe's gated shared expert */
 	double default_eps, default_theta;
 	int64_t default_experts, default_top_k;
+	int64_t default_max_pos;
 };
 
 /* Defaults are each configuration_*.py's __init__ defaults. */
 static const struct family families[] = {
-	{"llama", "LlamaForCausalLM", 0, 0, MOE_NONE, 0, 0, 1, 1, 0, 1e-6, 10000.0, 0, 0},
-	{"mistral", "MistralForCausalLM", 8, 0, MOE_NONE, 0, 0, 0, 0, 0, 1e-6, 10000.0, 0, 0},
-	{"qwen2", "Qwen2ForCausalLM", 32, -1, MOE_NONE, 0, 1, 0, 0, 0, 1e-6, 10000.0, 0, 0},
-	{"qwen3", "Qwen3ForCausalLM", 32, 128, MOE_NONE, 1, 0, 1, 1, 0, 1e-6, 10000.0, 0, 0},
-	{"mixtral", "MixtralForCausalLM", 8, 0, MOE_MIXTRAL, 0, 0, 0, 0, 0, 1e-5, 1e6, 8, 2},
-	{"qwen2_moe", "Qwen2MoeForCausalLM", 16, -1, MOE_QWEN, 0, 2, 0, 0, 1, 1e-6, 10000.0, 60, 4},
-	{"qwen3_moe", "Qwen3MoeForCausalLM", 4, 128, MOE_QWEN, 1, 0, 1, 1, 0, 1e-6, 10000.0, 128, 8},
-	{"deepseek_v3", "DeepseekV3ForCausalLM", 128, -1, MOE_DEEPSEEK, 0, 0, 1, 1, 0, 1e-6, 10000.0, 256, 8},
+	{"llama", "LlamaForCausalLM", 0, 0, MOE_NONE, 0, 0, 1, 1, 0, 1e-6, 10000.0, 0, 0, 2048},
+	{"mistral", "MistralForCausalLM", 8, 0, MOE_NONE, 0, 0, 0, 0, 0, 1e-6, 10000.0, 0, 0, 131072},
+	{"qwen2", "Qwen2ForCausalLM", 32, 0, MOE_NONE, 0, 1, 0, 0, 0, 1e-6, 10000.0, 0, 0, 32768},
+	{"qwen3", "Qwen3ForCausalLM", 32, 128, MOE_NONE, 1, 0, 1, 1, 0, 1e-6, 10000.0, 0, 0, 32768},
+	{"mixtral", "MixtralForCausalLM", 8, 0, MOE_MIXTRAL, 0, 0, 0, 0, 0, 1e-5, 1e6, 8, 2, 131072},
+	{"qwen2_moe", "Qwen2MoeForCausalLM", 16, 0, MOE_QWEN, 0, 2, 0, 0, 1, 1e-6, 10000.0, 60, 4, 32768},
+	{"qwen3_moe", "Qwen3MoeForCausalLM", 4, 128, MOE_QWEN, 1, 0, 1, 1, 0, 1e-6, 10000.0, 128, 8, 32768},
+	{"deepseek_v3", "DeepseekV3ForCausalLM", 128, -1, MOE_DEEPSEEK, 0, 0, 1, 1, 0, 1e-6, 10000.0, 256, 8, 4096},
 };
 
 static const struct family *family_find(const char *model_type)
@@ -149,9 +150,23 @@ static int get_str(json_t *root, const char *path, const char *key,
 static int parse_rope(json_t *root, const char *path, struct model_config *c,
 		      struct d0_err *err)
 {
-	json_t *rs = json_object_get(root, "rope_scaling"), *t;
+	json_t *rs = json_object_get(root, "rope_scaling"), *t, *v;
 	const char *type;
 	memset(&c->rope, 0, sizeof c->rope);
+	c->rope.truncate = 1;
+	/* transformers v5 writes rope_parameters (with rope_theta inside) */
+	if (!rs || json_is_null(rs)) {
+		json_t *rp = json_object_get(root, "rope_parameters");
+		if (json_is_object(rp)) {
+			json_t *th = json_object_get(rp, "rope_theta");
+			if (th && !json_is_number(th))
+				return d0_errf(err, "%s: rope_parameters.rope_theta "
+					       "must be a number", path);
+			if (th)
+				c->rope_theta = json_number_value(th);
+			rs = rp;
+		}
+	}
 	if (!rs || json_is_null(rs))
 		return 0;
 	if (!json_is_object(rs))
@@ -160,6 +175,8 @@ static int parse_rope(json_t *root, const char *path, struct model_config *c,
 	t = json_object_get(rs, "rope_type");
 	if (!t)
 		t = json_object_get(rs, "type");
+	if (!t && json_object_get(root, "rope_parameters") == rs)
+		return 0; /* v5 default rope */
 	if (!json_is_string(t))
 		return d0_errf(err, "%s: rope_scaling needs a string "
 			       "'rope_type' (or 'type')", path);
@@ -170,16 +187,21 @@ static int parse_rope(json_t *root, const char *path, struct model_config *c,
 		return d0_errf(err, "%s: rope_scaling type '%s' is not a rope "
 			       "type name", path, type);
 	snprintf(c->rope.type, sizeof c->rope.type, "%s", type);
-	if (get_num(rs, path, "factor", 1.0, &c->rope.factor, err) < 0)
+	if (get_num(rs, path, "original_max_position_embeddings",
+		    (double)c->max_pos, &c->rope.original_max_pos, err) < 0 ||
+	    get_num(rs, path, "factor",
+		    /* v5 yarn: factor defaults to the context extension */
+		    !strcmp(type, "yarn") && c->rope.original_max_pos > 0
+			    ? (double)c->max_pos / c->rope.original_max_pos
+			    : 1.0,
+		    &c->rope.factor, err) < 0)
 		return -1;
 	if (!(c->rope.factor >= 1.0) &&
 	    (!strcmp(type, "linear") || !strcmp(type, "yarn") ||
 	     !strcmp(type, "llama3")))
 		return d0_errf(err, "%s: rope_scaling.factor must be >= 1 for "
 			       "'%s'", path, type);
-	if (get_num(rs, path, "original_max_position_embeddings",
-		    (double)c->max_pos, &c->rope.original_max_pos, err) < 0 ||
-	    get_num(rs, path, "low_freq_factor", 1.0,
+	if (get_num(rs, path, "low_freq_factor", 1.0,
 		    &c->rope.low_freq_factor, err) < 0 ||
 	    get_num(rs, path, "high_freq_factor", 4.0,
 		    &c->rope.high_freq_factor, err) < 0 ||
@@ -187,8 +209,17 @@ static int parse_rope(json_t *root, const char *path, struct model_config *c,
 	    get_num(rs, path, "beta_slow", 1.0, &c->rope.beta_slow, err) < 0 ||
 	    get_num(rs, path, "mscale", 0.0, &c->rope.mscale, err) < 0 ||
 	    get_num(rs, path, "mscale_all_dim", 0.0, &c->rope.mscale_all_dim,
-		    err) < 0)
+		    err) < 0 ||
+	    get_num(rs, path, "attention_factor", 0.0,
+		    &c->rope.attention_factor, err) < 0 ||
+	    get_bool(rs, path, "truncate", 1, &c->rope.truncate, err) < 0)
 		return -1;
+	/* Python's `x or default`: a zero beta means the default */
+	if (c->rope.beta_fast == 0)
+		c->rope.beta_fast = 32.0;
+	if (c->rope.beta_slow == 0)
+		c->rope.beta_slow = 1.0;
+	(void)v;
 	if (!strcmp(type, "llama3") &&
 	    !(c->rope.high_freq_factor > c->rope.low_freq_factor))
 		return d0_errf(err, "%s: rope_scaling high_freq_factor must "
@@ -250,7 +281,9 @@ static int parse_deepseek(json_t *root, const char *path,
 			  struct model_config *c, struct d0_err *err)
 {
 	c->mla = 1;
-	if (get_int(root, path, "q_lora_rank", 0, 0, &c->q_lora_rank, err) < 0 ||
+	if (get_int(root, path, "q_lora_rank", 0,
+		    json_is_null(json_object_get(root, "q_lora_rank")) ? 0 : 1536,
+		    &c->q_lora_rank, err) < 0 ||
 	    get_int(root, path, "kv_lora_rank", 0, 512, &c->kv_lora_rank,
 		    err) < 0 ||
 	    get_int(root, path, "qk_rope_head_dim", 0, 64, &c->qk_rope_dim,
@@ -306,9 +339,11 @@ static int parse_deepseek(json_t *root, const char *path,
 			       "between 1 and n_group", path,
 			       (long long)c->experts, (long long)c->n_group,
 			       (long long)c->topk_group);
-	if (strcmp(c->scoring, "sigmoid") && strcmp(c->scoring, "softmax"))
-		return d0_errf(err, "%s: scoring_func '%s' is not sigmoid or "
-			       "softmax", path, c->scoring);
+	/* transformers' DeepseekV3 always routes with sigmoid scores and
+	 * makes every layer from first_k_dense_replace on an MoE layer,
+	 * whatever scoring_func and moe_layer_freq say */
+	snprintf(c->scoring, sizeof c->scoring, "sigmoid");
+	c->moe_layer_freq = 1;
 	c->head_dim = c->qk_rope_dim; /* transformers: head_dim = rope dim */
 	c->shared_ffn = c->moe_ffn * c->shared_experts;
 	return 0;
@@ -338,8 +373,8 @@ int model_config_from_json(json_t *root, const char *path,
 	    get_int(root, path, "num_attention_heads", 1, 0, &c->heads, err) < 0 ||
 	    get_int(root, path, "vocab_size", 1, 0, &c->vocab, err) < 0 ||
 	    get_int(root, path, "intermediate_size", 1, 0, &c->ffn, err) < 0 ||
-	    get_int(root, path, "max_position_embeddings", 0, 4096,
-		    &c->max_pos, err) < 0 ||
+	    get_int(root, path, "max_position_embeddings", 0,
+		    f->default_max_pos, &c->max_pos, err) < 0 ||
 	    get_str(root, path, "hidden_act", "silu", c->hidden_act,
 		    sizeof c->hidden_act, err) < 0)
 		return -1;
@@ -357,8 +392,12 @@ int model_config_from_json(json_t *root, const char *path,
 			       "num_hidden_layers and num_attention_heads at "
 			       "most %lld", path, (long long)DIM_MAX,
 			       (long long)COUNT_MAX);
+	/* absent: the class default; null: the head count (as __init__ does) */
 	if (get_int(root, path, "num_key_value_heads", 0,
-		    f->default_kv_heads ? f->default_kv_heads : c->heads,
+		    json_is_null(json_object_get(root, "num_key_value_heads")) ||
+				    !f->default_kv_heads
+			    ? c->heads
+			    : f->default_kv_heads,
 		    &c->kv_heads, err) < 0)
 		return -1;
 	if (c->kv_heads <= 0 || c->heads % c->kv_heads)
@@ -406,18 +445,38 @@ int model_config_from_json(json_t *root, const char *path,
 	    get_bool(root, path, "use_sliding_window", 0, &use_sw, err) < 0)
 		return -1;
 	{
-		/* Mistral/Mixtral: a window shorter than the context applies;
-		 * the Qwen families switch it on with use_sliding_window */
+		/* Mistral, Mixtral, Qwen3-MoE: every layer; Qwen2/Qwen3: layers
+		 * from max_window_layers on; Qwen2-MoE: odd-numbered (1-based)
+		 * layers below it; an explicit layer_types list wins */
 		json_t *sw = json_object_get(root, "sliding_window");
+		json_t *lt = json_object_get(root, "layer_types");
 		int mistral_like = !strcmp(f->model_type, "mistral") ||
 				   f->moe == MOE_MIXTRAL;
+		int64_t span = 0;
 		if (sw && !json_is_null(sw) && !json_is_integer(sw))
 			return d0_errf(err, "%s: 'sliding_window' must be an "
 				       "integer or null", path);
-		if (json_is_integer(sw) && json_integer_value(sw) > 0 &&
-		    (mistral_like ? json_integer_value(sw) < c->max_pos
-				  : use_sw))
-			c->window = json_integer_value(sw);
+		if (json_is_integer(sw))
+			span = json_integer_value(sw);
+		else if (!sw && !strcmp(f->model_type, "mistral"))
+			span = 4096; /* MistralConfig's default */
+		else if (!json_is_integer(sw) && use_sw && !mistral_like)
+			span = 4096;
+		if (span > 0 && (mistral_like ? span < c->max_pos : use_sw))
+			c->window = span;
+		if (get_int(root, path, "max_window_layers", 0, 28,
+			    &c->max_window_layers, err) < 0)
+			return -1;
+		if (c->window && json_is_array(lt)) {
+			size_t i;
+			json_t *x;
+			c->layer_sliding = calloc((size_t)c->layers + 1, 1);
+			json_array_foreach(lt, i, x)
+				if ((int64_t)i < c->layers && json_is_string(x))
+					c->layer_sliding[i] = !strcmp(
+						json_string_value(x),
+						"sliding_attention");
+		}
 	}
 	if (f->qkv_bias == 1) {
 		c->attention_bias = 1;
@@ -509,6 +568,21 @@ void model_config_free(struct model_config *cfg)
 	free(cfg->mlp_only);
 	cfg->mlp_only = NULL;
 	cfg->n_mlp_only = 0;
+	free(cfg->layer_sliding);
+	cfg->layer_sliding = NULL;
+}
+
+int64_t model_layer_window(const struct model_config *c, int64_t l)
+{
+	if (!c->window)
+		return 0;
+	if (c->layer_sliding)
+		return l < c->layers && c->layer_sliding[l] ? c->window : 0;
+	if (!strcmp(c->model_type, "qwen2") || !strcmp(c->model_type, "qwen3"))
+		return l >= c->max_window_layers ? c->window : 0;
+	if (!strcmp(c->model_type, "qwen2_moe"))
+		return (l + 1) % 2 && l < c->max_window_layers ? c->window : 0;
+	return c->window;
 }
 
 int model_layer_is_moe(const struct model_config *c, int64_t l)
@@ -600,6 +674,9 @@ static void add_attention(struct table *t, const struct family *f,
 		if (ql) {
 			add(t, ROLE_REPL, l, -1, 2, ql, H,
 			    "%s.self_attn.q_a_proj.weight", p);
+			if (c->attention_bias)
+				add(t, ROLE_REPL, l, -1, 1, ql, 0,
+				    "%s.self_attn.q_a_proj.bias", p);
 			add(t, ROLE_NORM, l, -1, 1, ql, 0,
 			    "%s.self_attn.q_a_layernorm.weight", p);
 			add(t, ROLE_Q, l, -1, 2, nh * qk, ql,
@@ -610,6 +687,9 @@ static void add_attention(struct table *t, const struct family *f,
 		}
 		add(t, ROLE_REPL, l, -1, 2, kl + (uint64_t)c->qk_rope_dim, H,
 		    "%s.self_attn.kv_a_proj_with_mqa.weight", p);
+		if (c->attention_bias)
+			add(t, ROLE_REPL, l, -1, 1, kl + (uint64_t)c->qk_rope_dim, 0,
+			    "%s.self_attn.kv_a_proj_with_mqa.bias", p);
 		add(t, ROLE_NORM, l, -1, 1, kl, 0,
 		    "%s.self_attn.kv_a_layernorm.weight", p);
 		add(t, ROLE_Q, l, -1, 2,
@@ -617,6 +697,9 @@ static void add_attention(struct table *t, const struct family *f,
 		    "%s.self_attn.kv_b_proj.weight", p);
 		add(t, ROLE_O, l, -1, 2, H, nh * (uint64_t)c->v_head_dim,
 		    "%s.self_attn.o_proj.weight", p);
+		if (c->attention_bias)
+			add(t, ROLE_REPL, l, -1, 1, H, 0, "%s.self_attn.o_proj.bias",
+			    p);
 		return;
 	}
 	add(t, ROLE_Q, l, -1, 2, q, H, "%s.self_attn.q_proj.weight", p);
@@ -788,6 +871,7 @@ int model_config_shrink(const struct model_config *real, const char *scale,
 		return d0_errf(err, "--scale: expected tiny or small, got '%s'",
 			       scale);
 	*c = *real;
+	c->layer_sliding = NULL;
 	c->mlp_only = NULL;
 	c->n_mlp_only = 0;
 	c->quant[0] = 0;
@@ -949,8 +1033,9 @@ json_t *model_config_to_json(const struct model_config *c)
 	if (ds)
 		SET("kv_lora_rank", json_integer(c->kv_lora_rank));
 	SET("max_position_embeddings", json_integer(c->max_pos));
-	if (qwen)
-		SET("max_window_layers", json_integer(c->layers));
+	if (qwen) /* qwen2/qwen3 window the layers from max_window_layers on */
+		SET("max_window_layers",
+		    json_integer(c->window && (qwen2 || qwen3) ? 0 : c->layers));
 	if (llama)
 		SET("mlp_bias", json_boolean(c->mlp_bias));
 	if (q2moe || q3moe) {

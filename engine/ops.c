@@ -25,9 +25,15 @@
 void op_linear(float *y, const float *x, const float *w, const float *b,
 	       int m, int n, int k)
 {
-	/* y[m,n] = x[m,k] . w[n,k]^T: a Linear layer with W stored [out, in] */
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x,
-		    k, w, k, 0.0f, y, n);
+	/* y[m,n] = x[m,k] . w[n,k]^T: a Linear layer with W stored [out, in].
+	 * One row (decode) is a matrix-vector product: gemv streams W once,
+	 * where gemm would first pack all of it. */
+	if (m == 1)
+		cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w, k, x, 1,
+			    0.0f, y, 1);
+	else
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k,
+			    1.0f, x, k, w, k, 0.0f, y, n);
 	if (b)
 		for (int i = 0; i < m; i++)
 			for (int j = 0; j < n; j++)
@@ -131,10 +137,14 @@ int op_rope_inv_freq(const struct model_config *c, int dim, int64_t seq_len,
 	}
 	if (!strcmp(r->type, "yarn")) {
 		double lo, hi;
-		lo = floor(yarn_correction_dim(r->beta_fast, dim, base,
-					       r->original_max_pos));
-		hi = ceil(yarn_correction_dim(r->beta_slow, dim, base,
-					      r->original_max_pos));
+		lo = yarn_correction_dim(r->beta_fast, dim, base,
+					 r->original_max_pos);
+		hi = yarn_correction_dim(r->beta_slow, dim, base,
+					 r->original_max_pos);
+		if (r->truncate) {
+			lo = floor(lo);
+			hi = ceil(hi);
+		}
 		if (lo < 0)
 			lo = 0;
 		if (hi > dim - 1)
@@ -147,7 +157,9 @@ int op_rope_inv_freq(const struct model_config *c, int dim, int64_t seq_len,
 			double interp = inv_freq[i] / r->factor;
 			inv_freq[i] = interp * (1 - extra) + inv_freq[i] * extra;
 		}
-		if (r->mscale > 0 && r->mscale_all_dim > 0)
+		if (r->attention_factor != 0)
+			*attn_factor = r->attention_factor;
+		else if (r->mscale != 0 && r->mscale_all_dim != 0)
 			*attn_factor = yarn_mscale(r->factor, r->mscale) /
 				       yarn_mscale(r->factor, r->mscale_all_dim);
 		else
@@ -179,9 +191,7 @@ void op_rope(float *x, int n_heads, int head_dim, int rot_dim, int64_t pos,
 void op_rope_deinterleave(float *x, int n_heads, int head_dim, int rot_dim)
 {
 	/* [x0, x1, x2, x3, ...] -> [x0, x2, ..., x1, x3, ...] per head */
-	float tmp[1024];
-	if (rot_dim > 1024)
-		return;
+	float small[256], *tmp = rot_dim <= 256 ? small : malloc((size_t)rot_dim * 4);
 	for (int h = 0; h < n_heads; h++) {
 		float *v = x + (size_t)h * head_dim;
 		for (int i = 0; i < rot_dim / 2; i++) {
@@ -190,6 +200,8 @@ void op_rope_deinterleave(float *x, int n_heads, int head_dim, int rot_dim)
 		}
 		memcpy(v, tmp, (size_t)rot_dim * sizeof *v);
 	}
+	if (tmp != small)
+		free(tmp);
 }
 
 /* ------------------------------------------------------------- attention */
@@ -413,8 +425,11 @@ size_t model_operators(const struct model_config *c, const char **list,
 		need(list, &n, "attention.mha");
 	else
 		need(list, &n, "attention.gqa");
-	if (c->window)
-		need(list, &n, "attention.sliding_window");
+	for (int64_t l = 0; l < c->layers; l++)
+		if (model_layer_window(c, l)) {
+			need(list, &n, "attention.sliding_window");
+			break;
+		}
 	need(list, &n, "softmax");
 	if (!strcmp(c->model_type, "qwen3") || !strcmp(c->model_type, "qwen3_moe"))
 		need(list, &n, "qk_norm");

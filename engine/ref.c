@@ -230,7 +230,7 @@ int ref_forward(const char *dir, const int64_t *tokens, int T,
 		return d0_errf(err, "rope type '%s' not implemented", c->rope.type);
 	}
 	scale = 1.0 / sqrt((double)dqk);
-	if (c->mla && !strcmp(c->rope.type, "yarn") && c->rope.mscale_all_dim > 0) {
+	if (c->mla && c->rope.type[0] && c->rope.mscale_all_dim != 0) {
 		double m = c->rope.factor <= 1 ? 1.0
 			   : 0.1 * c->rope.mscale_all_dim * log(c->rope.factor) + 1.0;
 		scale *= m * m;
@@ -260,6 +260,8 @@ int ref_forward(const char *dir, const int64_t *tokens, int T,
 			int ql = (int)c->q_lora_rank, kl = (int)c->kv_lora_rank;
 			int nope = (int)c->qk_nope_dim;
 			double *qa = ql ? get(&W, "%s.%d.self_attn.q_a_proj.weight", p, l) : NULL;
+			double *qab = ql && c->attention_bias ? get(&W, "%s.%d.self_attn.q_a_proj.bias", p, l) : NULL;
+			double *kvab = c->attention_bias ? get(&W, "%s.%d.self_attn.kv_a_proj_with_mqa.bias", p, l) : NULL;
 			double *qan = ql ? get(&W, "%s.%d.self_attn.q_a_layernorm.weight", p, l) : NULL;
 			double *qb = get(&W, ql ? "%s.%d.self_attn.q_b_proj.weight"
 					      : "%s.%d.self_attn.q_proj.weight", p, l);
@@ -270,16 +272,16 @@ int ref_forward(const char *dir, const int64_t *tokens, int T,
 			double *kn = malloc((size_t)kl * 8), *kb = malloc((size_t)nh * (nope + dv) * 8);
 			for (int t = 0; t < T; t++) {
 				double *xt = x + (size_t)t * H, *qt = Q + (size_t)t * nh * dqk;
-				double kr[256];
+				double *kr = malloc((size_t)rd * 8), *tmp = malloc((size_t)rd * 8);
 				if (ql) {
-					mv(tq, qa, xt, NULL, ql, H);
-					rmsnorm(tq, tq, qan, ql, c->rms_eps);
+					mv(tq, qa, xt, qab, ql, H);
+					rmsnorm(tq, tq, qan, ql, 1e-6); /* default eps */
 					mv(qt, qb, tq, NULL, nh * dqk, ql);
 				} else {
 					mv(qt, qb, xt, NULL, nh * dqk, H);
 				}
-				mv(ckv, kva, xt, NULL, kl + rd, H);
-				rmsnorm(kn, ckv, kvan, kl, c->rms_eps);
+				mv(ckv, kva, xt, kvab, kl + rd, H);
+				rmsnorm(kn, ckv, kvan, kl, 1e-6);
 				mv(kb, kvb, kn, NULL, nh * (nope + dv), kl);
 				for (int i = 0; i < rd; i++) /* interleaved -> half layout */
 					kr[i] = c->rope_interleave
@@ -287,7 +289,7 @@ int ref_forward(const char *dir, const int64_t *tokens, int T,
 						: ckv[kl + i];
 				rope(kr, rd, t, inv, af);
 				for (int hh = 0; hh < nh; hh++) {
-					double *qr = qt + (size_t)hh * dqk + nope, tmp[256];
+					double *qr = qt + (size_t)hh * dqk + nope;
 					for (int i = 0; i < rd; i++)
 						tmp[i] = c->rope_interleave
 							? qr[i < rd / 2 ? 2 * i : 2 * (i - rd / 2) + 1]
@@ -300,8 +302,11 @@ int ref_forward(const char *dir, const int64_t *tokens, int T,
 					memcpy(Vv + ((size_t)t * nh + hh) * dv,
 					       kb + (size_t)hh * (nope + dv) + nope, (size_t)dv * 8);
 				}
+				free(kr);
+				free(tmp);
 			}
 			free(qa); free(qan); free(qb); free(kva); free(kvan); free(kvb);
+			free(qab); free(kvab);
 			free(tq); free(ckv); free(kn); free(kb);
 		} else {
 			double *wq = get(&W, "%s.%d.self_attn.q_proj.weight", p, l);
@@ -338,9 +343,10 @@ int ref_forward(const char *dir, const int64_t *tokens, int T,
 		for (int t = 0; t < T; t++)
 			for (int hh = 0; hh < nh; hh++) {
 				int kh = hh / (nh / nkv), j0 = 0;
+				int64_t win = model_layer_window(c, l);
 				double *s = malloc((size_t)(t + 1) * 8), m = -INFINITY, z = 0;
-				if (c->window > 0 && t - c->window + 1 > 0)
-					j0 = (int)(t - c->window + 1);
+				if (win > 0 && t - win + 1 > 0)
+					j0 = (int)(t - win + 1);
 				for (int j = j0; j <= t; j++) {
 					double d = 0;
 					for (int i = 0; i < dqk; i++)

@@ -30,13 +30,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cblas.h>
 #include <mpi.h>
 
 struct rt_layer {
 	int moe;
+	int64_t window;
 	float *in_norm, *post_norm;
 	float *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo, *q_norm, *k_norm;
 	float *q_a, *q_a_norm, *q_b, *kv_a, *kv_a_norm, *kv_b; /* MLA */
+	float *q_a_b, *kv_a_b;
 	float *gate, *up, *down, *gate_b, *up_b, *down_b;      /* dense */
 	float *router, *router_bias;
 	float **e_gate, **e_up, **e_down; /* [experts], NULL if not ours */
@@ -305,17 +308,20 @@ static int load_layers(struct rt *r, struct d0_err *err)
 		int l = r->first + i;
 		const char *p = "model.layers";
 		y->moe = model_layer_is_moe(&r->c, l);
+		y->window = model_layer_window(&r->c, l);
 		LD(y->in_norm, "%s.%d.input_layernorm.weight", p, l);
 		LD(y->post_norm, "%s.%d.post_attention_layernorm.weight", p, l);
 		if (r->c.mla) {
 			if (r->c.q_lora_rank) {
 				LD(y->q_a, "%s.%d.self_attn.q_a_proj.weight", p, l);
+				LD(y->q_a_b, "%s.%d.self_attn.q_a_proj.bias", p, l);
 				LD(y->q_a_norm, "%s.%d.self_attn.q_a_layernorm.weight", p, l);
 				LD(y->q_b, "%s.%d.self_attn.q_b_proj.weight", p, l);
 			} else {
 				LD(y->wq, "%s.%d.self_attn.q_proj.weight", p, l);
 			}
 			LD(y->kv_a, "%s.%d.self_attn.kv_a_proj_with_mqa.weight", p, l);
+			LD(y->kv_a_b, "%s.%d.self_attn.kv_a_proj_with_mqa.bias", p, l);
 			LD(y->kv_a_norm, "%s.%d.self_attn.kv_a_layernorm.weight", p, l);
 			LD(y->kv_b, "%s.%d.self_attn.kv_b_proj.weight", p, l);
 		} else {
@@ -389,6 +395,20 @@ int rt_open(struct rt **out, const char *dir, const struct layout_dims *d,
 	r->max_ctx = max_ctx;
 	MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &r->world);
+	{
+		/* share the node's cores between the ranks on it: BLAS threads
+		 * of several ranks fighting over the same cores cost more than
+		 * they bring */
+		MPI_Comm node;
+		int local = 1;
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+		MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+				    MPI_INFO_NULL, &node);
+		MPI_Comm_size(node, &local);
+		MPI_Comm_free(&node);
+		if (!getenv("OPENBLAS_NUM_THREADS"))
+			openblas_set_num_threads(cores / local > 0 ? (int)(cores / local) : 1);
+	}
 	if (model_config_load(cfg, &r->c, err) < 0) {
 		free(cfg);
 		return -1;
@@ -440,7 +460,7 @@ int rt_open(struct rt **out, const char *dir, const struct layout_dims *d,
 	r->shared_l = (int)(r->c.shared_ffn / d->tp);
 	r->vocab_l = (int)(r->c.vocab / d->tp);
 	r->scale = 1.0 / sqrt((double)r->dqk);
-	if (r->c.mla && !strcmp(r->c.rope.type, "yarn") && r->c.rope.mscale_all_dim > 0) {
+	if (r->c.mla && r->c.rope.type[0] && r->c.rope.mscale_all_dim != 0) {
 		double m = r->c.rope.factor <= 1 ? 1.0
 			   : 0.1 * r->c.rope.mscale_all_dim * log(r->c.rope.factor) + 1.0;
 		r->scale *= m * m;
@@ -501,19 +521,20 @@ static void attention(struct rt *r, struct rt_layer *y, int T, const float *x,
 		int ql = (int)r->c.q_lora_rank;
 		float *ckv = s->tmp; /* [T, kvl + rope] */
 		if (ql) {
-			op_linear(s->a, x, y->q_a, NULL, T, ql, H);
+			op_linear(s->a, x, y->q_a, y->q_a_b, T, ql, H);
+			/* q_a_layernorm and kv_a_layernorm use RMSNorm's default
+			 * eps (1e-6) in transformers, not rms_norm_eps */
 			for (int t = 0; t < T; t++)
 				op_rms_norm(s->a + (size_t)t * ql, s->a + (size_t)t * ql,
-					    y->q_a_norm, ql, r->c.rms_eps);
+					    y->q_a_norm, ql, 1e-6);
 			op_linear(q, s->a, y->q_b, NULL, T, nh * dqk, ql);
 		} else {
 			op_linear(q, x, y->wq, NULL, T, nh * dqk, H);
 		}
-		op_linear(ckv, x, y->kv_a, NULL, T, kvl + rd, H);
+		op_linear(ckv, x, y->kv_a, y->kv_a_b, T, kvl + rd, H);
 		for (int t = 0; t < T; t++) {
 			float *c = ckv + (size_t)t * (kvl + rd);
-			op_rms_norm(s->a + (size_t)t * kvl, c, y->kv_a_norm, kvl,
-				    r->c.rms_eps);
+			op_rms_norm(s->a + (size_t)t * kvl, c, y->kv_a_norm, kvl, 1e-6);
 		}
 		op_linear(s->b, s->a, y->kv_b, NULL, T, nh * (nope + dv), kvl);
 		for (int t = 0; t < T; t++) {
@@ -559,7 +580,7 @@ static void attention(struct rt *r, struct rt_layer *y, int T, const float *x,
 	memcpy(y->kc + (size_t)r->pos * nkv * dqk, k, (size_t)T * nkv * dqk * 4);
 	memcpy(y->vc + (size_t)r->pos * nkv * dv, v, (size_t)T * nkv * dv * 4);
 	op_attention(s->att, q, y->kc, y->vc, T, (int)(r->pos + T), r->pos, nh,
-		     nkv, dqk, dv, r->scale, (int)r->c.window);
+		     nkv, dqk, dv, r->scale, (int)y->window);
 	op_linear(out, s->att, y->wo, NULL, T, H, nh * dv); /* partial: row-parallel */
 }
 
@@ -837,7 +858,8 @@ void rt_close(struct rt *r)
 		float **fs[] = {&y->in_norm, &y->post_norm, &y->wq, &y->bq, &y->wk,
 				&y->bk, &y->wv, &y->bv, &y->wo, &y->bo, &y->q_norm,
 				&y->k_norm, &y->q_a, &y->q_a_norm, &y->q_b, &y->kv_a,
-				&y->kv_a_norm, &y->kv_b, &y->gate, &y->up, &y->down,
+				&y->kv_a_norm, &y->kv_b, &y->q_a_b, &y->kv_a_b,
+				&y->gate, &y->up, &y->down,
 				&y->gate_b, &y->up_b, &y->down_b, &y->router,
 				&y->router_bias, &y->sh_gate, &y->sh_up, &y->sh_down,
 				&y->sh_gate_w, &y->kc, &y->vc};

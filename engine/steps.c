@@ -13,6 +13,7 @@ extern const struct step_entry step_inspect;
 extern const struct step_entry step_plan;
 extern const struct step_entry step_run;
 extern const struct step_entry step_validate;
+extern const struct step_entry step_perf;
 extern const struct step_entry step_verify;
 extern const struct step_entry step_convert;
 extern const struct step_entry step_merge;
@@ -24,6 +25,7 @@ const struct step_entry *const step_table[] = {
 	&step_plan,
 	&step_run,
 	&step_validate,
+	&step_perf,
 	&step_verify,
 	&step_convert,
 	&step_merge,

@@ -119,6 +119,37 @@ int main(void)
 		   "\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":0.5}}", &c, &err) == -1 &&
 	      strstr(err.msg, "rope_scaling.factor"));
 
+	/* transformers v5: rope_parameters carries rope_theta and the type */
+	CHECK(load("{\"model_type\":\"llama\",\"hidden_size\":64,\"num_hidden_layers\":1,"
+		   "\"num_attention_heads\":4,\"vocab_size\":100,\"intermediate_size\":96,"
+		   "\"rope_parameters\":{\"rope_theta\":500000.0,\"rope_type\":\"llama3\","
+		   "\"factor\":8.0,\"original_max_position_embeddings\":8192}}", &c, &err) == 0);
+	CHECK(c.rope_theta == 500000.0 && !strcmp(c.rope.type, "llama3") && c.rope.factor == 8.0);
+	model_config_free(&c);
+	/* sliding windows per layer: qwen2 from max_window_layers on */
+	CHECK(load("{\"model_type\":\"qwen2\",\"hidden_size\":64,\"num_hidden_layers\":4,"
+		   "\"num_attention_heads\":4,\"num_key_value_heads\":null,\"vocab_size\":100,"
+		   "\"intermediate_size\":96,\"use_sliding_window\":true,\"sliding_window\":8,"
+		   "\"max_window_layers\":2}", &c, &err) == 0);
+	CHECK(c.kv_heads == 4); /* null: the head count */
+	CHECK(model_layer_window(&c, 1) == 0 && model_layer_window(&c, 2) == 8);
+	model_config_free(&c);
+	/* DeepSeek: attention_bias adds q_a/kv_a/o biases; scoring_func is ignored */
+	CHECK(load("{\"model_type\":\"deepseek_v3\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+		   "\"num_attention_heads\":4,\"num_key_value_heads\":4,\"vocab_size\":100,"
+		   "\"intermediate_size\":96,\"q_lora_rank\":16,\"kv_lora_rank\":8,"
+		   "\"qk_rope_head_dim\":8,\"qk_nope_head_dim\":8,\"v_head_dim\":8,"
+		   "\"n_routed_experts\":8,\"n_group\":4,\"topk_group\":2,\"num_experts_per_tok\":2,"
+		   "\"moe_intermediate_size\":16,\"first_k_dense_replace\":1,\"moe_layer_freq\":2,"
+		   "\"scoring_func\":\"softmax\",\"attention_bias\":true}", &c, &err) == 0);
+	CHECK(!strcmp(c.scoring, "sigmoid") && model_layer_is_moe(&c, 1));
+	CHECK(model_tensors(&c, &t, &n, &err) == 0);
+	CHECK(has(t, n, "model.layers.0.self_attn.q_a_proj.bias", 16, 0) &&
+	      has(t, n, "model.layers.0.self_attn.kv_a_proj_with_mqa.bias", 16, 0) &&
+	      has(t, n, "model.layers.1.self_attn.o_proj.bias", 64, 0));
+	free(t);
+	model_config_free(&c);
+
 	/* gen-model's writer and the parser agree */
 	CHECK(load("{\"model_type\":\"qwen2_moe\",\"hidden_size\":64,\"num_hidden_layers\":2,"
 		   "\"num_attention_heads\":4,\"num_key_value_heads\":4,\"vocab_size\":100,"

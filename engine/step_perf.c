@@ -1,0 +1,179 @@
+/*
+ * step_perf.c - `mpirun -np N day0-engine perf`: the performance baseline
+ * of a layout: time to first token (prefill of --prompt-tokens and the
+ * first greedy pick), time per output token over --gen-tokens decode
+ * steps, tokens/s, and the share of step time spent in collectives (the
+ * runtime times its own).  Recorded as a `perf` event and the
+ * `perf.baseline` check for the console to compare across sessions.
+ */
+#include "engine.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+static int run(int argc, char **argv);
+
+const struct step_entry step_perf = {
+	.name = "perf",
+	.usage = "(MODEL_DIR | CONVERTED_DIR) --tp T [--pp P] [--ep E] "
+		 "--prompt-tokens N --gen-tokens K [--card-mem BYTES] [--json] "
+		 "[--events]  (under mpirun -np T*P*E)",
+	.summary = "TTFT, TPOT, tokens/s and communication share of a layout",
+	.run = run,
+};
+
+static double comm_seconds(const struct rt *r)
+{
+	const struct rt_stats *s = rt_stats(r);
+	double t = 0;
+	for (int g = 0; g < RT_GROUPS; g++)
+		for (int o = 0; o < RT_OPS; o++)
+			t += s->time_s[g][o];
+	return t;
+}
+
+static int run(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"tp", 1, 0, 't'}, {"pp", 1, 0, 'p'}, {"ep", 1, 0, 'e'},
+		{"prompt-tokens", 1, 0, 'n'}, {"gen-tokens", 1, 0, 'g'},
+		{"card-mem", 1, 0, 'm'}, {"json", 0, 0, 'j'},
+		{"events", 0, 0, 'E'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	const struct step_entry *S = &step_perf;
+	struct layout_dims d = {0, 1, 1};
+	struct rt *r = NULL;
+	struct d0_err err;
+	long np = 0, ng = 0, v;
+	uint64_t card_mem = 0;
+	int ch, rank, json = 0, events = 0, rc = 0, bad = 0, last, V;
+	int64_t *toks, next = 0;
+	float *logits;
+	double t0, ttft, tdec = 0, comm_prefill, comm_all, tall;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 't': case 'p': case 'e':
+			if (parse_long(optarg, 1, 65536, &v) < 0)
+				bad = 1;
+			else
+				*(ch == 't' ? &d.tp : ch == 'p' ? &d.pp : &d.ep) = (int)v;
+			break;
+		case 'n': bad |= parse_long(optarg, 1, 1 << 20, &np) < 0; break;
+		case 'g': bad |= parse_long(optarg, 1, 1 << 20, &ng) < 0; break;
+		case 'm': bad |= parse_size(optarg, &card_mem) < 0; break;
+		case 'j': json = 1; break;
+		case 'E': events = 1; break;
+		case 'h':
+			if (!rank)
+				step_usage(S, stdout);
+			MPI_Finalize();
+			return EXIT_OK;
+		default: bad = 1;
+		}
+	}
+	if (bad || optind != argc - 1 || !d.tp || !np || !ng) {
+		if (!rank)
+			step_usage_error(S, "expected MODEL_DIR, --tp, --prompt-tokens "
+					 "and --gen-tokens (positive integers)");
+		MPI_Finalize();
+		return EXIT_USAGE;
+	}
+	events_init(stdout, events && !json);
+	if (rt_open(&r, argv[optind], &d, card_mem, np + ng, &err) < 0)
+		rc = -1;
+	MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+	if (rc < 0 || rt_over_budget(r)) {
+		if (err.msg[0] && rc < 0)
+			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
+		else if (rt_over_budget(r))
+			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, rt_over_budget(r));
+		rt_close(r);
+		MPI_Finalize();
+		return rc < 0 ? EXIT_USAGE : EXIT_CHECK_FAILED;
+	}
+	V = (int)rt_config(r)->vocab;
+	last = rt_last_stage_root(r);
+	toks = malloc((size_t)np * sizeof *toks);
+	{
+		struct rng g;
+		rng_seed(&g, 17);
+		for (long i = 0; i < np; i++)
+			toks[i] = (int64_t)(rng_next(&g) % (uint64_t)V);
+	}
+	logits = malloc((size_t)np * V * 4);
+	MPI_Barrier(MPI_COMM_WORLD);
+	t0 = MPI_Wtime();
+	rc = rt_forward(r, toks, (int)np, logits, NULL, &err);
+	if (rank == last)
+		for (int i = 1; i < V; i++)
+			if (logits[(size_t)(np - 1) * V + i] > logits[(size_t)(np - 1) * V + next])
+				next = i;
+	MPI_Bcast(&next, 1, MPI_INT64_T, last, MPI_COMM_WORLD);
+	ttft = MPI_Wtime() - t0;
+	comm_prefill = comm_seconds(r);
+	for (long g = 1; g < ng && rc == 0; g++) {
+		double t1 = MPI_Wtime();
+		rc = rt_forward(r, &next, 1, logits, NULL, &err);
+		if (rank == last) {
+			int64_t best = 0;
+			for (int i = 1; i < V; i++)
+				if (logits[i] > logits[best])
+					best = i;
+			next = best;
+		}
+		MPI_Bcast(&next, 1, MPI_INT64_T, last, MPI_COMM_WORLD);
+		tdec += MPI_Wtime() - t1;
+	}
+	tall = MPI_Wtime() - t0;
+	comm_all = comm_seconds(r);
+	/* the slowest rank's view is the layout's */
+	MPI_Allreduce(MPI_IN_PLACE, &comm_all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+	MPI_Allreduce(MPI_IN_PLACE, &comm_prefill, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+	if (rank == 0 && rc == 0) {
+		double tpot = ng > 1 ? tdec / (double)(ng - 1) * 1e3 : 0;
+		double tps = tdec > 0 ? (double)(ng - 1) / tdec : 0;
+		double ptps = (double)np / ttft;
+		double share = tall > 0 ? comm_all / tall : 0;
+		if (json) {
+			json_t *o = json_pack("{s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:i, s:i, s:i}",
+					      "ttft_ms", ttft * 1e3, "tpot_ms", tpot,
+					      "tokens_per_s", tps, "prefill_tokens_per_s",
+					      ptps, "prompt_tokens", (json_int_t)np,
+					      "gen_tokens", (json_int_t)ng, "comm_share",
+					      share, "tp", d.tp, "pp", d.pp, "ep", d.ep);
+			json_dumpf(o, stdout, JSON_INDENT(2));
+			putchar('\n');
+			json_decref(o);
+		} else if (!events_enabled()) {
+			printf("perf: tp %d pp %d ep %d: TTFT %.2f ms (%ld prompt tokens, "
+			       "%.0f tokens/s), TPOT %.3f ms, %.1f tokens/s decode, "
+			       "communication %.1f%% of step time\n", d.tp, d.pp, d.ep,
+			       ttft * 1e3, np, ptps, tpot, tps, share * 100);
+		}
+		events_emit("perf", json_pack("{s:f, s:f, s:f, s:I, s:I, s:f}", "ttft_ms",
+					      ttft * 1e3, "tpot_ms", tpot, "tokens_per_s",
+					      tps, "prompt_tokens", (json_int_t)np,
+					      "gen_tokens", (json_int_t)ng, "comm_share",
+					      share));
+		{
+			char det[200];
+			snprintf(det, sizeof det, "TTFT %.2f ms, TPOT %.3f ms, %.1f tok/s, "
+				 "comm %.1f%%", ttft * 1e3, tpot, tps, share * 100);
+			events_check("perf.baseline", "pass", det, json_real(tps), NULL);
+		}
+	}
+	if (rc < 0)
+		fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
+	free(toks);
+	free(logits);
+	rt_close(r);
+	MPI_Finalize();
+	return rc < 0 ? EXIT_CHECK_FAILED : EXIT_OK;
+}
