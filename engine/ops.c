@@ -210,37 +210,37 @@ void op_attention(float *out, const float *q, const float *k, const float *v,
 		  int n_q, int n_kv, int64_t pos0, int nh, int nkv, int dqk,
 		  int dv, double scale, int window)
 {
+	/*
+	 * Per query head: S = scale * Q_h K_h^T, causal (and window) mask,
+	 * row softmax, O_h = P V_h.  Heads are interleaved in memory, so the
+	 * leading dimensions step over the other heads: no copies.
+	 */
 	int group = nh / nkv;
-	float *s = malloc((size_t)(n_kv > 0 ? n_kv : 1) * sizeof *s);
-	if (!s)
+	float *S = malloc((size_t)n_q * (size_t)(n_kv > 0 ? n_kv : 1) * sizeof *S);
+	if (!S)
 		abort();
-	for (int i = 0; i < n_q; i++) {
-		int64_t qpos = pos0 + i; /* kv position j is visible if j <= qpos */
-		int last = (int)(qpos < n_kv - 1 ? qpos : n_kv - 1);
-		int first = window > 0 && qpos - window + 1 > 0
-				    ? (int)(qpos - window + 1) : 0;
-		for (int h = 0; h < nh; h++) {
-			const float *qh = q + ((size_t)i * nh + h) * dqk;
-			int kh = h / group;
-			float *o = out + ((size_t)i * nh + h) * dv;
-			for (int j = first; j <= last; j++) {
-				const float *kj = k + ((size_t)j * nkv + kh) * dqk;
-				double d = 0;
-				for (int t = 0; t < dqk; t++)
-					d += (double)qh[t] * kj[t];
-				s[j - first] = (float)(d * scale);
-			}
-			op_softmax(s, last - first + 1);
-			for (int t = 0; t < dv; t++)
-				o[t] = 0;
-			for (int j = first; j <= last; j++) {
-				const float *vj = v + ((size_t)j * nkv + kh) * dv;
-				for (int t = 0; t < dv; t++)
-					o[t] += s[j - first] * vj[t];
-			}
+	for (int h = 0; h < nh; h++) {
+		int kh = h / group;
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_q, n_kv, dqk,
+			    (float)scale, q + (size_t)h * dqk, nh * dqk,
+			    k + (size_t)kh * dqk, nkv * dqk, 0.0f, S, n_kv);
+		for (int i = 0; i < n_q; i++) {
+			int64_t qpos = pos0 + i; /* kv j is visible if j <= qpos */
+			int last = (int)(qpos < n_kv - 1 ? qpos : n_kv - 1);
+			int first = window > 0 && qpos - window + 1 > 0
+					    ? (int)(qpos - window + 1) : 0;
+			float *row = S + (size_t)i * n_kv;
+			op_softmax(row + first, last - first + 1);
+			for (int j = 0; j < first; j++)
+				row[j] = 0;
+			for (int j = last + 1; j < n_kv; j++)
+				row[j] = 0;
 		}
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, dv, n_kv,
+			    1.0f, S, n_kv, v + (size_t)kh * dv, nkv * dv, 0.0f,
+			    out + (size_t)h * dv, nh * dv);
 	}
-	free(s);
+	free(S);
 }
 
 /* ---------------------------------------------------------------- routers */

@@ -14,6 +14,7 @@ extern const struct step_entry step_plan;
 extern const struct step_entry step_run;
 extern const struct step_entry step_validate;
 extern const struct step_entry step_perf;
+extern const struct step_entry step_hostfile;
 extern const struct step_entry step_verify;
 extern const struct step_entry step_convert;
 extern const struct step_entry step_merge;
@@ -26,6 +27,7 @@ const struct step_entry *const step_table[] = {
 	&step_run,
 	&step_validate,
 	&step_perf,
+	&step_hostfile,
 	&step_verify,
 	&step_convert,
 	&step_merge,

@@ -87,3 +87,17 @@ check "mem.peak samples for every card" bash -c "for c in 0 1 2 3; do grep -q \"
 check "the run ends with rc 0" grep -q '"type":"stage","stage":"run","state":"end".*"rc":0' "$T/ev.all"
 expect_rc 0 "validate --levels op" "$ENGINE" validate "$T/m.llama" --levels op --events
 check "numerics.op passes" "$TOOLS/jsonl_check" "$OUT" "type=check,item=numerics.op,status=pass"
+
+# perf: the baseline figures and the perf.baseline check.
+expect_rc 0 "perf --json at tp 2" mpi 2 perf "$T/m.llama" --tp 2 --prompt-tokens 16 --gen-tokens 4 --json
+check "perf reports TTFT, TPOT, tokens/s and the communication share" bash -c "tr -d ' \n' <'$OUT' | grep -q '\"ttft_ms\":[0-9.]*,\"tpot_ms\":[0-9.]*,\"tokens_per_s\":[0-9.]*' && grep -q comm_share '$OUT'"
+expect_rc 0 "perf --events" mpi 1 perf "$T/m.llama" --tp 1 --prompt-tokens 8 --gen-tokens 2 --events
+check "perf event and perf.baseline check" bash -c "grep -q '\"type\":\"perf\"' '$OUT' && grep -q '\"item\":\"perf.baseline\",\"status\":\"pass\"' '$OUT'"
+expect_rc 2 "perf without --gen-tokens" mpi 1 perf "$T/m.llama" --tp 1 --prompt-tokens 8
+
+# The multi-node launch line's hostfile, from an inventory.
+printf '{"defaults":{"cards":4,"card_mem":"8GiB"},"nodes":[{"name":"n[1-3]","host":"10.1.0.[1-3]"},{"name":"me","transport":"local","cards":2}]}' >"$T/inv.json"
+expect_rc 0 "hostfile from an inventory" "$ENGINE" hostfile --inventory "$T/inv.json"
+check "one line per node with its cards as slots" bash -c "[ \"\$(cat '$OUT')\" = \"\$(printf '10.1.0.1 slots=4\n10.1.0.2 slots=4\n10.1.0.3 slots=4\nlocalhost slots=2')\" ]"
+expect_rc 0 "hostfile --nodes" "$ENGINE" hostfile --inventory "$T/inv.json" --nodes 'n[2-3]'
+check "--nodes keeps the named ones" bash -c "[ \$(wc -l <'$OUT') = 2 ] && grep -q '10.1.0.3 slots=4' '$OUT'"
