@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make demo: the most complete pipeline there is so far, on a generated
 # Mixture-of-Experts model on this machine:
-#   gen-model -> verify -> convert (bf16, tp 2 x ep 2) -> convert (f32,
-#   tp 2 x pp 2) -> merge -> bit-exact check.
+#   inspect + plan a real config -> gen-model -> verify -> convert (bf16,
+#   tp 2 x ep 2) -> convert (f32, tp 2 x pp 2) -> merge -> bit-exact check
+#   -> run under mpirun (4 ranks) -> validate against float64 -> perf.
 # The console (`day0 demo`) replaces this script when it lands.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,11 @@ rm -rf "$DIR"
 mkdir -p "$DIR"
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "0. What is Mixtral-8x7B made of, and how would it fit 8 nodes x 8 H200?"
+"$E" inspect assets/configs/mixtral-8x7b.json | sed -n '1,12p'
+"$E" plan assets/configs/mixtral-8x7b.json --inventory assets/inventories/h200-8x8.json \
+	--ctx 32768 --concurrency 64 --top 3 | sed -n '1,9p'
 
 step "1. Generate a Mixtral-structured checkpoint (8 layers, 8 experts, 4 shards)"
 "$E" gen-model --arch mixtral --layers 8 --hidden 256 --heads 8 --kv-heads 2 \
@@ -44,5 +50,19 @@ step "5. Convert to f32 for tp=2 x pp=2, merge back, compare bit for bit"
 
 step "6. The same verify as JSON-lines events (what the agent will forward)"
 "$E" verify "$DIR/model" --events | grep '"type":"check"'
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI="mpirun --oversubscribe --bind-to none"
+TOK=1,42,7,311,5,99,1000,23
+step "7. Launch tp=2 x pp=2 from the f32 rank files (4 ranks = 4 cards), decode 8 tokens"
+$MPI -np 4 "$E" run "$DIR/tp2pp2" --tp 2 --pp 2 --tokens $TOK --generate 8 \
+	--dump-logits "$DIR/logits.safetensors" --dump-layers "$DIR/layers"
+
+step "8. Validate: kernels, every layer and the logits against float64"
+"$E" validate "$DIR/model" --tokens $TOK --logits "$DIR/logits.safetensors" \
+	--layers-dir "$DIR/layers"
+
+step "9. Performance baseline of the same layout"
+$MPI -np 4 "$E" perf "$DIR/tp2pp2" --tp 2 --pp 2 --prompt-tokens 64 --gen-tokens 8
 
 printf '\nDemo done. Everything is under %s\n' "$DIR"
