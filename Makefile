@@ -133,6 +133,7 @@ $(FUZZ_BIN): tests/fuzz/fuzz_safetensors.c $(ENGINE_SRC) engine/engine.h
 bench: deps
 	@$(MAKE) --no-print-directory build
 	bash bench/weights.sh
+	bash bench/comm.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory build

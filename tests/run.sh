@@ -14,6 +14,9 @@ export DAY0_ROOT=$PWD
 # exit 1 or 2 cannot pass by crashing), and UBSan stops at the first error.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-exitcode=86:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:exitcode=87:print_stacktrace=1}
+# Open MPI leaves its allocations to process exit; tests/lsan.supp drops
+# leaks with an Open MPI library on the stack (the engine's own still count).
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp}
 pattern=${1:-}
 passed=0
 failed=0
