@@ -119,10 +119,13 @@ asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 check
 
 FUZZ_BIN := build/fuzz/fuzz_safetensors
+FUZZ_PROTO_BIN := build/fuzz/fuzz_proto
 fuzz: deps
-	@$(MAKE) --no-print-directory $(FUZZ_BIN)
-	@mkdir -p build/fuzz/corpus
+	@$(MAKE) --no-print-directory $(FUZZ_BIN) $(FUZZ_PROTO_BIN)
+	@mkdir -p build/fuzz/corpus build/fuzz/corpus-proto
 	$(FUZZ_BIN) -max_total_time=$${FUZZ_SECONDS:-60} build/fuzz/corpus tests/corpus
+	$(FUZZ_PROTO_BIN) -max_total_time=$${FUZZ_SECONDS:-60} \
+	  -dict=tests/fuzz/proto.dict build/fuzz/corpus-proto tests/fuzz/proto-corpus
 
 $(FUZZ_BIN): tests/fuzz/fuzz_safetensors.c $(ENGINE_SRC) engine/engine.h
 	@mkdir -p $(dir $@)
@@ -130,10 +133,20 @@ $(FUZZ_BIN): tests/fuzz/fuzz_safetensors.c $(ENGINE_SRC) engine/engine.h
 	  -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_safetensors.c \
 	  $(ENGINE_SRC) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(LIBS)
 
+# The wire protocol's line parsers and the store's JSON scanner (which it
+# holds to jansson's verdicts); util.c brings d0_errf.
+$(FUZZ_PROTO_BIN): tests/fuzz/fuzz_proto.c agent/proto.c agent/proto.h \
+		store/json_scan.c store/json_scan.h engine/util.c engine/engine.h
+	@mkdir -p $(dir $@)
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iengine -Iagent -Istore \
+	  -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_proto.c \
+	  agent/proto.c store/json_scan.c engine/util.c $(LIBS)
+
 bench: deps
 	@$(MAKE) --no-print-directory build
 	bash bench/weights.sh
 	bash bench/comm.sh
+	bash bench/store.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory build
