@@ -16,7 +16,9 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-exitcode=86:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:exitcode=87:print_stacktrace=1}
 # Open MPI leaves its allocations to process exit; tests/lsan.supp drops
 # leaks with an Open MPI library on the stack (the engine's own still count).
-export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp}
+# Those stacks are only whole with slow unwinding (Open MPI has no frame
+# pointers): it costs the sanitizer run time on malloc-heavy tests.
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:fast_unwind_on_malloc=0}
 pattern=${1:-}
 passed=0
 failed=0

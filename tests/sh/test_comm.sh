@@ -12,9 +12,9 @@ if ! command -v mpirun >/dev/null; then
 fi
 # Open MPI leaks at exit by design; with full stacks (slow unwinding: Open
 # MPI has no frame pointers) each such leak shows libmpi and
-# tests/lsan.supp drops it.  Only the sanitizer build reads these.
-export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}:fast_unwind_on_malloc=0"
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$DAY0_ROOT/tests/lsan.supp}"
+# tests/lsan.supp drops it (tests/run.sh sets the same).  Only the
+# sanitizer build reads this.
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$DAY0_ROOT/tests/lsan.supp:fast_unwind_on_malloc=0}"
 unset DAY0_HOSTNAME_FROM_RANK DAY0_NODE
 JSONL="$BUILD/tests/jsonl_check"
 CHECK="$BUILD/tests/comm_check"
