@@ -837,6 +837,42 @@ static double op_time(const struct sweep *s, enum op op, int inplace,
 	return sum / s->w->n;
 }
 
+#define WRONG_LINES_MAX 20 /* per run; the counts are all in the tables */
+
+/*
+ * Collective, when some rank found wrong elements: rank 0 names every rank
+ * with wrong elements in `what` (on stderr, and as an error log event), so
+ * a bad card or link shows by rank, host and card.
+ */
+static void report_wrong(const struct world *w, const char *what,
+			 uint64_t mine)
+{
+	static int lines;
+	uint64_t *all = w->quiet ? NULL : calloc((size_t)w->n, sizeof *all);
+	if (!w->quiet && !all)
+		abort();
+	MPI_Gather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0,
+		   MPI_COMM_WORLD);
+	for (int r = 0; !w->quiet && r < w->n; r++) {
+		if (!all[r])
+			continue;
+		if (lines++ == WRONG_LINES_MAX)
+			fprintf(stderr, "day0-engine comm: ... more wrong "
+				"results (see the #wrong columns)\n");
+		if (lines > WRONG_LINES_MAX)
+			continue;
+		fprintf(stderr, "day0-engine comm: %s: %llu wrong element%s "
+			"on rank %d (%s card %d)\n", what,
+			(unsigned long long)all[r], all[r] == 1 ? "" : "s", r,
+			host_of(w, r), w->card[r]);
+		events_log("error", "%s: %llu wrong element%s on rank %d "
+			   "(%s card %d)", what, (unsigned long long)all[r],
+			   all[r] == 1 ? "" : "s", r, host_of(w, r),
+			   w->card[r]);
+	}
+	free(all);
+}
+
 /* Measure and check one mode; wrong is summed over all ranks. */
 static void op_measure(const struct sweep *s, enum op op, int inplace,
 		       struct shape sh, struct result *res)
@@ -856,6 +892,13 @@ static void op_measure(const struct sweep *s, enum op op, int inplace,
 	wrong = op_check(s, op, inplace, sh.per);
 	MPI_Allreduce(&wrong, &total, 1, MPI_UINT64_T, MPI_SUM,
 		      MPI_COMM_WORLD);
+	if (total) {
+		char what[96];
+		snprintf(what, sizeof what, "%s %llu B %s", op_desc[op].name,
+			 (unsigned long long)sh.bytes,
+			 inplace ? "in-place" : "out-of-place");
+		report_wrong(s->w, what, wrong);
+	}
 	res->time_us = sec * 1e6;
 	res->algbw = sec > 0 ? (double)sh.bytes / 1e9 / sec : 0;
 	res->busbw = res->algbw * bus_factor(op, s->w->gn);
@@ -1047,14 +1090,18 @@ static void run_pairs(struct sweep *s, struct pairs_report *pr)
 {
 	const struct opts *o = s->o;
 	int n = s->w->n, me = s->w->rank;
-	uint64_t per = o->pairs_size / s->esz, wrong = 0;
+	uint64_t per = o->pairs_size / s->esz;
 	int c = (int)per;
-	double *row = calloc((size_t)n * (size_t)n, sizeof *row);
+	size_t nn = (size_t)n * (size_t)n;
+	double *row = calloc(nn, sizeof *row);
+	uint64_t *bad = calloc(nn, sizeof *bad), *bad_all = NULL;
 	char ack = 0;
 
 	pr->bytes = per * s->esz;
-	pr->gbps = calloc((size_t)n * (size_t)n, sizeof *pr->gbps);
-	if (!row || !pr->gbps)
+	pr->gbps = calloc(nn, sizeof *pr->gbps);
+	if (!s->w->quiet)
+		bad_all = calloc(nn, sizeof *bad_all);
+	if (!row || !bad || !pr->gbps || (!s->w->quiet && !bad_all))
 		abort();
 	for (int i = 0; i < n; i++)
 		for (int j = 0; j < n; j++) {
@@ -1088,15 +1135,37 @@ static void run_pairs(struct sweep *s, struct pairs_report *pr)
 					 MPI_COMM_WORLD);
 				if (o->corrupt == me)
 					nudge(o->dtype, s->b.recv, per / 2);
-				wrong += count_wrong(o->dtype, s->b.recv, 0,
-						     per, 1, rank_b(0, i));
+				bad[i * n + j] = count_wrong(o->dtype,
+							     s->b.recv, 0, per,
+							     1, rank_b(0, i));
 			}
 		}
 	MPI_Allreduce(row, pr->gbps, n * n, MPI_DOUBLE, MPI_SUM,
 		      MPI_COMM_WORLD);
-	MPI_Allreduce(&wrong, &pr->wrong, 1, MPI_UINT64_T, MPI_SUM,
-		      MPI_COMM_WORLD);
+	MPI_Reduce(bad, bad_all, n * n, MPI_UINT64_T, MPI_SUM, 0,
+		   MPI_COMM_WORLD);
+	pr->wrong = 0;
+	for (size_t k = 0; bad_all && k < nn; k++)
+		pr->wrong += bad_all[k];
+	/* Every rank returns the same status: share the total. */
+	MPI_Bcast(&pr->wrong, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+	for (int i = 0; bad_all && i < n; i++)
+		for (int j = 0; j < n; j++)
+			if (bad_all[i * n + j]) {
+				fprintf(stderr, "day0-engine comm: pair %d -> %d "
+					"(%s card %d -> %s card %d): %llu wrong "
+					"element%s received\n", i, j,
+					host_of(s->w, i), s->w->card[i],
+					host_of(s->w, j), s->w->card[j],
+					(unsigned long long)bad_all[i * n + j],
+					bad_all[i * n + j] == 1 ? "" : "s");
+				events_log("error", "pair %d -> %d: %llu wrong "
+					   "elements received", i, j,
+					   (unsigned long long)bad_all[i * n + j]);
+			}
 	free(row);
+	free(bad);
+	free(bad_all);
 }
 
 struct pair {

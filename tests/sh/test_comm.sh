@@ -137,6 +137,9 @@ check "--corrupt: #wrong is 1 in every out-of-place and in-place column" \
 	awk '$10 != 1 || $14 != 1 { exit 1 } END { exit NR != 15 }' "$T/rows.bad"
 check "--corrupt: footer says FAILED per op" test "$(grep -c '^# Out of bounds values : 10 FAILED$' "$OUT")" -eq 3
 contains "--corrupt: ends FAILED with the count" "# FAILED: 30 wrong elements" "$OUT"
+contains "--corrupt: stderr names the op, size, mode and rank" \
+	"day0-engine comm: allreduce 1024 B out-of-place: 1 wrong element on rank 1 (" "$ERR"
+check "--corrupt: no other rank is blamed" bash -c "! grep -q 'on rank [023] ' '$ERR'"
 expect_rc 1 "--corrupt 0 with --json" mpi 2 --min 1K --max 4K --iters 1 --json --corrupt 0 --ops reducescatter,sendrecv,allgather
 check "--corrupt --json: every result has 1 wrong" "$CHECK" "$OUT" 1
 contains "--corrupt --json: ok false" '"ok": false' "$OUT"
@@ -144,7 +147,7 @@ expect_rc 1 "--corrupt with --events" mpi 2 --min 1K --max 2K --iters 1 --events
 cp "$OUT" "$T/bad.jsonl"
 check "--corrupt --events: comm events count wrong results, check fails, stage rc 1" "$JSONL" "$T/bad.jsonl" \
 	"type=comm,op=allreduce,bytes=1024,wrong=2" "type=check,item=comm.bandwidth,status=fail" \
-	"type=stage,stage=comm,state=end,rc=1"
+	"type=stage,stage=comm,state=end,rc=1" "type=log,level=error"
 
 # ------------------------------------------------------------------ --json
 expect_rc 0 "--json, np 4, every op" mpi 4 --min 64 --max 256K --iters 2 --warmup 1 --json
@@ -196,6 +199,7 @@ check "--pairs --json: 3 x 3 matrix, slowest consistent" "$CHECK" "$OUT" 0
 contains "--pairs --json has the slowest list" '"slowest"' "$OUT"
 expect_rc 1 "--pairs --corrupt: a wrong pair message fails" mpi 2 --pairs --pairs-size 4K --iters 1 --corrupt 1
 contains "--pairs --corrupt: counted" "# Out of bounds values : 1 FAILED" "$OUT"
+contains "--pairs --corrupt: the pair is named" "day0-engine comm: pair 0 -> 1 (" "$ERR"
 
 # ------------------------------------------------------------------ groups
 export DAY0_HOSTNAME_FROM_RANK=2
