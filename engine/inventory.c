@@ -63,23 +63,26 @@ static int expand_term(const char *prefix, const char *s, struct strlist *out,
 		int width = dash ? (int)(dash - tok) : (int)strlen(tok);
 		lo = strtol(tok, &end, 10);
 		if (end == tok || (dash ? end != dash : *end != 0)) {
-			free(items);
-			return d0_errf(err, "'%s' in node set '%s' is not a "
-				       "number or range", tok, s);
+			d0_errf(err, "'%s' in node set '%s' is not a number or "
+				"range", tok, s);
+			free(items); /* tok points into items */
+			return -1;
 		}
 		hi = lo;
 		if (dash) {
 			hi = strtol(dash + 1, &end, 10);
 			if (end == dash + 1 || *end || hi < lo) {
+				d0_errf(err, "'%s' in node set '%s' is not an "
+					"ascending range", tok, s);
 				free(items);
-				return d0_errf(err, "'%s' in node set '%s' is "
-					       "not an ascending range", tok, s);
+				return -1;
 			}
 		}
 		if (hi - lo >= NODESET_MAX) {
+			d0_errf(err, "range '%s' in node set '%s' is too large",
+				tok, s);
 			free(items);
-			return d0_errf(err, "range '%s' in node set '%s' is too "
-				       "large", tok, s);
+			return -1;
 		}
 		for (long v = lo; v <= hi; v++) {
 			size_t n = plen + (size_t)(open - s) + 32;
