@@ -40,6 +40,7 @@ SSH_ARGS="-p $PORT -i $T/client_key -o StrictHostKeyChecking=no -o UserKnownHost
 run timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
 	mpirun --hostfile "$T/hosts" -np 2 --display-map --mca plm_rsh_agent ssh \
 	--mca plm_rsh_args "$SSH_ARGS" -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM \
+	-x ASAN_OPTIONS -x LSAN_OPTIONS -x UBSAN_OPTIONS \
 	"$ENGINE" run "$T/m" --tp 1 --pp 2 --tokens 3,1,4,1,5,9,2,6 --dump-logits "$T/lg.st"
 if [ "$RC" -eq 0 ]; then ok "mpirun over ssh to two nodes, pp 2"; else fail "mpirun over ssh" "exit $RC: $(tail -c 400 "$ERR") $(tail -c 300 "$OUT")"; fi
 check "Open MPI mapped one rank to each node" bash -c "grep -q 'Data for node: 127.0.0.2' '$OUT' && grep -q 'Data for node: 127.0.0.3' '$OUT'"
