@@ -147,6 +147,7 @@ bench: deps
 	bash bench/weights.sh
 	bash bench/comm.sh
 	bash bench/store.sh
+	bash bench/forward.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory build
