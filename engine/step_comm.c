@@ -215,7 +215,7 @@ struct opts {
 	long corrupt;                        /* rank, or -1 */
 };
 
-/* Rank 0's view of the world (everything it prints), and this rank's part. */
+/* Every rank's map of the world (hosts, cards, groups) and its own place. */
 struct world {
 	int rank, n;
 	char *hosts; /* n x HOST_LEN */
