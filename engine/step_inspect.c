@@ -102,15 +102,16 @@ static json_t *structure_json(const struct model_config *c)
 			  "heads", (json_int_t)c->heads, "kv_heads",
 			  (json_int_t)c->kv_heads, "head_dim",
 			  (json_int_t)c->head_dim));
-	if (c->mla)
-		json_object_update(
-			json_object_get(o, "attention"),
-			json_pack("{s:I, s:I, s:I, s:I, s:I}", "q_lora_rank",
-				  (json_int_t)c->q_lora_rank, "kv_lora_rank",
-				  (json_int_t)c->kv_lora_rank, "qk_nope_head_dim",
-				  (json_int_t)c->qk_nope_dim, "qk_rope_head_dim",
-				  (json_int_t)c->qk_rope_dim, "v_head_dim",
-				  (json_int_t)c->v_head_dim));
+	if (c->mla) {
+		json_t *mla = json_pack("{s:I, s:I, s:I, s:I, s:I}", "q_lora_rank",
+					(json_int_t)c->q_lora_rank, "kv_lora_rank",
+					(json_int_t)c->kv_lora_rank,
+					"qk_nope_head_dim", (json_int_t)c->qk_nope_dim,
+					"qk_rope_head_dim", (json_int_t)c->qk_rope_dim,
+					"v_head_dim", (json_int_t)c->v_head_dim);
+		json_object_update(json_object_get(o, "attention"), mla);
+		json_decref(mla);
+	}
 	if (c->experts) {
 		routing(c, rbuf, sizeof rbuf);
 		json_object_set_new(
