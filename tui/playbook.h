@@ -25,10 +25,14 @@
  * started by the first node's agent; np 0 = every card of every node), or
  * a node set ("n[01-04]") of inventory names.
  *
- * Variables in args/argv/cwd: ${model}, ${work} (the session's work
- * directory on the node), ${session}, ${node}, ${cards} (cards on the
- * node), ${world} (cards in the stage), ${nodes} (node count), ${tp}
- * (cards per node), and the playbook's vars (command line -e K=V wins).
+ * Variables in args/argv/mpirun_args/cwd (playbook_builtins): ${model},
+ * ${work} (the session's work directory on the node), ${session},
+ * ${node}, ${cards} (cards on the node), ${card_mem} (bytes per card),
+ * ${world} (cards in the stage: every card of the stage's nodes), ${nodes}
+ * (node count), and the playbook's vars (command line -e K=V wins).  A
+ * reference to anything else is refused at load time, so a playbook
+ * declares every variable it uses in "vars" with its default; vars may
+ * be strings or integers (kept as strings) and may not shadow a built-in.
  * $$ is a literal $.
  *
  * Checks: items the stage must produce; a stage that ends without a
@@ -96,6 +100,11 @@ struct playbook {
 	size_t *order;		  /* stages in a dependency order */
 	json_t *doc;		  /* the document as loaded */
 };
+
+/* The runner's built-in variable names and the checklist item ids
+ * (ARCHITECTURE.md), NULL-terminated. */
+extern const char *const playbook_builtins[];
+extern const char *const playbook_items[];
 
 /* Load and validate (needs exist, no cycles, steps exist in the engine's
  * registry or are facts/exec, node sets parse).  Returns 0 / -1 (err). */
