@@ -22,7 +22,9 @@ static int run(int argc, char **argv);
 
 const struct step_entry step_plan = {
 	.name = "plan",
-	.usage = "(MODEL_DIR | CONFIG.json) --inventory INV.json [--ctx N] "
+	.usage = "(MODEL_DIR | CONFIG.json) (--inventory INV.json | --nodes N "
+		 "--cards C --card-mem SIZE [--intra-gbps X] [--inter-gbps Y]) "
+		 "[--ctx N] "
 		 "[--concurrency C] [--weights-dtype f32|bf16|f16|fp8|int8|int4] "
 		 "[--kv-dtype f32|bf16|f16|fp8] [--margin 0.1] "
 		 "[--batch-tokens N] [--layout TP,PP,EP[,DP]] [--top N] "
@@ -266,6 +268,18 @@ static int load_cluster(const char *path, struct cluster *cl,
 	return 0;
 }
 
+/*
+ * The cluster from the command line instead of an inventory file: the
+ * console runs plan on a node that does not hold its inventory, and
+ * passes what it knows (${nodes} ${cards} ${card_mem}) as numbers.
+ */
+static int parse_gbps(const char *s, double *out)
+{
+	char *end;
+	*out = strtod(s, &end);
+	return *end || end == s || !(*out >= 0) || *out > 1e9 ? -1 : 0;
+}
+
 static json_t *plan_json(const struct plan *p, int with_ranks)
 {
 	json_t *o = json_pack(
@@ -329,6 +343,9 @@ static int run(int argc, char **argv)
 		{"kv-dtype", 1, 0, 'k'}, {"margin", 1, 0, 'm'},
 		{"batch-tokens", 1, 0, 'b'}, {"layout", 1, 0, 'l'},
 		{"top", 1, 0, 't'}, {"json", 0, 0, 'j'}, {"events", 0, 0, 'e'},
+		{"nodes", 1, 0, 'N'}, {"cards", 1, 0, 'C'},
+		{"card-mem", 1, 0, 'M'}, {"intra-gbps", 1, 0, 'I'},
+		{"inter-gbps", 1, 0, 'X'},
 		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_plan;
 	struct opts o = {.ctx = 0, .conc = 1, .batch_tokens = 8192,
@@ -339,7 +356,10 @@ static int run(int argc, char **argv)
 	struct plan *plans = NULL, one;
 	struct d0_err err;
 	const char *inv_path = NULL, *layout = NULL;
-	char *path, *end, a[32], b[32];
+	char *path, *end, a[32], b[32], where[96];
+	struct cluster given = {0};
+	int n_given = 0, gbps_given = 0;
+	uint64_t sz;
 	size_t n = 0, np = 0;
 	int ch, json = 0, events = 0, nfit = 0;
 	long v;
@@ -349,6 +369,43 @@ static int run(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'i': inv_path = optarg; break;
+		case 'N':
+			if (parse_long(optarg, 1, 65536, &v) < 0)
+				return step_usage_error(S, "--nodes: expected "
+							"1..65536");
+			given.nodes = (int)v;
+			n_given++;
+			break;
+		case 'C':
+			if (parse_long(optarg, 1, 4096, &v) < 0)
+				return step_usage_error(S, "--cards: expected "
+							"1..4096 cards per "
+							"node");
+			given.cards_per_node = (int)v;
+			n_given++;
+			break;
+		case 'M':
+			if (parse_size(optarg, &sz) < 0 || !sz)
+				return step_usage_error(S, "--card-mem: expected "
+							"bytes per card (80G, "
+							"85899345920)");
+			given.card_mem = sz;
+			n_given++;
+			break;
+		case 'I':
+			if (parse_gbps(optarg, &given.intra_gbps) < 0)
+				return step_usage_error(S, "--intra-gbps: "
+							"expected a number "
+							">= 0");
+			gbps_given = 1;
+			break;
+		case 'X':
+			if (parse_gbps(optarg, &given.inter_gbps) < 0)
+				return step_usage_error(S, "--inter-gbps: "
+							"expected a number "
+							">= 0");
+			gbps_given = 1;
+			break;
 		case 'c':
 			if (parse_long(optarg, 1, 1L << 30, &v) < 0)
 				return step_usage_error(S, "--ctx: expected a "
@@ -396,8 +453,19 @@ static int run(int argc, char **argv)
 	if (optind != argc - 1)
 		return step_usage_error(S, "expected one MODEL_DIR or "
 					"CONFIG.json");
-	if (!inv_path)
-		return step_usage_error(S, "--inventory is required");
+	/* exactly one way to describe the cluster */
+	if (inv_path && (n_given || gbps_given))
+		return step_usage_error(S, "--inventory and --nodes/--cards/"
+					"--card-mem/--*-gbps exclude each "
+					"other: give one or the other");
+	if (!inv_path && n_given != 3)
+		return step_usage_error(S, "the cluster is needed: --inventory "
+					"INV.json, or all of --nodes N --cards "
+					"C --card-mem SIZE");
+	if (!inv_path) {
+		given.total_cards = given.nodes * given.cards_per_node;
+		snprintf(where, sizeof where, "--nodes/--cards/--card-mem");
+	}
 	if (layout && parse_layout(layout, &one) < 0)
 		return step_usage_error(S, "--layout: expected TP,PP,EP[,DP] "
 					"positive integers, got '%s'", layout);
@@ -406,7 +474,8 @@ static int run(int argc, char **argv)
 					 : strdup(argv[optind]);
 	if (model_config_load(path, &c, &err) < 0 ||
 	    model_tensors(&c, &t, &n, &err) < 0 ||
-	    load_cluster(inv_path, &cl, &err) < 0) {
+	    (inv_path ? load_cluster(inv_path, &cl, &err) < 0
+		      : (cl = given, 0))) {
 		fprintf(stderr, "day0-engine: %s\n", err.msg);
 		free(path);
 		free(t);
@@ -493,7 +562,8 @@ static int run(int argc, char **argv)
 	} else if (!events_enabled()) {
 		int shown = 0;
 		printf("plan     %s (%s) on %s: %d nodes x %d cards x %s = %d "
-		       "cards%s\n", c.model_type, path, inv_path, cl.nodes,
+		       "cards%s\n", c.model_type, path,
+		       inv_path ? inv_path : where, cl.nodes,
 		       cl.cards_per_node, fmt_bytes(cl.card_mem, a),
 		       cl.total_cards,
 		       cl.heterogeneous ? " (mixed nodes: planned with the "

@@ -1,0 +1,47 @@
+# plan without an inventory file: --nodes --cards --card-mem (what the
+# console passes from ${nodes} ${cards} ${card_mem}) plans exactly as the
+# equivalent inventory does, and the two ways exclude each other.
+. "$(dirname "$0")/../lib.sh"
+CONFIGS="$DAY0_ROOT/assets/configs"
+INV="$DAY0_ROOT/assets/inventories/h200-8x8.json"
+# 141 GiB in bytes, the way ${card_mem} arrives
+MEM=$((141 * 1024 * 1024 * 1024))
+
+expect_rc 0 "plan DeepSeek-V3 with --nodes 8 --cards 8 --card-mem BYTES" "$ENGINE" plan "$CONFIGS/deepseek-v3.json" \
+	--nodes 8 --cards 8 --card-mem "$MEM" --intra-gbps 7200 --inter-gbps 400 --ctx 32768 --concurrency 64 --json
+tr -d ' \n' <"$OUT" | sed 's/"model":"[^"]*",//' >"$T/cards.json"
+expect_rc 0 "the same with --inventory" "$ENGINE" plan "$CONFIGS/deepseek-v3.json" --inventory "$INV" \
+	--ctx 32768 --concurrency 64 --json
+tr -d ' \n' <"$OUT" | sed 's/"model":"[^"]*",//' >"$T/inv.json"
+check "both plans are identical" cmp -s "$T/cards.json" "$T/inv.json"
+contains "the cluster is 64 cards" '"cards":64' "$T/cards.json"
+
+expect_rc 0 "--card-mem takes sizes too (141G)" "$ENGINE" plan "$CONFIGS/llama-3.1-405b.json" \
+	--nodes 2 --cards 8 --card-mem 141G --ctx 32768 --concurrency 64
+contains "the header says where the cluster came from" "on --nodes/--cards/--card-mem: 2 nodes x 8 cards x 141.0 GiB = 16 cards" "$OUT"
+contains "memory.plan passes" "memory.plan  pass" "$OUT"
+
+expect_rc 1 "nothing fits on one 1 GiB card: exit 1" "$ENGINE" plan "$CONFIGS/llama-3.1-8b.json" \
+	--nodes 1 --cards 1 --card-mem 1G
+contains "and memory.plan fails" "memory.plan  FAIL: no layout of 1 fits" "$OUT"
+
+expect_rc 0 "--layout with --events: one memory.plan check" "$ENGINE" plan "$CONFIGS/qwen3-30b-a3b.json" \
+	--nodes 1 --cards 8 --card-mem 141G --weights-dtype bf16 --layout 2,1,4 --events
+check "the check event is there and passes" grep -q '"type":"check","item":"memory.plan","status":"pass"' "$OUT"
+
+# usage errors: exit 2 with a message naming what is wrong
+expect_rc 2 "no cluster at all" "$ENGINE" plan "$CONFIGS/llama-3.1-8b.json"
+contains "says what to give" "the cluster is needed: --inventory INV.json, or all of --nodes N --cards C --card-mem SIZE" "$ERR"
+expect_rc 2 "--nodes and --cards without --card-mem" "$ENGINE" plan "$CONFIGS/llama-3.1-8b.json" --nodes 1 --cards 8
+contains "says what is missing" "all of --nodes N --cards C --card-mem SIZE" "$ERR"
+expect_rc 2 "both ways at once" "$ENGINE" plan "$CONFIGS/llama-3.1-8b.json" --inventory "$INV" --nodes 1 --cards 8 --card-mem 80G
+contains "names the conflict" "exclude each other" "$ERR"
+expect_rc 2 "--inventory with --intra-gbps" "$ENGINE" plan "$CONFIGS/llama-3.1-8b.json" --inventory "$INV" --intra-gbps 10
+expect_rc 2 "--cards 0" "$ENGINE" plan "$CONFIGS/llama-3.1-8b.json" --nodes 1 --cards 0 --card-mem 80G
+contains "names --cards" "--cards: expected 1..4096" "$ERR"
+expect_rc 2 "--nodes x" "$ENGINE" plan "$CONFIGS/llama-3.1-8b.json" --nodes x --cards 8 --card-mem 80G
+contains "names --nodes" "--nodes: expected" "$ERR"
+expect_rc 2 "--card-mem 0" "$ENGINE" plan "$CONFIGS/llama-3.1-8b.json" --nodes 1 --cards 8 --card-mem 0
+contains "names --card-mem" "--card-mem: expected bytes per card" "$ERR"
+expect_rc 2 "--inter-gbps -1" "$ENGINE" plan "$CONFIGS/llama-3.1-8b.json" --nodes 1 --cards 8 --card-mem 80G --inter-gbps -1
+contains "names --inter-gbps" "--inter-gbps: expected a number" "$ERR"
