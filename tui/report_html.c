@@ -1,0 +1,783 @@
+/*
+ * report_html.c - the report document as one self-contained HTML file:
+ * inline CSS, inline SVG charts drawn here (bus bandwidth against message
+ * size, memory over time per card, error per layer), no scripts and no
+ * external resources, so the file opens the same from a mail attachment
+ * on an air-gapped machine.
+ *
+ * Every string that comes from the session goes through html_esc (text
+ * and attribute values alike): a step's detail is data, never markup.
+ */
+#include "report.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "console.h"
+
+static void html_esc(FILE *f, const char *s)
+{
+	for (; s && *s; s++) {
+		switch (*s) {
+		case '&':
+			fputs("&amp;", f);
+			break;
+		case '<':
+			fputs("&lt;", f);
+			break;
+		case '>':
+			fputs("&gt;", f);
+			break;
+		case '"':
+			fputs("&quot;", f);
+			break;
+		case '\'':
+			fputs("&#39;", f);
+			break;
+		default:
+			fputc(*s, f);
+		}
+	}
+}
+
+static void html_val(FILE *f, json_t *v)
+{
+	char buf[1024];
+	if (json_is_string(v)) {
+		html_esc(f, json_string_value(v));
+		return;
+	}
+	report_fmt_num(v, buf, sizeof buf);
+	html_esc(f, buf);
+}
+
+static void not_recorded(FILE *f)
+{
+	fputs("<p class=\"nr\">not recorded</p>\n", f);
+}
+
+static void html_table(FILE *f, json_t *rows, const char *const *head,
+		       const char *const *keys)
+{
+	json_t *r;
+	size_t i;
+	if (!json_array_size(rows)) {
+		not_recorded(f);
+		return;
+	}
+	fputs("<table><tr>", f);
+	for (int k = 0; head[k]; k++) {
+		fputs("<th>", f);
+		html_esc(f, head[k]);
+		fputs("</th>", f);
+	}
+	fputs("</tr>\n", f);
+	json_array_foreach(rows, i, r)
+	{
+		fputs("<tr>", f);
+		for (int k = 0; keys[k]; k++) {
+			json_t *v = json_object_get(r, keys[k]);
+			const char *st = json_string_value(v);
+			if (!strcmp(keys[k], "status") && st) {
+				fputs("<td class=\"st-", f);
+				html_esc(f, st);
+				fputs("\">", f);
+			} else {
+				fputs(json_is_number(v) ? "<td class=\"n\">"
+							: "<td>",
+				      f);
+			}
+			html_val(f, v);
+			fputs("</td>", f);
+		}
+		fputs("</tr>\n", f);
+	}
+	fputs("</table>\n", f);
+}
+
+static void html_json(FILE *f, json_t *v)
+{
+	char *s;
+	if (!v || json_is_null(v)) {
+		not_recorded(f);
+		return;
+	}
+	s = json_dumps(v, JSON_INDENT(2) | JSON_ENCODE_ANY |
+			      JSON_PRESERVE_ORDER);
+	fputs("<pre>", f);
+	html_esc(f, s ? s : "");
+	fputs("</pre>\n", f);
+	free(s);
+}
+
+/* ------------------------------------------------------------------ charts */
+
+static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c",
+				      "#ff7f0e", "#9467bd", "#8c564b",
+				      "#e377c2", "#17becf"};
+
+/* Plot area inside a 720 x 320 drawing. */
+enum { CW = 720, CH = 320, PL = 70, PR = 170, PT = 20, PB = 50 };
+
+struct chart {
+	double xmin, xmax, ymin, ymax; /* in plot units (log already taken) */
+};
+
+static double cx(const struct chart *c, double x)
+{
+	return PL + (x - c->xmin) / (c->xmax - c->xmin) * (CW - PL - PR);
+}
+
+static double cy(const struct chart *c, double y)
+{
+	return CH - PB - (y - c->ymin) / (c->ymax - c->ymin) * (CH - PT - PB);
+}
+
+static void chart_open(FILE *f, const char *id, const char *title,
+		       const char *xlabel, const char *ylabel)
+{
+	fprintf(f,
+		"<svg id=\"%s\" class=\"chart\" viewBox=\"0 0 %d %d\" "
+		"width=\"%d\" height=\"%d\" role=\"img\">\n<title>",
+		id, CW, CH, CW, CH);
+	html_esc(f, title);
+	fprintf(f,
+		"</title>\n<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
+		"class=\"plot\"/>\n",
+		PL, PT, CW - PL - PR, CH - PT - PB);
+	fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"axis\" "
+		   "text-anchor=\"middle\">",
+		(PL + CW - PR) / 2, CH - 8);
+	html_esc(f, xlabel);
+	fprintf(f,
+		"</text>\n<text x=\"14\" y=\"%d\" class=\"axis\" "
+		"text-anchor=\"middle\" transform=\"rotate(-90 14 %d)\">",
+		(PT + CH - PB) / 2, (PT + CH - PB) / 2);
+	html_esc(f, ylabel);
+	fputs("</text>\n", f);
+}
+
+static void xtick(FILE *f, const struct chart *c, double x, const char *lab)
+{
+	double px = cx(c, x);
+	fprintf(f,
+		"<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
+		"class=\"grid\"/><text x=\"%.1f\" y=\"%d\" class=\"tick\" "
+		"text-anchor=\"middle\">",
+		px, PT, px, CH - PB, px, CH - PB + 14);
+	html_esc(f, lab);
+	fputs("</text>\n", f);
+}
+
+static void ytick(FILE *f, const struct chart *c, double y, const char *lab)
+{
+	double py = cy(c, y);
+	fprintf(f,
+		"<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+		"class=\"grid\"/><text x=\"%d\" y=\"%.1f\" class=\"tick\" "
+		"text-anchor=\"end\">",
+		PL, py, CW - PR, py, PL - 4, py + 4);
+	html_esc(f, lab);
+	fputs("</text>\n", f);
+}
+
+/* Linear y ticks: about five at 1/2/5 steps. */
+static void yticks_linear(FILE *f, const struct chart *c, double scale,
+			  const char *unit)
+{
+	double span = c->ymax - c->ymin, step = pow(10, floor(log10(span / 5)));
+	char lab[64];
+	if (span / step > 10)
+		step *= span / step > 25 ? 5 : 2;
+	for (double y = ceil(c->ymin / step) * step; y <= c->ymax + 1e-12;
+	     y += step) {
+		snprintf(lab, sizeof lab, "%g%s", y / scale, unit);
+		ytick(f, c, y, lab);
+	}
+}
+
+static void legend(FILE *f, int i, const char *name)
+{
+	int y = PT + 14 + 16 * i;
+	fprintf(f,
+		"<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" "
+		"stroke-width=\"2\"/><text x=\"%d\" y=\"%d\" class=\"legend\">",
+		CW - PR + 10, y - 4, CW - PR + 28, y - 4, palette[i % 8],
+		CW - PR + 32, y);
+	html_esc(f, name);
+	fputs("</text>\n", f);
+}
+
+/* One series: xs/ys in plot units, n points. */
+static void polyline(FILE *f, const struct chart *c, int i, const char *name,
+		     const double *xs, const double *ys, size_t n, int dots)
+{
+	fputs("<polyline class=\"series\" data-series=\"", f);
+	html_esc(f, name);
+	fprintf(f, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
+		   "points=\"",
+		palette[i % 8]);
+	for (size_t k = 0; k < n; k++)
+		fprintf(f, "%s%.1f,%.1f", k ? " " : "", cx(c, xs[k]),
+			cy(c, ys[k]));
+	fputs("\"/>\n", f);
+	for (size_t k = 0; dots && k < n; k++)
+		fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" "
+			   "fill=\"%s\"/>\n",
+			cx(c, xs[k]), cy(c, ys[k]), palette[i % 8]);
+	legend(f, i, name);
+}
+
+/* Series for the charts: name -> [[x, y]...], in first-seen order. */
+static void add_point(json_t *series, const char *name, double x, double y)
+{
+	json_t *s = json_object_get(series, name);
+	if (!s) {
+		s = json_array();
+		json_object_set_new(series, name, s);
+	}
+	json_array_append_new(s, json_pack("[f,f]", x, y));
+}
+
+static void bounds(json_t *series, struct chart *c)
+{
+	const char *k;
+	json_t *s, *p;
+	size_t i;
+	c->xmin = c->ymin = INFINITY;
+	c->xmax = c->ymax = -INFINITY;
+	json_object_foreach(series, k, s) json_array_foreach(s, i, p)
+	{
+		double x = json_real_value(json_array_get(p, 0));
+		double y = json_real_value(json_array_get(p, 1));
+		c->xmin = fmin(c->xmin, x);
+		c->xmax = fmax(c->xmax, x);
+		c->ymin = fmin(c->ymin, y);
+		c->ymax = fmax(c->ymax, y);
+	}
+	if (!(c->xmax > c->xmin)) {
+		c->xmin -= 1;
+		c->xmax += 1;
+	}
+}
+
+static void draw_series(FILE *f, const struct chart *c, json_t *series,
+			int dots)
+{
+	const char *k;
+	json_t *s;
+	int i = 0;
+	json_object_foreach(series, k, s)
+	{
+		size_t n = json_array_size(s), j;
+		double *xs = calloc(n + 1, sizeof *xs),
+		       *ys = calloc(n + 1, sizeof *ys);
+		json_t *p;
+		json_array_foreach(s, j, p)
+		{
+			xs[j] = json_real_value(json_array_get(p, 0));
+			ys[j] = json_real_value(json_array_get(p, 1));
+		}
+		polyline(f, c, i++, k, xs, ys, n, dots);
+		free(xs);
+		free(ys);
+	}
+}
+
+/* Bus bandwidth against message size: log2 x, one line per op (and group
+ * when not world; rows of several ranks or nodes at one size averaged). */
+static void chart_busbw(FILE *f, json_t *comm)
+{
+	json_t *sum = json_object(), *series = json_object(), *r;
+	const char *k;
+	size_t i;
+	struct chart c;
+	char lab[64];
+	json_array_foreach(comm, i, r)
+	{
+		const char *op = json_string_value(json_object_get(r, "op"));
+		const char *g = json_string_value(json_object_get(r, "group"));
+		json_t *b = json_object_get(r, "bytes"),
+		       *bw = json_object_get(r, "busbw"), *acc;
+		char key[300];
+		if (!op || !json_is_number(b) || !json_is_number(bw) ||
+		    json_number_value(b) <= 0)
+			continue;
+		snprintf(key, sizeof key, "%s%s%s\x1f%.0f", op,
+			 g && strcmp(g, "world") ? " / " : "",
+			 g && strcmp(g, "world") ? g : "",
+			 json_number_value(b));
+		if (!(acc = json_object_get(sum, key))) {
+			acc = json_pack("[f,f]", 0.0, 0.0);
+			json_object_set_new(sum, key, acc);
+		}
+		json_array_set_new(acc, 0,
+				   json_real(json_real_value(json_array_get(
+						 acc, 0)) +
+					     json_number_value(bw)));
+		json_array_set_new(
+		    acc, 1,
+		    json_real(json_real_value(json_array_get(acc, 1)) + 1));
+	}
+	json_t *acc;
+	json_object_foreach(sum, k, acc)
+	{
+		char name[300];
+		const char *sep = strchr(k, '\x1f');
+		snprintf(name, sizeof name, "%.*s", (int)(sep - k), k);
+		add_point(series, name, log2(atof(sep + 1)),
+			  json_real_value(json_array_get(acc, 0)) /
+			      json_real_value(json_array_get(acc, 1)));
+	}
+	json_decref(sum);
+	/* Points in size order within each line. */
+	json_t *s;
+	json_object_foreach(series, k, s)
+	{
+		size_t n = json_array_size(s);
+		for (size_t a = 1; a < n; a++)
+			for (size_t b2 = a; b2 > 0; b2--) {
+				json_t *p = json_array_get(s, b2 - 1),
+				       *q = json_array_get(s, b2);
+				if (json_real_value(json_array_get(p, 0)) <=
+				    json_real_value(json_array_get(q, 0)))
+					break;
+				json_incref(p);
+				json_array_set(s, b2 - 1, q);
+				json_array_set_new(s, b2, p);
+			}
+	}
+	if (!json_object_size(series)) {
+		not_recorded(f);
+		json_decref(series);
+		return;
+	}
+	bounds(series, &c);
+	c.xmin = floor(c.xmin);
+	c.xmax = ceil(c.xmax);
+	c.ymin = 0;
+	c.ymax = c.ymax > 0 ? c.ymax * 1.1 : 1;
+	chart_open(f, "chart-busbw", "bus bandwidth against message size",
+		   "message size (log2)", "busbw GB/s");
+	int step = (int)ceil((c.xmax - c.xmin) / 10);
+	for (double x = c.xmin; x <= c.xmax; x += step > 0 ? step : 1) {
+		report_fmt_bytes(pow(2, x), lab, sizeof lab);
+		xtick(f, &c, x, lab);
+	}
+	yticks_linear(f, &c, 1, "");
+	draw_series(f, &c, series, 1);
+	fputs("</svg>\n", f);
+	json_decref(series);
+}
+
+/* mem.used over time, one line per card. */
+static void chart_memory(FILE *f, json_t *mem)
+{
+	json_t *series = json_object(), *s, *p;
+	size_t i, j;
+	struct chart c;
+	json_array_foreach(json_object_get(mem, "series"), i, s)
+	{
+		char name[300];
+		snprintf(name, sizeof name, "%s card %lld",
+			 json_string_value(json_object_get(s, "node")),
+			 (long long)json_integer_value(
+			     json_object_get(s, "card")));
+		json_array_foreach(json_object_get(s, "points"), j, p)
+		    add_point(series, name,
+			      json_number_value(json_array_get(p, 0)),
+			      json_number_value(json_array_get(p, 1)));
+	}
+	if (!json_object_size(series)) {
+		not_recorded(f);
+		json_decref(series);
+		return;
+	}
+	bounds(series, &c);
+	c.ymin = 0;
+	c.ymax = c.ymax > 0 ? c.ymax * 1.1 : 1;
+	double scale = 1;
+	const char *unit = " B";
+	if (c.ymax >= 1 << 30) {
+		scale = 1 << 30;
+		unit = " GiB";
+	} else if (c.ymax >= 1 << 20) {
+		scale = 1 << 20;
+		unit = " MiB";
+	} else if (c.ymax >= 1 << 10) {
+		scale = 1 << 10;
+		unit = " KiB";
+	}
+	chart_open(f, "chart-memory", "memory over time per card",
+		   "seconds since the first event", "mem.used");
+	double span = c.xmax - c.xmin,
+	       step = pow(10, floor(log10(span / 5)));
+	if (span / step > 10)
+		step *= span / step > 25 ? 5 : 2;
+	for (double x = ceil(c.xmin / step) * step; x <= c.xmax + 1e-12;
+	     x += step) {
+		char lab[32];
+		snprintf(lab, sizeof lab, "%g", x);
+		xtick(f, &c, x, lab);
+	}
+	yticks_linear(f, &c, scale, unit);
+	draw_series(f, &c, series, 0);
+	fputs("</svg>\n", f);
+	json_decref(series);
+}
+
+/* max_rel per layer on a log scale, one line per (node, stage). */
+static void chart_layers(FILE *f, json_t *num)
+{
+	json_t *series = json_object(), *counts = json_object(), *r,
+	       *names = json_array();
+	size_t i;
+	struct chart c;
+	json_array_foreach(num, i, r)
+	{
+		const char *lv = json_string_value(json_object_get(r, "level"));
+		json_t *mr = json_object_get(r, "max_rel");
+		char name[300];
+		if (!lv || strcmp(lv, "layer") || !json_is_number(mr) ||
+		    json_number_value(mr) <= 0)
+			continue;
+		snprintf(name, sizeof name, "%s %s",
+			 json_string_value(json_object_get(r, "node")),
+			 json_is_string(json_object_get(r, "stage_id"))
+			     ? json_string_value(json_object_get(r, "stage_id"))
+			     : "-");
+		json_int_t k = json_integer_value(json_object_get(counts, name));
+		json_object_set_new(counts, name, json_integer(k + 1));
+		if ((size_t)k >= json_array_size(names))
+			json_array_append(names, json_object_get(r, "name"));
+		add_point(series, name, (double)k,
+			  log10(json_number_value(mr)));
+	}
+	json_decref(counts);
+	if (!json_object_size(series)) {
+		not_recorded(f);
+		json_decref(series);
+		json_decref(names);
+		return;
+	}
+	bounds(series, &c);
+	c.ymin = floor(c.ymin);
+	c.ymax = ceil(c.ymax);
+	if (c.ymax <= c.ymin)
+		c.ymax = c.ymin + 1;
+	c.xmin = -0.5;
+	c.xmax = (double)json_array_size(names) - 0.5;
+	chart_open(f, "chart-layers", "error per layer (max relative, log)",
+		   "layer", "max_rel");
+	size_t nl = json_array_size(names),
+	       step = nl > 16 ? (nl + 15) / 16 : 1;
+	for (size_t k = 0; k < nl; k += step) {
+		const char *nm = json_string_value(json_array_get(names, k));
+		xtick(f, &c, (double)k, nm ? nm : "?");
+	}
+	for (double y = c.ymin; y <= c.ymax; y += 1) {
+		char lab[32];
+		snprintf(lab, sizeof lab, "1e%.0f", y);
+		ytick(f, &c, y, lab);
+	}
+	draw_series(f, &c, series, 1);
+	fputs("</svg>\n", f);
+	json_decref(series);
+	json_decref(names);
+}
+
+/* ---------------------------------------------------------------- sections */
+
+static const char css[] =
+    "body{font-family:system-ui,sans-serif;margin:2em;color:#222;"
+    "max-width:1100px}\n"
+    "table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:90%}\n"
+    "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;"
+    "vertical-align:top}\n"
+    "th{background:#f0f0f0}td.n{text-align:right;"
+    "font-variant-numeric:tabular-nums}\n"
+    "td.st-pass{background:#d9f2d9}td.st-fail{background:#f8d0d0}\n"
+    "td.st-warn{background:#fcebc0}td.st-skip,td.st-pending,"
+    "td.st-running{background:#eee}\n"
+    "td.st-not.recorded{color:#888}\n"
+    ".nr{color:#888;font-style:italic}\n"
+    "pre{background:#f6f6f6;padding:0.6em;overflow:auto;font-size:85%}\n"
+    ".verdict-go{color:#176117}.verdict-no-go{color:#a01010}\n"
+    "svg.chart{display:block;margin:0.5em 0 1.5em}\n"
+    "svg .plot{fill:#fafafa;stroke:#999}svg .grid{stroke:#e4e4e4}\n"
+    "svg text{font-size:11px;fill:#333}svg .axis{font-size:12px}\n";
+
+static void h_session(FILE *f, json_t *s)
+{
+	char t0[32], t1[32];
+	json_t *n;
+	size_t i;
+	const char *v = json_string_value(json_object_get(s, "verdict"));
+	console_fmt_time(json_integer_value(json_object_get(s, "started")), t0,
+			 sizeof t0);
+	console_fmt_time(json_integer_value(json_object_get(s, "finished")),
+			 t1, sizeof t1);
+	fputs("<h1>day0 report: ", f);
+	html_esc(f, json_string_value(json_object_get(s, "name")));
+	fputs("</h1>\n<table>\n<tr><th>file</th><td>", f);
+	html_esc(f, json_string_value(json_object_get(s, "file")));
+	fputs("</td></tr>\n<tr><th>model</th><td>", f);
+	html_esc(f, json_is_string(json_object_get(s, "model"))
+			? json_string_value(json_object_get(s, "model"))
+			: "not recorded");
+	fprintf(f,
+		"</td></tr>\n<tr><th>started</th><td>%s</td></tr>\n"
+		"<tr><th>finished</th><td>%s (%.1f s)</td></tr>\n"
+		"<tr><th>nodes</th><td>",
+		t0, t1, json_number_value(json_object_get(s, "duration_s")));
+	json_array_foreach(json_object_get(s, "nodes"), i, n)
+	{
+		html_esc(f, json_string_value(n));
+		fputc(' ', f);
+	}
+	fprintf(f,
+		"</td></tr>\n<tr><th>events</th><td>%lld</td></tr>\n"
+		"<tr><th>verdict</th><td class=\"verdict-%s\"><b>%s</b>",
+		(long long)json_integer_value(json_object_get(s, "events")),
+		v ? v : "unfinished", v ? v : "unfinished");
+	json_array_foreach(json_object_get(s, "failed"), i, n)
+	{
+		fputs(i ? ", " : " failed: ", f);
+		html_esc(f, json_string_value(n));
+	}
+	fputs("</td></tr>\n</table>\n", f);
+}
+
+static void h_checklist(FILE *f, json_t *cl)
+{
+	json_t *it, *e;
+	size_t i, j;
+	fputs("<h2>Checklist</h2>\n<table><tr><th>item</th><th>status</th>"
+	      "<th>node</th><th>rank</th><th>stage</th><th>node status</th>"
+	      "<th>detail</th><th>value</th><th>threshold</th></tr>\n",
+	      f);
+	json_array_foreach(cl, i, it)
+	{
+		json_t *nodes = json_object_get(it, "nodes");
+		size_t n = json_array_size(nodes);
+		const char *st =
+		    json_string_value(json_object_get(it, "status"));
+		fprintf(f, "<tr><td rowspan=\"%zu\">", n ? n : 1);
+		html_val(f, json_object_get(it, "item"));
+		fprintf(f, "</td><td rowspan=\"%zu\" class=\"st-", n ? n : 1);
+		html_esc(f, st);
+		fputs("\">", f);
+		html_esc(f, st);
+		fputs("</td>", f);
+		if (!n)
+			fputs("<td colspan=\"7\"></td></tr>\n", f);
+		json_array_foreach(nodes, j, e)
+		{
+			static const char *const keys[] = {
+			    "node",   "rank",  "stage_id", "status",
+			    "detail", "value", "threshold", NULL};
+			if (j)
+				fputs("<tr>", f);
+			for (int k = 0; keys[k]; k++) {
+				fputs("<td>", f);
+				html_val(f, json_object_get(e, keys[k]));
+				fputs("</td>", f);
+			}
+			fputs("</tr>\n", f);
+		}
+	}
+	fputs("</table>\n", f);
+}
+
+static void h_plan(FILE *f, json_t *p)
+{
+	static const char *const head[] = {"node",   "stage", "status",
+					   "detail", "value", "threshold",
+					   NULL};
+	static const char *const keys[] = {"node",   "stage_id", "status",
+					   "detail", "value",	 "threshold",
+					   NULL};
+	json_t *r, *l;
+	size_t i, j;
+	fputs("<h2>Plan</h2>\n", f);
+	if (!json_is_object(p)) {
+		not_recorded(f);
+		return;
+	}
+	html_table(f, json_object_get(p, "checks"), head, keys);
+	json_array_foreach(json_object_get(p, "stages"), i, r)
+	{
+		fputs("<p>plan stage ", f);
+		html_val(f, json_object_get(r, "stage_id"));
+		fputs(" on ", f);
+		html_val(f, json_object_get(r, "node"));
+		fputs(" (rc ", f);
+		html_val(f, json_object_get(r, "rc"));
+		fputs(")</p>\n", f);
+		if (!json_array_size(json_object_get(r, "output")))
+			continue;
+		fputs("<pre>", f);
+		json_array_foreach(json_object_get(r, "output"), j, l)
+		{
+			html_esc(f, json_string_value(l));
+			fputc('\n', f);
+		}
+		fputs("</pre>\n", f);
+	}
+}
+
+static void h_manifest(FILE *f, json_t *m)
+{
+	static const char *const fhead[] = {"node",   "cpu",   "cores",
+					    "memory", "kernel", "glibc",
+					    "mpi",    "blas",  "engine", NULL};
+	static const char *const fkeys[] = {
+	    "node",	   "cpu",	  "cores", "mem_bytes",	     "kernel",
+	    "glibc",	   "mpi_version", "blas",  "engine_version", NULL};
+	static const char *const ahead[] = {"node", "agent", "engine",
+					    "vendor", "cards", NULL};
+	static const char *const akeys[] = {"node", "agent_version",
+					    "engine_version", "vendor",
+					    "cards", NULL};
+	static const char *const chead[] = {"node", "stage", "step",
+					    "command", NULL};
+	static const char *const ckeys[] = {"node", "stage_id", "stage",
+					    "command", NULL};
+	static const char *const shead[] = {"node", "stage", "item", "value",
+					    NULL};
+	static const char *const skeys[] = {"node", "stage_id", "item",
+					    "value", NULL};
+	static const char *const scalars[] = {"model", "playbook_path",
+					      "inventory_path", NULL};
+	json_t *v, *rows;
+	const char *k;
+	fputs("<h2>Reproducibility manifest</h2>\n<table>\n", f);
+	fputs("<tr><th>versions</th><td>", f);
+	v = json_object_get(m, "versions");
+	if (json_is_object(v)) {
+		json_t *x;
+		json_object_foreach(v, k, x)
+		{
+			html_esc(f, k);
+			fputc(' ', f);
+			html_val(f, x);
+			fputs("; ", f);
+		}
+	} else {
+		fputs("not recorded", f);
+	}
+	fputs("</td></tr>\n", f);
+	for (int i = 0; scalars[i]; i++) {
+		fprintf(f, "<tr><th>%s</th><td>", scalars[i]);
+		v = json_object_get(m, scalars[i]);
+		html_esc(f, json_is_string(v) ? json_string_value(v)
+					      : "not recorded");
+		fputs("</td></tr>\n", f);
+	}
+	fputs("<tr><th>command</th><td><code>", f);
+	v = json_object_get(m, "command");
+	if (json_is_array(v)) {
+		json_t *a;
+		size_t i;
+		json_array_foreach(v, i, a)
+		{
+			html_esc(f, json_string_value(a));
+			fputc(' ', f);
+		}
+	} else {
+		fputs("not recorded", f);
+	}
+	fputs("</code></td></tr>\n</table>\n", f);
+
+	fputs("<h3>Agents</h3>\n", f);
+	rows = json_array();
+	json_object_foreach(json_object_get(m, "agents"), k, v)
+	{
+		json_t *r = json_deep_copy(v);
+		json_object_set_new(r, "node", json_string(k));
+		json_array_append_new(rows, r);
+	}
+	html_table(f, rows, ahead, akeys);
+	json_decref(rows);
+	fputs("<h3>Host facts</h3>\n", f);
+	rows = json_array();
+	json_object_foreach(json_object_get(m, "facts"), k, v)
+	{
+		json_t *r = json_deep_copy(v);
+		json_object_set_new(r, "node", json_string(k));
+		json_array_append_new(rows, r);
+	}
+	html_table(f, rows, fhead, fkeys);
+	json_decref(rows);
+	fputs("<h3>Weights checksums</h3>\n", f);
+	html_table(f, json_object_get(m, "checksums"), shead, skeys);
+	fputs("<h3>Command lines run</h3>\n", f);
+	html_table(f, json_object_get(m, "commands_run"), chead, ckeys);
+	fputs("<h3>Playbook stages (as planned)</h3>\n", f);
+	html_json(f, json_object_get(m, "stages"));
+	fputs("<h3>Check thresholds</h3>\n", f);
+	html_json(f, json_object_get(m, "checks"));
+	fputs("<h3>Playbook</h3>\n", f);
+	html_json(f, json_object_get(m, "playbook"));
+	fputs("<h3>Inventory</h3>\n", f);
+	html_json(f, json_object_get(m, "inventory"));
+	if (json_object_size(json_object_get(m, "other"))) {
+		fputs("<h3>Other manifest keys</h3>\n", f);
+		html_json(f, json_object_get(m, "other"));
+	}
+}
+
+int report_write_html(FILE *f, json_t *doc)
+{
+	static const char *const chead[] = {
+	    "stage", "group", "op",	     "bytes",	   "ranks", "time_us",
+	    "algbw GB/s", "busbw GB/s", "#wrong", "node",  "rank", NULL};
+	static const char *const ckeys[] = {
+	    "stage_id", "group", "op",	  "bytes", "ranks", "time_us",
+	    "algbw",	"busbw", "wrong", "node",  "rank",  NULL};
+	static const char *const nhead[] = {"level", "name", "max_abs",
+					    "max_rel", "kl", "top1 %",
+					    "ppl_ref", "ppl", "node", "stage",
+					    NULL};
+	static const char *const nkeys[] = {"level", "name", "max_abs",
+					    "max_rel", "kl", "top1",
+					    "ppl_ref", "ppl", "node",
+					    "stage_id", NULL};
+	static const char *const phead[] = {"node", "stage", "rank",
+					    "ttft_ms", "tpot_ms", "tokens/s",
+					    "prompt tokens", "gen tokens",
+					    NULL};
+	static const char *const pkeys[] = {"node", "stage_id", "rank",
+					    "ttft_ms", "tpot_ms",
+					    "tokens_per_s", "prompt_tokens",
+					    "gen_tokens", NULL};
+	static const char *const mhead[] = {"node", "card", "peak bytes",
+					    "budget bytes", "peak/budget",
+					    NULL};
+	static const char *const mkeys[] = {"node", "card", "peak", "budget",
+					    "fraction", NULL};
+	json_t *s = json_object_get(doc, "session");
+	json_t *mem = json_object_get(doc, "memory");
+	fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n"
+	      "<meta charset=\"utf-8\">\n<title>day0 report: ",
+	      f);
+	html_esc(f, json_string_value(json_object_get(s, "name")));
+	fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n", css);
+	h_session(f, s);
+	h_checklist(f, json_object_get(doc, "checklist"));
+	h_plan(f, json_object_get(doc, "plan"));
+	fputs("<h2>Communication</h2>\n", f);
+	chart_busbw(f, json_object_get(doc, "comm"));
+	html_table(f, json_object_get(doc, "comm"), chead, ckeys);
+	fputs("<h2>Numerics</h2>\n", f);
+	chart_layers(f, json_object_get(doc, "numerics"));
+	html_table(f, json_object_get(doc, "numerics"), nhead, nkeys);
+	fputs("<h2>Performance baseline</h2>\n", f);
+	html_table(f, json_object_get(doc, "perf"), phead, pkeys);
+	fputs("<h2>Memory per card</h2>\n", f);
+	chart_memory(f, mem);
+	html_table(f, json_object_get(mem, "cards"), mhead, mkeys);
+	h_manifest(f, json_object_get(doc, "manifest"));
+	fputs("</body>\n</html>\n", f);
+	return fflush(f) || ferror(f) ? -1 : 0;
+}

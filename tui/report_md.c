@@ -1,0 +1,468 @@
+/*
+ * report_md.c - the report document as markdown (`day0 report`, the
+ * default format).
+ *
+ * Strings from the store go into tables: every one passes through md_cell,
+ * which escapes what would end a cell or become markup (| < > ` * \) and
+ * folds newlines, so a detail written by a step cannot break the table or
+ * inject HTML into a rendered page.
+ */
+#include "report.h"
+
+#include <string.h>
+
+#include "console.h"
+
+static void md_text(FILE *f, const char *s)
+{
+	for (; s && *s; s++) {
+		if (*s == '\n' || *s == '\r' || *s == '\t')
+			fputc(' ', f);
+		else if (strchr("|<>`*\\[]", *s))
+			fprintf(f, "\\%c", *s);
+		else
+			fputc(*s, f);
+	}
+}
+
+/* One table cell: " text |". */
+static void md_cell(FILE *f, json_t *v)
+{
+	char buf[512];
+	fputc(' ', f);
+	if (json_is_string(v)) {
+		md_text(f, json_string_value(v));
+	} else {
+		report_fmt_num(v, buf, sizeof buf);
+		md_text(f, buf);
+	}
+	fputs(" |", f);
+}
+
+static void md_cells(FILE *f, json_t *row, const char *const *keys)
+{
+	fputc('|', f);
+	for (int i = 0; keys[i]; i++)
+		md_cell(f, json_object_get(row, keys[i]));
+	fputc('\n', f);
+}
+
+static void md_head(FILE *f, const char *const *names)
+{
+	int n = 0;
+	fputc('|', f);
+	for (; names[n]; n++)
+		fprintf(f, " %s |", names[n]);
+	fputs("\n|", f);
+	for (int i = 0; i < n; i++)
+		fputs("---|", f);
+	fputc('\n', f);
+}
+
+/* A fenced block whose fence is longer than any backtick run inside. */
+static void md_block(FILE *f, const char *lang, const char *text)
+{
+	int run = 0, longest = 0;
+	for (const char *p = text; *p; p++) {
+		run = *p == '`' ? run + 1 : 0;
+		if (run > longest)
+			longest = run;
+	}
+	int n = longest < 3 ? 3 : longest + 1;
+	for (int i = 0; i < n; i++)
+		fputc('`', f);
+	fprintf(f, "%s\n%s\n", lang, text);
+	for (int i = 0; i < n; i++)
+		fputc('`', f);
+	fputs("\n\n", f);
+}
+
+static void not_recorded(FILE *f)
+{
+	fputs("not recorded\n\n", f);
+}
+
+static void md_json(FILE *f, json_t *v)
+{
+	char *s = json_dumps(v, JSON_INDENT(2) | JSON_ENCODE_ANY |
+				    JSON_PRESERVE_ORDER);
+	md_block(f, "json", s ? s : "null");
+	free(s);
+}
+
+static void md_session(FILE *f, json_t *s)
+{
+	char t0[32], t1[32];
+	json_t *n;
+	size_t i;
+	fputs("# day0 report: ", f);
+	md_text(f, json_string_value(json_object_get(s, "name")));
+	fputs("\n\n", f);
+	console_fmt_time(json_integer_value(json_object_get(s, "started")), t0,
+			 sizeof t0);
+	console_fmt_time(json_integer_value(json_object_get(s, "finished")),
+			 t1, sizeof t1);
+	fputs("- file: ", f);
+	md_text(f, json_string_value(json_object_get(s, "file")));
+	fputs("\n- model: ", f);
+	md_text(f, json_is_string(json_object_get(s, "model"))
+		       ? json_string_value(json_object_get(s, "model"))
+		       : "not recorded");
+	fprintf(f, "\n- started: %s, finished: %s (%.1f s)\n- nodes:", t0, t1,
+		json_number_value(json_object_get(s, "duration_s")));
+	json_array_foreach(json_object_get(s, "nodes"), i, n)
+	{
+		fputc(' ', f);
+		md_text(f, json_string_value(n));
+	}
+	fprintf(f, "\n- events: %lld\n- verdict: **%s**",
+		(long long)json_integer_value(json_object_get(s, "events")),
+		json_string_value(json_object_get(s, "verdict")));
+	if (json_array_size(json_object_get(s, "failed"))) {
+		fputs(" (failed:", f);
+		json_array_foreach(json_object_get(s, "failed"), i, n)
+		{
+			fputc(' ', f);
+			md_text(f, json_string_value(n));
+		}
+		fputc(')', f);
+	}
+	fputs("\n\n", f);
+}
+
+static void md_checklist(FILE *f, json_t *cl)
+{
+	static const char *const head[] = {
+	    "item", "status", "node", "rank", "stage", "detail", "value",
+	    "threshold", NULL};
+	static const char *const ev_keys[] = {"node",	"rank",	 "stage_id",
+					      "detail", "value", "threshold",
+					      NULL};
+	json_t *it;
+	size_t i;
+	fputs("## Checklist\n\n", f);
+	md_head(f, head);
+	json_array_foreach(cl, i, it)
+	{
+		json_t *nodes = json_object_get(it, "nodes"), *e;
+		size_t j;
+		if (!json_array_size(nodes)) {
+			fputc('|', f);
+			md_cell(f, json_object_get(it, "item"));
+			md_cell(f, json_object_get(it, "status"));
+			fputs(" | | | | | |\n", f);
+			continue;
+		}
+		json_array_foreach(nodes, j, e)
+		{
+			/* The folded status on the item's first row; each
+			 * node's own status in front of its detail. */
+			fputc('|', f);
+			if (j == 0) {
+				md_cell(f, json_object_get(it, "item"));
+				md_cell(f, json_object_get(it, "status"));
+			} else {
+				fputs(" | |", f);
+			}
+			for (int k = 0; ev_keys[k]; k++) {
+				if (!strcmp(ev_keys[k], "detail") &&
+				    json_array_size(nodes) > 1) {
+					fputs(" [", f);
+					md_text(f, json_string_value(
+						       json_object_get(e, "status")));
+					fputs("]", f);
+				}
+				md_cell(f, json_object_get(e, ev_keys[k]));
+			}
+			fputc('\n', f);
+		}
+	}
+	fputc('\n', f);
+}
+
+static void md_plan(FILE *f, json_t *p)
+{
+	static const char *const head[] = {"node", "stage", "status", "detail",
+					   "value", "threshold", NULL};
+	static const char *const keys[] = {"node",  "stage_id", "status",
+					   "detail", "value",	 "threshold",
+					   NULL};
+	json_t *r, *l;
+	size_t i, j;
+	fputs("## Plan\n\n", f);
+	if (!json_is_object(p)) {
+		not_recorded(f);
+		return;
+	}
+	if (json_array_size(json_object_get(p, "checks"))) {
+		md_head(f, head);
+		json_array_foreach(json_object_get(p, "checks"), i, r)
+		    md_cells(f, r, keys);
+		fputc('\n', f);
+	} else {
+		fputs("memory.plan: not recorded\n\n", f);
+	}
+	json_array_foreach(json_object_get(p, "stages"), i, r)
+	{
+		char rc[32];
+		report_fmt_num(json_object_get(r, "rc"), rc, sizeof rc);
+		fputs("Plan stage ", f);
+		md_text(f, json_string_value(json_object_get(r, "stage_id")));
+		fputs(" on ", f);
+		md_text(f, json_string_value(json_object_get(r, "node")));
+		fprintf(f, " (rc %s)", rc);
+		if (!json_array_size(json_object_get(r, "output"))) {
+			fputs(": no output recorded\n\n", f);
+			continue;
+		}
+		fputs(":\n\n", f);
+		size_t len = 0;
+		json_array_foreach(json_object_get(r, "output"), j, l)
+		    len += strlen(json_string_value(l)) + 1;
+		char *text = calloc(1, len + 1), *p2 = text;
+		json_array_foreach(json_object_get(r, "output"), j, l)
+		{
+			size_t n = strlen(json_string_value(l));
+			memcpy(p2, json_string_value(l), n);
+			p2 += n;
+			*p2++ = '\n';
+		}
+		if (p2 > text)
+			p2[-1] = 0;
+		md_block(f, "", text);
+		free(text);
+	}
+}
+
+static void md_table(FILE *f, const char *title, json_t *rows,
+		     const char *const *head, const char *const *keys)
+{
+	json_t *r;
+	size_t i;
+	fprintf(f, "## %s\n\n", title);
+	if (!json_array_size(rows)) {
+		not_recorded(f);
+		return;
+	}
+	md_head(f, head);
+	json_array_foreach(rows, i, r) md_cells(f, r, keys);
+	fputc('\n', f);
+}
+
+static void md_comm(FILE *f, json_t *rows)
+{
+	static const char *const head[] = {
+	    "stage", "group", "op",	     "bytes",	   "size", "ranks",
+	    "time_us", "algbw GB/s", "busbw GB/s", "#wrong", "node", "rank",
+	    NULL};
+	static const char *const keys[] = {
+	    "stage_id", "group", "op",	  "bytes", "size", "ranks",
+	    "time_us",	"algbw", "busbw", "wrong", "node", "rank",
+	    NULL};
+	json_t *r;
+	size_t i;
+	json_array_foreach(rows, i, r)
+	{
+		char b[32];
+		report_fmt_bytes(json_number_value(json_object_get(r, "bytes")),
+				 b, sizeof b);
+		json_object_set_new(r, "size", json_string(b));
+	}
+	md_table(f, "Communication", rows, head, keys);
+}
+
+static void md_memory(FILE *f, json_t *mem)
+{
+	static const char *const head[] = {"node", "card", "peak bytes",
+					   "peak", "budget bytes", "budget",
+					   "peak/budget", NULL};
+	static const char *const keys[] = {"node",   "card",   "peak",
+					   "peak_h", "budget", "budget_h",
+					   "frac",   NULL};
+	json_t *cards = json_object_get(mem, "cards"), *r;
+	size_t i;
+	json_array_foreach(cards, i, r)
+	{
+		char b[32];
+		json_t *pk = json_object_get(r, "peak"),
+		       *bu = json_object_get(r, "budget"),
+		       *fr = json_object_get(r, "fraction");
+		int has_pk = json_is_number(pk), has_bu = json_is_number(bu);
+		double vpk = json_number_value(pk), vbu = json_number_value(bu);
+		if (json_is_number(fr)) {
+			snprintf(b, sizeof b, "%.2f%%",
+				 100 * json_number_value(fr));
+			json_object_set_new(r, "frac", json_string(b));
+		}
+		/* Whole bytes read better than 1.83e+05. */
+		if (has_pk) {
+			json_object_set_new(r, "peak",
+					    json_integer((json_int_t)vpk));
+			report_fmt_bytes(vpk, b, sizeof b);
+			json_object_set_new(r, "peak_h", json_string(b));
+		}
+		if (has_bu) {
+			json_object_set_new(r, "budget",
+					    json_integer((json_int_t)vbu));
+			report_fmt_bytes(vbu, b, sizeof b);
+			json_object_set_new(r, "budget_h", json_string(b));
+		}
+	}
+	md_table(f, "Peak memory per card", cards, head, keys);
+}
+
+static void md_manifest(FILE *f, json_t *m)
+{
+	static const char *const fhead[] = {"node", "cpu", "cores", "memory",
+					    "kernel", "glibc", "mpi", "blas",
+					    "engine", NULL};
+	static const char *const fkeys[] = {"node", "cpu", "cores",
+					    "mem_bytes", "kernel", "glibc",
+					    "mpi_version", "blas",
+					    "engine_version", NULL};
+	static const char *const ahead[] = {"node", "agent", "engine",
+					    "vendor", "cards", NULL};
+	static const char *const akeys[] = {"node", "agent_version",
+					    "engine_version", "vendor",
+					    "cards", NULL};
+	static const char *const chead[] = {"node", "stage", "step",
+					    "command", NULL};
+	static const char *const ckeys[] = {"node", "stage_id", "stage",
+					    "command", NULL};
+	static const char *const shead[] = {"node", "stage", "item",
+					    "value", NULL};
+	static const char *const skeys[] = {"node", "stage_id", "item",
+					    "value", NULL};
+	json_t *v, *rows;
+	const char *k;
+	fputs("## Reproducibility manifest\n\n", f);
+	fputs("- versions: ", f);
+	v = json_object_get(m, "versions");
+	if (json_is_object(v)) {
+		json_t *x;
+		int first = 1;
+		json_object_foreach(v, k, x)
+		{
+			char b[256];
+			report_fmt_num(x, b, sizeof b);
+			fputs(first ? "" : ", ", f);
+			md_text(f, k);
+			fputs(" ", f);
+			md_text(f, b);
+			first = 0;
+		}
+	} else {
+		fputs("not recorded", f);
+	}
+	static const char *const scalars[] = {"model", "playbook_path",
+					      "inventory_path", NULL};
+	for (int i = 0; scalars[i]; i++) {
+		fprintf(f, "\n- %s: ", scalars[i]);
+		v = json_object_get(m, scalars[i]);
+		md_text(f, json_is_string(v) ? json_string_value(v)
+					     : "not recorded");
+	}
+	fputs("\n- command: ", f);
+	v = json_object_get(m, "command");
+	if (json_is_array(v)) {
+		json_t *a;
+		size_t i;
+		fputs("`", f);
+		json_array_foreach(v, i, a)
+		{
+			/* In a code span only a backtick needs care. */
+			for (const char *p = json_string_value(a); p && *p; p++)
+				fputc(*p == '`' || *p == '\n' ? '\'' : *p, f);
+			fputc(i + 1 < json_array_size(v) ? ' ' : '`', f);
+		}
+		if (!json_array_size(v))
+			fputc('`', f);
+	} else {
+		fputs("not recorded", f);
+	}
+	fputs("\n\n", f);
+
+	/* Agents and facts: one row per node. */
+	rows = json_array();
+	json_object_foreach(json_object_get(m, "agents"), k, v)
+	{
+		json_t *r = json_deep_copy(v);
+		json_object_set_new(r, "node", json_string(k));
+		json_array_append_new(rows, r);
+	}
+	md_table(f, "Agents", rows, ahead, akeys);
+	json_decref(rows);
+	rows = json_array();
+	json_object_foreach(json_object_get(m, "facts"), k, v)
+	{
+		json_t *r = json_deep_copy(v);
+		json_object_set_new(r, "node", json_string(k));
+		json_array_append_new(rows, r);
+	}
+	md_table(f, "Host facts", rows, fhead, fkeys);
+	json_decref(rows);
+
+	md_table(f, "Weights checksums", json_object_get(m, "checksums"),
+		 shead, skeys);
+	md_table(f, "Command lines run", json_object_get(m, "commands_run"),
+		 chead, ckeys);
+	fputs("## Playbook stages (as planned)\n\n", f);
+	v = json_object_get(m, "stages");
+	if (json_is_null(v) || !v)
+		not_recorded(f);
+	else
+		md_json(f, v);
+	fputs("## Check thresholds\n\n", f);
+	v = json_object_get(m, "checks");
+	if (json_is_null(v) || !v)
+		not_recorded(f);
+	else
+		md_json(f, v);
+	fputs("## Playbook\n\n", f);
+	v = json_object_get(m, "playbook");
+	if (json_is_null(v) || !v)
+		not_recorded(f);
+	else
+		md_json(f, v);
+	fputs("## Inventory\n\n", f);
+	v = json_object_get(m, "inventory");
+	if (json_is_null(v) || !v)
+		not_recorded(f);
+	else
+		md_json(f, v);
+	if (json_object_size(json_object_get(m, "other"))) {
+		fputs("## Other manifest keys\n\n", f);
+		md_json(f, json_object_get(m, "other"));
+	}
+}
+
+int report_write_md(FILE *f, json_t *doc)
+{
+	static const char *const nhead[] = {"level", "name", "max_abs",
+					    "max_rel", "kl", "top1 %",
+					    "ppl_ref", "ppl", "node", "stage",
+					    NULL};
+	static const char *const nkeys[] = {"level", "name", "max_abs",
+					    "max_rel", "kl", "top1",
+					    "ppl_ref", "ppl", "node",
+					    "stage_id", NULL};
+	static const char *const phead[] = {"node", "stage", "rank",
+					    "ttft_ms", "tpot_ms", "tokens/s",
+					    "prompt tokens", "gen tokens",
+					    NULL};
+	static const char *const pkeys[] = {"node", "stage_id", "rank",
+					    "ttft_ms", "tpot_ms",
+					    "tokens_per_s", "prompt_tokens",
+					    "gen_tokens", NULL};
+	md_session(f, json_object_get(doc, "session"));
+	md_checklist(f, json_object_get(doc, "checklist"));
+	md_plan(f, json_object_get(doc, "plan"));
+	md_comm(f, json_object_get(doc, "comm"));
+	md_table(f, "Numerics", json_object_get(doc, "numerics"), nhead,
+		 nkeys);
+	md_table(f, "Performance baseline", json_object_get(doc, "perf"),
+		 phead, pkeys);
+	md_memory(f, json_object_get(doc, "memory"));
+	md_manifest(f, json_object_get(doc, "manifest"));
+	return fflush(f) || ferror(f) ? -1 : 0;
+}
