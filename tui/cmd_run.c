@@ -1,12 +1,181 @@
-/* cmd_run.c - placeholder until its issue lands: refuses with a message. */
+/*
+ * cmd_run.c - `day0 run PLAYBOOK`: options, then runner_main().
+ */
 #include "console.h"
+#include "runner.h"
 
-static int run_run(int argc, char **argv)
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char usage_text[] =
+    "PLAYBOOK.json [--inventory INV.json] [--model DIR] [-e KEY=VALUE]... "
+    "[--check] [--headless] [--session FILE.db] [--work DIR] "
+    "[--known-hosts FILE] [--accept-new-host-keys] [--agent PATH] "
+    "[--remote-agent PATH] [--connect-timeout SECS] [--sample-hz H] "
+    "[--ascii] [--no-color] [--stats FILE]\n"
+    "       day0 run --resume SESSION.db [--headless] [...]\n\n"
+    "Reaches every node of the inventory (ssh or local), starts day0-agent "
+    "there,\nruns the playbook's stages and records every event in one "
+    "session file.\n\n"
+    "  --inventory INV   the cluster (default: the playbook's "
+    "\"inventory\")\n"
+    "  --model DIR       the checkpoint, ${model} in the playbook\n"
+    "  -e KEY=VALUE      set a playbook variable (wins over its \"vars\")\n"
+    "  --check           print every node's agent and command lines, run "
+    "nothing\n"
+    "  --headless        one line per stage or check change (default when "
+    "stdout\n"
+    "                    is not a terminal), then the checklist\n"
+    "  --session FILE    the session file (default: a new one in the "
+    "session\n"
+    "                    directory, see `day0 ls`)\n"
+    "  --resume FILE     re-attach to the agents of a session whose console "
+    "died\n"
+    "                    and continue it\n"
+    "  --work DIR        ${work} on the nodes (default "
+    "/tmp/day0-work/SESSION)\n"
+    "  --known-hosts F   host keys (default ~/.ssh/known_hosts)\n"
+    "  --accept-new-host-keys   record unknown host keys (never changed "
+    "ones)\n"
+    "  --agent PATH      the local day0-agent (default: next to day0)\n"
+    "  --remote-agent P  ssh nodes run this agent, no deployment\n"
+    "  --ascii, --no-color, --stats FILE   TUI options\n\n"
+    "Ctrl-C once shows what still runs where; twice within a second "
+    "cancels.\n"
+    "Exit status: 0 go (every required check passed), 1 no-go, 2 usage or "
+    "input error.";
+
+static int run(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "day0 run: not built yet\n");
-	return EXIT_USAGE;
+	struct runner_opts o;
+	json_t *vars = json_object();
+	int rc;
+	memset(&o, 0, sizeof o);
+	o.headless = -1;
+	o.connect_timeout_s = 10;
+	o.reconnect_s = 60;
+	o.sample_hz = 2;
+	o.argc = argc;
+	o.argv = argv;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED()                                                                \
+	do {                                                                  \
+		if (!v) {                                                     \
+			json_decref(vars);                                    \
+			return console_usage_error(&cmd_run,                  \
+						   "%s needs a value", a);    \
+		}                                                             \
+		i++;                                                          \
+	} while (0)
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			console_usage(&cmd_run, stdout);
+			json_decref(vars);
+			return EXIT_OK;
+		} else if (!strcmp(a, "--inventory") || !strcmp(a, "-i")) {
+			NEED();
+			o.inventory_path = v;
+		} else if (!strcmp(a, "--model")) {
+			NEED();
+			o.model = v;
+		} else if (!strcmp(a, "-e")) {
+			const char *eq;
+			NEED();
+			eq = strchr(v, '=');
+			if (!eq || eq == v) {
+				json_decref(vars);
+				return console_usage_error(
+				    &cmd_run, "-e wants KEY=VALUE, got '%s'", v);
+			}
+			{
+				char *key = strndup(v, (size_t)(eq - v));
+				json_object_set_new(vars, key,
+						    json_string(eq + 1));
+				free(key);
+			}
+		} else if (!strcmp(a, "--check")) {
+			o.check_only = 1;
+		} else if (!strcmp(a, "--headless")) {
+			o.headless = 1;
+		} else if (!strcmp(a, "--tui")) {
+			o.headless = 0;
+		} else if (!strcmp(a, "--session")) {
+			NEED();
+			o.session_path = v;
+		} else if (!strcmp(a, "--resume")) {
+			NEED();
+			o.resume_path = v;
+		} else if (!strcmp(a, "--work")) {
+			NEED();
+			o.work = v;
+		} else if (!strcmp(a, "--known-hosts")) {
+			NEED();
+			o.known_hosts = v;
+		} else if (!strcmp(a, "--accept-new-host-keys")) {
+			o.accept_new_host_keys = 1;
+		} else if (!strcmp(a, "--agent")) {
+			NEED();
+			o.agent_path = v;
+		} else if (!strcmp(a, "--remote-agent")) {
+			NEED();
+			o.remote_agent = v;
+		} else if (!strcmp(a, "--connect-timeout")) {
+			NEED();
+			o.connect_timeout_s = atoi(v);
+			if (o.connect_timeout_s < 1 || o.connect_timeout_s > 600) {
+				json_decref(vars);
+				return console_usage_error(
+				    &cmd_run,
+				    "--connect-timeout wants 1..600 seconds");
+			}
+		} else if (!strcmp(a, "--sample-hz")) {
+			char *end;
+			NEED();
+			o.sample_hz = strtod(v, &end);
+			if (*end || o.sample_hz < 0 || o.sample_hz > 100) {
+				json_decref(vars);
+				return console_usage_error(
+				    &cmd_run, "--sample-hz wants 0..100");
+			}
+		} else if (!strcmp(a, "--ascii")) {
+			o.ascii = 1;
+		} else if (!strcmp(a, "--no-color")) {
+			o.no_color = 1;
+		} else if (!strcmp(a, "--stats")) {
+			NEED();
+			o.stats_path = v;
+		} else if (a[0] == '-') {
+			json_decref(vars);
+			return console_usage_error(&cmd_run, "unknown option %s",
+						   a);
+		} else if (!o.playbook_path) {
+			o.playbook_path = a;
+		} else {
+			json_decref(vars);
+			return console_usage_error(&cmd_run,
+						   "one playbook only ('%s')", a);
+		}
+#undef NEED
+	}
+	if (!o.playbook_path == !o.resume_path) {
+		json_decref(vars);
+		return console_usage_error(
+		    &cmd_run, "give a PLAYBOOK or --resume SESSION.db");
+	}
+	if (o.headless < 0)
+		o.headless = !isatty(1) || !isatty(0) || !getenv("TERM") ||
+			     !strcmp(getenv("TERM"), "dumb");
+	if (getenv("NO_COLOR") && *getenv("NO_COLOR"))
+		o.no_color = 1;
+	o.vars = vars;
+	o.out = stdout;
+	rc = runner_main(&o);
+	json_decref(vars);
+	return rc;
 }
 
-const struct console_cmd cmd_run = {"run", "", "(not built yet)", run_run};
+const struct console_cmd cmd_run = {
+    "run", usage_text,
+    "run a playbook across the inventory's nodes (or --check it)", run};
