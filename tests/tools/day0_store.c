@@ -13,6 +13,8 @@
  *   day0_store gen N [--node X] [--cards C] [--csv]      synthetic events
  *   day0_store querybench DB N       state-at-t latency: store_state_at
  *                                    vs the same answer by a full scan
+ *   day0_store session DB KEY JSON   set a session manifest key (the
+ *                                    runner's keys, for report tests)
  *
  * `console` plays the console's part against a real day0-agent: it starts
  * AGENT (argv) with pipes, sends the SCRIPT's commands, ingests every event
@@ -59,8 +61,9 @@ static int usage(void)
 		"       %s events DB [FROM [TO]]\n"
 		"       %s samples DB NODE CARD METRIC [FROM [TO]]\n"
 		"       %s gen N [--node X] [--cards C] [--csv]\n"
-		"       %s querybench DB N\n",
-		prog, prog, prog, prog, prog, prog, prog);
+		"       %s querybench DB N\n"
+		"       %s session DB KEY JSON\n",
+		prog, prog, prog, prog, prog, prog, prog, prog);
 	return 2;
 }
 
@@ -819,6 +822,36 @@ static int cmd_querybench(int argc, char **argv)
 	return bad ? 1 : 0;
 }
 
+/* A manifest key as the runner writes it (store_session_set). */
+static int cmd_session(int argc, char **argv)
+{
+	struct store *st;
+	struct d0_err err;
+	json_error_t je;
+	json_t *v;
+	int rc = 0;
+	if (argc != 4)
+		return usage();
+	if (!(v = json_loads(argv[3], JSON_DECODE_ANY, &je))) {
+		fprintf(stderr, "%s: %s: %s\n", prog, argv[2], je.text);
+		return 2;
+	}
+	if (open_store(argv[1], STORE_CREATE, &st) < 0) {
+		json_decref(v);
+		return 1;
+	}
+	if (store_session_set(st, argv[2], v, &err) < 0) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		rc = 1;
+	}
+	json_decref(v);
+	if (store_close(st, &err) < 0) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		rc = 1;
+	}
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -841,6 +874,8 @@ int main(int argc, char **argv)
 		return cmd_gen(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "querybench"))
 		return cmd_querybench(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "session"))
+		return cmd_session(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage();
 		return 0;
