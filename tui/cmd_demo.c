@@ -1,12 +1,208 @@
-/* cmd_demo.c - placeholder until its issue lands: refuses with a message. */
+/*
+ * cmd_demo.c - `day0 demo`: the release day on this machine.
+ *
+ * Generates a small Mixture-of-Experts checkpoint (the structure of
+ * Qwen3-MoE, tiny sizes) and a one-node inventory with four CPU "cards"
+ * (four MPI ranks), then runs playbooks/release-day.json on it: the TUI
+ * when there is a terminal, headless otherwise.  Ends with where the
+ * session file is and how to replay it.
+ */
 #include "console.h"
+#include "runner.h"
 
-static int run_demo(int argc, char **argv)
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char usage_text[] =
+    "[--dir DIR] [--playbook FILE] [--headless] [--ascii] [--no-color] "
+    "[--cards N]\n\n"
+    "Generates a tiny Qwen3-MoE checkpoint and a local inventory (one node, "
+    "N cards =\nN MPI ranks, default 4) in DIR (default /tmp/day0-demo), "
+    "then runs the release-day\nplaybook on it with the live console (or "
+    "headless when stdout is not a terminal).";
+
+/* The directory of the running program. */
+static int exe_dir(char *out, size_t max)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "day0 demo: not built yet\n");
-	return EXIT_USAGE;
+	ssize_t n = readlink("/proc/self/exe", out, max - 1);
+	char *slash;
+	if (n <= 0)
+		return -1;
+	out[n] = 0;
+	slash = strrchr(out, '/');
+	if (!slash)
+		return -1;
+	*slash = 0;
+	return 0;
 }
 
-const struct console_cmd cmd_demo = {"demo", "", "(not built yet)", run_demo};
+/* playbooks/release-day.json from the source tree (build/day0 ->
+ * ../playbooks) or an installed share directory. */
+static int find_playbook(const char *name, char *out, size_t max)
+{
+	char dir[PATH_MAX];
+	static const char *const rel[] = {"../playbooks", "../share/day0/playbooks",
+					  "playbooks", NULL};
+	if (exe_dir(dir, sizeof dir))
+		return -1;
+	for (int i = 0; rel[i]; i++) {
+		if (rel[i][0] == '.' || i == 0)
+			snprintf(out, max, "%.2000s/%s/%.200s", dir, rel[i], name);
+		else
+			snprintf(out, max, "%s/%.200s", rel[i], name);
+		if (access(out, R_OK) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+static int run_engine(const char *engine, char *const argv[])
+{
+	pid_t pid = fork();
+	int st;
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			close(fd);
+		}
+		execv(engine, argv);
+		fprintf(stderr, "day0 demo: cannot run %s: %s\n", engine,
+			strerror(errno));
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int run(int argc, char **argv)
+{
+	const char *dir = "/tmp/day0-demo", *playbook = NULL;
+	char pb[PATH_MAX], model[PATH_MAX], inv[PATH_MAX], engine[PATH_MAX];
+	char exe[PATH_MAX], cards_s[16];
+	int headless = -1, ascii = 0, no_color = 0, cards = 4, rc;
+	struct runner_opts o;
+	FILE *f;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--dir") && v)
+			dir = argv[++i];
+		else if (!strcmp(a, "--playbook") && v)
+			playbook = argv[++i];
+		else if (!strcmp(a, "--cards") && v) {
+			cards = atoi(argv[++i]);
+			if (cards < 1 || cards > 64)
+				return console_usage_error(&cmd_demo,
+							   "--cards wants 1..64");
+		} else if (!strcmp(a, "--headless"))
+			headless = 1;
+		else if (!strcmp(a, "--tui"))
+			headless = 0;
+		else if (!strcmp(a, "--ascii"))
+			ascii = 1;
+		else if (!strcmp(a, "--no-color"))
+			no_color = 1;
+		else
+			return console_usage_error(&cmd_demo,
+						   "unknown argument '%s'", a);
+	}
+	if (playbook)
+		snprintf(pb, sizeof pb, "%s", playbook);
+	else if (find_playbook("release-day.json", pb, sizeof pb)) {
+		fprintf(stderr, "day0 demo: cannot find playbooks/"
+				"release-day.json next to this program (use "
+				"--playbook FILE)\n");
+		return EXIT_USAGE;
+	}
+	if (exe_dir(exe, sizeof exe)) {
+		fprintf(stderr, "day0 demo: cannot locate this program\n");
+		return EXIT_USAGE;
+	}
+	snprintf(engine, sizeof engine, "%.4000s/day0-engine", exe);
+	if (mkdir(dir, 0755) && errno != EEXIST) {
+		fprintf(stderr, "day0 demo: %s: %s\n", dir, strerror(errno));
+		return EXIT_USAGE;
+	}
+	snprintf(model, sizeof model, "%s/model", dir);
+	snprintf(inv, sizeof inv, "%s/inventory.json", dir);
+
+	/* 1. The model: Qwen3-MoE's structure, 8 experts top-2, 4 layers. */
+	fprintf(stderr, "day0 demo: generating a tiny Qwen3-MoE checkpoint in "
+			"%s ...\n",
+		model);
+	{
+		char *const gen[] = {
+		    engine,	   "gen-model", "--arch",     "qwen3_moe",
+		    "--layers",	   "4",		"--hidden",   "128",
+		    "--heads",	   "4",		"--kv-heads", "2",
+		    "--head-dim",  "32",	"--ffn",      "256",
+		    "--moe-ffn",   "64",	"--experts",  "8",
+		    "--top-k",	   "2",		"--vocab",    "512",
+		    "--shards",	   "3",		"--force",    model,
+		    NULL};
+		rc = run_engine(engine, gen);
+		if (rc) {
+			fprintf(stderr, "day0 demo: gen-model failed (exit %d)\n",
+				rc);
+			return EXIT_USAGE;
+		}
+	}
+	/* 2. The inventory: this machine, N CPU cards of 1 GiB. */
+	f = fopen(inv, "w");
+	if (!f) {
+		fprintf(stderr, "day0 demo: %s: %s\n", inv, strerror(errno));
+		return EXIT_USAGE;
+	}
+	fprintf(f,
+		"{\"name\": \"this-machine\",\n \"nodes\": [{\"name\": "
+		"\"local\", \"transport\": \"local\", \"cards\": %d, "
+		"\"card_mem\": \"1GiB\"}]}\n",
+		cards);
+	if (fclose(f)) {
+		fprintf(stderr, "day0 demo: %s: %s\n", inv, strerror(errno));
+		return EXIT_USAGE;
+	}
+	/* 3. The release day. */
+	memset(&o, 0, sizeof o);
+	o.playbook_path = pb;
+	o.inventory_path = inv;
+	o.model = model;
+	o.vars = json_object();
+	snprintf(cards_s, sizeof cards_s, "%d", cards);
+	(void)cards_s;
+	o.headless = headless >= 0 ? headless
+				   : !isatty(1) || !isatty(0) ||
+					 !getenv("TERM") ||
+					 !strcmp(getenv("TERM"), "dumb");
+	o.ascii = ascii;
+	o.no_color = no_color || (getenv("NO_COLOR") && *getenv("NO_COLOR"));
+	o.connect_timeout_s = 10;
+	o.reconnect_s = 60;
+	o.sample_hz = 4;
+	o.argc = argc;
+	o.argv = argv;
+	o.out = stdout;
+	{
+		char work[PATH_MAX];
+		snprintf(work, sizeof work, "%s/work", dir);
+		o.work = work;
+		rc = runner_main(&o);
+	}
+	json_decref(o.vars);
+	return rc;
+}
+
+const struct console_cmd cmd_demo = {
+    "demo", usage_text,
+    "the release day on this machine: a generated MoE model, 4 local cards",
+    run};

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# day0 run on the local transport: --check, headless runs to a verdict,
+# retries, failures and skips, thresholds, a killed agent, a killed console
+# and --resume, Ctrl-C, bad input.  Every run writes a real session file
+# that the store's audit checks (every seq exactly once).
+. "$(dirname "$0")/../lib.sh"
+DAY0="$BUILD/day0"
+STORE="$BUILD/tests/day0_store"
+export DAY0_SESSIONS="$T/sessions"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+cat >"$T/inv.json" <<'JSON'
+{"name": "one", "nodes": [{"name": "local", "transport": "local", "cards": 2, "card_mem": "1GiB"}]}
+JSON
+cat >"$T/pb.json" <<'JSON'
+{"name": "pipeline", "vars": {"m": "${work}/m"},
+ "stages": [
+  {"id": "facts", "step": "facts", "on": "all", "require": {"cores": 1},
+   "checks": {"facts": {}}},
+  {"id": "gen", "step": "gen-model", "on": "all", "needs": ["facts"],
+   "args": ["--arch", "qwen3", "--layers", "2", "--hidden", "64", "--heads", "4",
+            "--kv-heads", "2", "--vocab", "128", "--force", "${m}"]},
+  {"id": "verify", "step": "verify", "on": "all", "needs": ["gen"], "args": ["${m}"],
+   "checks": {"weights.integrity": {}, "weights.metadata": {}}},
+  {"id": "run", "step": "run", "on": "cluster", "needs": ["verify"],
+   "args": ["${m}", "--tp", "${world}", "--tokens", "1,2,3", "--card-mem", "${card_mem}",
+            "--dump-logits", "${work}/lg.st"],
+   "checks": {"resources.peak": {}}},
+  {"id": "validate", "step": "validate", "on": "first", "needs": ["run"],
+   "args": ["${m}", "--tokens", "1,2,3", "--logits", "${work}/lg.st", "--levels", "e2e"],
+   "checks": {"numerics.e2e": {}}}]}
+JSON
+
+# --check: the exact lines, nothing run, no session file.
+expect_rc 0 "--check exits 0" "$DAY0" run "$T/pb.json" --inventory "$T/inv.json" --check --work /W
+contains "--check shows the agent's command line" "day0-agent --node local --spool" "$OUT"
+contains "--check shows the mpirun line of the cluster stage" \
+	"mpirun --tag-output --allow-run-as-root -x DAY0_NODE -np 2 day0-engine run /W/m --tp 2 --tokens 1,2,3 --card-mem 1073741824 --dump-logits /W/lg.st --events" "$OUT"
+contains "--check shows the agent's JSON command" '"cmd":"run","stage_id":"verify","step":"verify","args":["/W/m"]' "$OUT"
+contains "--check expands playbook vars holding variables" "day0-engine verify /W/m --events" "$OUT"
+check "--check creates no session file" test ! -e "$T/sessions"
+
+# A full headless run.
+expect_rc 0 "a passing playbook exits 0 (go)" timeout 120 "$DAY0" run "$T/pb.json" \
+	--inventory "$T/inv.json" --session "$T/s1.db" --headless
+contains "headless says the verdict" "verdict: GO" "$OUT"
+contains "headless prints stage lines" "stage verify             done" "$OUT"
+contains "headless prints check lines" "check numerics.e2e       pass" "$OUT"
+contains "the checklist table lists the items" "weights.integrity  pass   local" "$OUT"
+expect_rc 0 "the session's events are all there, once each" "$STORE" audit "$T/s1.db"
+q() { sqlite3 "$T/s1.db" "$1"; }
+check "the manifest holds the playbook, inventory, command, versions" \
+	test "$(q "select count(*) from session where key in ('playbook','inventory','command','versions','model','stages','verdict')")" = 7
+check "the manifest records the mpirun command line" \
+	bash -c "sqlite3 '$T/s1.db' \"select value from session where key='stages'\" | grep -q 'mpirun.*--tag-output.*day0-engine.*run'"
+check "the verdict is stored" test "$(q "select json_extract(value,'$.go') from session where key='verdict'")" = 1
+check "the console recorded each stage's start and end" \
+	test "$(q "select count(*) from events where node='console' and type='stage'")" = 10
+check "ranks' checks were stored with their stage" \
+	test "$(q "select count(*) from checks where item='resources.peak' and stage_id='run'")" -ge 1
+check "the session file is private (0600)" test "$(stat -c %a "$T/s1.db")" = 600
+
+# Failures: a retry that succeeds, a failure, a skipped dependant, an
+# independent stage that still runs, and a threshold.
+cat >"$T/fail.json" <<'JSON'
+{"name": "failing", "policy": {"max_fail_percentage": 0},
+ "stages": [
+  {"id": "ok", "step": "exec", "on": "all", "argv": ["true"]},
+  {"id": "flaky", "step": "exec", "on": "all", "needs": ["ok"], "retries": 1,
+   "argv": ["sh", "-c", "test -e ${work}/flag || { mkdir -p ${work}; touch ${work}/flag; exit 3; }"]},
+  {"id": "bad", "step": "exec", "on": "all", "needs": ["flaky"], "argv": ["sh", "-c", "exit 4"]},
+  {"id": "after", "step": "exec", "on": "all", "needs": ["bad"], "argv": ["true"]},
+  {"id": "indep", "step": "exec", "on": "all", "needs": ["ok"], "argv": ["true"]}]}
+JSON
+expect_rc 1 "a failing stage makes the run exit 1 (no-go)" timeout 60 "$DAY0" run "$T/fail.json" \
+	--inventory "$T/inv.json" --session "$T/s2.db" --work "$T/w2"
+contains "the verdict is no-go" "verdict: NO-GO" "$OUT"
+contains "the retry is shown" "stage flaky              retry 1/1" "$OUT"
+check "the retry ran under its own stage id" test "$(sqlite3 "$T/s2.db" "select count(*) from stages where stage_id='flaky.2' and state='end' and rc=0")" = 1
+contains "the failed stage names the node and exit" "bad                failed   local: exit 4" "$OUT"
+contains "its dependant is skipped" "after              skipped  a stage it needs did not succeed" "$OUT"
+contains "an independent stage still ran" "indep              done" "$OUT"
+
+cat >"$T/thr.json" <<'JSON'
+{"name": "threshold", "stages": [
+  {"id": "facts", "step": "facts", "on": "all", "checks": {"facts": {"max": -1}}}]}
+JSON
+expect_rc 1 "a check value outside the playbook's threshold fails the run" timeout 60 "$DAY0" run "$T/thr.json" \
+	--inventory "$T/inv.json" --session "$T/s3.db"
+contains "the threshold is named" "outside the playbook's threshold" "$OUT"
+cat >"$T/miss.json" <<'JSON'
+{"name": "missing", "stages": [
+  {"id": "x", "step": "exec", "on": "all", "argv": ["true"], "checks": {"perf.baseline": {}}}]}
+JSON
+expect_rc 1 "a required check that never comes fails the stage" timeout 60 "$DAY0" run "$T/miss.json" \
+	--inventory "$T/inv.json" --session "$T/s4.db"
+contains "and says which" "required check perf.baseline was not reported" "$OUT"
+
+# A killed agent: the console reconnects, the lost stage runs again,
+# nothing is lost or stored twice.
+cat >"$T/long.json" <<'JSON'
+{"name": "long", "stages": [
+  {"id": "long", "step": "exec", "on": "all", "argv": ["sleep", "3"]},
+  {"id": "after", "step": "exec", "on": "all", "needs": ["long"], "argv": ["true"]}]}
+JSON
+("$DAY0" run "$T/long.json" --inventory "$T/inv.json" --session "$T/k.db" --headless >"$T/k.out" 2>&1; echo $? >"$T/k.rc") &
+for i in $(seq 50); do grep -q "stage long .*start" "$T/k.out" 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+pkill -9 -f "day0-agent --node local --spool $T/sessions/spool/k/local" 
+wait
+check "after a killed agent the run still ends go" test "$(cat "$T/k.rc")" = 0
+contains "the lost stage is run again" "rerun (lost)" "$T/k.out"
+expect_rc 0 "no event lost or doubled after the agent was killed" "$STORE" audit "$T/k.db"
+check "the lost stage end is in the store" test "$(sqlite3 "$T/k.db" "select count(*) from stages where stage_id='long' and msg like 'lost%'")" = 1
+
+# A killed console: --resume re-attaches to the agent's spool and goes on.
+("$DAY0" run "$T/long.json" --inventory "$T/inv.json" --session "$T/r.db" --headless >"$T/r.out" 2>&1) &
+cpid=$!
+for i in $(seq 50); do grep -q "stage long .*start" "$T/r.out" 2>/dev/null && break; sleep 0.1; done
+kill -9 $cpid
+wait $cpid 2>/dev/null
+expect_rc 0 "--resume finishes the session" timeout 60 "$DAY0" run --resume "$T/r.db" --headless
+contains "the resumed run reaches a verdict" "verdict: GO" "$OUT"
+expect_rc 0 "the resumed session has every event once" "$STORE" audit "$T/r.db"
+check "the resumed session holds one 'after' stage" test "$(sqlite3 "$T/r.db" "select count(*) from events where node='console' and type='stage' and json_extract(body,'$.stage_id')='after'")" = 2
+
+# Ctrl-C: once shows what runs, twice cancels.
+("$DAY0" run "$T/long.json" --inventory "$T/inv.json" --session "$T/c.db" --headless >"$T/c.out" 2>&1; echo $? >"$T/c.rc") &
+for i in $(seq 50); do grep -q "stage long .*start" "$T/c.out" 2>/dev/null && break; sleep 0.1; done
+cpid=$(pgrep -f "day0 run $T/long.json --inventory $T/inv.json --session $T/c.db")
+kill -INT $cpid; sleep 0.3
+contains "^C once lists the running stages" "long               exec       on local" "$T/c.out"
+kill -INT $cpid
+wait
+check "^C twice cancels: exit 1" test "$(cat "$T/c.rc")" = 1
+contains "a cancelled run says so" "NO-GO (cancelled)" "$T/c.out"
+expect_rc 0 "a cancelled session is complete" "$STORE" audit "$T/c.db"
+
+# Bad input: exit 2, the file and the field named, no session written.
+printf '{"name":"x","stages":[{"id":"a","step":"exec","on":"all","argv":["true"],"neds":[]}]}' >"$T/badkey.json"
+expect_rc 2 "an unknown playbook key is refused" "$DAY0" run "$T/badkey.json" --inventory "$T/inv.json"
+contains "with the JSON path" "stages[0]" "$ERR"
+contains "and the key" "neds" "$ERR"
+expect_rc 2 "a missing inventory is refused" "$DAY0" run "$T/pb.json" --inventory "$T/nope.json"
+contains "naming it" "nope.json" "$ERR"
+printf '{"name":"m","stages":[{"id":"v","step":"verify","on":"all","args":["${model}"]}]}' >"$T/model.json"
+expect_rc 2 "\${model} without --model is refused" "$DAY0" run "$T/model.json" --inventory "$T/inv.json"
+contains "with a hint" "give --model DIR" "$ERR"
+expect_rc 2 "a bad -e is refused" "$DAY0" run "$T/pb.json" --inventory "$T/inv.json" -e novalue
+check "no session file for refused runs" test "$(ls "$T/sessions"/*.db 2>/dev/null | wc -l)" = 0
