@@ -151,11 +151,13 @@ bench: deps
 
 demo: deps
 	@$(MAKE) --no-print-directory build
-	@bash playbooks/demo.sh
+	@$(BUILD)/day0 demo
 
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/share/day0/playbooks
+	install -m 0644 playbooks/*.json $(DESTDIR)$(PREFIX)/share/day0/playbooks/
 
 format:
 	clang-format -i engine/*.c engine/*.h tests/unit/*.c tests/tools/*.c

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# make demo: the most complete pipeline there is so far, on a generated
+# The engine steps by hand, without the console (what `make demo` ran
+# before `day0 demo`): the same pipeline, on a generated
 # Mixture-of-Experts model on this machine:
 #   inspect + plan a real config -> gen-model -> verify -> convert (bf16,
 #   tp 2 x ep 2) -> convert (f32, tp 2 x pp 2) -> merge -> bit-exact check
 #   -> run under mpirun (4 ranks) -> validate against float64 -> perf.
-# The console (`day0 demo`) replaces this script when it lands.
+# `make demo` runs `day0 demo` now; this script stays as a walkthrough.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
