@@ -19,6 +19,7 @@ extern const struct step_entry step_verify;
 extern const struct step_entry step_convert;
 extern const struct step_entry step_merge;
 extern const struct step_entry step_comm;
+extern const struct step_entry step_soak;
 
 const struct step_entry *const step_table[] = {
 	&step_gen_model,
@@ -32,6 +33,7 @@ const struct step_entry *const step_table[] = {
 	&step_convert,
 	&step_merge,
 	&step_comm,
+	&step_soak,
 	NULL,
 };
 

@@ -1,0 +1,435 @@
+/*
+ * step_soak.c - `mpirun -np N day0-engine soak`: is the layout stable over
+ * time?  Repeats the forward pass of --tokens for --duration seconds and
+ * checks two things a single run cannot see:
+ *   - determinism: every iteration's logits are bit-identical to the
+ *     first's (same weights, same prompt, same layout: any difference is
+ *     a race, an uninitialised buffer or a collective gone wrong);
+ *   - memory: the process's resident set in the last quarter of the
+ *     iterations against the first quarter (a leak grows it), and the
+ *     runtime's per-card accountant against --card-mem.
+ * Progress every --interval seconds (stage progress, per-card memory
+ * samples, throughput), then one `stability.soak` check.
+ *
+ * Each iteration opens the runtime, runs the prompt and closes it, because
+ * the runtime has no way to rewind its KV cache: a request at the next
+ * positions would (rightly) give different logits.  The load is timed
+ * apart from the forward pass, so the throughput is the forward's.
+ *
+ * Failure discipline as in run: every rank takes each decision together
+ * (an MPI_Allreduce or a broadcast from rank 0) so nobody is left waiting
+ * in a collective.
+ */
+#include "engine.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+static int run(int argc, char **argv);
+
+const struct step_entry step_soak = {
+	.name = "soak",
+	.usage = "(MODEL_DIR | CONVERTED_DIR) --tp T [--pp P] [--ep E] "
+		 "--tokens 1,2,3,... [--duration SECS] [--iterations N] "
+		 "[--interval SECS] [--card-mem BYTES] [--max-growth 0.05] "
+		 "[--json] [--events]  (under mpirun -np T*P*E)",
+	.summary = "repeat the forward pass: bit-identical logits, no memory "
+		   "growth (stability.soak)",
+	.run = run,
+};
+
+int parse_tokens(const char *s, int64_t **out, int *n); /* step_run.c */
+
+struct soak_opts {
+	const char *dir, *tokens_arg;
+	struct layout_dims d;
+	int64_t *tokens;
+	int ntok, events, json;
+	long iterations; /* 0: until --duration */
+	double duration, interval, max_growth;
+	uint64_t card_mem;
+};
+
+static int parse_secs(const char *s, double min, double *out)
+{
+	char *end;
+	*out = strtod(s, &end);
+	return *end || end == s || !(*out >= min) || *out > 1e7 ? -1 : 0;
+}
+
+/* Usage errors are printed by rank 0 only; every rank returns 2. */
+#define USAGE(...) (rank ? EXIT_USAGE : step_usage_error(S, __VA_ARGS__))
+
+static int soak_parse(const struct step_entry *S, int argc, char **argv,
+		      struct soak_opts *o, int rank)
+{
+	static const struct option lo[] = {
+		{"tp", 1, 0, 't'}, {"pp", 1, 0, 'p'}, {"ep", 1, 0, 'e'},
+		{"tokens", 1, 0, 'k'}, {"duration", 1, 0, 'D'},
+		{"iterations", 1, 0, 'n'}, {"interval", 1, 0, 'i'},
+		{"card-mem", 1, 0, 'm'}, {"max-growth", 1, 0, 'g'},
+		{"json", 0, 0, 'j'}, {"events", 0, 0, 'E'},
+		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	int ch;
+	long v;
+	memset(o, 0, sizeof *o);
+	o->d.pp = o->d.ep = 1;
+	o->duration = 10;
+	o->interval = 1;
+	o->max_growth = 0.05;
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 't': case 'p': case 'e':
+			if (parse_long(optarg, 1, 65536, &v) < 0)
+				return USAGE("--%s: expected an integer >= 1",
+					     ch == 't' ? "tp" : ch == 'p' ? "pp" : "ep");
+			*(ch == 't' ? &o->d.tp : ch == 'p' ? &o->d.pp : &o->d.ep) = (int)v;
+			break;
+		case 'k': o->tokens_arg = optarg; break;
+		case 'D':
+			if (parse_secs(optarg, 0.001, &o->duration) < 0)
+				return USAGE("--duration: expected seconds > 0");
+			break;
+		case 'n':
+			if (parse_long(optarg, 1, 1L << 30, &o->iterations) < 0)
+				return USAGE("--iterations: expected a count >= 1");
+			break;
+		case 'i':
+			if (parse_secs(optarg, 0.01, &o->interval) < 0)
+				return USAGE("--interval: expected seconds >= 0.01");
+			break;
+		case 'm':
+			if (parse_size(optarg, &o->card_mem) < 0)
+				return USAGE("--card-mem: expected bytes (e.g. 64M, 2G)");
+			break;
+		case 'g':
+			if (parse_secs(optarg, 0, &o->max_growth) < 0)
+				return USAGE("--max-growth: expected a fraction >= 0 "
+					     "(0.05 = 5%%)");
+			break;
+		case 'j': o->json = 1; break;
+		case 'E': o->events = 1; break;
+		case 'h': if (!rank) step_usage(S, stdout); return -1;
+		default:
+			return USAGE("unknown or incomplete option '%s'",
+				     argv[optind - 1]);
+		}
+	}
+	if (optind != argc - 1)
+		return USAGE("expected one MODEL_DIR or CONVERTED_DIR");
+	o->dir = argv[optind];
+	if (!o->d.tp)
+		return USAGE("--tp is required");
+	if (!o->tokens_arg || parse_tokens(o->tokens_arg, &o->tokens, &o->ntok) < 0)
+		return USAGE("--tokens: expected a comma list of token ids");
+	return 0;
+}
+
+/* Everyone agrees on a failure (any rank's rc != 0 is everyone's). */
+static int agree(int rc)
+{
+	int v = rc;
+	MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	return v;
+}
+
+/* Resident set of this process now (bytes; 0 when unknown). */
+static uint64_t rss_now(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long long size = 0, res = 0;
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu %llu", &size, &res) != 2)
+		res = 0;
+	fclose(f);
+	return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static void emit_mem(int rank, uint64_t used, uint64_t peak, uint64_t budget,
+		     uint64_t rss)
+{
+	events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", rank, "metric",
+					"mem.used", "value", (json_int_t)used));
+	events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", rank, "metric",
+					"mem.peak", "value", (json_int_t)peak));
+	if (budget)
+		events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", rank,
+						"metric", "mem.budget", "value",
+						(json_int_t)budget));
+	if (rss)
+		events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", rank,
+						"metric", "rank.rss", "value",
+						(json_int_t)rss));
+}
+
+/* Mean of v[from, to). */
+static double mean(const uint64_t *v, size_t from, size_t to)
+{
+	double s = 0;
+	for (size_t i = from; i < to; i++)
+		s += (double)v[i];
+	return to > from ? s / (double)(to - from) : 0;
+}
+
+struct soak_result {
+	long iters, mismatched;
+	double max_diff, growth, rss_first, rss_last, seconds, fwd_seconds;
+	uint64_t peak;
+	char why[512]; /* a failure other than the two checks */
+};
+
+static void finish(const struct soak_opts *o, struct soak_result *res,
+		   int rank, int world)
+{
+	char detail[1024], b1[32], b2[32], b3[32], b4[32];
+	int pass = !res->why[0] && res->mismatched == 0 &&
+		   res->growth <= o->max_growth;
+	double tps = res->fwd_seconds > 0
+			 ? (double)o->ntok * (double)res->iters / res->fwd_seconds
+			 : 0;
+	if (rank)
+		return;
+	if (res->why[0])
+		snprintf(detail, sizeof detail, "%s (after %ld iterations)",
+			 res->why, res->iters);
+	else
+		snprintf(detail, sizeof detail,
+			 "%ld iterations in %.1f s on %d ranks: logits %s "
+			 "(%ld differ, max diff %g); memory growth %+.1f%% "
+			 "(rss %s -> %s, limit %.1f%%); accountant peak %s%s%s",
+			 res->iters, res->seconds, world,
+			 res->mismatched ? "NOT bit-identical" : "bit-identical",
+			 res->mismatched, res->max_diff, res->growth * 100,
+			 fmt_bytes((uint64_t)res->rss_first, b1),
+			 fmt_bytes((uint64_t)res->rss_last, b2),
+			 o->max_growth * 100, fmt_bytes(res->peak, b3),
+			 o->card_mem ? " of " : "",
+			 o->card_mem ? fmt_bytes(o->card_mem, b4) : "");
+	events_check("stability.soak", pass ? "pass" : "fail", detail,
+		     json_real(res->growth), json_real(o->max_growth));
+	events_stage("soak", "end", 1, pass ? EXIT_OK : EXIT_CHECK_FAILED,
+		     pass ? "stable" : res->why[0] ? res->why : "unstable");
+	if (o->json) {
+		json_t *doc = json_pack(
+		    "{s:b, s:I, s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:I, s:I, "
+		    "s:f, s:i, s:i, s:i}",
+		    "pass", pass, "iterations", (json_int_t)res->iters,
+		    "seconds", res->seconds, "forward_seconds", res->fwd_seconds,
+		    "mismatched", (json_int_t)res->mismatched, "max_logit_diff",
+		    res->max_diff, "memory_growth", res->growth, "rss_first",
+		    res->rss_first, "rss_last", res->rss_last, "peak_bytes",
+		    (json_int_t)res->peak, "card_mem", (json_int_t)o->card_mem,
+		    "tokens_per_s", tps, "tp", o->d.tp, "pp", o->d.pp, "ep",
+		    o->d.ep);
+		if (res->why[0])
+			json_object_set_new(doc, "error", json_string(res->why));
+		json_dumpf(doc, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(doc);
+	} else if (!events_enabled()) {
+		printf("soak: tp %d pp %d ep %d, %d prompt tokens, %.0f tokens/s "
+		       "(forward only)\nstability.soak  %s: %s\n", o->d.tp,
+		       o->d.pp, o->d.ep, o->ntok, tps, pass ? "pass" : "FAIL",
+		       detail);
+	}
+}
+
+static int run(int argc, char **argv)
+{
+	const struct step_entry *S = &step_soak;
+	struct soak_opts o;
+	struct soak_result res;
+	struct d0_err err = {{0}};
+	int rank, world, rc, go = 1, V = 0;
+	float *logits = NULL, *first = NULL;
+	uint64_t *rss = NULL, used = 0, peak = 0, r_now = 0;
+	size_t cap = 0;
+	double t0, next_report, fwd;
+	long mism_local = 0;
+	double diff_local = 0;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &world);
+	rc = soak_parse(S, argc, argv, &o, rank);
+	if (agree(rc != 0)) {
+		MPI_Finalize();
+		free(o.tokens);
+		return rc < 0 ? EXIT_OK : EXIT_USAGE;
+	}
+	memset(&res, 0, sizeof res);
+	events_init(stdout, o.events && !o.json);
+	if (rank == 0)
+		events_stage("soak", "start", 0, 0, o.dir);
+	t0 = MPI_Wtime();
+	next_report = t0 + o.interval;
+	fwd = 0;
+	while (go) {
+		struct rt *r = NULL;
+		int last;
+		double t1;
+		rc = rt_open(&r, o.dir, &o.d, o.card_mem, o.ntok, &err);
+		if (agree(rc < 0)) {
+			if (rc < 0)
+				fprintf(stderr, "day0-engine: rank %d: %s\n", rank,
+					err.msg);
+			rt_close(r);
+			if (res.iters == 0) { /* a refusal, not instability */
+				if (rank == 0)
+					events_stage("soak", "end", 1, EXIT_USAGE,
+						     "refused");
+				free(o.tokens);
+				MPI_Finalize();
+				return EXIT_USAGE;
+			}
+			snprintf(res.why, sizeof res.why, "iteration %ld: the "
+				 "runtime refused to open again", res.iters + 1);
+			break;
+		}
+		if (agree(rt_over_budget(r) != NULL)) {
+			const char *why = rt_over_budget(r);
+			emit_mem(rank, rt_mem_used(r), rt_mem_peak(r), o.card_mem,
+				 rss_now());
+			if (why)
+				fprintf(stderr, "day0-engine: rank %d: %s\n", rank, why);
+			snprintf(res.why, sizeof res.why, "card memory budget "
+				 "exceeded: %s", why ? why : "on another rank");
+			/* rank 0's reason may be another rank's */
+			if (rank == 0 && !why)
+				snprintf(res.why, sizeof res.why, "card memory budget "
+					 "exceeded on another rank (--card-mem %llu)",
+					 (unsigned long long)o.card_mem);
+			rt_close(r);
+			break;
+		}
+		if (!logits) {
+			int bad = 0;
+			V = (int)rt_config(r)->vocab;
+			for (int i = 0; i < o.ntok; i++)
+				bad |= o.tokens[i] >= V;
+			if (bad) {
+				if (rank == 0)
+					fprintf(stderr, "day0-engine: --tokens: an id is "
+						"outside the vocabulary (%d)\n", V);
+				rt_close(r);
+				free(o.tokens);
+				MPI_Finalize();
+				return EXIT_USAGE;
+			}
+			logits = calloc((size_t)o.ntok * V, 4);
+			first = calloc((size_t)o.ntok * V, 4);
+		}
+		last = rt_last_stage_root(r);
+		MPI_Barrier(MPI_COMM_WORLD);
+		t1 = MPI_Wtime();
+		rc = rt_forward(r, o.tokens, o.ntok, logits, NULL, &err);
+		fwd += MPI_Wtime() - t1;
+		if (agree(rc < 0)) {
+			if (rc < 0)
+				fprintf(stderr, "day0-engine: rank %d: %s\n", rank,
+					err.msg);
+			snprintf(res.why, sizeof res.why, "iteration %ld: forward "
+				 "failed%s%.400s", res.iters + 1,
+				 rc < 0 ? ": " : "",
+				 rc < 0 ? err.msg : " on another rank");
+			rt_close(r);
+			break;
+		}
+		/* the last stage's root holds the logits: compare bits */
+		if (rank == last) {
+			size_t n = (size_t)o.ntok * V;
+			if (res.iters == 0)
+				memcpy(first, logits, n * 4);
+			else if (memcmp(first, logits, n * 4)) {
+				mism_local++;
+				for (size_t i = 0; i < n; i++) {
+					double dv = fabs((double)first[i] - logits[i]);
+					if (dv > diff_local || isnan(dv))
+						diff_local = isnan(dv) ? INFINITY : dv;
+				}
+			}
+		}
+		used = rt_mem_used(r);
+		if (rt_mem_peak(r) > peak)
+			peak = rt_mem_peak(r);
+		r_now = rss_now();
+		rt_close(r);
+		if ((size_t)res.iters == cap) {
+			cap = cap ? cap * 2 : 256;
+			rss = realloc(rss, cap * sizeof *rss);
+		}
+		rss[res.iters++] = r_now;
+		/* rank 0's clock decides, for everyone */
+		{
+			int flags[2] = {go, 0}; /* continue, report now */
+			if (rank == 0) {
+				double now = MPI_Wtime(),
+				       tps = fwd > 0 ? o.ntok * res.iters / fwd : 0;
+				flags[0] = now - t0 < o.duration &&
+					   (!o.iterations || res.iters < o.iterations);
+				flags[1] = now >= next_report || !flags[0];
+				if (flags[1]) {
+					char msg[160];
+					next_report = now + o.interval;
+					snprintf(msg, sizeof msg, "%ld iterations, "
+						 "%.0f tokens/s", res.iters, tps);
+					events_stage("soak", "progress",
+						     fmin(1.0, (now - t0) / o.duration),
+						     0, msg);
+					events_emit("sample", json_pack(
+					    "{s:i, s:s, s:f}", "card", -1, "metric",
+					    "soak.tokens_per_s", "value", tps));
+				}
+			}
+			MPI_Bcast(flags, 2, MPI_INT, 0, MPI_COMM_WORLD);
+			go = flags[0];
+			if (flags[1])
+				emit_mem(rank, used, peak, o.card_mem, r_now);
+		}
+	}
+	res.seconds = MPI_Wtime() - t0;
+	{
+		/* growth: last quarter against the first, the worst rank */
+		size_t n = (size_t)res.iters, q = n / 4 ? n / 4 : 1;
+		double first_q = n ? mean(rss, 0, q) : 0;
+		double last_q = n ? mean(rss, n - q, n) : 0;
+		double g = first_q > 0 ? (last_q - first_q) / first_q : 0;
+		struct {
+			double v;
+			int rank;
+		} in = {g, rank}, out;
+		MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC,
+			      MPI_COMM_WORLD);
+		res.growth = out.v;
+		/* the worst rank's numbers go in the detail */
+		{
+			double fl[2] = {first_q, last_q};
+			MPI_Bcast(fl, 2, MPI_DOUBLE, out.rank, MPI_COMM_WORLD);
+			res.rss_first = fl[0];
+			res.rss_last = fl[1];
+		}
+	}
+	MPI_Allreduce(&mism_local, &res.mismatched, 1, MPI_LONG, MPI_SUM,
+		      MPI_COMM_WORLD);
+	MPI_Allreduce(&diff_local, &res.max_diff, 1, MPI_DOUBLE, MPI_MAX,
+		      MPI_COMM_WORLD);
+	MPI_Allreduce(&peak, &res.peak, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+	MPI_Allreduce(&fwd, &res.fwd_seconds, 1, MPI_DOUBLE, MPI_MAX,
+		      MPI_COMM_WORLD);
+	finish(&o, &res, rank, world);
+	rc = !res.why[0] && res.mismatched == 0 && res.growth <= o.max_growth;
+	free(rss);
+	free(logits);
+	free(first);
+	free(o.tokens);
+	MPI_Finalize();
+	return rc ? EXIT_OK : EXIT_CHECK_FAILED;
+}
