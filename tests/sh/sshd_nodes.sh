@@ -1,0 +1,174 @@
+# Loopback "nodes" served by a real OpenSSH sshd, for tests and benches.
+# Source it after tests/lib.sh (which sets $T, the test's scratch dir):
+#
+#   . "$(dirname "$0")/../lib.sh"
+#   . "$(dirname "$0")/sshd_nodes.sh"
+#   sshd_nodes_start 8 || exit 1
+#   "$BUILD/day0" hosts --inventory "$SSHD_INV" --known-hosts "$SSHD_KNOWN_HOSTS"
+#
+# sshd_nodes_start N      one sshd listening on 127.0.0.2 .. 127.0.0.(N+1),
+#                         all on $SSHD_PORT; returns 1 (after a FAIL line)
+#                         when sshd is missing or does not start.
+# sshd_other_start        a second sshd on 127.0.0.200:$SSHD_OTHER_PORT with a
+#                         different host key (the "reinstalled node"); its
+#                         address is not in $SSHD_KNOWN_HOSTS under that port.
+# sshd_closed_port        prints a port on 127.0.0.1 nothing listens on.
+# sshd_inventory FILE SPEC...   writes an inventory of extra node entries:
+#                         each SPEC "NAME HOST PORT" (identity, user, cards
+#                         as the main inventory).
+#
+# Variables set:
+#   SSHD_N            number of nodes
+#   SSHD_PORT         the port every node listens on
+#   SSHD_HOSTS        "127.0.0.2 127.0.0.3 ..." (space separated)
+#   SSHD_KEY          client identity (private key; $SSHD_KEY.pub beside it)
+#   SSHD_HOST_KEY     the nodes' ed25519 host key (.pub beside it)
+#   SSHD_KNOWN_HOSTS  known_hosts with "[127.0.0.X]:PORT KEY" for every node
+#   SSHD_INV          inventory: nodes node[1-N] on hosts 127.0.0.[2-(N+1)],
+#                     port, user root, identity $SSHD_KEY, cards 2,
+#                     card_mem 1GiB
+#   SSHD_SSH_CONFIG   an ssh_config (ssh -F) with the port, identity and
+#                     known_hosts: `ssh -F "$SSHD_SSH_CONFIG" 127.0.0.2 true`
+#   SSHD_OTHER_PORT / SSHD_OTHER_HOST_KEY   after sshd_other_start
+#
+# Every node is this machine as root: they share /root and so
+# ~/.cache/day0.  The EXIT trap stops the sshd processes and removes $T.
+
+SSHD_PIDFILES=""
+
+sshd_nodes_cleanup() {
+	local f
+	for f in $SSHD_PIDFILES; do
+		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
+	done
+	rm -rf "$T"
+}
+trap sshd_nodes_cleanup EXIT
+
+# A free TCP port on 127.0.0.1 (bind test, then released).
+sshd_free_port() {
+	python3 -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+sshd_closed_port() {
+	sshd_free_port
+}
+
+# _sshd_run NAME HOSTKEY PORT ADDR... : start one sshd, wait for its pid file.
+_sshd_run() {
+	local name=$1 hostkey=$2 port=$3 a
+	shift 3
+	{
+		for a in "$@"; do echo "ListenAddress $a"; done
+		cat <<CFG
+Port $port
+HostKey $hostkey
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+AuthorizedKeysFile $T/authorized_keys
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+StrictModes no
+UsePAM no
+UseDNS no
+MaxStartups 200:30:400
+MaxSessions 64
+PidFile $T/$name.pid
+CFG
+	} >"$T/$name.config"
+	rm -f "$T/$name.pid"
+	/usr/sbin/sshd -f "$T/$name.config" -E "$T/$name.log" || return 1
+	SSHD_PIDFILES="$SSHD_PIDFILES $T/$name.pid"
+	for _ in $(seq 100); do
+		[ -s "$T/$name.pid" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+sshd_nodes_start() {
+	local n=$1 i try hosts="" json_hosts
+	if [ ! -x /usr/sbin/sshd ] || ! command -v ssh-keygen >/dev/null; then
+		fail "sshd" "openssh-server/openssh-client missing (make deps installs them)"
+		return 1
+	fi
+	mkdir -p /run/sshd
+	SSHD_N=$n
+	SSHD_KEY="$T/client_key"
+	SSHD_HOST_KEY="$T/host_key"
+	[ -f "$SSHD_HOST_KEY" ] || ssh-keygen -q -t ed25519 -N '' -f "$SSHD_HOST_KEY"
+	[ -f "$SSHD_KEY" ] || ssh-keygen -q -t ed25519 -N '' -f "$SSHD_KEY"
+	cp "$SSHD_KEY.pub" "$T/authorized_keys"
+	chmod 600 "$T/authorized_keys"
+	for i in $(seq 2 $((n + 1))); do hosts="$hosts 127.0.0.$i"; done
+	SSHD_HOSTS=${hosts# }
+	# One port for all nodes, as a cluster has; another when it is busy.
+	SSHD_PORT=$((20000 + $$ % 20000))
+	for try in 1 2 3 4 5; do
+		# shellcheck disable=SC2086
+		if _sshd_run sshd "$SSHD_HOST_KEY" "$SSHD_PORT" $SSHD_HOSTS; then
+			break
+		fi
+		grep -q "Address already in use" "$T/sshd.log" 2>/dev/null || {
+			fail "sshd" "did not start: $(tail -c 400 "$T/sshd.log" 2>/dev/null)"
+			return 1
+		}
+		SSHD_PORT=$(sshd_free_port)
+		[ "$try" = 5 ] && { fail "sshd" "no free port"; return 1; }
+	done
+	SSHD_KNOWN_HOSTS="$T/known_hosts"
+	: >"$SSHD_KNOWN_HOSTS"
+	for i in $SSHD_HOSTS; do
+		echo "[$i]:$SSHD_PORT $(cut -d' ' -f1-2 "$SSHD_HOST_KEY.pub")" >>"$SSHD_KNOWN_HOSTS"
+	done
+	SSHD_INV="$T/inv.json"
+	cat >"$SSHD_INV" <<JSON
+{"name": "loopback",
+ "defaults": {"user": "root", "port": $SSHD_PORT, "identity": "$SSHD_KEY",
+              "cards": 2, "card_mem": "1GiB"},
+ "nodes": [{"name": "node[1-$n]", "host": "127.0.0.[2-$((n + 1))]"}]}
+JSON
+	SSHD_SSH_CONFIG="$T/ssh_config"
+	cat >"$SSHD_SSH_CONFIG" <<CFG
+Host *
+  Port $SSHD_PORT
+  User root
+  IdentityFile $SSHD_KEY
+  IdentitiesOnly yes
+  UserKnownHostsFile $SSHD_KNOWN_HOSTS
+  StrictHostKeyChecking yes
+  BatchMode yes
+  LogLevel ERROR
+CFG
+	export SSHD_N SSHD_PORT SSHD_HOSTS SSHD_KEY SSHD_HOST_KEY \
+		SSHD_KNOWN_HOSTS SSHD_INV SSHD_SSH_CONFIG
+	return 0
+}
+
+# A second sshd with its own host key, the same client key accepted.
+sshd_other_start() {
+	SSHD_OTHER_HOST_KEY="$T/other_host_key"
+	[ -f "$SSHD_OTHER_HOST_KEY" ] || ssh-keygen -q -t ed25519 -N '' -f "$SSHD_OTHER_HOST_KEY"
+	SSHD_OTHER_PORT=$(sshd_free_port)
+	_sshd_run sshd_other "$SSHD_OTHER_HOST_KEY" "$SSHD_OTHER_PORT" 127.0.0.200 || {
+		fail "sshd (other)" "did not start: $(tail -c 400 "$T/sshd_other.log" 2>/dev/null)"
+		return 1
+	}
+	export SSHD_OTHER_PORT SSHD_OTHER_HOST_KEY
+}
+
+# sshd_inventory FILE "NAME HOST PORT"...
+sshd_inventory() {
+	local file=$1 spec name host port sep=""
+	shift
+	{
+		printf '{"name": "custom", "defaults": {"user": "root", "identity": "%s", "cards": 2, "card_mem": "1GiB"}, "nodes": [' "$SSHD_KEY"
+		for spec in "$@"; do
+			read -r name host port <<<"$spec"
+			printf '%s{"name": "%s", "host": "%s", "port": %d}' "$sep" "$name" "$host" "$port"
+			sep=", "
+		done
+		printf ']}\n'
+	} >"$file"
+}
