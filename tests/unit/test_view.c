@@ -1,0 +1,279 @@
+/*
+ * test_view.c - the view model: the view built by seeking (derived tables
+ * and indexes) equals the fold of every event from zero, at many t; playing
+ * forward from a seek equals seeking there; the fold keeps what the events
+ * say (exact values); rings and bounded vectors wrap.
+ */
+#include "unit.h"
+#include "view.h"
+#include "store.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define T0 1795940000000000000LL
+#define MS 1000000LL
+
+static struct store *st;
+static int64_t seqs[3];
+
+static void ev(int node, int64_t ts, const char *type, const char *fields)
+{
+	static const char *names[] = {"n01", "n02", "console"};
+	char line[1024];
+	struct d0_err err;
+	int n = snprintf(line, sizeof line,
+			 "{\"v\":1,\"seq\":%lld,\"ts\":%lld,\"node\":\"%s\","
+			 "\"type\":\"%s\"%s%s}",
+			 (long long)++seqs[node], (long long)ts, names[node],
+			 type, *fields ? "," : "", fields);
+	if (store_ingest(st, line, (size_t)n, &err) < 0) {
+		printf("FAIL - ingest: %s: %s\n", err.msg, line);
+		exit(1);
+	}
+}
+
+/* A session: 2 nodes x 2 cards sampling at 10 Hz for 60 s, stages,
+ * checks, comm rows, numerics, perf, markers, a failure. */
+static void build(const char *path)
+{
+	struct d0_err err;
+	char f[512];
+	if (store_open(path, STORE_CREATE, &st, &err) < 0) {
+		printf("FAIL - open: %s\n", err.msg);
+		exit(1);
+	}
+	ev(2, T0, "stage", "\"stage_id\":\"facts\",\"stage\":\"facts\","
+			   "\"state\":\"start\",\"nodes\":[\"n01\",\"n02\"]");
+	for (int tick = 0; tick < 600; tick++) {
+		int64_t ts = T0 + 5 * MS + tick * 100 * MS;
+		for (int node = 0; node < 2; node++) {
+			/* n02 goes silent after 40 s: stale at the end. */
+			if (node == 1 && tick >= 400)
+				continue;
+			for (int card = 0; card < 2; card++) {
+				if (tick == 0) {
+					snprintf(f, sizeof f,
+						 "\"card\":%d,\"metric\":"
+						 "\"mem.budget\",\"value\":"
+						 "1000000",
+						 card);
+					ev(node, ts, "sample", f);
+				}
+				snprintf(f, sizeof f,
+					 "\"card\":%d,\"metric\":\"mem.used\","
+					 "\"value\":%d",
+					 card, 1000 * tick + 10 * node + card);
+				ev(node, ts + node + card, "sample", f);
+				snprintf(f, sizeof f,
+					 "\"card\":%d,\"metric\":\"mem.peak\","
+					 "\"value\":%d",
+					 card, 1000 * tick + 500);
+				ev(node, ts + node + card, "sample", f);
+			}
+			snprintf(f, sizeof f,
+				 "\"card\":-1,\"metric\":\"net.rx_bps\","
+				 "\"value\":%d.5",
+				 tick * 3);
+			ev(node, ts + 3, "sample", f);
+			if (tick % 50 == 0) {
+				snprintf(f, sizeof f,
+					 "\"stage\":\"comm\",\"stage_id\":"
+					 "\"comm-1\",\"state\":\"progress\","
+					 "\"progress\":%.2f,\"msg\":\"tick %d\","
+					 "\"rank\":0",
+					 tick / 600.0, tick);
+				ev(node, ts + 4, "stage", f);
+				snprintf(f, sizeof f,
+					 "\"op\":\"allreduce\",\"bytes\":%d,"
+					 "\"ranks\":2,\"time_us\":10,"
+					 "\"algbw\":%d.25,\"busbw\":%d.5,"
+					 "\"wrong\":0,\"group\":\"world\"",
+					 1024 << (tick / 50), tick, tick);
+				ev(node, ts + 5, "comm", f);
+			}
+		}
+		if (tick == 100) {
+			ev(0, ts + 6, "check",
+			   "\"item\":\"facts\",\"status\":\"pass\","
+			   "\"detail\":\"ok\",\"value\":0,\"threshold\":0");
+			ev(1, ts + 6, "check",
+			   "\"item\":\"facts\",\"status\":\"warn\","
+			   "\"detail\":\"mpi version unknown\",\"value\":0.5,"
+			   "\"threshold\":\"x\"");
+			ev(2, ts + 7, "marker", "\"note\":\"first marker\"");
+		}
+		if (tick == 250) {
+			ev(0, ts + 6, "check",
+			   "\"item\":\"memory.plan\",\"status\":\"pass\","
+			   "\"detail\":\"best tp2 pp1 ep1 dp1 at 1.0 GiB of 2.0 "
+			   "GiB per card\",\"value\":{\"tp\":2,\"weights_bytes\":"
+			   "5},\"threshold\":1");
+			ev(1, ts + 6, "check",
+			   "\"item\":\"comm.bandwidth\",\"status\":\"fail\","
+			   "\"detail\":\"2 wrong\",\"value\":1.5,"
+			   "\"threshold\":10");
+			ev(1, ts + 7, "stage",
+			   "\"stage\":\"comm\",\"stage_id\":\"comm-1\","
+			   "\"state\":\"end\",\"progress\":1,\"rc\":1,"
+			   "\"msg\":\"exit 1\"");
+			ev(0, ts + 8, "numerics",
+			   "\"level\":\"layer\",\"name\":\"model.layers.0\","
+			   "\"max_abs\":0.001,\"max_rel\":0.002,\"kl\":1e-6,"
+			   "\"top1\":1");
+			ev(0, ts + 9, "perf",
+			   "\"ttft_ms\":182.5,\"tpot_ms\":41.2,"
+			   "\"tokens_per_s\":24.3,\"prompt_tokens\":512,"
+			   "\"gen_tokens\":128,\"stage_id\":\"perf\"");
+			ev(0, ts + 9, "log",
+			   "\"level\":\"info\",\"msg\":\"hello there\"");
+		}
+		if (tick == 500)
+			ev(2, ts + 7, "marker", "\"note\":\"second\"");
+	}
+	if (store_commit(st, &err) < 0) {
+		printf("FAIL - commit: %s\n", err.msg);
+		exit(1);
+	}
+}
+
+static char *dump(const struct view *v)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	view_dump(v, f);
+	fclose(f);
+	return buf;
+}
+
+static void first_diff(const char *a, const char *b)
+{
+	size_t i = 0, line = 1;
+	while (a[i] && a[i] == b[i])
+		if (a[i++] == '\n')
+			line++;
+	printf("# first difference at line %zu:\n# seek: %.160s\n# fold: "
+	       "%.160s\n",
+	       line, a + i - (i > 40 ? 40 : i), b + i - (i > 40 ? 40 : i));
+}
+
+int main(void)
+{
+	char path[] = "/tmp/test_view.XXXXXX";
+	char db[64];
+	struct view_src *src;
+	struct view a, b;
+	struct d0_err err;
+	int64_t first, last;
+	int fd = mkstemp(path);
+	close(fd);
+	unlink(path);
+	snprintf(db, sizeof db, "%s.db", path);
+	build(db);
+
+	CHECK(view_src_open(db, &src, &err) == 0);
+	view_src_span(src, &first, &last);
+	CHECK(first == T0);
+	view_init(&a);
+	view_init(&b);
+
+	/* Seek == fold from zero at many t (including before the first
+	 * event, between events, on an event's ts, after the last). */
+	int64_t ts[] = {T0 - 1,		   T0,		T0 + 5 * MS,
+			T0 + 1234 * MS,	   T0 + 10005 * MS, T0 + 25005 * MS + 6,
+			T0 + 25005 * MS + 7, T0 + 33333 * MS, T0 + 45000 * MS,
+			last,		   last + 10 * 1000 * MS};
+	for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+		char name[96];
+		CHECK(view_seek(src, &a, ts[i], &err) == 0);
+		CHECK(view_fold_to(src, &b, ts[i], &err) == 0);
+		char *da = dump(&a), *dbb = dump(&b);
+		snprintf(name, sizeof name, "seek == fold at t0%+lld ns",
+			 (long long)(ts[i] - T0));
+		CHECKN(name, !strcmp(da, dbb));
+		if (strcmp(da, dbb))
+			first_diff(da, dbb);
+		free(da);
+		free(dbb);
+	}
+
+	/* Play forward from a seek == seek at the end. */
+	CHECK(view_seek(src, &a, T0 + 3000 * MS, &err) == 0);
+	CHECK(view_forward(src, &a, T0 + 3000 * MS, T0 + 30000 * MS, &err) ==
+	      0);
+	CHECK(view_seek(src, &b, T0 + 30000 * MS, &err) == 0);
+	{
+		char *da = dump(&a), *dbb = dump(&b);
+		CHECKN("forward from a seek == seek", !strcmp(da, dbb));
+		if (strcmp(da, dbb))
+			first_diff(da, dbb);
+		free(da);
+		free(dbb);
+	}
+
+	/* What the events say, exactly, at t = tick 300 (+5 ms) of 600. */
+	CHECK(view_seek(src, &a, T0 + 5 * MS + 300 * 100 * MS + 10, &err) == 0);
+	const struct view_node *n1 = view_node(&a, "n01");
+	const struct view_node *n2 = view_node(&a, "n02");
+	CHECK(a.nnodes == 2 && n1 && n2);
+	CHECK(n1 && n1->ncards == 2 && n1->cards[1].used == 300001);
+	CHECK(n2 && n2->cards[0].used == 300010);
+	CHECK(n1 && n1->cards[0].peak == 300500);
+	CHECK(n1 && n1->cards[0].budget == 1000000);
+	CHECK(n1 && n1->cards[0].hist.n == VIEW_HIST &&
+	      view_ring_get(&n1->cards[0].hist, VIEW_HIST - 1) == 300000 &&
+	      view_ring_get(&n1->cards[0].hist, 0) == 1000 * (301 - VIEW_HIST));
+	CHECK(n1 && n1->rx == 900.5);
+	const struct view_check *c = view_check(&a, "n02", "facts");
+	CHECK(c && !strcmp(c->status, "warn") && !strcmp(c->value, "0.5") &&
+	      !strcmp(c->threshold, "x"));
+	c = view_check(&a, "n02", "comm.bandwidth");
+	CHECK(c && !strcmp(c->status, "fail"));
+	CHECK(a.plan && !strcmp(a.plan_status, "pass") &&
+	      json_integer_value(json_object_get(a.plan, "tp")) == 2);
+	CHECK(a.marks.n == 3); /* marker, check fail, stage fail */
+	CHECK(a.comm.n == 14 && VIEW_AT(a.comm, 13)->busbw == 300.5);
+	CHECK(a.num.n == 1 && VIEW_AT(a.num, 0)->max_rel == 0.002);
+	CHECK(a.perf.n == 1 && VIEW_AT(a.perf, 0)->tokens_per_s == 24.3);
+	const struct view_stage *cur = view_current_stage(&a);
+	CHECK(cur && !strcmp(cur->node, "console") && !strcmp(cur->id, "facts"));
+	CHECK(a.nlog == VIEW_LOG);
+	CHECK(strstr(view_log_get(&a, 0)->line, "\"seq\":") != NULL);
+
+	/* Staleness: n02 stopped sampling at 40 s. */
+	CHECK(view_seek(src, &a, last, &err) == 0);
+	n2 = view_node(&a, "n02");
+	int64_t age;
+	CHECK(n2 && view_node_stale(&a, n2, &age) && age > 15000 * MS);
+	CHECK(!view_node_stale(&a, view_node(&a, "n01"), NULL));
+
+	/* Timeline of the whole file. */
+	struct view_mark *marks;
+	size_t nm;
+	CHECK(view_src_marks(src, &marks, &nm, &err) == 0);
+	CHECK(nm == 4 && marks[0].kind == VIEW_MARKER &&
+	      !strcmp(marks[0].text, "first marker") &&
+	      marks[1].kind == VIEW_FAILURE && marks[3].kind == VIEW_MARKER);
+	free(marks);
+
+	/* Lines that are not events are refused, the view unchanged. */
+	uint64_t before = a.applied;
+	CHECK(view_apply_line(&a, "{\"v\":1}", 7) == -1);
+	CHECK(view_apply_line(&a, "not json", 8) == -1);
+	CHECK(a.applied == before);
+
+	view_free(&a);
+	view_free(&b);
+	view_src_close(src);
+	store_close(st, NULL);
+	unlink(db);
+	char side[96];
+	snprintf(side, sizeof side, "%s-wal", db);
+	unlink(side);
+	snprintf(side, sizeof side, "%s-shm", db);
+	unlink(side);
+	return unit_done();
+}

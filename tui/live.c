@@ -1,0 +1,173 @@
+/*
+ * live.c - the TUI as the runner drives it during `day0 run` (live.h): the
+ * runner's loop hands every ingested event line to live_event() (the view
+ * model folds it) and calls live_tick() every turn (keys, redraw when due).
+ * The view's t follows the wall clock so that silent nodes age on screen
+ * while nothing arrives; nothing here blocks.
+ */
+#include "live.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "console.h"
+#include "proto.h"
+#include "store.h"
+#include "tui.h"
+
+#define FRAME_NS 33000000LL  /* at most ~30 redraws a second */
+#define IDLE_NS	 500000000LL /* redraw this often anyway (ages move) */
+
+struct live {
+	struct store *st;
+	struct live_opts o;
+	struct live_ops ops;
+	void *arg;
+	struct view v;
+	struct tui ui;
+	int dirty;
+	int64_t last_draw, last_manifest;
+	char stats_path[4096];
+};
+
+static int64_t mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void manifest(struct live *lv)
+{
+	json_t *name = store_session_get(lv->st, "name", NULL);
+	json_t *model = store_session_get(lv->st, "model", NULL);
+	json_t *pb = store_session_get(lv->st, "playbook", NULL);
+	view_set_manifest(&lv->v, name, model, pb);
+	json_decref(name);
+	json_decref(model);
+	json_decref(pb);
+}
+
+int live_start(struct store *s, const struct live_opts *o,
+	       const struct live_ops *ops, void *arg, struct live **out,
+	       struct d0_err *err)
+{
+	struct live *lv;
+	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
+		return d0_errf(err, "the console needs a terminal (or "
+				    "--headless)");
+	if (!(lv = calloc(1, sizeof *lv)))
+		return d0_errf(err, "out of memory");
+	lv->st = s;
+	if (o)
+		lv->o = *o;
+	if (o && o->stats_path)
+		snprintf(lv->stats_path, sizeof lv->stats_path, "%s",
+			 o->stats_path);
+	if (ops)
+		lv->ops = *ops;
+	lv->arg = arg;
+	view_init(&lv->v);
+	if (s)
+		manifest(lv);
+	lv->ui.running = 1;
+	if (tui_start(&lv->ui, lv->o.ascii, lv->o.no_color) < 0) {
+		view_free(&lv->v);
+		free(lv);
+		return d0_errf(err, "cannot start the terminal (TERM=%s)",
+			       getenv("TERM") ? getenv("TERM") : "");
+	}
+	/* live_tick() polls: getch() must never wait. */
+	nodelay(stdscr, TRUE);
+	lv->dirty = 1;
+	lv->last_manifest = mono_ns();
+	*out = lv;
+	return 0;
+}
+
+int live_fd(const struct live *lv)
+{
+	(void)lv;
+	return STDIN_FILENO;
+}
+
+void live_event(struct live *lv, const char *line, size_t len)
+{
+	if (!lv)
+		return;
+	if (view_apply_line(&lv->v, line, len) == 0)
+		lv->dirty = 1;
+}
+
+static void act(struct live *lv, enum tui_act a, const char *arg)
+{
+	switch (a) {
+	case ACT_QUIT:
+		if (lv->ops.quit)
+			lv->ops.quit(lv->arg);
+		break;
+	case ACT_CANCEL:
+		if (lv->ops.cancel_stage)
+			lv->ops.cancel_stage(lv->arg, arg);
+		break;
+	case ACT_RERUN:
+		if (lv->ops.rerun_stage)
+			lv->ops.rerun_stage(lv->arg, arg);
+		break;
+	case ACT_MARKER:
+		if (lv->ops.marker)
+			lv->ops.marker(lv->arg, arg);
+		break;
+	case ACT_NONE:
+		break;
+	}
+}
+
+int live_tick(struct live *lv)
+{
+	int key;
+	int64_t now = mono_ns(), wall = proto_now_ns();
+	if (!lv)
+		return 1000;
+	while ((key = getch()) != ERR) {
+		const char *arg;
+		enum tui_act a = tui_key(&lv->ui, &lv->v, key, &arg);
+		lv->dirty = 1;
+		act(lv, a, arg);
+	}
+	/* The verdict is in: the run is over, q needs no confirmation. */
+	if (lv->v.verdict >= 0)
+		lv->ui.running = 0;
+	if (!*lv->v.name && lv->st && now - lv->last_manifest > 2000000000LL) {
+		manifest(lv);
+		lv->last_manifest = now;
+	}
+	if (wall > lv->v.t)
+		lv->v.t = wall;
+	int64_t since = now - lv->last_draw;
+	if ((lv->dirty && since >= FRAME_NS) || since >= IDLE_NS) {
+		tui_draw(&lv->ui, &lv->v);
+		lv->last_draw = now;
+		lv->dirty = 0;
+		return (int)(FRAME_NS / 1000000);
+	}
+	int64_t due = (lv->dirty ? FRAME_NS : IDLE_NS) - since;
+	return due > 0 ? (int)((due + 999999) / 1000000) : 0;
+}
+
+void live_end(struct live *lv)
+{
+	if (!lv)
+		return;
+	tui_end(&lv->ui);
+	if (*lv->stats_path &&
+	    tui_write_stats(&lv->ui, lv->stats_path, lv->v.applied) < 0)
+		fprintf(stderr, "day0: %s: %s\n", lv->stats_path,
+			strerror(errno));
+	free(lv->ui.draw_ms);
+	view_free(&lv->v);
+	free(lv);
+}

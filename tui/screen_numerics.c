@@ -1,0 +1,105 @@
+/*
+ * screen_numerics.c - numerical validation: per op/layer the error against
+ * the reference as a bar on a log scale (1e-8 .. 1), KL divergence and
+ * top-1 agreement, the end-to-end perplexities; --baseline deltas on the
+ * relative error.
+ */
+#include "tui.h"
+
+#include <math.h>
+#include <string.h>
+
+static const struct view_num *base_row(const struct view *b,
+				       const struct view_num *x)
+{
+	if (!b)
+		return NULL;
+	for (size_t i = b->num.n; i-- > 0;) {
+		const struct view_num *y = VIEW_AT(b->num, i);
+		if (!strcmp(y->name, x->name) && !strcmp(y->level, x->level))
+			return y;
+	}
+	return NULL;
+}
+
+static int later_same(const struct view *v, size_t i)
+{
+	const struct view_num *x = VIEW_AT(v->num, i);
+	for (size_t k = i + 1; k < v->num.n; k++) {
+		const struct view_num *y = VIEW_AT(v->num, k);
+		if (!strcmp(y->name, x->name) && !strcmp(y->level, x->level) &&
+		    !strcmp(y->node, x->node))
+			return 1;
+	}
+	return 0;
+}
+
+static void draw(struct tui *ui, const struct view *v, WINDOW *w)
+{
+	int rows, cols, y = 1;
+	getmaxyx(w, rows, cols);
+	if (!v->num.n) {
+		tui_put(w, 0, 0, cols, tui_attr(ui, ROLE_DIM),
+			"no numerics results yet (day0-engine validate)");
+		return;
+	}
+	int namew = cols >= 100 ? 32 : 20;
+	int barw = cols - namew - 6 - 40;
+	if (barw < 4)
+		barw = 4;
+	tui_printf(w, 0, 0, cols, tui_attr(ui, ROLE_HEAD),
+		   "%-5s %-*s %-*s %9s %9s %5s", "level", namew, "name", barw,
+		   "max_rel (log 1e-8..1)", "max_abs", "kl", "top1");
+	int skip = ui->scroll;
+	for (size_t i = 0; i < v->num.n && y < rows; i++) {
+		const struct view_num *x = VIEW_AT(v->num, i);
+		if (later_same(v, i) || skip-- > 0)
+			continue;
+		if (!strcmp(x->level, "e2e") && !isnan(x->ppl)) {
+			int c = tui_printf(w, y, 0, cols, A_NORMAL,
+					   "%-5s %-*.*s ppl %.4g (ref %.4g)",
+					   x->level, namew, namew, x->name,
+					   x->ppl, x->ppl_ref);
+			(void)c;
+		}
+		double e = !isnan(x->max_rel) ? x->max_rel : x->max_abs;
+		double lg = e > 0 ? log10(e) : -8;
+		if (lg < -8)
+			lg = -8;
+		if (lg > 0)
+			lg = 0;
+		int fill = (int)((lg + 8) / 8 * barw + 0.5);
+		enum tui_role r = e > 1e-2 ? ROLE_FAIL : e > 1e-3 ? ROLE_WARN : ROLE_OK;
+		if (strcmp(x->level, "e2e") || isnan(x->ppl)) {
+			int c = tui_printf(w, y, 0, cols, A_NORMAL, "%-5s %-*.*s ",
+					   x->level, namew, namew, x->name);
+			for (int k = 0; k < barw; k++)
+				tui_put(w, y, c + k, 1,
+					tui_attr(ui, k < fill ? r : ROLE_DIM),
+					k < fill ? ui->g->full : ui->g->empty);
+			c += barw;
+			c += tui_printf(w, y, c, cols - c, tui_attr(ui, r),
+					" %9.2e", e);
+			c += tui_printf(w, y, c, cols - c, A_NORMAL,
+					" %9.2e %5.3f", x->kl, x->top1);
+			const struct view_num *b = base_row(ui->base, x);
+			if (b)
+				tui_delta(ui, w, y, c, cols - c, x->max_rel,
+					  b->max_rel, 0);
+		}
+		y++;
+	}
+}
+
+static int on_key(struct tui *ui, const struct view *v, int key)
+{
+	switch (key) {
+	case KEY_UP: if (ui->scroll > 0) ui->scroll--; return 1;
+	case KEY_DOWN: ui->scroll++; return 1;
+	case KEY_PPAGE: ui->scroll = ui->scroll > 10 ? ui->scroll - 10 : 0; return 1;
+	case KEY_NPAGE: ui->scroll += 10; return 1;
+	}
+	return 0;
+}
+
+const struct tui_screen screen_numerics = {"Numerics", draw, on_key};

@@ -1,0 +1,300 @@
+/*
+ * screen_overview.c - one row per node: state, a memory bar per card (used,
+ * peak mark, budget = the bar's end; colour by headroom), a bandwidth
+ * sparkline and the node's checklist row; folded node sets when the nodes
+ * outnumber the rows; the perf line and the alerts line at the bottom.
+ */
+#include "tui.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The node's state as a word and its colour. */
+static enum tui_role node_state(const struct view *v,
+				const struct view_node *n, char *out,
+				size_t max)
+{
+	const struct view_stage *run = NULL, *bad = NULL;
+	int64_t age;
+	for (size_t i = 0; i < v->nstages; i++) {
+		const struct view_stage *s = &v->stages[i];
+		if (strcmp(s->node, n->name))
+			continue;
+		if (strcmp(s->state, "end"))
+			run = s;
+		else if (s->has_rc && s->rc)
+			bad = s;
+	}
+	if (view_node_stale(v, n, &age)) {
+		char d[24];
+		tui_dur(age, d, sizeof d);
+		snprintf(out, max, "silent %s", d);
+		return ROLE_DIM;
+	}
+	if (run) {
+		snprintf(out, max, "run %s %.0f%%", run->id,
+			 run->progress * 100);
+		return ROLE_HEAD;
+	}
+	if (bad) {
+		snprintf(out, max, "FAIL %s", bad->id);
+		return ROLE_FAIL;
+	}
+	snprintf(out, max, "idle");
+	return ROLE_OK;
+}
+
+/* One character per checklist item, in contract order. */
+static void checks_row(struct tui *ui, const struct view *v, WINDOW *w, int y,
+		       int x, int n, const char *node, int dim)
+{
+	for (int i = 0; i < TUI_NITEMS && i < n; i++) {
+		const struct view_check *c = view_check(v, node, tui_items[i]);
+		const char *g = ui->g->empty;
+		if (c) {
+			if (!strcmp(c->status, "pass"))
+				g = ui->g->pass;
+			else if (!strcmp(c->status, "fail"))
+				g = ui->g->fail;
+			else if (!strcmp(c->status, "warn"))
+				g = "!";
+			else if (!strcmp(c->status, "running"))
+				g = "~";
+			else if (!strcmp(c->status, "skip"))
+				g = "-";
+			else
+				g = "?";
+		}
+		tui_put(w, y, x + i, 1,
+			tui_attr(ui, dim ? ROLE_DIM
+				 : c	 ? tui_status_role(c->status)
+					 : ROLE_DIM),
+			g);
+	}
+}
+
+static int max_cards(const struct view *v)
+{
+	int m = 0;
+	for (size_t i = 0; i < v->nnodes; i++)
+		if (v->nodes[i].ncards > m)
+			m = v->nodes[i].ncards;
+	return m;
+}
+
+static void alerts(struct tui *ui, const struct view *v, WINDOW *w, int y,
+		   int cols)
+{
+	char b[1024];
+	size_t off = 0;
+	int nmem = 0, nfail = 0, nstale = 0;
+#define ADD(...)                                                             \
+	do {                                                                 \
+		int k_ = snprintf(b + off, sizeof b - off, __VA_ARGS__);     \
+		if (k_ > 0 && (size_t)k_ < sizeof b - off)                   \
+			off += (size_t)k_;                                   \
+	} while (0)
+	for (size_t i = 0; i < v->nnodes; i++) {
+		const struct view_node *n = &v->nodes[i];
+		for (int c = 0; c < n->ncards; c++) {
+			const struct view_card *k = &n->cards[c];
+			if (k->present && k->budget > 0 &&
+			    k->used > 0.9 * k->budget && nmem++ < 3)
+				ADD("mem %s/%d %.0f%%  ", n->name, c,
+				    k->used / k->budget * 100);
+		}
+	}
+	for (size_t i = 0; i < v->nchecks; i++)
+		if (!strcmp(v->checks[i].status, "fail") && nfail++ < 3)
+			ADD("fail %s@%s  ", v->checks[i].item,
+			    v->checks[i].node);
+	for (size_t i = 0; i < v->nnodes; i++) {
+		int64_t age;
+		char d[24];
+		if (view_node_stale(v, &v->nodes[i], &age) && nstale++ < 3) {
+			tui_dur(age, d, sizeof d);
+			ADD("silent %s %s  ", v->nodes[i].name, d);
+		}
+	}
+#undef ADD
+	if (!nmem && !nfail && !nstale) {
+		tui_put(w, y, 0, cols, tui_attr(ui, ROLE_OK), "alerts: none");
+		return;
+	}
+	int x = tui_put(w, y, 0, cols, tui_attr(ui, ROLE_FAIL), "ALERTS:");
+	tui_printf(w, y, x, cols - x, tui_attr(ui, ROLE_WARN), " %s%s", b,
+		   nmem + nfail + nstale > 9 ? "..." : "");
+}
+
+static void perf_line(struct tui *ui, const struct view *v, WINDOW *w, int y,
+		      int cols)
+{
+	const struct view_perf *p = VIEW_AT(v->perf, v->perf.n - 1);
+	const struct view_perf *b =
+	    ui->base && ui->base->perf.n
+		? VIEW_AT(ui->base->perf, ui->base->perf.n - 1)
+		: NULL;
+	int x = tui_printf(w, y, 0, cols, A_NORMAL,
+			   "perf: ttft %.1f ms", p->ttft_ms);
+	if (b)
+		x += tui_delta(ui, w, y, x, cols - x, p->ttft_ms, b->ttft_ms, 0);
+	x += tui_printf(w, y, x, cols - x, A_NORMAL, "  tpot %.1f ms",
+			p->tpot_ms);
+	if (b)
+		x += tui_delta(ui, w, y, x, cols - x, p->tpot_ms, b->tpot_ms, 0);
+	x += tui_printf(w, y, x, cols - x, A_NORMAL, "  %.1f tok/s",
+			p->tokens_per_s);
+	if (b)
+		tui_delta(ui, w, y, x, cols - x, p->tokens_per_s,
+			  b->tokens_per_s, 1);
+}
+
+/* Nodes per row of the last draw (folded node sets), for Enter. */
+static size_t last_group = 1;
+
+static void draw(struct tui *ui, const struct view *v, WINDOW *w)
+{
+	int rows, cols;
+	getmaxyx(w, rows, cols);
+	int namew = 6, ncards = max_cards(v);
+	for (size_t i = 0; i < v->nnodes; i++) {
+		int l = (int)strlen(v->nodes[i].name);
+		if (l > namew)
+			namew = l;
+	}
+	if (namew > 16)
+		namew = 16;
+	int statew = cols >= 100 ? 18 : 12;
+	int sparkw = cols >= 100 ? 10 : 6;
+	int chkw = cols >= 90 ? TUI_NITEMS : 0;
+	int barx = namew + 1 + statew + 1;
+	int area = cols - barx - sparkw - 1 - (chkw ? chkw + 1 : 0) - 5;
+	int bw = ncards ? (area - (ncards - 1)) / ncards : 0;
+	int gap = 1;
+	if (bw > 12)
+		bw = 12;
+	if (bw < 2) {
+		/* One column a card, no gaps: graceful degradation. */
+		bw = 1;
+		gap = 0;
+	}
+	int body = rows - 1 - (v->perf.n ? 1 : 0) - 1; /* heading, perf, alerts */
+	if (!v->nnodes) {
+		tui_put(w, 1, 0, cols, tui_attr(ui, ROLE_DIM),
+			"no node has reported yet");
+		alerts(ui, v, w, rows - 1, cols);
+		return;
+	}
+	tui_printf(w, 0, 0, cols, tui_attr(ui, ROLE_HEAD), "%-*s %-*s %s",
+		   namew, "node", statew, "state", "memory per card");
+	tui_put(w, 0, cols - sparkw - 1 - (chkw ? chkw + 1 : 0) - 4,
+		sparkw + 5, tui_attr(ui, ROLE_HEAD), "use  net");
+	if (chkw)
+		tui_put(w, 0, cols - chkw, chkw, tui_attr(ui, ROLE_HEAD),
+			"checklist");
+	/* Fold consecutive nodes into groups when they do not all fit. */
+	size_t group = body > 0 ? (v->nnodes + (size_t)body - 1) / (size_t)body
+				: v->nnodes;
+	if (group < 1)
+		group = 1;
+	size_t ngroups = (v->nnodes + group - 1) / group;
+	last_group = group;
+	if (ui->sel_node >= (int)ngroups)
+		ui->sel_node = (int)ngroups - 1;
+	if (ui->sel_node < 0)
+		ui->sel_node = 0;
+	for (size_t gi = 0; gi < ngroups && (int)gi < body; gi++) {
+		const struct view_node *n0 = &v->nodes[gi * group];
+		size_t last = gi * group + group - 1;
+		if (last >= v->nnodes)
+			last = v->nnodes - 1;
+		const struct view_node *nl = &v->nodes[last];
+		int y = 1 + (int)gi;
+		char name[96], state[96];
+		enum tui_role role = ROLE_OK;
+		int dim = 1;
+		double maxfrac = 0;
+		tui_fold_name(n0->name, nl->name, name, sizeof name);
+		/* The group's worst state: fail, then running, then silent. */
+		state[0] = 0;
+		for (size_t k = gi * group; k <= last; k++) {
+			char s[96];
+			enum tui_role r = node_state(v, &v->nodes[k], s, sizeof s);
+			int rank = r == ROLE_FAIL ? 3 : r == ROLE_HEAD ? 2 : r == ROLE_DIM ? 1 : 0;
+			int cur = role == ROLE_FAIL ? 3 : role == ROLE_HEAD ? 2 : role == ROLE_DIM ? 1 : 0;
+			if (!state[0] || rank > cur) {
+				role = r;
+				snprintf(state, sizeof state, "%s", s);
+			}
+			if (r != ROLE_DIM)
+				dim = 0;
+		}
+		if (group > 1 && role == ROLE_OK)
+			snprintf(state, sizeof state, "idle x%zu",
+				 last - gi * group + 1);
+		tui_printf(w, y, 0, namew,
+			   tui_attr(ui, (int)gi == ui->sel_node ? ROLE_SEL
+					: dim			 ? ROLE_DIM
+								 : ROLE_NORMAL),
+			   "%-*s", namew, name);
+		tui_put(w, y, namew + 1, statew, tui_attr(ui, role), state);
+		/* Per card: this node's, or per card index the group's
+		 * fullest. */
+		int x = barx;
+		for (int c = 0; c < ncards && x + bw <= cols; c++) {
+			double used = NAN, peak = NAN, budget = NAN, best = -1;
+			for (size_t k = gi * group; k <= last; k++) {
+				const struct view_node *n = &v->nodes[k];
+				if (c >= n->ncards || !n->cards[c].present)
+					continue;
+				const struct view_card *cd = &n->cards[c];
+				double f = cd->budget > 0 ? cd->used / cd->budget
+							  : 0;
+				if (f > best || isnan(used)) {
+					best = f;
+					used = cd->used;
+					peak = cd->peak;
+					budget = cd->budget;
+				}
+			}
+			if (budget > 0 && used / budget > maxfrac)
+				maxfrac = used / budget;
+			tui_membar(ui, w, y, x, bw, used, peak, budget, dim);
+			x += bw + gap;
+		}
+		int rx = cols - sparkw - 1 - (chkw ? chkw + 1 : 0);
+		tui_printf(w, y, rx - 5, 4,
+			   tui_attr(ui, dim ? ROLE_DIM
+					    : tui_mem_role(maxfrac, 1)),
+			   "%3.0f%%", maxfrac * 100);
+		tui_spark(ui, w, y, rx, sparkw, &n0->rx_hist,
+			  tui_attr(ui, dim ? ROLE_DIM : ROLE_BAR));
+		if (chkw)
+			checks_row(ui, v, w, y, cols - chkw, chkw, n0->name,
+				   dim);
+	}
+	if (v->perf.n)
+		perf_line(ui, v, w, rows - 2, cols);
+	alerts(ui, v, w, rows - 1, cols);
+}
+
+static int on_key(struct tui *ui, const struct view *v, int key)
+{
+	switch (key) {
+	case KEY_UP: ui->sel_node--; return 1;
+	case KEY_DOWN: ui->sel_node++; return 1;
+	case KEY_PPAGE: ui->sel_node -= 10; return 1;
+	case KEY_NPAGE: ui->sel_node += 10; return 1;
+	case '\r':
+	case '\n':
+	case KEY_ENTER:
+		/* Drill into the node: its cards. */
+		ui->screen = 1;
+		ui->sel_card = 0;
+		ui->sel_node = ui->sel_node * (int)last_group;
+		return 1;
+	}
+	return 0;
+}
+
+const struct tui_screen screen_overview = {"Overview", draw, on_key};

@@ -1,0 +1,1107 @@
+/*
+ * view.c - the view model: the fold (view_apply), the seek (view_seek)
+ * and the dump the tests compare them with.  See view.h for what the view
+ * keeps and docs/tui.md for the queries.
+ */
+#include "view.h"
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "console.h"
+#include "json_scan.h"
+#include "proto.h"
+
+#define STR_(x) #x
+#define D0_STR(x) STR_(x)
+
+/* ------------------------------------------------------------------ rings */
+
+void view_ring_push(struct view_ring *r, double x)
+{
+	r->v[r->head] = x;
+	r->head = (r->head + 1) % VIEW_HIST;
+	if (r->n < VIEW_HIST)
+		r->n++;
+}
+
+double view_ring_get(const struct view_ring *r, int i)
+{
+	return r->v[(r->head - r->n + i + VIEW_HIST) % VIEW_HIST];
+}
+
+/* Bounded vectors: a slot for the next item (the oldest one when full). */
+#define VEC_PUSH(vec, maxn)                                                  \
+	(vec_slot((void **)&(vec).a, &(vec).n, &(vec).cap, &(vec).head,      \
+		  sizeof *(vec).a, (maxn)))
+
+static void *vec_slot(void **a, size_t *n, size_t *cap, size_t *head,
+		      size_t size, size_t maxn)
+{
+	char *p;
+	if (*n == maxn) {
+		p = (char *)*a + *head * size;
+		*head = (*head + 1) % *cap;
+		memset(p, 0, size);
+		return p;
+	}
+	if (*n == *cap) {
+		/* Grows only while not yet full: head stays 0 until then. */
+		size_t nc = *cap ? *cap * 2 : 16;
+		if (nc > maxn)
+			nc = maxn;
+		void *na = realloc(*a, nc * size);
+		if (!na)
+			abort();
+		*a = na;
+		*cap = nc;
+	}
+	p = (char *)*a + (*n)++ * size;
+	memset(p, 0, size);
+	return p;
+}
+
+static void copy(char *dst, size_t max, const char *src)
+{
+	snprintf(dst, max, "%s", src ? src : "");
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+void view_init(struct view *v)
+{
+	memset(v, 0, sizeof *v);
+	v->verdict = -1;
+}
+
+static void view_clear(struct view *v)
+{
+	for (size_t i = 0; i < v->nnodes; i++)
+		free(v->nodes[i].cards);
+	free(v->nodes);
+	free(v->checks);
+	free(v->stages);
+	free(v->comm.a);
+	free(v->num.a);
+	free(v->perf.a);
+	free(v->marks.a);
+	for (size_t i = 0; i < VIEW_LOG; i++)
+		free(v->log[i].line);
+	json_decref(v->plan);
+}
+
+void view_free(struct view *v)
+{
+	if (!v)
+		return;
+	view_clear(v);
+	memset(v, 0, sizeof *v);
+}
+
+void view_reset(struct view *v)
+{
+	char name[sizeof v->name], model[sizeof v->model],
+	    playbook[sizeof v->playbook];
+	memcpy(name, v->name, sizeof name);
+	memcpy(model, v->model, sizeof model);
+	memcpy(playbook, v->playbook, sizeof playbook);
+	view_clear(v);
+	view_init(v);
+	memcpy(v->name, name, sizeof name);
+	memcpy(v->model, model, sizeof model);
+	memcpy(v->playbook, playbook, sizeof playbook);
+}
+
+void view_set_manifest(struct view *v, json_t *name, json_t *model,
+		       json_t *playbook)
+{
+	if (json_is_string(name))
+		copy(v->name, sizeof v->name, json_string_value(name));
+	if (json_is_string(model))
+		copy(v->model, sizeof v->model, json_string_value(model));
+	/* The playbook document: its "name" (the "name" key is the same
+	 * string when the runner wrote both). */
+	if (json_is_object(playbook) &&
+	    json_is_string(json_object_get(playbook, "name")))
+		copy(v->playbook, sizeof v->playbook,
+		     json_string_value(json_object_get(playbook, "name")));
+	else if (json_is_string(playbook))
+		copy(v->playbook, sizeof v->playbook,
+		     json_string_value(playbook));
+}
+
+/* ----------------------------------------------------------------- lookups */
+
+static int node_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, ((const struct view_node *)elem)->name);
+}
+
+const struct view_node *view_node(const struct view *v, const char *name)
+{
+	if (!v->nnodes)
+		return NULL;
+	return bsearch(name, v->nodes, v->nnodes, sizeof *v->nodes, node_cmp);
+}
+
+/* The node named so, created (sorted in) at ts when new. */
+static struct view_node *node_get(struct view *v, const char *name,
+				  int64_t ts)
+{
+	size_t lo = 0, hi = v->nnodes;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = strcmp(name, v->nodes[mid].name);
+		if (!c)
+			return &v->nodes[mid];
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	if (v->nnodes == v->capnodes) {
+		size_t nc = v->capnodes ? v->capnodes * 2 : 16;
+		struct view_node *na = realloc(v->nodes, nc * sizeof *na);
+		if (!na)
+			abort();
+		v->nodes = na;
+		v->capnodes = nc;
+	}
+	memmove(&v->nodes[lo + 1], &v->nodes[lo],
+		(v->nnodes - lo) * sizeof *v->nodes);
+	v->nnodes++;
+	struct view_node *n = &v->nodes[lo];
+	memset(n, 0, sizeof *n);
+	copy(n->name, sizeof n->name, name);
+	n->first_ts = ts;
+	n->host_used = n->rx = n->tx = NAN;
+	return n;
+}
+
+static struct view_card *card_get(struct view_node *n, int card)
+{
+	if (card >= n->ncards) {
+		int nc = card + 1;
+		struct view_card *na = realloc(n->cards, (size_t)nc * sizeof *na);
+		if (!na)
+			abort();
+		for (int i = n->ncards; i < nc; i++) {
+			memset(&na[i], 0, sizeof na[i]);
+			na[i].used = na[i].peak = na[i].budget = na[i].rss = NAN;
+		}
+		n->cards = na;
+		n->ncards = nc;
+	}
+	n->cards[card].present = 1;
+	return &n->cards[card];
+}
+
+const struct view_check *view_check(const struct view *v, const char *node,
+				    const char *item)
+{
+	for (size_t i = 0; i < v->nchecks; i++)
+		if (!strcmp(v->checks[i].item, item) &&
+		    !strcmp(v->checks[i].node, node))
+			return &v->checks[i];
+	return NULL;
+}
+
+const struct view_stage *view_current_stage(const struct view *v)
+{
+	const struct view_stage *best = NULL;
+	for (int pass = 0; pass < 2 && !best; pass++)
+		for (size_t i = 0; i < v->nstages; i++) {
+			const struct view_stage *s = &v->stages[i];
+			int console = !strcmp(s->node, CONSOLE_NODE);
+			if ((pass == 0) != console || !strcmp(s->state, "end"))
+				continue;
+			if (!best || s->ts >= best->ts)
+				best = s;
+		}
+	return best;
+}
+
+const struct view_line *view_log_get(const struct view *v, size_t i)
+{
+	if (i >= v->nlog)
+		return NULL;
+	return &v->log[(v->loghead + VIEW_LOG - 1 - i) % VIEW_LOG];
+}
+
+int view_node_stale(const struct view *v, const struct view_node *n,
+		    int64_t *age)
+{
+	int64_t last = n->last_ts ? n->last_ts : n->first_ts;
+	int64_t a = v->t - last;
+	if (a < 0)
+		a = 0;
+	if (age)
+		*age = a;
+	return a > VIEW_STALE_NS;
+}
+
+/* -------------------------------------------------------------------- fold */
+
+void view_log_push(struct view *v, int64_t ts, const char *line, size_t len)
+{
+	struct view_line *l = &v->log[v->loghead];
+	char *copy_ = malloc(len + 1);
+	if (!copy_)
+		abort();
+	memcpy(copy_, line, len);
+	copy_[len] = 0;
+	free(l->line);
+	l->line = copy_;
+	l->ts = ts;
+	v->loghead = (v->loghead + 1) % VIEW_LOG;
+	if (v->nlog < VIEW_LOG)
+		v->nlog++;
+}
+
+static const char *jstr(json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+	return s ? s : "";
+}
+
+static double jnum(json_t *o, const char *k)
+{
+	json_t *j = json_object_get(o, k);
+	return json_is_number(j) ? json_number_value(j) : NAN;
+}
+
+static int64_t jint(json_t *o, const char *k, int64_t dflt)
+{
+	json_t *j = json_object_get(o, k);
+	if (json_is_integer(j))
+		return json_integer_value(j);
+	if (json_is_real(j))
+		return (int64_t)json_real_value(j);
+	return dflt;
+}
+
+/* A check's value or threshold as shown: numbers, strings, JSON text. */
+static void json_text(json_t *j, char *out, size_t max)
+{
+	if (!j || json_is_null(j))
+		out[0] = 0;
+	else if (json_is_integer(j))
+		snprintf(out, max, "%lld", (long long)json_integer_value(j));
+	else if (json_is_real(j))
+		snprintf(out, max, "%.6g", json_real_value(j));
+	else if (json_is_string(j))
+		copy(out, max, json_string_value(j));
+	else {
+		char *s = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+		copy(out, max, s ? s : "?");
+		free(s);
+	}
+}
+
+static void mark_push(struct view *v, int kind, int64_t ts, const char *node,
+		      const char *fmt, const char *a, const char *b)
+{
+	struct view_mark *m = VEC_PUSH(v->marks, VIEW_MARKS);
+	m->kind = kind;
+	m->ts = ts;
+	copy(m->node, sizeof m->node, node);
+	snprintf(m->text, sizeof m->text, fmt, a, b);
+}
+
+static void view_sample(struct view *v, const char *node, int card,
+		 const char *metric, int64_t ts, double value)
+{
+	struct view_node *n = node_get(v, node, ts);
+	if (ts > n->last_ts)
+		n->last_ts = ts;
+	if (ts > n->last_sample_ts)
+		n->last_sample_ts = ts;
+	if (card < 0) {
+		if (!strcmp(metric, "host.mem.used"))
+			n->host_used = value;
+		else if (!strcmp(metric, "net.rx_bps")) {
+			n->rx = value;
+			view_ring_push(&n->rx_hist, value);
+		} else if (!strcmp(metric, "net.tx_bps")) {
+			n->tx = value;
+			view_ring_push(&n->tx_hist, value);
+		}
+		return;
+	}
+	if (card > 65535)
+		return; /* not a card number any agent sends */
+	struct view_card *c = card_get(n, card);
+	if (ts > c->ts)
+		c->ts = ts;
+	if (!strcmp(metric, "mem.used")) {
+		c->used = value;
+		view_ring_push(&c->hist, value);
+	} else if (!strcmp(metric, "mem.peak"))
+		c->peak = value;
+	else if (!strcmp(metric, "mem.budget"))
+		c->budget = value;
+	else if (!strcmp(metric, "rank.rss"))
+		c->rss = value;
+}
+
+static void apply_stage(struct view *v, const struct proto_event *ev)
+{
+	json_t *o = ev->obj;
+	const char *id = jstr(o, "stage_id");
+	struct view_stage *s = NULL;
+	if (!*id)
+		id = jstr(o, "stage");
+	for (size_t i = v->nstages; i-- > 0;)
+		if (!strcmp(v->stages[i].id, id) &&
+		    !strcmp(v->stages[i].node, ev->node)) {
+			s = &v->stages[i];
+			break;
+		}
+	if (!s) {
+		if (v->nstages == v->capstages) {
+			size_t nc = v->capstages ? v->capstages * 2 : 16;
+			struct view_stage *na =
+			    realloc(v->stages, nc * sizeof *na);
+			if (!na)
+				abort();
+			v->stages = na;
+			v->capstages = nc;
+		}
+		s = &v->stages[v->nstages++];
+		memset(s, 0, sizeof *s);
+		copy(s->node, sizeof s->node, ev->node);
+		copy(s->id, sizeof s->id, id);
+		s->first_ts = ev->ts;
+	}
+	copy(s->step, sizeof s->step, jstr(o, "stage"));
+	copy(s->state, sizeof s->state, jstr(o, "state"));
+	double p = jnum(o, "progress");
+	if (!isnan(p))
+		s->progress = p;
+	if (json_is_integer(json_object_get(o, "rc"))) {
+		s->has_rc = 1;
+		s->rc = (int)jint(o, "rc", 0);
+	} else if (strcmp(s->state, "end"))
+		s->has_rc = 0;
+	copy(s->msg, sizeof s->msg, jstr(o, "msg"));
+	s->ts = ev->ts;
+	if (!strcmp(s->state, "start"))
+		s->has_rc = 0;
+	if (!strcmp(s->state, "end") && s->has_rc && s->rc != 0 &&
+	    json_object_get(o, "rank") == NULL)
+		mark_push(v, VIEW_FAILURE, ev->ts, ev->node,
+			  "stage %s failed: %s", id, s->msg);
+}
+
+static int check_cmp(const struct view_check *a, const char *item,
+		     const char *node)
+{
+	int c = strcmp(a->item, item);
+	return c ? c : strcmp(a->node, node);
+}
+
+static void apply_check(struct view *v, const struct proto_event *ev)
+{
+	json_t *o = ev->obj;
+	const char *item = jstr(o, "item");
+	size_t i = 0;
+	struct view_check *c;
+	while (i < v->nchecks && check_cmp(&v->checks[i], item, ev->node) < 0)
+		i++;
+	if (i == v->nchecks || check_cmp(&v->checks[i], item, ev->node)) {
+		if (v->nchecks == v->capchecks) {
+			size_t nc = v->capchecks ? v->capchecks * 2 : 32;
+			struct view_check *na =
+			    realloc(v->checks, nc * sizeof *na);
+			if (!na)
+				abort();
+			v->checks = na;
+			v->capchecks = nc;
+		}
+		memmove(&v->checks[i + 1], &v->checks[i],
+			(v->nchecks - i) * sizeof *v->checks);
+		v->nchecks++;
+		memset(&v->checks[i], 0, sizeof v->checks[i]);
+		copy(v->checks[i].item, sizeof v->checks[i].item, item);
+		copy(v->checks[i].node, sizeof v->checks[i].node, ev->node);
+	}
+	c = &v->checks[i];
+	copy(c->status, sizeof c->status, jstr(o, "status"));
+	copy(c->detail, sizeof c->detail, jstr(o, "detail"));
+	json_text(json_object_get(o, "value"), c->value, sizeof c->value);
+	json_text(json_object_get(o, "threshold"), c->threshold,
+		  sizeof c->threshold);
+	c->ts = ev->ts;
+	if (!strcmp(c->status, "fail"))
+		mark_push(v, VIEW_FAILURE, ev->ts, ev->node, "%s failed: %s",
+			  item, c->detail);
+	if (!strcmp(item, "memory.plan")) {
+		json_t *plan = json_object_get(o, "plan");
+		if (!json_is_object(plan))
+			plan = json_object_get(o, "value");
+		copy(v->plan_status, sizeof v->plan_status, c->status);
+		copy(v->plan_detail, sizeof v->plan_detail, c->detail);
+		json_decref(v->plan);
+		v->plan = json_is_object(plan) ? json_incref(plan) : NULL;
+	}
+}
+
+static void apply_comm(struct view *v, const struct proto_event *ev)
+{
+	json_t *o = ev->obj;
+	struct view_comm *c = VEC_PUSH(v->comm, VIEW_COMM);
+	copy(c->node, sizeof c->node, ev->node);
+	copy(c->op, sizeof c->op, jstr(o, "op"));
+	copy(c->group, sizeof c->group, jstr(o, "group"));
+	c->bytes = jint(o, "bytes", 0);
+	c->wrong = jint(o, "wrong", 0);
+	c->ranks = (int)jint(o, "ranks", 0);
+	c->from = (int)jint(o, "from", -1);
+	c->to = (int)jint(o, "to", -1);
+	c->time_us = jnum(o, "time_us");
+	c->algbw = jnum(o, "algbw");
+	c->busbw = jnum(o, "busbw");
+	/* A pair's bandwidth may come as "gbps". */
+	if (isnan(c->busbw))
+		c->busbw = jnum(o, "gbps");
+	c->ts = ev->ts;
+}
+
+static void apply_num(struct view *v, const struct proto_event *ev)
+{
+	json_t *o = ev->obj;
+	struct view_num *x = VEC_PUSH(v->num, VIEW_NUM);
+	copy(x->node, sizeof x->node, ev->node);
+	copy(x->level, sizeof x->level, jstr(o, "level"));
+	copy(x->name, sizeof x->name, jstr(o, "name"));
+	x->max_abs = jnum(o, "max_abs");
+	x->max_rel = jnum(o, "max_rel");
+	x->kl = jnum(o, "kl");
+	x->top1 = jnum(o, "top1");
+	x->ppl_ref = jnum(o, "ppl_ref");
+	x->ppl = jnum(o, "ppl");
+	x->ts = ev->ts;
+}
+
+static void apply_perf(struct view *v, const struct proto_event *ev)
+{
+	json_t *o = ev->obj;
+	struct view_perf *x = VEC_PUSH(v->perf, VIEW_PERF);
+	copy(x->node, sizeof x->node, ev->node);
+	copy(x->stage_id, sizeof x->stage_id, jstr(o, "stage_id"));
+	x->ttft_ms = jnum(o, "ttft_ms");
+	x->tpot_ms = jnum(o, "tpot_ms");
+	x->tokens_per_s = jnum(o, "tokens_per_s");
+	x->prompt_tokens = jint(o, "prompt_tokens", -1);
+	x->gen_tokens = jint(o, "gen_tokens", -1);
+	x->ts = ev->ts;
+}
+
+void view_apply(struct view *v, const struct proto_event *ev)
+{
+	const char *type = ev->type;
+	int console = !strcmp(ev->node, CONSOLE_NODE);
+	v->applied++;
+	if (!v->start || ev->ts < v->start)
+		v->start = ev->ts;
+	if (ev->ts > v->t)
+		v->t = ev->ts;
+	if (!strcmp(type, "sample")) {
+		json_t *c = json_object_get(ev->obj, "card");
+		if (!console && json_is_integer(c))
+			view_sample(v, ev->node, (int)json_integer_value(c),
+				    jstr(ev->obj, "metric"), ev->ts,
+				    jnum(ev->obj, "value"));
+		return;
+	}
+	if (!console) {
+		struct view_node *n = node_get(v, ev->node, ev->ts);
+		if ((!strcmp(type, "stage") || !strcmp(type, "check") ||
+		     !strcmp(type, "comm") || !strcmp(type, "numerics") ||
+		     !strcmp(type, "perf")) &&
+		    ev->ts > n->last_ts)
+			n->last_ts = ev->ts;
+	}
+	if (!strcmp(type, "stage"))
+		apply_stage(v, ev);
+	else if (!strcmp(type, "check"))
+		apply_check(v, ev);
+	else if (!strcmp(type, "comm"))
+		apply_comm(v, ev);
+	else if (!strcmp(type, "numerics"))
+		apply_num(v, ev);
+	else if (!strcmp(type, "perf"))
+		apply_perf(v, ev);
+	else if (console && !strcmp(type, "marker"))
+		mark_push(v, VIEW_MARKER, ev->ts, ev->node, "%s%s",
+			  jstr(ev->obj, "note"), "");
+	else if (console && !strcmp(type, "verdict")) {
+		json_t *failed = json_object_get(ev->obj, "failed");
+		size_t i, off = 0;
+		json_t *it;
+		v->verdict = json_is_true(json_object_get(ev->obj, "go"));
+		v->verdict_failed[0] = 0;
+		json_array_foreach(failed, i, it)
+		{
+			int k = snprintf(v->verdict_failed + off,
+					 sizeof v->verdict_failed - off,
+					 "%s%s", i ? " " : "",
+					 json_string_value(it)
+					     ? json_string_value(it)
+					     : "?");
+			if (k < 0 || (size_t)k >= sizeof v->verdict_failed - off)
+				break;
+			off += (size_t)k;
+		}
+	}
+}
+
+/*
+ * Samples are most of the traffic (1024 cards at 10 Hz is 20k lines a
+ * second): they take a path without jansson, through the store's own
+ * allocation-free scanner, and fall back to the full parse if anything is
+ * unusual.
+ */
+
+static int sample_fast(struct view *v, const char *line, size_t len)
+{
+	struct jscan j;
+	const struct jmember *m;
+	char node[64], metric[32];
+	if (json_scan_object(line, len, &j) < 0)
+		return -1;
+	m = jscan_get(&j, "type");
+	if (!m || m->kind != J_STR || m->vlen != 6 ||
+	    memcmp(m->val, "sample", 6))
+		return -1;
+	const struct jmember *mn = jscan_get(&j, "node"),
+			     *mm = jscan_get(&j, "metric"),
+			     *mc = jscan_get(&j, "card"),
+			     *mv = jscan_get(&j, "value"),
+			     *mt = jscan_get(&j, "ts"), *ms = jscan_get(&j, "seq"),
+			     *mver = jscan_get(&j, "v");
+	if (!mn || !mm || !mc || !mv || !mt || !ms || !mver ||
+	    mn->kind != J_STR || mn->vesc || mn->vlen == 0 ||
+	    mn->vlen >= sizeof node || mm->kind != J_STR || mm->vesc ||
+	    mm->vlen >= sizeof metric || mc->kind != J_INT ||
+	    mt->kind != J_INT || ms->kind != J_INT || mver->kind != J_INT ||
+	    (mv->kind != J_INT && mv->kind != J_REAL))
+		return -1;
+	if (jscan_int(mver) != PROTO_VERSION || jscan_int(ms) < 1 ||
+	    jscan_int(mt) < 0)
+		return -1;
+	memcpy(node, mn->val, mn->vlen);
+	node[mn->vlen] = 0;
+	memcpy(metric, mm->val, mm->vlen);
+	metric[mm->vlen] = 0;
+	char num[64];
+	if (mv->vlen >= sizeof num)
+		return -1;
+	memcpy(num, mv->val, mv->vlen);
+	num[mv->vlen] = 0;
+	int64_t ts = jscan_int(mt);
+	int64_t card = jscan_int(mc);
+	v->applied++;
+	if (!v->start || ts < v->start)
+		v->start = ts;
+	if (ts > v->t)
+		v->t = ts;
+	if (strcmp(node, CONSOLE_NODE) && card >= INT32_MIN &&
+	    card <= INT32_MAX)
+		view_sample(v, node, (int)card, metric, ts, strtod(num, NULL));
+	if (!v->no_log)
+		view_log_push(v, ts, line, len);
+	return 0;
+}
+
+int view_apply_line(struct view *v, const char *line, size_t len)
+{
+	struct proto_event ev;
+	struct d0_err err;
+	while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+		len--;
+	if (len > 20 && memmem(line, len, "\"type\":\"sample\"", 15) &&
+	    sample_fast(v, line, len) == 0)
+		return 0;
+	if (proto_event_parse(line, len, &ev, &err) < 0)
+		return -1;
+	view_apply(v, &ev);
+	if (!v->no_log)
+		view_log_push(v, ev.ts, line, len);
+	proto_event_free(&ev);
+	return 0;
+}
+
+/* -------------------------------------------------------------------- dump */
+
+static void dnum(FILE *f, const char *k, double x)
+{
+	if (isnan(x))
+		fprintf(f, " %s=-", k);
+	else
+		fprintf(f, " %s=%.6g", k, x);
+}
+
+void view_dump(const struct view *v, FILE *f)
+{
+	const struct view_stage *cur = view_current_stage(v);
+	fprintf(f, "t=%lld start=%lld name=%s model=%s playbook=%s\n",
+		(long long)v->t, (long long)v->start, v->name, v->model,
+		v->playbook);
+	if (cur)
+		fprintf(f, "current %s/%s %s %.3f\n", cur->node, cur->id,
+			cur->state, cur->progress);
+	for (size_t i = 0; i < v->nnodes; i++) {
+		const struct view_node *n = &v->nodes[i];
+		int64_t age;
+		int stale = view_node_stale(v, n, &age);
+		fprintf(f, "node %s first=%lld last=%lld sample=%lld stale=%d",
+			n->name, (long long)n->first_ts, (long long)n->last_ts,
+			(long long)n->last_sample_ts, stale);
+		dnum(f, "host", n->host_used);
+		dnum(f, "rx", n->rx);
+		dnum(f, "tx", n->tx);
+		fprintf(f, " rxh=");
+		for (int k = 0; k < n->rx_hist.n; k++)
+			fprintf(f, "%s%.6g", k ? "," : "",
+				view_ring_get(&n->rx_hist, k));
+		fprintf(f, " txh=");
+		for (int k = 0; k < n->tx_hist.n; k++)
+			fprintf(f, "%s%.6g", k ? "," : "",
+				view_ring_get(&n->tx_hist, k));
+		fputc('\n', f);
+		for (int c = 0; c < n->ncards; c++) {
+			const struct view_card *k = &n->cards[c];
+			if (!k->present)
+				continue;
+			fprintf(f, "  card %d ts=%lld", c, (long long)k->ts);
+			dnum(f, "used", k->used);
+			dnum(f, "peak", k->peak);
+			dnum(f, "budget", k->budget);
+			dnum(f, "rss", k->rss);
+			fprintf(f, " hist=");
+			for (int h = 0; h < k->hist.n; h++)
+				fprintf(f, "%s%.6g", h ? "," : "",
+					view_ring_get(&k->hist, h));
+			fputc('\n', f);
+		}
+	}
+	for (size_t i = 0; i < v->nchecks; i++) {
+		const struct view_check *c = &v->checks[i];
+		fprintf(f, "check %s %s %s value=%s threshold=%s ts=%lld %s\n",
+			c->item, c->node, c->status, c->value, c->threshold,
+			(long long)c->ts, c->detail);
+	}
+	for (size_t i = 0; i < v->nstages; i++) {
+		const struct view_stage *s = &v->stages[i];
+		fprintf(f, "stage %s %s step=%s %s %.3f rc=%s%d first=%lld "
+			   "ts=%lld %s\n",
+			s->node, s->id, s->step, s->state, s->progress,
+			s->has_rc ? "" : "none:", s->has_rc ? s->rc : 0,
+			(long long)s->first_ts, (long long)s->ts, s->msg);
+	}
+	for (size_t i = 0; i < v->comm.n; i++) {
+		const struct view_comm *c = VIEW_AT(v->comm, i);
+		fprintf(f, "comm %s %s %lld ranks=%d %s %d>%d", c->node, c->op,
+			(long long)c->bytes, c->ranks, c->group, c->from,
+			c->to);
+		dnum(f, "busbw", c->busbw);
+		dnum(f, "algbw", c->algbw);
+		fprintf(f, " wrong=%lld\n", (long long)c->wrong);
+	}
+	for (size_t i = 0; i < v->num.n; i++) {
+		const struct view_num *x = VIEW_AT(v->num, i);
+		fprintf(f, "numerics %s %s %s", x->node, x->level, x->name);
+		dnum(f, "max_abs", x->max_abs);
+		dnum(f, "max_rel", x->max_rel);
+		dnum(f, "kl", x->kl);
+		dnum(f, "top1", x->top1);
+		fputc('\n', f);
+	}
+	for (size_t i = 0; i < v->perf.n; i++) {
+		const struct view_perf *x = VIEW_AT(v->perf, i);
+		fprintf(f, "perf %s %s", x->node, x->stage_id);
+		dnum(f, "ttft", x->ttft_ms);
+		dnum(f, "tpot", x->tpot_ms);
+		dnum(f, "tps", x->tokens_per_s);
+		fputc('\n', f);
+	}
+	for (size_t i = 0; i < v->marks.n; i++) {
+		const struct view_mark *m = VIEW_AT(v->marks, i);
+		fprintf(f, "mark %c %lld %s %s\n", m->kind, (long long)m->ts,
+			m->node, m->text);
+	}
+	fprintf(f, "plan %s %s%s\n", v->plan_status, v->plan_detail,
+		v->plan ? " (object)" : "");
+	fprintf(f, "verdict %d %s\n", v->verdict, v->verdict_failed);
+	fprintf(f, "log %zu\n", v->nlog);
+	for (size_t i = 0; i < v->nlog && i < 20; i++)
+		fprintf(f, "  %s\n", view_log_get(v, i)->line);
+}
+
+/* -------------------------------------------------------------------- seek */
+
+struct series {
+	int64_t id;
+	char node[64], metric[32];
+	int card;
+};
+
+struct view_src {
+	char path[4096];
+	sqlite3 *db;
+	sqlite3_stmt *span, *hist, *last, *sparse, *logq, *fwd, *first,
+	    *marks;
+	struct series *series;
+	size_t nseries;
+	char **nodes; /* every node but the console, with its first ts */
+	int64_t *node_first;
+	size_t nnodes;
+};
+
+static int src_err(struct view_src *src, struct d0_err *err, const char *what)
+{
+	return d0_errf(err, "%s: %s: %s", src->path, what,
+		       sqlite3_errmsg(src->db));
+}
+
+static int prep(struct view_src *src, sqlite3_stmt **st, const char *sql,
+		struct d0_err *err)
+{
+	if (sqlite3_prepare_v2(src->db, sql, -1, st, NULL) != SQLITE_OK)
+		return src_err(src, err, "preparing a query");
+	return 0;
+}
+
+/* Rows of the small derived tables (and the console's own events) are
+ * folded from their event bodies, so seek and fold share one code path. */
+static const char sparse_sql[] =
+    "SELECT x.ts, x.node, x.seq, e.body FROM ("
+    " SELECT node, seq, ts FROM stages WHERE ts <= ?1 UNION ALL"
+    " SELECT node, seq, ts FROM checks WHERE ts <= ?1 UNION ALL"
+    " SELECT node, seq, ts FROM comm WHERE ts <= ?1 UNION ALL"
+    " SELECT node, seq, ts FROM numerics WHERE ts <= ?1 UNION ALL"
+    " SELECT node, seq, ts FROM perf WHERE ts <= ?1) x"
+    " JOIN events e ON e.node = x.node AND e.seq = x.seq "
+    "UNION ALL SELECT ts, node, seq, body FROM events WHERE node = '" CONSOLE_NODE
+    "' AND ts <= ?1 AND type NOT IN ('stage', 'check', 'comm', 'numerics',"
+    " 'perf', 'sample') "
+    "ORDER BY 1, 2, 3";
+
+int view_src_open(const char *path, struct view_src **out, struct d0_err *err)
+{
+	struct view_src *src = calloc(1, sizeof *src);
+	if (!src)
+		return d0_errf(err, "%s: out of memory", path);
+	copy(src->path, sizeof src->path, path);
+	if (sqlite3_open_v2(path, &src->db, SQLITE_OPEN_READONLY, NULL) !=
+	    SQLITE_OK) {
+		src_err(src, err, "opening");
+		view_src_close(src);
+		return -1;
+	}
+	sqlite3_busy_timeout(src->db, 2000);
+	if (prep(src, &src->span,
+		 "SELECT (SELECT ts FROM events ORDER BY ts LIMIT 1),"
+		 " (SELECT ts FROM events ORDER BY ts DESC LIMIT 1)",
+		 err) < 0 ||
+	    prep(src, &src->hist,
+		 "SELECT ts, value FROM sample_points WHERE series = ?1 AND"
+		 " ts <= ?2 ORDER BY ts DESC, seq DESC LIMIT ?3",
+		 err) < 0 ||
+	    prep(src, &src->sparse, sparse_sql, err) < 0 ||
+	    prep(src, &src->logq,
+		 "SELECT ts, body FROM events WHERE ts <= ?1 ORDER BY ts DESC,"
+		 " node DESC, seq DESC LIMIT " D0_STR(VIEW_LOG),
+		 err) < 0 ||
+	    prep(src, &src->fwd,
+		 "SELECT body FROM events WHERE ts > ?1 AND ts <= ?2 ORDER BY"
+		 " ts, node, seq",
+		 err) < 0 ||
+	    prep(src, &src->first,
+		 "SELECT ts FROM events WHERE node = ?1 ORDER BY seq LIMIT 1",
+		 err) < 0 ||
+	    prep(src, &src->marks,
+		 "SELECT ts, node, seq, body FROM events WHERE node = '" CONSOLE_NODE
+		 "' AND type = 'marker' UNION ALL SELECT e.ts, e.node, e.seq,"
+		 " e.body FROM checks c JOIN events e ON e.node = c.node AND"
+		 " e.seq = c.seq WHERE c.status = 'fail' UNION ALL SELECT"
+		 " e.ts, e.node, e.seq, e.body FROM stages s JOIN events e ON"
+		 " e.node = s.node AND e.seq = s.seq WHERE s.state = 'end' AND"
+		 " s.rc != 0 AND s.rank IS NULL ORDER BY 1, 2, 3",
+		 err) < 0) {
+		view_src_close(src);
+		return -1;
+	}
+	*out = src;
+	return 0;
+}
+
+void view_src_close(struct view_src *src)
+{
+	if (!src)
+		return;
+	sqlite3_finalize(src->span);
+	sqlite3_finalize(src->hist);
+	sqlite3_finalize(src->sparse);
+	sqlite3_finalize(src->logq);
+	sqlite3_finalize(src->fwd);
+	sqlite3_finalize(src->first);
+	sqlite3_finalize(src->marks);
+	sqlite3_close(src->db);
+	free(src->series);
+	for (size_t i = 0; i < src->nnodes; i++)
+		free(src->nodes[i]);
+	free(src->nodes);
+	free(src->node_first);
+	free(src);
+}
+
+int view_src_span(struct view_src *src, int64_t *first, int64_t *last)
+{
+	*first = *last = 0;
+	if (sqlite3_step(src->span) == SQLITE_ROW) {
+		*first = sqlite3_column_int64(src->span, 0);
+		*last = sqlite3_column_int64(src->span, 1);
+	}
+	sqlite3_reset(src->span);
+	return 0;
+}
+
+void view_src_manifest(struct view_src *src, struct view *v)
+{
+	sqlite3_stmt *q;
+	if (sqlite3_prepare_v2(src->db,
+			       "SELECT key, value FROM session WHERE key IN"
+			       " ('name', 'model', 'playbook')",
+			       -1, &q, NULL) != SQLITE_OK)
+		return;
+	json_t *name = NULL, *model = NULL, *pb = NULL;
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		const char *k = (const char *)sqlite3_column_text(q, 0);
+		const char *val = (const char *)sqlite3_column_text(q, 1);
+		json_t *j = val ? json_loads(val, JSON_DECODE_ANY, NULL) : NULL;
+		if (!strcmp(k, "name"))
+			name = j;
+		else if (!strcmp(k, "model"))
+			model = j;
+		else
+			pb = j;
+	}
+	sqlite3_finalize(q);
+	view_set_manifest(v, name, model, pb);
+	json_decref(name);
+	json_decref(model);
+	json_decref(pb);
+}
+
+/* The series and node lists (re-read when the file grew new ones). */
+static int src_refresh(struct view_src *src, struct d0_err *err)
+{
+	sqlite3_stmt *q;
+	if (prep(src, &q, "SELECT id, node, card, metric FROM series ORDER BY id",
+		 err) < 0)
+		return -1;
+	size_t n = 0, cap = src->nseries;
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		if (n == cap) {
+			cap = cap ? cap * 2 : 256;
+			struct series *na =
+			    realloc(src->series, cap * sizeof *na);
+			if (!na)
+				abort();
+			src->series = na;
+		}
+		struct series *s = &src->series[n++];
+		s->id = sqlite3_column_int64(q, 0);
+		copy(s->node, sizeof s->node,
+		     (const char *)sqlite3_column_text(q, 1));
+		s->card = sqlite3_column_int(q, 2);
+		copy(s->metric, sizeof s->metric,
+		     (const char *)sqlite3_column_text(q, 3));
+	}
+	sqlite3_finalize(q);
+	src->nseries = n;
+	if (prep(src, &q,
+		 "SELECT node FROM nodes WHERE node != '" CONSOLE_NODE
+		 "' ORDER BY node",
+		 err) < 0)
+		return -1;
+	for (size_t i = 0; i < src->nnodes; i++)
+		free(src->nodes[i]);
+	src->nnodes = 0;
+	size_t capn = 0;
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		if (src->nnodes == capn) {
+			capn = capn ? capn * 2 : 64;
+			char **na = realloc(src->nodes, capn * sizeof *na);
+			int64_t *nf =
+			    realloc(src->node_first, capn * sizeof *nf);
+			if (!na || !nf)
+				abort();
+			src->nodes = na;
+			src->node_first = nf;
+		}
+		src->nodes[src->nnodes] =
+		    strdup((const char *)sqlite3_column_text(q, 0));
+		src->node_first[src->nnodes] = INT64_MAX;
+		sqlite3_bind_text(src->first, 1, src->nodes[src->nnodes], -1,
+				  SQLITE_STATIC);
+		if (sqlite3_step(src->first) == SQLITE_ROW)
+			src->node_first[src->nnodes] =
+			    sqlite3_column_int64(src->first, 0);
+		sqlite3_reset(src->first);
+		src->nnodes++;
+	}
+	sqlite3_finalize(q);
+	return 0;
+}
+
+static int apply_body(struct view *v, sqlite3_stmt *q, int col)
+{
+	const char *body = (const char *)sqlite3_column_text(q, col);
+	int n = sqlite3_column_bytes(q, col);
+	if (body)
+		view_apply_line(v, body, (size_t)n);
+	return 0;
+}
+
+int view_seek(struct view_src *src, struct view *v, int64_t t,
+	      struct d0_err *err)
+{
+	int64_t first, last;
+	int rc;
+	if (src_refresh(src, err) < 0)
+		return -1;
+	view_src_span(src, &first, &last);
+	view_reset(v);
+	v->no_log = 1;
+	/* Nodes: those whose first event is in. */
+	for (size_t i = 0; i < src->nnodes; i++)
+		if (src->node_first[i] <= t)
+			node_get(v, src->nodes[i], src->node_first[i]);
+	/* Samples: the last VIEW_HIST points of ringed series, the last one
+	 * of the others; one primary-key range each. */
+	for (size_t i = 0; i < src->nseries; i++) {
+		struct series *s = &src->series[i];
+		int ringed = !strcmp(s->metric, "mem.used") ||
+			     !strcmp(s->metric, "net.rx_bps") ||
+			     !strcmp(s->metric, "net.tx_bps");
+		int64_t ts[VIEW_HIST];
+		double val[VIEW_HIST];
+		int n = 0;
+		if (!strcmp(s->node, CONSOLE_NODE))
+			continue;
+		sqlite3_bind_int64(src->hist, 1, s->id);
+		sqlite3_bind_int64(src->hist, 2, t);
+		sqlite3_bind_int(src->hist, 3, ringed ? VIEW_HIST : 1);
+		while ((rc = sqlite3_step(src->hist)) == SQLITE_ROW) {
+			ts[n] = sqlite3_column_int64(src->hist, 0);
+			val[n] = sqlite3_column_type(src->hist, 1) == SQLITE_NULL
+				     ? NAN
+				     : sqlite3_column_double(src->hist, 1);
+			n++;
+		}
+		sqlite3_reset(src->hist);
+		if (rc != SQLITE_DONE)
+			return src_err(src, err, "reading samples");
+		while (n-- > 0)
+			view_sample(v, s->node, s->card, s->metric, ts[n],
+				    val[n]);
+	}
+	/* Stages, checks, comm, numerics, perf, console events: folded. */
+	sqlite3_bind_int64(src->sparse, 1, t);
+	while ((rc = sqlite3_step(src->sparse)) == SQLITE_ROW)
+		apply_body(v, src->sparse, 3);
+	sqlite3_reset(src->sparse);
+	if (rc != SQLITE_DONE)
+		return src_err(src, err, "reading events");
+	/* The log ring: the last VIEW_LOG events, backwards on events_ts. */
+	v->no_log = 0;
+	{
+		struct {
+			int64_t ts;
+			char *body;
+			int n;
+		} *tmp = calloc(VIEW_LOG, sizeof *tmp);
+		int n = 0;
+		if (!tmp)
+			abort();
+		sqlite3_bind_int64(src->logq, 1, t);
+		while ((rc = sqlite3_step(src->logq)) == SQLITE_ROW &&
+		       n < VIEW_LOG) {
+			tmp[n].ts = sqlite3_column_int64(src->logq, 0);
+			tmp[n].n = sqlite3_column_bytes(src->logq, 1);
+			tmp[n].body = malloc((size_t)tmp[n].n + 1);
+			if (!tmp[n].body)
+				abort();
+			memcpy(tmp[n].body, sqlite3_column_text(src->logq, 1),
+			       (size_t)tmp[n].n);
+			n++;
+		}
+		sqlite3_reset(src->logq);
+		while (n-- > 0) {
+			view_log_push(v, tmp[n].ts, tmp[n].body,
+				      (size_t)tmp[n].n);
+			free(tmp[n].body);
+		}
+		free(tmp);
+	}
+	v->start = first <= t ? first : 0;
+	v->t = t;
+	return 0;
+}
+
+int view_forward(struct view_src *src, struct view *v, int64_t from,
+		 int64_t to, struct d0_err *err)
+{
+	int rc;
+	if (to <= from)
+		return 0;
+	sqlite3_bind_int64(src->fwd, 1, from);
+	sqlite3_bind_int64(src->fwd, 2, to);
+	while ((rc = sqlite3_step(src->fwd)) == SQLITE_ROW)
+		apply_body(v, src->fwd, 0);
+	sqlite3_reset(src->fwd);
+	if (rc != SQLITE_DONE)
+		return src_err(src, err, "reading events");
+	v->t = to;
+	return 0;
+}
+
+int view_fold_to(struct view_src *src, struct view *v, int64_t t,
+		 struct d0_err *err)
+{
+	view_reset(v);
+	if (view_forward(src, v, INT64_MIN, t, err) < 0)
+		return -1;
+	return 0;
+}
+
+int view_src_marks(struct view_src *src, struct view_mark **out, size_t *n,
+		   struct d0_err *err)
+{
+	/* Fold the marker/failure events into a scratch view: the same
+	 * texts as the live fold's. */
+	struct view tmp;
+	int rc;
+	view_init(&tmp);
+	tmp.no_log = 1;
+	while ((rc = sqlite3_step(src->marks)) == SQLITE_ROW)
+		apply_body(&tmp, src->marks, 3);
+	sqlite3_reset(src->marks);
+	if (rc != SQLITE_DONE) {
+		view_free(&tmp);
+		return src_err(src, err, "reading markers");
+	}
+	*n = tmp.marks.n;
+	*out = calloc(*n ? *n : 1, sizeof **out);
+	if (!*out)
+		abort();
+	for (size_t i = 0; i < *n; i++)
+		(*out)[i] = *VIEW_AT(tmp.marks, i);
+	view_free(&tmp);
+	return 0;
+}
