@@ -88,6 +88,7 @@ struct run {
 	struct store *store;
 	char session[PATH_MAX];
 	char name[128];
+	char tag[96]; /* session stem + random: spool and work names */
 	char work[PATH_MAX];
 	char agent[PATH_MAX];
 	json_t *vars; /* -e, owned */
@@ -365,18 +366,22 @@ static json_t *cluster_mpirun_args(struct run *r, const struct pb_stage *st)
 		}
 		n++;
 	}
+	extra = json_object_get(r->inv_doc, "mpirun_args");
 	if (n > 1) {
+		char *given = json_dumps(extra, JSON_COMPACT);
 		json_array_append_new(a, json_string("--host"));
 		json_array_append_new(a, json_string(hosts));
-		if (rsh[0]) {
+		/* The inventory's own plm_rsh_args (an ssh -F config, say)
+		 * wins over the one made from ports and identities. */
+		if (rsh[0] && !(given && strstr(given, "plm_rsh_args"))) {
 			size_t k = strlen(rsh);
 			snprintf(rsh + k, sizeof rsh - k, "-o BatchMode=yes");
 			json_array_append_new(a, json_string("--mca"));
 			json_array_append_new(a, json_string("plm_rsh_args"));
 			json_array_append_new(a, json_string(rsh));
 		}
+		free(given);
 	}
-	extra = json_object_get(r->inv_doc, "mpirun_args");
 	if (json_is_array(extra)) {
 		json_t *v;
 		json_array_foreach(extra, i, v) if (json_is_string(v))
@@ -1569,6 +1574,7 @@ static int write_manifest(struct run *r)
 	SET("inventory_path", json_string(r->o->inventory_path));
 	SET("model", json_string(lookup_var(r, "model") ?: ""));
 	SET("work", json_string(r->work));
+	SET("tag", json_string(r->tag));
 	SET("vars", json_incref(r->vars));
 	SET("command", cmd);
 	SET("versions", json_pack("{s:s, s:i}", "day0", DAY0_VERSION,
@@ -1880,23 +1886,40 @@ static int load_inventory_doc(struct run *r, const char *path)
  * directory for the local node. */
 static void node_spool(struct run *r, struct node *nd)
 {
-	const char *base = strrchr(r->session, '/');
-	char stem[256];
-	base = base ? base + 1 : r->session;
-	scpy(stem, sizeof stem, base);
-	if (strlen(stem) > 3 && !strcmp(stem + strlen(stem) - 3, ".db"))
-		stem[strlen(stem) - 3] = 0;
 	if (!strcmp(nd->inv->transport, "local")) {
 		char dir[PATH_MAX];
 		struct d0_err err;
 		if (session_dir(dir, sizeof dir, 0, &err))
 			snprintf(dir, sizeof dir, "/tmp");
-		snprintf(nd->spool, sizeof nd->spool, "%.3800s/spool/%.200s/%s",
-			 dir, stem, nd->inv->name);
+		snprintf(nd->spool, sizeof nd->spool, "%.3800s/spool/%s/%s",
+			 dir, r->tag, nd->inv->name);
 	} else {
 		snprintf(nd->spool, sizeof nd->spool, ".cache/day0/spool/%s/%s",
-			 stem, nd->inv->name);
+			 r->tag, nd->inv->name);
 	}
+}
+
+/* The session's tag: its file's stem and 6 random hex digits, so that
+ * two sessions never share an agent spool (a spool's seqs belong to one
+ * store) even when their files have the same name. */
+static void make_tag(struct run *r)
+{
+	const char *base = strrchr(r->session, '/');
+	char stem[64];
+	unsigned char rnd[3] = {0};
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, rnd, sizeof rnd) != (ssize_t)sizeof rnd) {
+		uint64_t x = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 20);
+		memcpy(rnd, &x, sizeof rnd);
+	}
+	if (fd >= 0)
+		close(fd);
+	base = base ? base + 1 : r->session;
+	scpy(stem, sizeof stem, base);
+	if (strlen(stem) > 3 && !strcmp(stem + strlen(stem) - 3, ".db"))
+		stem[strlen(stem) - 3] = 0;
+	snprintf(r->tag, sizeof r->tag, "%s-%02x%02x%02x", stem, rnd[0], rnd[1],
+		 rnd[2]);
 }
 
 static void print_check(struct run *r, FILE *f)
@@ -2050,6 +2073,9 @@ static int resume_setup(struct run *r, char *pb_tmp, char *inv_tmp)
 	if ((v = store_session_get(r->store, "name", &err)) && json_is_string(v))
 		snprintf(r->name, sizeof r->name, "%s", json_string_value(v));
 	json_decref(v);
+	if ((v = store_session_get(r->store, "tag", &err)) && json_is_string(v))
+		snprintf(r->tag, sizeof r->tag, "%s", json_string_value(v));
+	json_decref(v);
 	if ((v = store_session_get(r->store, "work", &err)) && json_is_string(v))
 		snprintf(r->work, sizeof r->work, "%s", json_string_value(v));
 	json_decref(v);
@@ -2139,17 +2165,18 @@ int runner_main(const struct runner_opts *o)
 		} else if (o->check_only)
 			snprintf(r.session, sizeof r.session, "SESSION.db");
 	}
+	if (!r.tag[0]) {
+		if (o->check_only)
+			snprintf(r.tag, sizeof r.tag, "SESSION");
+		else
+			make_tag(&r);
+	}
 	if (!r.work[0]) {
-		const char *base = strrchr(r.session, '/');
-		char stem[200];
-		scpy(stem, sizeof stem, base ? base + 1 : r.session);
-		if (strlen(stem) > 3 && !strcmp(stem + strlen(stem) - 3, ".db"))
-			stem[strlen(stem) - 3] = 0;
 		if (o->work)
-			snprintf(r.work, sizeof r.work, "%s", o->work);
+			scpy(r.work, sizeof r.work, o->work);
 		else
 			snprintf(r.work, sizeof r.work, "/tmp/day0-work/%s",
-				 stem);
+				 r.tag);
 	}
 	for (size_t i = 0; i < r.n_nodes; i++)
 		node_spool(&r, &r.nodes[i]);

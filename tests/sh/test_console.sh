@@ -104,9 +104,9 @@ cat >"$T/long.json" <<'JSON'
   {"id": "after", "step": "exec", "on": "all", "needs": ["long"], "argv": ["true"]}]}
 JSON
 ("$DAY0" run "$T/long.json" --inventory "$T/inv.json" --session "$T/k.db" --headless >"$T/k.out" 2>&1; echo $? >"$T/k.rc") &
-for i in $(seq 50); do grep -q "stage long .*start" "$T/k.out" 2>/dev/null && break; sleep 0.1; done
+for i in $(seq 600); do grep -q "stage long .*start" "$T/k.out" 2>/dev/null && break; sleep 0.1; done
 sleep 0.5
-pkill -9 -f "day0-agent --node local --spool $T/sessions/spool/k/local" 
+pkill -9 -f "day0-agent --node local --spool $T/sessions/spool/k-[0-9a-f]*/local"
 wait
 check "after a killed agent the run still ends go" test "$(cat "$T/k.rc")" = 0
 contains "the lost stage is run again" "rerun (lost)" "$T/k.out"
@@ -116,7 +116,7 @@ check "the lost stage end is in the store" test "$(sqlite3 "$T/k.db" "select cou
 # A killed console: --resume re-attaches to the agent's spool and goes on.
 ("$DAY0" run "$T/long.json" --inventory "$T/inv.json" --session "$T/r.db" --headless >"$T/r.out" 2>&1) &
 cpid=$!
-for i in $(seq 50); do grep -q "stage long .*start" "$T/r.out" 2>/dev/null && break; sleep 0.1; done
+for i in $(seq 600); do grep -q "stage long .*start" "$T/r.out" 2>/dev/null && break; sleep 0.1; done
 kill -9 $cpid
 wait $cpid 2>/dev/null
 expect_rc 0 "--resume finishes the session" timeout 60 "$DAY0" run --resume "$T/r.db" --headless
@@ -126,7 +126,7 @@ check "the resumed session holds one 'after' stage" test "$(sqlite3 "$T/r.db" "s
 
 # Ctrl-C: once shows what runs, twice cancels.
 ("$DAY0" run "$T/long.json" --inventory "$T/inv.json" --session "$T/c.db" --headless >"$T/c.out" 2>&1; echo $? >"$T/c.rc") &
-for i in $(seq 50); do grep -q "stage long .*start" "$T/c.out" 2>/dev/null && break; sleep 0.1; done
+for i in $(seq 600); do grep -q "stage long .*start" "$T/c.out" 2>/dev/null && break; sleep 0.1; done
 cpid=$(pgrep -f "day0 run $T/long.json --inventory $T/inv.json --session $T/c.db")
 kill -INT $cpid; sleep 0.3
 contains "^C once lists the running stages" "long               exec       on local" "$T/c.out"
