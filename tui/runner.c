@@ -53,6 +53,7 @@ struct task {
 	int rc;
 	char msg[512];
 	uint64_t sent_order; /* per node, to match an agent's error event */
+	char last_err[256];  /* the stage's last stderr line, for messages */
 	json_t *checks;	     /* item -> {"status","detail","value"} */
 };
 
@@ -720,7 +721,11 @@ static void task_ended(struct run *r, struct task *t, int rc,
 	char why[512] = "";
 	int failed = rc != 0;
 	t->rc = rc;
-	snprintf(t->msg, sizeof t->msg, "%s", msg ? msg : "");
+	if (rc && t->last_err[0])
+		snprintf(t->msg, sizeof t->msg, "%.120s: %.300s",
+			 msg ? msg : "", t->last_err);
+	else
+		snprintf(t->msg, sizeof t->msg, "%s", msg ? msg : "");
 	if (!failed && judge_checks(r, t, why, sizeof why)) {
 		failed = 1;
 		snprintf(t->msg, sizeof t->msg, "%s", why);
@@ -740,6 +745,7 @@ static void task_ended(struct run *r, struct task *t, int rc,
 		task_sid(r, t);
 		t->st = T_WAIT;
 		json_object_clear(t->checks);
+		t->last_err[0] = 0;
 		{
 			char text[160];
 			snprintf(text, sizeof text, "stage %-18s rerun (%s)",
@@ -759,6 +765,7 @@ static void task_ended(struct run *r, struct task *t, int rc,
 		task_sid(r, t);
 		t->st = T_WAIT;
 		json_object_clear(t->checks);
+		t->last_err[0] = 0;
 		{
 			char text[160];
 			snprintf(text, sizeof text, "stage %-18s retry %d/%d",
@@ -904,6 +911,19 @@ static void absorb(struct run *r, int node, struct proto_event *ev)
 			    r, t, (int)json_integer_value(json_object_get(o, "rc")),
 			    json_string_value(json_object_get(o, "reason")),
 			    json_string_value(json_object_get(o, "msg")));
+		return;
+	}
+	if (!strcmp(ev->type, "log") && sid) {
+		const char *msg = json_string_value(json_object_get(o, "msg"));
+		const char *stream =
+		    json_string_value(json_object_get(o, "stream"));
+		t = find_task(r, node, sid);
+		/* mpirun's closing banner is no explanation: keep the line
+		 * before it. */
+		if (t && msg && *msg && stream && !strcmp(stream, "stderr") &&
+		    !strchr("-", msg[0]) && !strstr(msg, "mpirun") &&
+		    strncmp(msg, "  ", 2) && !strstr(msg, "job to be terminated"))
+			scpy(t->last_err, sizeof t->last_err, msg);
 		return;
 	}
 	if (!strcmp(ev->type, "error")) {
