@@ -6,6 +6,7 @@
  * leave on stdout, diagnostics go to stderr.
  */
 #include "agent.h"
+#include "simulate.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +29,7 @@ static void usage(FILE *f)
 	       "auto|nvml|cpu]\n"
 	       "                  [--heartbeat SECS] [--engine PATH] "
 	       "[--mpirun PATH] [--no-fsync]\n"
-	       "                  [--takeover]\n"
+	       "                  [--takeover] [--simulate N]\n"
 	       "       day0-agent --version | --help\n\n"
 	       "Reads commands (JSON lines) on stdin and writes events (JSON "
 	       "lines) on stdout;\n"
@@ -54,7 +55,11 @@ static void usage(FILE *f)
 	       "  --takeover        if another agent holds the spool (a "
 	       "reconnect), stop it\n"
 	       "                    (its stages end) and take over; else "
-	       "wait 2 s and fail\n");
+	       "wait 2 s and fail\n"
+	       "  --simulate N      report N simulated cards (memory "
+	       "patterns, a leak, NIC\n"
+	       "                    rates) instead of sampling /proc: "
+	       "benchmarks, demos\n");
 }
 
 static int bad(const char *fmt, const char *arg)
@@ -156,7 +161,8 @@ int main(int argc, char **argv)
 	    {"heartbeat", 1, 0, 'b'}, {"engine", 1, 0, 'e'},
 	    {"mpirun", 1, 0, 'M'},    {"no-fsync", 0, 0, 'F'},
 	    {"takeover", 0, 0, 'T'},  {"version", 0, 0, 'v'},
-	    {"help", 0, 0, 'h'},      {0, 0, 0, 0},
+	    {"help", 0, 0, 'h'},      {"simulate", 1, 0, 'S'},
+	    {0, 0, 0, 0},
 	};
 	static struct agent a; /* big: keep it off the stack */
 	struct d0_err err;
@@ -235,6 +241,13 @@ int main(int argc, char **argv)
 		case 'T':
 			a.cfg.takeover = 1;
 			break;
+		case 'S':
+			if (parse_long(optarg, 1, 4096, &l) < 0)
+				return bad("--simulate: expected 1..4096 "
+					   "cards, got '%s'",
+					   optarg);
+			simulate_cards = (int)l;
+			break;
 		case 'v':
 			printf("day0-agent %s (protocol %d)\n", DAY0_VERSION,
 			       PROTO_VERSION);
@@ -248,6 +261,14 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		return bad("unexpected argument '%s'", argv[optind]);
+	if (simulate_cards) {
+		/* the simulated cards are the node's cards: hello and facts
+		 * report them (as CPU cards, 80 GiB unless --card-mem) */
+		a.cfg.cards = simulate_cards;
+		if (!a.cfg.card_mem)
+			a.cfg.card_mem = 80ULL << 30;
+		snprintf(a.cfg.vendor, sizeof a.cfg.vendor, "cpu");
+	}
 	if (!a.cfg.node[0] &&
 	    gethostname(a.cfg.node, sizeof a.cfg.node - 1) < 0)
 		snprintf(a.cfg.node, sizeof a.cfg.node, "localhost");

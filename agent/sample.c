@@ -15,6 +15,7 @@
  * them /proc-shaped input.
  */
 #include "agent.h"
+#include "simulate.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -299,6 +300,10 @@ void sampler_tick(struct agent *a)
 	uint64_t total, avail, rx, tx;
 	double now = agent_now();
 	struct rank_acc ranks = {0};
+	if (simulate_cards) { /* --simulate: no /proc, no vendor */
+		simulate_tick(a);
+		return;
+	}
 	if (read_small("/proc/meminfo", buf, sizeof buf) > 0 &&
 	    proc_meminfo(buf, &total, &avail) == 0) {
 		s->mem_total = total;
