@@ -67,9 +67,14 @@ int session_new_path(const char *name, char *out, size_t max,
  *   "versions"   {"day0": "...", "protocol": 1}
  *   "started", "finished"   integers: unix ns
  *   "verdict"    {"go": bool, "failed": [ITEM...], "exit": 0|1}
- *   "stages"     [{"id","step","on","nodes":[..],"commands":[[argv]..],
- *                  "mpirun": [argv] or null}] : the exact command lines
- *   "checks"     [{"item","required","min","max"}] : thresholds applied
+ *   "stages"     [{"id","step","on","result","commands":[...]}]: each
+ *                stage's result and exact command lines (as "commands")
+ *   "checks"     [{"item","stage","required","min","max"}] : thresholds
+ *   "commands"   {STAGE_ID: [{"node","cmd","argv"}]}: what each node's
+ *                agent was sent and runs, written as stages start
+ *   "vars"       {K: V}: -e variables;  "work": ${work};  "tag": the
+ *                session's spool/work tag;  "playbook_path",
+ *                "inventory_path": where they were read from
  *   agent/NODE, facts/NODE are written by the store itself.
  *
  * Console events (node CONSOLE_NODE, seq from 1, in the same events
