@@ -164,6 +164,19 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	}
 	if (namew > 16)
 		namew = 16;
+	/* Folded rows need room for "n[001-008]". */
+	int body0 = rows - 1 - (v->perf.n ? 1 : 0) - 1;
+	if (body0 > 0 && v->nnodes > (size_t)body0) {
+		size_t g0 = (v->nnodes + (size_t)body0 - 1) / (size_t)body0;
+		char fn[96];
+		tui_fold_name(v->nodes[0].name,
+			      v->nodes[g0 < v->nnodes ? g0 - 1 : v->nnodes - 1].name,
+			      fn, sizeof fn);
+		if ((int)strlen(fn) > namew)
+			namew = (int)strlen(fn);
+		if (namew > 20)
+			namew = 20;
+	}
 	int statew = cols >= 100 ? 18 : 12;
 	int sparkw = cols >= 100 ? 10 : 6;
 	int chkw = cols >= 90 ? TUI_NITEMS : 0;

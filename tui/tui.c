@@ -248,15 +248,32 @@ void tui_membar(struct tui *ui, WINDOW *w, int y, int x, int n, double used,
 		pk = (int)(peak / top * n);
 	if (pk >= n)
 		pk = n - 1;
-	for (int i = 0; i < n; i++) {
-		if (i == pk && pk >= fill)
-			tui_put(w, y, x + i, 1, tui_attr(ui, dim ? ROLE_DIM : ROLE_MARK),
-				g->peak);
-		else if (i < fill)
-			tui_put(w, y, x + i, 1, a, g->full);
-		else
-			tui_put(w, y, x + i, 1, tui_attr(ui, ROLE_DIM), g->empty);
+	/* Three runs (used, peak mark, rest), each one string: a bar per
+	 * card on 1024 cards is thousands of glyphs a frame. */
+	char run[512];
+	size_t gl = strlen(g->full), el = strlen(g->empty);
+	int x0 = x, k;
+	if (n * (int)(gl > el ? gl : el) >= (int)sizeof run)
+		n = (int)(sizeof run / (gl > el ? gl : el)) - 1;
+	if (fill > n)
+		fill = n;
+	run[0] = 0;
+	for (k = 0; k < fill; k++)
+		memcpy(run + k * gl, g->full, gl + 1);
+	x += tui_put(w, y, x, fill, a, run);
+	if (pk >= fill) {
+		for (k = fill; k < pk; k++)
+			memcpy(run + (k - fill) * el, g->empty, el + 1);
+		if (pk > fill)
+			x += tui_put(w, y, x, pk - fill, tui_attr(ui, ROLE_DIM), run);
+		x += tui_put(w, y, x, 1, tui_attr(ui, dim ? ROLE_DIM : ROLE_MARK),
+			     g->peak);
 	}
+	run[0] = 0;
+	for (k = x - x0; k < n; k++)
+		memcpy(run + (k - (x - x0)) * el, g->empty, el + 1);
+	if (x - x0 < n)
+		tui_put(w, y, x, n - (x - x0), tui_attr(ui, ROLE_DIM), run);
 }
 
 void tui_spark(struct tui *ui, WINDOW *w, int y, int x, int n,
@@ -269,16 +286,25 @@ void tui_spark(struct tui *ui, WINDOW *w, int y, int x, int n,
 		if (!isnan(val) && val > mx)
 			mx = val;
 	}
+	char run[8 * 64 + 1];
+	size_t off = 0;
+	if (n > 64)
+		n = 64;
 	for (int i = 0; i < n; i++) {
 		int k = k0 + i - (n - (r->n - k0));
-		if (k < k0 || k >= r->n) {
-			tui_put(w, y, x + i, 1, a, " ");
-			continue;
+		const char *gl = " ";
+		if (k >= k0 && k < r->n) {
+			double val = view_ring_get(r, k);
+			int lvl = mx > 0 && !isnan(val) ? (int)(val / mx * 7 + 0.5)
+							: 0;
+			gl = ui->g->spark[lvl < 0 ? 0 : lvl > 7 ? 7 : lvl];
 		}
-		double val = view_ring_get(r, k);
-		int lvl = mx > 0 && !isnan(val) ? (int)(val / mx * 7 + 0.5) : 0;
-		tui_put(w, y, x + i, 1, a, ui->g->spark[lvl < 0 ? 0 : lvl]);
+		size_t l = strlen(gl);
+		memcpy(run + off, gl, l);
+		off += l;
 	}
+	run[off] = 0;
+	tui_put(w, y, x, n, a, run);
 }
 
 void tui_fold_name(const char *first, const char *last, char *out,

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The live console: `day0 demo` (the runner driving tui/live.h) in a
+# detached tmux of a fixed size; capture-pane assertions on the node name,
+# card bars and checklist states as stages finish, screen keys, resize
+# mid-run; then `day0 replay` of its session file jumps to the first
+# failure and shows the same checklist.
+source "$(dirname "$0")/../lib.sh"
+DAY0="$BUILD/day0"
+export LANG=C.UTF-8 LC_ALL=C.UTF-8
+SOCK="day0-tui-$$"
+tm() { tmux -L "$SOCK" "$@"; }
+trap 'tm kill-server 2>/dev/null; rm -rf "$T"' EXIT
+if ! command -v tmux >/dev/null; then
+	fail "tmux" "not installed (make deps)"
+	exit 1
+fi
+cap() { tm capture-pane -p -t r "$@"; }
+wait_for() { # NAME NEEDLE [SECONDS]
+	local i
+	for i in $(seq $((${3:-10} * 10))); do
+		if cap | grep -qF -- "$2"; then ok "$1"; return 0; fi
+		sleep 0.1
+	done
+	fail "$1" "'$2' not on screen:
+$(cap | sed 's/^/    | /')"
+	return 1
+}
+key() { tm send-keys -t r "$@"; }
+
+export DAY0_SESSIONS="$T/sessions"
+tm -u new-session -d -s r -x 120 -y 40 \
+	"env LANG=C.UTF-8 TERM=screen-256color DAY0_SESSIONS=$T/sessions $DAY0 demo --dir $T/demo --cards 2 2>$T/demo.err; echo EXIT \$?; sleep 120"
+wait_for "live: header" "day0 release-day" 120
+wait_for "live: the local node" "local "
+wait_for "live: a stage running" "run " 60
+# Two cards: two bars of 12 columns (used blocks, peak mark, the rest).
+if cap | grep -E '^local ' | grep -qE '(·|█|┃){12} (·|█|┃){12} '; then ok "live: a bar per card"; else fail "live: a bar per card" "$(cap | grep '^local')"; fi
+# checklist states appear as stages finish: facts first.
+for i in $(seq 600); do
+	n=$(cap | grep -E '^local ' | grep -o '✔' | wc -l)
+	[ "$n" -ge 3 ] && break
+	cap | grep -q '^EXIT' && break
+	sleep 0.2
+done
+[ "$n" -ge 3 ] && ok "live: checklist row fills as stages pass ($n)" || fail "live: checklist row fills" "$(cap | grep '^local')"
+key 4
+wait_for "live: checklist screen" "item \\ node" 5
+if cap | grep -E '^facts ' | grep -q pass; then ok "live: facts pass on local"; else fail "live: facts pass" "$(cap | grep '^facts')"; fi
+key 2
+wait_for "live: cards screen" "memory / history" 5
+tm resize-window -t r -x 90 -y 30
+sleep 0.6
+if cap | grep -q '^EXIT'; then ok "live: resize (run already over)"
+elif [ "$(cap | wc -l)" -eq 30 ]; then ok "live: resized to 90x30"; else fail "live: resize" "$(cap | wc -l) lines"; fi
+key 1
+# The run ends: the runner gives the terminal back and prints where the
+# session is.
+wait_for "demo finished" "EXIT" 240
+DB=$(ls "$T"/sessions/*.db 2>/dev/null | head -n 1)
+if [ -n "$DB" ]; then ok "session file written"; else fail "session file" "none in $T/sessions"; exit 1; fi
+
+"$DAY0" replay "$DB" --dump >"$T/dump" 2>/dev/null
+contains "replay: facts pass on local" "check facts local pass" "$T/dump"
+contains "replay: weights.integrity pass" "check weights.integrity local pass" "$T/dump"
+"$DAY0" replay "$DB" --dump --fold >"$T/fold" 2>/dev/null
+if cmp -s "$T/dump" "$T/fold"; then ok "replay: seek == fold at the end"; else fail "replay: seek == fold" "$(diff "$T/dump" "$T/fold" | head -5)"; fi
+
+tm kill-session -t r
+tm -u new-session -d -s r -x 120 -y 40 \
+	"env LANG=C.UTF-8 TERM=screen-256color $DAY0 replay $DB --at 0; sleep 60"
+wait_for "replay of the demo: node" "local "
+if grep -q '^mark f' "$T/dump"; then
+	key ]
+	for i in $(seq 30); do
+		cap | grep -q 't=0.0s/' || break
+		sleep 0.1
+	done
+	if cap | grep -q 't=0.0s/'; then fail "replay: ] jumps to the first marker/failure" "time did not move"
+	else ok "replay: ] jumps to the first marker/failure"; fi
+else
+	ok "replay: no failure in this run to jump to"
+fi
+key 4
+wait_for "replay: checklist" "item \\ node" 5
+key q
+exit 0
