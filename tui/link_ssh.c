@@ -42,10 +42,11 @@
 
 #define REMOTE_DIR ".cache/day0/bin" /* relative to the remote home */
 #define DEPLOY_TIMEOUT_MS 120000     /* deploy + start, after auth */
+#define DEPLOY_MARK "day0: deploy needed" /* the start command on stderr */
 
 /* Steps inside LINK_DEPLOY. */
 enum deploy_step {
-	D_CHECK,   /* run AGENT --version */
+	D_CHECK,   /* close the start channel that said "deploy needed" */
 	D_MKDIR,   /* mkdir -p the directory */
 	D_SEND,	   /* SCP the files (file index in ->file) */
 	D_INSTALL, /* sha256sum -c, chmod, mv */
@@ -91,7 +92,8 @@ struct ssh {
 	char sha[2][65];
 	struct job job;
 	/* agent channel */
-	int ch_st; /* 0 open, 1 exec, 2 running */
+	int ch_st; /* 0 open, 1 exec, 2 waiting for the first byte */
+	int deployed;
 	char *start_cmd;
 	int closing, eof_sent;
 };
@@ -199,7 +201,7 @@ static void expand_home(const char *p, char *out, size_t max)
 static const char *local_version(const char *agent)
 {
 	static char path[4096], ver[256];
-	char cmd[4200], q[4200] = "";
+	char cmd[4300], q[4200] = "";
 	FILE *p;
 	if (!strcmp(path, agent) && *ver)
 		return ver;
@@ -752,13 +754,7 @@ static int deploy_step(struct link *l, struct ssh *t)
 			return -1;
 		}
 		switch (t->dstep) {
-		case D_CHECK: {
-			size_t n = strcspn(t->job.out, "\r\n");
-			if (t->job.rc == 0 && *ver &&
-			    n == strlen(ver) && !strncmp(t->job.out, ver, n)) {
-				t->dstep = D_DONE;
-				continue;
-			}
+		case D_CHECK:
 			if (!*ver) {
 				link_fail(l, "deploy failed",
 					  "%s: %s --version does not run "
@@ -776,7 +772,6 @@ static int deploy_step(struct link *l, struct ssh *t)
 				       "find \"$HOME\"/" REMOTE_DIR
 				       " -name '*.tmp-*' -mmin +1440 -delete");
 			continue;
-		}
 		case D_MKDIR:
 			if (t->job.rc) {
 				link_fail(l, "deploy failed",
@@ -842,10 +837,20 @@ static int start_cmd(struct link *l, struct ssh *t)
 	char *c = calloc(1, max);
 	if (!c)
 		return -1;
-	if (l->cfg.remote_agent)
+	if (l->cfg.remote_agent) {
 		shell_quote(c, max, l->cfg.remote_agent);
-	else
-		snprintf(c, max, "\"$HOME\"/" REMOTE_DIR "/day0-agent");
+	} else {
+		/* Start only a copy that reports our version, with its
+		 * engine beside it; else say so (DEPLOY_MARK) and exit. */
+		char ver[600] = "";
+		shell_quote(ver, sizeof ver, local_version(l->cfg.agent_path));
+		snprintf(c, max,
+			 "d=\"$HOME\"/" REMOTE_DIR "; if [ ! -x \"$d/day0-engine\" ] "
+			 "|| [ \"$(\"$d/day0-agent\" --version 2>/dev/null)\" != "
+			 "%s ]; then echo '" DEPLOY_MARK "' >&2; exit 97; fi; "
+			 "exec \"$d/day0-agent\"",
+			 ver);
+	}
 	for (char **a = l->agent_args; *a; a++)
 		if (shell_quote(c, max, *a)) {
 			free(c);
@@ -879,17 +884,32 @@ static void pump(struct link *l, struct ssh *t)
 		else if (r != LIBSSH2_ERROR_EAGAIN)
 			goto lost;
 	}
-	while ((r = libssh2_channel_read_stderr(t->ch, buf, sizeof buf)) > 0)
-		link_got_stderr(l, buf, (size_t)r);
-	if (r < 0 && r != LIBSSH2_ERROR_EAGAIN)
-		goto lost;
-	while ((r = libssh2_channel_read(t->ch, buf, sizeof buf)) > 0) {
-		link_got_stdout(l, buf, (size_t)r);
-		if (l->phase == LINK_FAILED)
-			return;
+	/*
+	 * Read until libssh2 says EAGAIN on both streams.  A read may return
+	 * 0 without EOF when it only processed other packets (a window
+	 * adjust, the other stream's data); stopping there could leave data
+	 * in libssh2's buffer that no poll() would announce.
+	 */
+	for (int spins = 0; spins < 1000; spins++) {
+		ssize_t ro, re;
+		while ((re = libssh2_channel_read_stderr(t->ch, buf,
+							 sizeof buf)) > 0)
+			link_got_stderr(l, buf, (size_t)re);
+		if (re < 0 && re != LIBSSH2_ERROR_EAGAIN)
+			goto lost;
+		while ((ro = libssh2_channel_read(t->ch, buf, sizeof buf)) >
+		       0) {
+			link_got_stdout(l, buf, (size_t)ro);
+			if (l->phase == LINK_FAILED)
+				return;
+		}
+		if (ro < 0 && ro != LIBSSH2_ERROR_EAGAIN)
+			goto lost;
+		if ((ro == LIBSSH2_ERROR_EAGAIN &&
+		     re == LIBSSH2_ERROR_EAGAIN) ||
+		    libssh2_channel_eof(t->ch))
+			break;
 	}
-	if (r < 0 && r != LIBSSH2_ERROR_EAGAIN)
-		goto lost;
 	/* stderr may have arrived with the last stdout read. */
 	while ((r = libssh2_channel_read_stderr(t->ch, buf, sizeof buf)) > 0)
 		link_got_stderr(l, buf, (size_t)r);
@@ -899,6 +919,64 @@ static void pump(struct link *l, struct ssh *t)
 lost:
 	link_fail(l, "connection lost", "%s: connection lost: %s", t->where,
 		  last_error(t));
+}
+
+/*
+ * The start channel runs the version check and the agent in one command
+ * (one session set-up on the node instead of two: the remote shell's
+ * start-up is most of the cost).  The agent writes its hello before
+ * reading anything, so its first stdout byte means UP; a channel that ends
+ * with DEPLOY_MARK on stderr and no stdout wants the agent deployed.
+ * 1 progressed, 0 waiting.
+ */
+static int started(struct link *l, struct ssh *t)
+{
+	char buf[16384];
+	ssize_t r;
+	while ((r = libssh2_channel_read_stderr(t->ch, buf, sizeof buf)) > 0)
+		link_got_stderr(l, buf, (size_t)r);
+	if (r < 0 && r != LIBSSH2_ERROR_EAGAIN)
+		goto lost;
+	r = libssh2_channel_read(t->ch, buf, sizeof buf);
+	if (r > 0) {
+		l->phase = LINK_UP;
+		t->deadline = 0;
+		link_got_stdout(l, buf, (size_t)r);
+		return 1; /* pump reads the rest */
+	}
+	if (r < 0 && r != LIBSSH2_ERROR_EAGAIN)
+		goto lost;
+	if (!libssh2_channel_eof(t->ch))
+		return r == 0; /* 0: other packets processed, try again */
+	if (!strstr(l->err_tail, DEPLOY_MARK) || l->cfg.remote_agent) {
+		/* The agent (or the shell) ended without a word: LINK_EOF,
+		 * its stderr says why. */
+		link_got_stdout_eof(l);
+		return 0;
+	}
+	if (t->deployed) {
+		link_fail(l, "deploy failed",
+			  "%s: the agent deployed to ~/%s does not report "
+			  "'%s'",
+			  t->where, REMOTE_DIR,
+			  local_version(l->cfg.agent_path));
+		return 0;
+	}
+	/* Close that channel (a job), then deploy. */
+	l->err_len = 0;
+	l->err_tail[0] = 0;
+	memset(&t->job, 0, sizeof t->job);
+	t->job.ch = t->ch;
+	t->job.st = 4;
+	t->ch = NULL;
+	t->ch_st = 0;
+	t->dstep = D_CHECK;
+	l->phase = LINK_DEPLOY;
+	return 1;
+lost:
+	link_fail(l, "connection lost", "%s: connection lost: %s", t->where,
+		  last_error(t));
+	return 0;
 }
 
 /* One step of the state machine: 1 progressed, 0 waiting. */
@@ -935,23 +1013,14 @@ static int step(struct link *l, struct ssh *t)
 		set_deadline(t, DEPLOY_TIMEOUT_MS);
 		if (start_cmd(l, t))
 			return 0;
-		if (l->cfg.remote_agent) {
-			l->phase = LINK_STARTING;
-		} else {
-			char cmd[256];
-			l->phase = LINK_DEPLOY;
-			t->dstep = D_CHECK;
-			snprintf(cmd, sizeof cmd,
-				 "\"$HOME\"/" REMOTE_DIR "/day0-agent "
-				 "--version 2>&1 && test -x \"$HOME\"/" REMOTE_DIR
-				 "/day0-engine");
-			job_start_exec(&t->job, cmd);
-		}
+		l->phase = LINK_STARTING;
 		return 1;
 	case LINK_DEPLOY:
 		rc = deploy_step(l, t);
 		if (rc <= 0)
 			return 0;
+		t->deployed = 1;
+		t->ch_st = 0;
 		l->phase = LINK_STARTING;
 		return 1;
 	case LINK_STARTING:
@@ -968,19 +1037,19 @@ static int step(struct link *l, struct ssh *t)
 			}
 			t->ch_st = 1;
 		}
-		rc = libssh2_channel_exec(t->ch, t->start_cmd);
-		if (rc == LIBSSH2_ERROR_EAGAIN)
-			return 0;
-		if (rc) {
-			link_fail(l, "agent failed",
-				  "%s: cannot start the agent: %s", t->where,
-				  last_error(t));
-			return 0;
+		if (t->ch_st == 1) {
+			rc = libssh2_channel_exec(t->ch, t->start_cmd);
+			if (rc == LIBSSH2_ERROR_EAGAIN)
+				return 0;
+			if (rc) {
+				link_fail(l, "agent failed",
+					  "%s: cannot start the agent: %s",
+					  t->where, last_error(t));
+				return 0;
+			}
+			t->ch_st = 2;
 		}
-		t->ch_st = 2;
-		t->deadline = 0;
-		l->phase = LINK_UP;
-		return 1;
+		return started(l, t);
 	case LINK_UP:
 		pump(l, t);
 		return 0;

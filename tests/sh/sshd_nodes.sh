@@ -6,8 +6,9 @@
 #   sshd_nodes_start 8 || exit 1
 #   "$BUILD/day0" hosts --inventory "$SSHD_INV" --known-hosts "$SSHD_KNOWN_HOSTS"
 #
-# sshd_nodes_start N      one sshd listening on 127.0.0.2 .. 127.0.0.(N+1),
-#                         all on $SSHD_PORT; returns 1 (after a FAIL line)
+# sshd_nodes_start N      sshd listening on 127.0.0.2 .. 127.0.0.(N+1), all
+#                         on $SSHD_PORT (one sshd per 16 addresses: OpenSSH's
+#                         MAX_LISTEN_SOCKS); returns 1 (after a FAIL line)
 #                         when sshd is missing or does not start.
 # sshd_other_start        a second sshd on 127.0.0.200:$SSHD_OTHER_PORT with a
 #                         different host key (the "reinstalled node"); its
@@ -87,6 +88,29 @@ CFG
 	return 1
 }
 
+# All node addresses on $SSHD_PORT, 16 to an sshd.
+_sshd_run_all() {
+	local chunk=() k=0 a
+	for a in $SSHD_HOSTS; do
+		chunk+=("$a")
+		if [ "${#chunk[@]}" -eq 16 ]; then
+			_sshd_run "sshd$k" "$SSHD_HOST_KEY" "$SSHD_PORT" "${chunk[@]}" || return 1
+			chunk=()
+			k=$((k + 1))
+		fi
+	done
+	[ "${#chunk[@]}" -eq 0 ] || _sshd_run "sshd$k" "$SSHD_HOST_KEY" "$SSHD_PORT" "${chunk[@]}"
+}
+
+# Stop the node sshds (not the other one).
+sshd_nodes_stop() {
+	local f
+	for f in "$T"/sshd[0-9]*.pid; do
+		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
+		rm -f "$f"
+	done
+}
+
 sshd_nodes_start() {
 	local n=$1 i try hosts="" json_hosts
 	if [ ! -x /usr/sbin/sshd ] || ! command -v ssh-keygen >/dev/null; then
@@ -106,16 +130,14 @@ sshd_nodes_start() {
 	# One port for all nodes, as a cluster has; another when it is busy.
 	SSHD_PORT=$((20000 + $$ % 20000))
 	for try in 1 2 3 4 5; do
-		# shellcheck disable=SC2086
-		if _sshd_run sshd "$SSHD_HOST_KEY" "$SSHD_PORT" $SSHD_HOSTS; then
-			break
-		fi
-		grep -q "Address already in use" "$T/sshd.log" 2>/dev/null || {
-			fail "sshd" "did not start: $(tail -c 400 "$T/sshd.log" 2>/dev/null)"
+		_sshd_run_all && break
+		grep -q "Address already in use" "$T"/sshd*.log 2>/dev/null || {
+			fail "sshd" "did not start: $(tail -c 400 "$T"/sshd*.log 2>/dev/null)"
 			return 1
 		}
-		SSHD_PORT=$(sshd_free_port)
+		sshd_nodes_stop
 		[ "$try" = 5 ] && { fail "sshd" "no free port"; return 1; }
+		SSHD_PORT=$(sshd_free_port)
 	done
 	SSHD_KNOWN_HOSTS="$T/known_hosts"
 	: >"$SSHD_KNOWN_HOSTS"

@@ -31,8 +31,11 @@ expect_rc 0 "hosts: second run" timeout 60 "$DAY0" hosts --inventory "$SSHD_INV"
 check "hosts: second run does not upload again (mtimes unchanged)" \
 	test "$m1" = "$(stat -c %y "$BIN/day0-agent" "$BIN/day0-engine")"
 # A stale remote copy of another version is replaced.
-printf '#!/bin/sh\necho day0-agent 0.0.0-old\n' >"$BIN/day0-agent"
-chmod 755 "$BIN/day0-agent"
+# (renamed into place: an agent may still be running from the old file)
+printf '#!/bin/sh\necho day0-agent 0.0.0-old\n' >"$BIN/old.$$"
+chmod 755 "$BIN/old.$$"
+mv -f "$BIN/old.$$" "$BIN/day0-agent"
+check "hosts: (an old agent is in place)" test "$("$BIN/day0-agent" --version)" = "day0-agent 0.0.0-old"
 expect_rc 0 "hosts: an older remote agent is replaced" \
 	timeout 120 "$DAY0" hosts --inventory "$SSHD_INV" "${KH[@]}"
 check "hosts: ... by the local one" cmp -s "$BIN/day0-agent" "$AGENT"

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# SSH fan-out benchmark: `day0 hosts` across N loopback sshd "hosts"
+# (127.0.0.2 .. 127.0.0.(N+1), one OpenSSH sshd, tests/sh/sshd_nodes.sh)
+# against `pdsh -R ssh -w ... true` and `clush -w ... true`, in the same run,
+# on the same hosts, keys and known_hosts.
+#
+#   BUILD=build bash bench/fanout.sh
+#
+# day0 hosts does more than the references: it connects, checks the host
+# key, authenticates, checks the deployed agent's version, starts the agent
+# and waits for its hello and facts answers, then says bye.  pdsh and clush
+# run `true` through one ssh process per host.  Deployment is not counted:
+# day0 hosts runs once before timing.  Runs are interleaved (day0, pdsh,
+# clush, day0, ...) REPS times; medians are printed and the ratio
+# day0 / faster-of-(pdsh, clush), target <= 1.0x.  A missed target is
+# reported, not failed; the exit status is non-zero only when a command
+# fails.  pdsh and clustershell are installed with apt-get when missing.
+#
+# Environment: BUILD (default build), N (hosts, default 32, at most 250),
+# REPS (default 7).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
+N=${N:-32}
+REPS=${REPS:-7}
+TARGET=1.0
+export BUILD
+. tests/lib.sh
+. tests/sh/sshd_nodes.sh
+
+die() {
+	echo "bench: $*" >&2
+	exit 1
+}
+
+[ -x "$BUILD/day0" ] || die "$BUILD/day0 not found (run make build)"
+if ! command -v pdsh >/dev/null || ! command -v clush >/dev/null; then
+	SUDO=
+	[ "$(id -u)" = 0 ] || SUDO=sudo
+	echo "bench: installing pdsh and clustershell" >&2
+	$SUDO apt-get update -qq >/dev/null &&
+		DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+			--no-install-recommends pdsh clustershell >/dev/null ||
+		die "apt-get install pdsh clustershell failed"
+fi
+sshd_nodes_start "$N" || die "sshd did not start (see above)"
+LAST=$((N + 1))
+WHO="127.0.0.[2-$LAST]"
+# Both references reach the hosts through ssh with the same configuration
+# file: port, identity, known_hosts (strict), batch mode.
+export PDSH_SSH_ARGS="-F $SSHD_SSH_CONFIG -x -l%u %h"
+export PDSH_RCMD_TYPE=ssh
+
+run_day0() { "$BUILD/day0" hosts --inventory "$SSHD_INV" --known-hosts "$SSHD_KNOWN_HOSTS" >"$T/day0.out" 2>&1; }
+run_pdsh() { pdsh -R ssh -f "$N" -w "$WHO" true >"$T/pdsh.out" 2>&1; }
+run_clush() { clush -f "$N" -o "-F $SSHD_SSH_CONFIG" -w "$WHO" true >"$T/clush.out" 2>&1; }
+
+# Warm-up, deployment included, and a check that each side works at all.
+run_day0 || die "day0 hosts failed: $(tail -c 600 "$T/day0.out")"
+grep -q "($N)" "$T/day0.out" || die "day0 hosts: not all $N hosts answered: $(head -c 600 "$T/day0.out")"
+run_pdsh || die "pdsh failed: $(tail -c 600 "$T/pdsh.out")"
+run_clush || die "clush failed: $(tail -c 600 "$T/clush.out")"
+
+# Wall seconds of one command (bash's clock, no extra process).
+timed() {
+	local s e
+	s=$EPOCHREALTIME
+	"$@" || die "$1 failed: $(tail -c 400 "$T"/*.out)"
+	e=$EPOCHREALTIME
+	echo "$s $e" | awk '{printf "%.4f\n", $2 - $1}'
+}
+: >"$T/day0.t"
+: >"$T/pdsh.t"
+: >"$T/clush.t"
+for r in $(seq "$REPS"); do
+	timed run_day0 >>"$T/day0.t"
+	timed run_pdsh >>"$T/pdsh.t"
+	timed run_clush >>"$T/clush.t"
+done
+median() { sort -n "$1" | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+D=$(median "$T/day0.t")
+P=$(median "$T/pdsh.t")
+C=$(median "$T/clush.t")
+printf 'fanout: %d loopback sshd hosts, %d reps, median wall seconds\n' "$N" "$REPS"
+printf '  day0 hosts (hello + facts)  %8.3f s   runs: %s\n' "$D" "$(tr '\n' ' ' <"$T/day0.t")"
+printf '  pdsh -R ssh true            %8.3f s   runs: %s\n' "$P" "$(tr '\n' ' ' <"$T/pdsh.t")"
+printf '  clush true                  %8.3f s   runs: %s\n' "$C" "$(tr '\n' ' ' <"$T/clush.t")"
+awk -v d="$D" -v p="$P" -v c="$C" -v t="$TARGET" 'BEGIN {
+	f = p < c ? p : c; n = p < c ? "pdsh" : "clush"
+	r = d / f
+	printf "  ratio day0 / %s = %.2fx (target <= %.1fx): %s\n", n, r, t, r <= t ? "met" : "MISSED"
+}'
