@@ -23,7 +23,7 @@ static const char usage_text[] =
     "[--dir DIR] [--playbook FILE] [--headless] [--ascii] [--no-color] "
     "[--cards N]\n\n"
     "Generates a tiny Qwen3-MoE checkpoint and a local inventory (one node, "
-    "N cards =\nN MPI ranks, default 4) in DIR (default /tmp/day0-demo), "
+    "N cards of 128 MiB =\nN MPI ranks, default 4) in DIR (default /tmp/day0-demo), "
     "then runs the release-day\nplaybook on it with the live console (or "
     "headless when stdout is not a terminal).";
 
@@ -157,7 +157,8 @@ static int run(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	/* 2. The inventory: this machine, N CPU cards of 1 GiB. */
+	/* 2. The inventory: this machine, N CPU cards of 128 MiB (the
+	 * demo model needs ~10 MiB a card; a rank process ~30 MiB). */
 	f = fopen(inv, "w");
 	if (!f) {
 		fprintf(stderr, "day0 demo: %s: %s\n", inv, strerror(errno));
@@ -166,7 +167,7 @@ static int run(int argc, char **argv)
 	fprintf(f,
 		"{\"name\": \"this-machine\",\n \"nodes\": [{\"name\": "
 		"\"local\", \"transport\": \"local\", \"cards\": %d, "
-		"\"card_mem\": \"1GiB\"}]}\n",
+		"\"card_mem\": \"128MiB\"}]}\n",
 		cards);
 	if (fclose(f)) {
 		fprintf(stderr, "day0 demo: %s: %s\n", inv, strerror(errno));

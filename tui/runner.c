@@ -106,6 +106,7 @@ struct run {
 	int stopping;	 /* no new stages (fail-fast, cancel) */
 	int cancelled;
 	int finished;
+	int quit; /* the operator quit the live screen after the verdict */
 	int go;
 	struct live *live;
 	FILE *out; /* headless lines; NULL in TUI mode */
@@ -1397,6 +1398,7 @@ static void op_quit(void *arg)
 	struct run *r = arg;
 	if (!r->finished)
 		cancel_all(r);
+	r->quit = 1;
 }
 
 /* ----------------------------------------------------------- summary */
@@ -1805,7 +1807,10 @@ static void loop(struct run *r)
 				if (r->nodes[i].link &&
 				    link_phase(r->nodes[i].link) == LINK_UP)
 					open++;
-			if (!open || now_ns() > bye_deadline)
+			/* The live screen stays on the verdict until the
+			 * operator quits it. */
+			if ((!open || now_ns() > bye_deadline) &&
+			    (!r->live || r->quit))
 				break;
 		}
 		if (r->cancelled && !tasks_live(r) && !r->finished) {
