@@ -595,7 +595,7 @@ enum tui_act tui_key(struct tui *ui, const struct view *v, int key,
 					 sizeof ui->pending_arg, "%s",
 					 ui->input);
 				snprintf(ui->status, sizeof ui->status,
-					 "marker added: %s", ui->input);
+					 "marker added: %.200s", ui->input);
 				ui->input[0] = 0;
 				*arg = ui->pending_arg;
 				return ACT_MARKER;

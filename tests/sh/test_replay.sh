@@ -78,8 +78,8 @@ contains "--help shows --baseline" "--baseline" "$OUT"
 
 # seek == fold from zero (the screen is a function of the log up to t)
 for at in 0 3.5 12.5 25 30.000000001 31 45 59 100; do
-	"$DAY0" replay "$DB" --dump --at $at >"$T/seek" 2>&1
-	"$DAY0" replay "$DB" --dump --fold --at $at >"$T/fold" 2>&1
+	"$DAY0" replay "$DB" --dump --at $at >"$T/seek" 2>"$T/seek.err"
+	"$DAY0" replay "$DB" --dump --fold --at $at >"$T/fold" 2>"$T/fold.err"
 	if cmp -s "$T/seek" "$T/fold" && [ -s "$T/seek" ]; then ok "dump seek == fold at $at"
 	else fail "dump seek == fold at $at" "$(diff "$T/seek" "$T/fold" | head -5)"; fi
 done
