@@ -397,11 +397,16 @@ static int run(int argc, char **argv)
 	}
 	res.seconds = MPI_Wtime() - t0;
 	{
-		/* growth: last quarter against the first, the worst rank */
-		size_t n = (size_t)res.iters, q = n / 4 ? n / 4 : 1;
-		double first_q = n ? mean(rss, 0, q) : 0;
-		double last_q = n ? mean(rss, n - q, n) : 0;
-		double g = first_q > 0 ? (last_q - first_q) / first_q : 0;
+		/* growth: last quarter against the first, the worst rank;
+		 * the first iteration is the warm-up (thread pools, MPI
+		 * buffers, lazily mapped pages) once there are enough */
+		size_t n = (size_t)res.iters, w = n >= 5, q = (n - w) / 4;
+		double first_q, last_q, g;
+		if (!q)
+			q = 1;
+		first_q = n ? mean(rss, w, w + q) : 0;
+		last_q = n ? mean(rss, n - q, n) : 0;
+		g = first_q > 0 ? (last_q - first_q) / first_q : 0;
 		struct {
 			double v;
 			int rank;
