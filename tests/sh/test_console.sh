@@ -117,7 +117,7 @@ check "the lost stage end is in the store" test "$(sqlite3 "$T/k.db" "select cou
 ("$DAY0" run "$T/long.json" --inventory "$T/inv.json" --session "$T/r.db" --headless >"$T/r.out" 2>&1) &
 cpid=$!
 for i in $(seq 600); do grep -q "stage long .*start" "$T/r.out" 2>/dev/null && break; sleep 0.1; done
-kill -9 $cpid
+{ kill -9 $cpid; wait $cpid; } 2>/dev/null
 wait $cpid 2>/dev/null
 expect_rc 0 "--resume finishes the session" timeout 60 "$DAY0" run --resume "$T/r.db" --headless
 contains "the resumed run reaches a verdict" "verdict: GO" "$OUT"

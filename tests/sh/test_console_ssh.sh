@@ -97,7 +97,7 @@ expect_rc 0 "no event lost or doubled (seq audit)" "$STORE" audit "$T/k.db"
 ("$DAY0" run "$T/long.json" --inventory "$SSHD_INV" "${KH[@]}" --session "$T/r.db" --headless >"$T/r.out" 2>&1) &
 cpid=$!
 for i in $(seq 600); do grep -q "stage long .*start" "$T/r.out" 2>/dev/null && break; sleep 0.1; done
-kill -9 $cpid
+{ kill -9 $cpid; wait $cpid; } 2>/dev/null
 wait $cpid 2>/dev/null
 expect_rc 0 "--resume over ssh finishes the session" timeout 120 "$DAY0" run --resume "$T/r.db" \
 	"${KH[@]}" --headless
