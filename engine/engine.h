@@ -416,6 +416,8 @@ const struct model_config *rt_config(const struct rt *r);
 uint64_t rt_mem_used(const struct rt *r);
 uint64_t rt_mem_peak(const struct rt *r);
 const struct rt_stats *rt_stats(const struct rt *r);
+/* Start a new sequence: forget the KV cache (the weights stay). */
+void rt_reset(struct rt *r);
 void rt_close(struct rt *r);
 
 /*

@@ -849,6 +849,13 @@ int rt_is_stage_root(const struct rt *r)
 	return r->tp_rank == 0 && r->ep_rank == 0;
 }
 
+void rt_reset(struct rt *r)
+{
+	/* The cached keys/values past pos are never read: the next forward
+	 * overwrites from 0. */
+	r->pos = 0;
+}
+
 void rt_close(struct rt *r)
 {
 	if (!r)

@@ -11,10 +11,9 @@
  * Progress every --interval seconds (stage progress, per-card memory
  * samples, throughput), then one `stability.soak` check.
  *
- * Each iteration opens the runtime, runs the prompt and closes it, because
- * the runtime has no way to rewind its KV cache: a request at the next
- * positions would (rightly) give different logits.  The load is timed
- * apart from the forward pass, so the throughput is the forward's.
+ * The runtime is opened once; each iteration starts a new sequence
+ * (rt_reset rewinds the KV cache) and runs the prompt, so the logits must
+ * be the same bit for bit.  Only the forward pass is timed.
  *
  * Failure discipline as in run: every rank takes each decision together
  * (an MPI_Allreduce or a broadcast from rank 0) so nobody is left waiting
@@ -255,6 +254,7 @@ static int run(int argc, char **argv)
 	double t0, next_report, fwd;
 	long mism_local = 0;
 	double diff_local = 0;
+	struct rt *r = NULL;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -272,16 +272,23 @@ static int run(int argc, char **argv)
 	t0 = MPI_Wtime();
 	next_report = t0 + o.interval;
 	fwd = 0;
+	r = NULL;
 	while (go) {
-		struct rt *r = NULL;
+		int reopen = r == NULL;
 		int last;
 		double t1;
-		rc = rt_open(&r, o.dir, &o.d, o.card_mem, o.ntok, &err);
+		/* One runtime for the whole soak: each iteration starts a new
+		 * sequence (rt_reset), so growth inside forward passes shows. */
+		if (reopen)
+			rc = rt_open(&r, o.dir, &o.d, o.card_mem, o.ntok, &err);
+		else
+			rc = (rt_reset(r), 0);
 		if (agree(rc < 0)) {
 			if (rc < 0)
 				fprintf(stderr, "day0-engine: rank %d: %s\n", rank,
 					err.msg);
 			rt_close(r);
+			r = NULL;
 			if (res.iters == 0) { /* a refusal, not instability */
 				if (rank == 0)
 					events_stage("soak", "end", 1, EXIT_USAGE,
@@ -308,6 +315,7 @@ static int run(int argc, char **argv)
 					 "exceeded on another rank (--card-mem %llu)",
 					 (unsigned long long)o.card_mem);
 			rt_close(r);
+			r = NULL;
 			break;
 		}
 		if (!logits) {
@@ -320,6 +328,7 @@ static int run(int argc, char **argv)
 					fprintf(stderr, "day0-engine: --tokens: an id is "
 						"outside the vocabulary (%d)\n", V);
 				rt_close(r);
+				r = NULL;
 				free(o.tokens);
 				MPI_Finalize();
 				return EXIT_USAGE;
@@ -341,6 +350,7 @@ static int run(int argc, char **argv)
 				 rc < 0 ? ": " : "",
 				 rc < 0 ? err.msg : " on another rank");
 			rt_close(r);
+			r = NULL;
 			break;
 		}
 		/* the last stage's root holds the logits: compare bits */
@@ -361,7 +371,7 @@ static int run(int argc, char **argv)
 		if (rt_mem_peak(r) > peak)
 			peak = rt_mem_peak(r);
 		r_now = rss_now();
-		rt_close(r);
+		/* r stays open for the next iteration */
 		if ((size_t)res.iters == cap) {
 			cap = cap ? cap * 2 : 256;
 			rss = realloc(rss, cap * sizeof *rss);
@@ -395,6 +405,8 @@ static int run(int argc, char **argv)
 				emit_mem(rank, used, peak, o.card_mem, r_now);
 		}
 	}
+	rt_close(r);
+	r = NULL;
 	res.seconds = MPI_Wtime() - t0;
 	{
 		/* growth: last quarter against the first, the worst rank;
