@@ -2157,6 +2157,31 @@ int runner_main(const struct runner_opts *o)
 			pb_path);
 		goto out;
 	}
+	{ /* -e: only the playbook's own variables */
+		const char *k;
+		json_t *v;
+		json_object_foreach(r.vars, k, v)
+		{
+			int builtin = 0;
+			for (int i = 0; playbook_builtins[i]; i++)
+				builtin |= !strcmp(k, playbook_builtins[i]);
+			if (builtin || !json_object_get(r.pb.vars, k)) {
+				char *has = json_dumps(r.pb.vars, JSON_COMPACT);
+				fprintf(stderr,
+					"day0: -e %s: %s (the playbook's "
+					"variables: %s)\n",
+					k,
+					builtin ? "a built-in variable, set by "
+						  "the console (--model, --work, "
+						  "the inventory)"
+						: "the playbook has no such "
+						  "variable",
+					has ? has : "{}");
+				free(has);
+				goto out;
+			}
+		}
+	}
 	if (load_inventory_doc(&r, inv_path))
 		goto out;
 	if (!r.name[0])

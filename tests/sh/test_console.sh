@@ -147,4 +147,8 @@ printf '{"name":"m","stages":[{"id":"v","step":"verify","on":"all","args":["${mo
 expect_rc 2 "\${model} without --model is refused" "$DAY0" run "$T/model.json" --inventory "$T/inv.json"
 contains "with a hint" "give --model DIR" "$ERR"
 expect_rc 2 "a bad -e is refused" "$DAY0" run "$T/pb.json" --inventory "$T/inv.json" -e novalue
+expect_rc 2 "-e of a variable the playbook does not have is refused" "$DAY0" run "$T/pb.json" --inventory "$T/inv.json" -e tpp=2 --check
+contains "naming it and the playbook's variables" '-e tpp: the playbook has no such variable (the playbook'"'"'s variables: {"m":' "$ERR"
+expect_rc 0 "-e of a playbook variable wins over its default" "$DAY0" run "$T/pb.json" --inventory "$T/inv.json" -e 'm=/elsewhere' --check
+contains "and is used" "day0-engine verify /elsewhere --events" "$OUT"
 check "no session file for refused runs" test "$(ls "$T/sessions"/*.db 2>/dev/null | wc -l)" = 0
