@@ -53,6 +53,7 @@ int main(int argc, char **argv)
 	ssize_t n;
 	long long seq = 0;
 	int lineno = 0, *hit;
+	json_t *o = NULL;
 	if (argc < 2 || !(f = fopen(argv[1], "r"))) {
 		fprintf(stderr, "usage: jsonl_check FILE [PATTERN...]\n");
 		return 2;
@@ -60,22 +61,22 @@ int main(int argc, char **argv)
 	hit = calloc((size_t)argc, sizeof *hit);
 	while ((n = getline(&line, &cap, f)) > 0) {
 		json_error_t je;
-		json_t *o = json_loadb(line, (size_t)n, 0, &je);
+		o = json_loadb(line, (size_t)n, 0, &je);
 		lineno++;
 		if (!json_is_object(o)) {
 			fprintf(stderr, "line %d: not a JSON object: %s\n", lineno, je.text);
-			return 1;
+			goto bad;
 		}
 		if (!field_is(o, "v", "1") || !json_is_integer(json_object_get(o, "ts")) ||
 		    !json_is_string(json_object_get(o, "node")) ||
 		    !json_is_string(json_object_get(o, "type"))) {
 			fprintf(stderr, "line %d: envelope incomplete\n", lineno);
-			return 1;
+			goto bad;
 		}
 		if (json_integer_value(json_object_get(o, "seq")) != ++seq) {
 			fprintf(stderr, "line %d: seq %lld, expected %lld\n", lineno,
 				(long long)json_integer_value(json_object_get(o, "seq")), seq);
-			return 1;
+			goto bad;
 		}
 		for (int i = 2; i < argc; i++)
 			if (matches(o, argv[i]))
@@ -86,13 +87,21 @@ int main(int argc, char **argv)
 	fclose(f);
 	if (lineno == 0) {
 		fprintf(stderr, "no events\n");
+		free(hit);
 		return 1;
 	}
 	for (int i = 2; i < argc; i++)
 		if (!hit[i]) {
 			fprintf(stderr, "no event matches %s\n", argv[i]);
+			free(hit);
 			return 1;
 		}
 	free(hit);
 	return 0;
+bad: /* a failing check: free what the sanitizer would report */
+	json_decref(o);
+	free(line);
+	fclose(f);
+	free(hit);
+	return 1;
 }
