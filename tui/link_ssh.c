@@ -219,6 +219,55 @@ static const char *local_version(const char *agent)
 	return ver;
 }
 
+/*
+ * The SHA-256 of the local agent followed by its engine, hex: the node's
+ * copies must be these bytes, not just the same version (a sanitizer or
+ * debug build reports the same --version as a release build).
+ */
+static const char *local_stamp(const char *agent)
+{
+	static char path[4096], hex[65];
+	char engine[4200], *slash;
+	const char *files[2];
+	EVP_MD_CTX *ctx;
+	unsigned char md[32], buf[65536];
+	unsigned int mdlen = 0;
+	int ok = 1;
+	if (!strcmp(path, agent) && *hex)
+		return hex;
+	snprintf(path, sizeof path, "%s", agent);
+	hex[0] = 0;
+	snprintf(engine, sizeof engine, "%s", agent);
+	slash = strrchr(engine, '/');
+	snprintf(slash ? slash + 1 : engine,
+		 sizeof engine - (size_t)(slash ? slash + 1 - engine : 0), "%s",
+		 "day0-engine");
+	files[0] = agent;
+	files[1] = engine;
+	ctx = EVP_MD_CTX_new();
+	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))
+		ok = 0;
+	for (int i = 0; ok && i < 2; i++) {
+		FILE *f = fopen(files[i], "rb");
+		size_t n;
+		if (!f) {
+			ok = 0;
+			break;
+		}
+		while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+			if (!EVP_DigestUpdate(ctx, buf, n))
+				ok = 0;
+		if (ferror(f))
+			ok = 0;
+		fclose(f);
+	}
+	if (ok && EVP_DigestFinal_ex(ctx, md, &mdlen) && mdlen == 32)
+		for (int i = 0; i < 32; i++)
+			snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	EVP_MD_CTX_free(ctx);
+	return hex;
+}
+
 /* -------------------------------------------------------------- the jobs */
 
 static void job_start_exec(struct job *j, const char *cmd)
@@ -840,16 +889,25 @@ static int start_cmd(struct link *l, struct ssh *t)
 	if (l->cfg.remote_agent) {
 		shell_quote(c, max, l->cfg.remote_agent);
 	} else {
-		/* Start only a copy that reports our version, with its
-		 * engine beside it; else say so (DEPLOY_MARK) and exit. */
-		char ver[600] = "";
-		shell_quote(ver, sizeof ver, local_version(l->cfg.agent_path));
+		/* Start only copies that are our bytes (agent and engine
+		 * hashed together: a different build of the same version
+		 * is redeployed too); else say so (DEPLOY_MARK) and exit. */
+		const char *stamp = local_stamp(l->cfg.agent_path);
+		if (!*stamp) {
+			free(c);
+			link_fail(l, "deploy failed",
+				  "%s: cannot read %s and the day0-engine "
+				  "beside it",
+				  t->where, l->cfg.agent_path);
+			return -1;
+		}
 		snprintf(c, max,
 			 "d=\"$HOME\"/" REMOTE_DIR "; if [ ! -x \"$d/day0-engine\" ] "
-			 "|| [ \"$(\"$d/day0-agent\" --version 2>/dev/null)\" != "
-			 "%s ]; then echo '" DEPLOY_MARK "' >&2; exit 97; fi; "
+			 "|| [ \"$(cat \"$d/day0-agent\" \"$d/day0-engine\" "
+			 "2>/dev/null | sha256sum | cut -c1-64)\" != %s ]; "
+			 "then echo '" DEPLOY_MARK "' >&2; exit 97; fi; "
 			 "exec \"$d/day0-agent\"",
-			 ver);
+			 stamp);
 	}
 	for (char **a = l->agent_args; *a; a++)
 		if (shell_quote(c, max, *a)) {

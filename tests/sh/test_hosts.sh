@@ -39,6 +39,13 @@ check "hosts: (an old agent is in place)" test "$("$BIN/day0-agent" --version)" 
 expect_rc 0 "hosts: an older remote agent is replaced" \
 	timeout 120 "$DAY0" hosts --inventory "$SSHD_INV" "${KH[@]}"
 check "hosts: ... by the local one" cmp -s "$BIN/day0-agent" "$AGENT"
+# Another build of the same version (a sanitizer build, say) is replaced
+# too: the bytes decide, not the version string.
+cp "$BIN/day0-engine" "$BIN/eng.$$" && printf 'x' >>"$BIN/eng.$$" && mv -f "$BIN/eng.$$" "$BIN/day0-engine"
+check "hosts: (a different engine build is in place)" bash -c "! cmp -s '$BIN/day0-engine' '$BUILD/day0-engine'"
+expect_rc 0 "hosts: a same-version, different build is replaced" \
+	timeout 120 "$DAY0" hosts --inventory "$SSHD_INV" "${KH[@]}"
+check "hosts: ... by the local bytes" cmp -s "$BIN/day0-engine" "$BUILD/day0-engine"
 
 # --- --json -------------------------------------------------------------------
 expect_rc 0 "hosts --json" timeout 60 "$DAY0" hosts --inventory "$SSHD_INV" "${KH[@]}" --json
