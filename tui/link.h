@@ -38,7 +38,8 @@ enum link_phase {
 	LINK_AUTH,	 /* public-key authentication */
 	LINK_DEPLOY,	 /* checking / uploading the agent */
 	LINK_STARTING,	 /* exec channel / child being started */
-	LINK_UP,	 /* the agent's stdin/stdout are connected */
+	LINK_UP,	 /* the agent's stdin/stdout are connected (ssh: its
+			  * first line has arrived, so it really runs) */
 	LINK_EOF,	 /* the agent's stdout ended (it exited) */
 	LINK_FAILED,	 /* see link_error() */
 };
@@ -54,7 +55,8 @@ struct link_cfg {
 	 * copy is missing or of another version. */
 	const char *agent_path;
 	/* Arguments after the agent (NULL-terminated), e.g. --node n01
-	 * --spool DIR --cards 4 --card-mem 2G --takeover. */
+	 * --spool DIR --cards 4 --card-mem 2G --takeover.  ssh quotes each
+	 * one, except that a leading "~/" stays the remote home. */
 	char *const *agent_args;
 	/* ssh: agent to run on the node (NULL: deploy to ~/.cache/day0/bin
 	 * as above; a path: run that, no deployment). */

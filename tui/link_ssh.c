@@ -11,9 +11,10 @@
  * (say, the auth reply and the channel confirmation together) that the next
  * poll() would never announce.
  *
- * Deployment (unless cfg.remote_agent): `~/.cache/day0/bin/day0-agent
- * --version` on the node is compared with the local agent's; when the
- * remote copy is missing or differs, the agent and the day0-engine next to
+ * Deployment (unless cfg.remote_agent): the SHA-256 of
+ * ~/.cache/day0/bin/day0-agent and day0-engine on the node is compared with
+ * the local files' (local_stamp); when the remote copies are missing or
+ * differ, the agent and the day0-engine next to
  * it are sent with SCP as NAME.tmp-PID-N, their SHA-256 is checked on the
  * node with sha256sum, then they are made executable and renamed into place
  * (a rename, so an agent already running there is not disturbed).
