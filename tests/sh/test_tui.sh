@@ -53,9 +53,14 @@ sleep 0.6
 if cap | grep -q '^EXIT'; then ok "live: resize (run already over)"
 elif [ "$(cap | wc -l)" -eq 30 ]; then ok "live: resized to 90x30"; else fail "live: resize" "$(cap | wc -l) lines"; fi
 key 1
-# The run ends: the runner gives the terminal back and prints where the
-# session is.
-wait_for "demo finished" "EXIT" 240
+# The verdict (GO or NO-GO in the header) ends the run; q (no question
+# asked once the run is over) gives the terminal back, and the runner
+# prints where the session is.
+wait_for "live: verdict shown" "GO" 300
+cap | grep -q '^EXIT' || key q
+sleep 0.5
+cap | grep -q 'y/n' && key y
+wait_for "demo finished" "EXIT" 60
 DB=$(ls "$T"/sessions/*.db 2>/dev/null | head -n 1)
 if [ -n "$DB" ]; then ok "session file written"; else fail "session file" "none in $T/sessions"; exit 1; fi
 
@@ -65,7 +70,8 @@ contains "replay: weights.integrity pass" "check weights.integrity local pass" "
 "$DAY0" replay "$DB" --dump --fold >"$T/fold" 2>/dev/null
 if cmp -s "$T/dump" "$T/fold"; then ok "replay: seek == fold at the end"; else fail "replay: seek == fold" "$(diff "$T/dump" "$T/fold" | head -5)"; fi
 
-tm kill-session -t r
+tm kill-server 2>/dev/null
+sleep 0.5
 tm -u new-session -d -s r -x 120 -y 40 \
 	"env LANG=C.UTF-8 TERM=screen-256color $DAY0 replay $DB --at 0; sleep 60"
 wait_for "replay of the demo: node" "local "
