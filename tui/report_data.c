@@ -678,12 +678,30 @@ json_t *report_load(const char *path, struct d0_err *err)
 	json_object_set_new(doc, "checklist", v);
 	json_object_set_new(doc, "plan", plan(&c));
 	if (!(v = q_rows(&c,
-			 "SELECT node, stage_id, \"group\", op, bytes, ranks, "
-			 "time_us, algbw, busbw, wrong, rank, ts FROM comm "
-			 "ORDER BY stage_id, \"group\", op, bytes, node, rank",
+			 "SELECT c.node, c.stage_id, c.\"group\", c.op, c.bytes, "
+			 "c.ranks, c.time_us, c.algbw, c.busbw, c.wrong, c.rank, "
+			 "c.ts FROM comm c JOIN events e ON e.node = c.node AND "
+			 "e.seq = c.seq WHERE json_extract(e.body, '$.calls') IS "
+			 "NULL ORDER BY c.stage_id, c.\"group\", c.op, c.bytes, "
+			 "c.node, c.rank",
 			 0, NULL, NULL)))
 		goto fail;
+	/* The sweeps (comm steps: one row per size) and, apart, the
+	 * collectives a run timed inside its forward passes (one row per
+	 * group and op, totals over "calls"): mixing them would put
+	 * totals on a bandwidth-against-size chart. */
 	json_object_set_new(doc, "comm", nonempty(v));
+	if (!(v = q_rows(&c,
+			 "SELECT c.node, c.stage_id, c.\"group\", c.op, c.bytes, "
+			 "c.ranks, json_extract(e.body, '$.calls') AS calls, "
+			 "json_extract(e.body, '$.step') AS phase, c.time_us, "
+			 "c.algbw, c.busbw, c.rank, c.ts FROM comm c JOIN events "
+			 "e ON e.node = c.node AND e.seq = c.seq WHERE "
+			 "json_extract(e.body, '$.calls') IS NOT NULL ORDER BY "
+			 "c.stage_id, phase, c.\"group\", c.op, c.node, c.rank",
+			 0, NULL, NULL)))
+		goto fail;
+	json_object_set_new(doc, "comm_runtime", nonempty(v));
 	if (!(v = q_rows(&c,
 			 "SELECT node, stage_id, level, name, max_abs, "
 			 "max_rel, kl, top1, ppl_ref, ppl, rank, ts FROM "

@@ -458,6 +458,16 @@ int report_write_md(FILE *f, json_t *doc)
 	md_checklist(f, json_object_get(doc, "checklist"));
 	md_plan(f, json_object_get(doc, "plan"));
 	md_comm(f, json_object_get(doc, "comm"));
+	{
+		static const char *const head[] = {
+		    "stage", "phase", "group", "op", "ranks", "calls", "bytes",
+		    "time_us", "busbw GB/s", "node", "rank", NULL};
+		static const char *const keys[] = {
+		    "stage_id", "phase", "group", "op", "ranks", "calls", "bytes",
+		    "time_us", "busbw", "node", "rank", NULL};
+		md_table(f, "Collectives inside the run", 
+			 json_object_get(doc, "comm_runtime"), head, keys);
+	}
 	md_table(f, "Numerics", json_object_get(doc, "numerics"), nhead,
 		 nkeys);
 	md_table(f, "Performance baseline", json_object_get(doc, "perf"),

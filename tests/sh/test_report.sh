@@ -98,7 +98,7 @@ def has(parts, what):
     if not any(all(p in l for p in parts) for l in md):
         bad.append(what + ": " + " ".join(parts))
 n = 0
-for op, b, busbw, algbw, wrong, grp in q("SELECT op, bytes, printf('%.17g', busbw), printf('%.17g', algbw), wrong, \"group\" FROM comm"):
+for op, b, busbw, algbw, wrong, grp in q("SELECT op, bytes, printf('%.17g', busbw), printf('%.17g', algbw), wrong, \"group\" FROM comm c JOIN events e USING (node, seq) WHERE json_extract(e.body, '$.calls') IS NULL"):
     has(["| %s | %s | %s |" % (grp, op, b), "| %s | %s | %s |" % (g(algbw), g(busbw), wrong)], "comm"); n += 1
 for t, p, s in q("SELECT printf('%.17g', ttft_ms), printf('%.17g', tpot_ms), printf('%.17g', tokens_per_s) FROM perf"):
     has(["| %s | %s | %s |" % (g(t), g(p), g(s))], "perf"); n += 1
@@ -146,8 +146,11 @@ for k in ("ttft_ms", "tpot_ms", "tokens_per_s"):
     v = float(q("SELECT printf('%%.17g', %s) FROM perf" % k))
     if abs(d["perf"][0][k] - v) > 1e-12 * abs(v):
         bad.append("perf %s %r != db %r" % (k, d["perf"][0][k], v))
-if len(d["comm"]) != int(q("SELECT count(*) FROM comm")):
+if len(d["comm"]) != int(q("SELECT count(*) FROM comm c JOIN events e USING (node, seq) WHERE json_extract(e.body, '$.calls') IS NULL")):
     bad.append("comm rows %d" % len(d["comm"]))
+rt = int(q("SELECT count(*) FROM comm c JOIN events e USING (node, seq) WHERE json_extract(e.body, '$.calls') IS NOT NULL"))
+if rt == 0 or len(d.get("comm_runtime") or []) != rt:
+    bad.append("comm_runtime rows %d, db %d" % (len(d.get("comm_runtime") or []), rt))
 st = {c["item"]: c["status"] for c in d["checklist"]}
 for item in ("weights.metadata", "numerics.e2e", "perf.baseline", "memory.plan"):
     if st.get(item) != q("SELECT status FROM checks WHERE item = '%s' ORDER BY seq DESC LIMIT 1" % item):
