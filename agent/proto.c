@@ -234,9 +234,12 @@ static const struct proto_field ev_facts[] = {
     {"glibc", PF_STR, 0, NULL},	       {"mpi_version", PF_STR, 0, NULL},
     {"blas", PF_STR, 0, NULL},	       {"vendor", PF_STR, 0, NULL},
     {"accelerators", PF_ARR, 1, NULL}, END};
+/* One card's value, or (`values`) cards card, card+1, ... in one event:
+ * an agent with many cards sends one line per metric and tick. */
 static const struct proto_field ev_sample[] = {{"card", PF_INT, 1, NULL},
 					       {"metric", PF_STR, 1, NULL},
-					       {"value", PF_NUM, 1, NULL},
+					       {"value", PF_NUM, 0, NULL},
+					       {"values", PF_ARR, 0, NULL},
 					       END};
 static const struct proto_field ev_stage[] = {
     {"stage", PF_STR, 1, NULL},
@@ -571,6 +574,29 @@ double proto_num(json_t *obj, const char *key, double dflt)
 	return json_is_number(v) ? json_number_value(v) : dflt;
 }
 
+/* A sample has `value` or `values` (numbers, 1..PROTO_MAX_VALUES), not
+ * both; with `values` its cards are card .. card + n - 1. */
+static int sample_values_check(json_t *o, struct d0_err *err)
+{
+	json_t *one = json_object_get(o, "value"),
+	       *many = json_object_get(o, "values"), *x;
+	size_t i;
+	if (!one == !many)
+		return d0_errf(err, "event: sample: expected exactly one of "
+				    "'value' (one card) and 'values' (cards "
+				    "card, card+1, ...)");
+	if (!many)
+		return 0;
+	if (json_array_size(many) < 1 ||
+	    json_array_size(many) > PROTO_MAX_VALUES)
+		return d0_errf(err, "event: sample: 'values' must hold 1..%d "
+				    "numbers",
+			       PROTO_MAX_VALUES);
+	json_array_foreach(many, i, x) if (!json_is_number(x)) return d0_errf(
+	    err, "event: sample: values[%zu]: expected a number", i);
+	return 0;
+}
+
 int proto_event_check(json_t *o, struct proto_event *ev, struct d0_err *err)
 {
 	json_t *v = json_object_get(o, "v"), *seq = json_object_get(o, "seq"),
@@ -597,6 +623,8 @@ int proto_event_check(json_t *o, struct proto_event *ev, struct d0_err *err)
 				    "non-empty string");
 	t = proto_event_type(json_string_value(type));
 	if (t && proto_check_fields(t, o, 0, err) < 0)
+		return -1;
+	if (t && !strcmp(t->name, "sample") && sample_values_check(o, err) < 0)
 		return -1;
 	if (ev) {
 		ev->type = json_string_value(type);

@@ -34,6 +34,7 @@
 
 #define PROTO_VERSION  DAY0_PROTO_VERSION
 #define PROTO_MAX_LINE 65536 /* bytes of one line, newline excluded */
+#define PROTO_MAX_VALUES 4096 /* cards in one `sample` event's values */
 
 /* ---------------------------------------------------------------- framing */
 

@@ -511,6 +511,44 @@ double jscan_real(const struct jmember *m)
 	return token_strtod(m->val, m->vlen, &overflow);
 }
 
+int jscan_numbers(const struct jmember *m, double *out, size_t max)
+{
+	const char *p, *end;
+	size_t n = 0;
+	if (m->kind != J_ARR)
+		return -1;
+	p = m->val;
+	end = m->val + m->vlen;
+	/* The scanner validated the array: '[' value (',' value)* ']'. */
+	p++;
+	for (;;) {
+		const char *tok;
+		int overflow;
+		while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' ||
+				   *p == '\r'))
+			p++;
+		if (p >= end)
+			return -1;
+		if (*p == ']')
+			return (int)n;
+		tok = p;
+		if (!(*p == '-' || (*p >= '0' && *p <= '9')))
+			return -1; /* not a number: the caller derives nothing */
+		while (p < end && (*p == '-' || *p == '+' || *p == '.' ||
+				   *p == 'e' || *p == 'E' ||
+				   (*p >= '0' && *p <= '9')))
+			p++;
+		if (n == max)
+			return -1;
+		out[n++] = token_strtod(tok, (size_t)(p - tok), &overflow);
+		while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' ||
+				   *p == '\r'))
+			p++;
+		if (p < end && *p == ',')
+			p++;
+	}
+}
+
 size_t jscan_str(const struct jmember *m, char *out)
 {
 	if (!m->vesc) {

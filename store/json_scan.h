@@ -51,6 +51,9 @@ const struct jmember *jscan_get(const struct jscan *j, const char *key);
 int64_t jscan_int(const struct jmember *m);
 /* J_INT or J_REAL value as a double. */
 double jscan_real(const struct jmember *m);
+/* J_ARR of numbers into out (at most max): their count, or -1 when the
+ * array holds anything else or more than max. */
+int jscan_numbers(const struct jmember *m, double *out, size_t max);
 /*
  * J_STR value decoded into out (which must hold m->vlen + 1 bytes: a
  * decoded string is never longer than its escaped form); NUL-terminated.

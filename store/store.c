@@ -16,6 +16,7 @@
  *     never disagree about what is stored.
  */
 #include "store.h"
+#include "proto.h"
 #include "json_scan.h"
 
 #include <errno.h>
@@ -718,31 +719,45 @@ static int derive(struct store *s, const struct jscan *j, const char *node,
 	int q;
 	if (!strcmp(type, "sample")) {
 		const struct jmember *card = F("card"), *metric = F("metric");
+		const struct jmember *v = F("value"), *vs = F("values");
+		static double vals[PROTO_MAX_VALUES];
 		const char *mtext;
 		size_t mlen;
-		int64_t id;
+		int n = 1;
 		if (!card || card->kind != J_INT || !metric ||
 		    metric->kind != J_STR)
 			return 0; /* stays in events; nothing to derive */
+		/* `values`: one row per card, card .. card + n - 1. */
+		if (!v && vs &&
+		    (n = jscan_numbers(vs, vals, PROTO_MAX_VALUES)) < 1)
+			return 0;
 		mtext = member_text(s, metric, &mlen);
-		if (series_id(s, node, jscan_int(card), mtext, mlen, &id, err) <
-		    0)
-			return -1;
-		const struct jmember *v = F("value");
-		struct sample_row *r;
-		if (s->nsamp == s->capsamp) {
-			s->capsamp = s->capsamp ? s->capsamp * 2 : 1024;
-			s->samp =
-			    realloc(s->samp, s->capsamp * sizeof *s->samp);
-			if (!s->samp)
-				abort();
+		for (int i = 0; i < n; i++) {
+			struct sample_row *r;
+			int64_t id;
+			if (series_id(s, node, jscan_int(card) + i, mtext, mlen,
+				      &id, err) < 0)
+				return -1;
+			if (s->nsamp == s->capsamp) {
+				s->capsamp = s->capsamp ? s->capsamp * 2 : 1024;
+				s->samp = realloc(s->samp,
+						  s->capsamp * sizeof *s->samp);
+				if (!s->samp)
+					abort();
+			}
+			r = &s->samp[s->nsamp++];
+			r->series = id;
+			r->ts = ts;
+			r->seq = seq;
+			if (v) {
+				r->has_value =
+				    v->kind == J_INT || v->kind == J_REAL;
+				r->value = r->has_value ? jscan_real(v) : 0;
+			} else {
+				r->has_value = 1;
+				r->value = vals[i];
+			}
 		}
-		r = &s->samp[s->nsamp++];
-		r->series = id;
-		r->ts = ts;
-		r->seq = seq;
-		r->has_value = v && (v->kind == J_INT || v->kind == J_REAL);
-		r->value = r->has_value ? jscan_real(v) : 0;
 		return 0;
 	}
 	if (!strcmp(type, "hello") || !strcmp(type, "facts")) {

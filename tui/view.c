@@ -510,7 +510,16 @@ void view_apply(struct view *v, const struct proto_event *ev)
 		v->t = ev->ts;
 	if (!strcmp(type, "sample")) {
 		json_t *c = json_object_get(ev->obj, "card");
-		if (!console && json_is_integer(c))
+		json_t *vs = json_object_get(ev->obj, "values"), *x;
+		size_t i;
+		if (console || !json_is_integer(c))
+			return;
+		if (json_is_array(vs)) /* cards card, card+1, ... */
+			json_array_foreach(vs, i, x) view_sample(
+			    v, ev->node, (int)(json_integer_value(c) + (int)i),
+			    jstr(ev->obj, "metric"), ev->ts,
+			    json_is_number(x) ? json_number_value(x) : NAN);
+		else
 			view_sample(v, ev->node, (int)json_integer_value(c),
 				    jstr(ev->obj, "metric"), ev->ts,
 				    jnum(ev->obj, "value"));
@@ -565,6 +574,48 @@ void view_apply(struct view *v, const struct proto_event *ev)
  * unusual.
  */
 
+/* The `values` form: cards card, card+1, ... in one line. */
+static int sample_many(struct view *v, const char *line, size_t len,
+		       const struct jmember *mn, const struct jmember *mm,
+		       const struct jmember *mc, const struct jmember *mvs,
+		       const struct jmember *mt, const struct jmember *ms,
+		       const struct jmember *mver)
+{
+	static double vals[PROTO_MAX_VALUES];
+	char node[64], metric[32];
+	int n;
+	int64_t ts, card;
+	if (!mn || !mm || !mc || !mt || !ms || !mver || mn->kind != J_STR ||
+	    mn->vesc || mn->vlen == 0 || mn->vlen >= sizeof node ||
+	    mm->kind != J_STR || mm->vesc || mm->vlen >= sizeof metric ||
+	    mc->kind != J_INT || mt->kind != J_INT || ms->kind != J_INT ||
+	    mver->kind != J_INT || jscan_int(mver) != PROTO_VERSION ||
+	    jscan_int(ms) < 1 || jscan_int(mt) < 0)
+		return -1;
+	n = jscan_numbers(mvs, vals, PROTO_MAX_VALUES);
+	if (n < 1)
+		return -1;
+	memcpy(node, mn->val, mn->vlen);
+	node[mn->vlen] = 0;
+	memcpy(metric, mm->val, mm->vlen);
+	metric[mm->vlen] = 0;
+	ts = jscan_int(mt);
+	card = jscan_int(mc);
+	v->applied++;
+	if (!v->start || ts < v->start)
+		v->start = ts;
+	if (ts > v->t)
+		v->t = ts;
+	if (strcmp(node, CONSOLE_NODE) && card >= 0 &&
+	    card + n <= INT32_MAX)
+		for (int i = 0; i < n; i++)
+			view_sample(v, node, (int)card + i, metric, ts,
+				    vals[i]);
+	if (!v->no_log)
+		view_log_push(v, ts, line, len);
+	return 0;
+}
+
 static int sample_fast(struct view *v, const char *line, size_t len)
 {
 	struct jscan j;
@@ -580,8 +631,11 @@ static int sample_fast(struct view *v, const char *line, size_t len)
 			     *mm = jscan_get(&j, "metric"),
 			     *mc = jscan_get(&j, "card"),
 			     *mv = jscan_get(&j, "value"),
+			     *mvs = jscan_get(&j, "values"),
 			     *mt = jscan_get(&j, "ts"), *ms = jscan_get(&j, "seq"),
 			     *mver = jscan_get(&j, "v");
+	if (!mv && mvs)
+		return sample_many(v, line, len, mn, mm, mc, mvs, mt, ms, mver);
 	if (!mn || !mm || !mc || !mv || !mt || !ms || !mver ||
 	    mn->kind != J_STR || mn->vesc || mn->vlen == 0 ||
 	    mn->vlen >= sizeof node || mm->kind != J_STR || mm->vesc ||

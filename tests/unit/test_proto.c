@@ -241,6 +241,30 @@ static void test_events(void)
 	CHECK(ev_err("{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":"
 		     "\"sample\",\"card\":\"0\",\"metric\":\"m\",\"value\":1}",
 		     "sample: field 'card': expected an integer"));
+	/* The `values` form: cards card, card+1, ...; exactly one form. */
+	{
+		struct proto_event e2;
+		struct d0_err e2err;
+		const char *l = "{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"n\","
+				"\"type\":\"sample\",\"card\":8,\"metric\":"
+				"\"mem.used\",\"values\":[1,2.5,3e9]}";
+		CHECK(proto_event_parse(l, strlen(l), &e2, &e2err) == 0);
+		proto_event_free(&e2);
+	}
+	CHECK(ev_err("{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":"
+		     "\"sample\",\"card\":0,\"metric\":\"m\",\"value\":1,"
+		     "\"values\":[1]}",
+		     "exactly one of 'value'"));
+	CHECK(ev_err("{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":"
+		     "\"sample\",\"card\":0,\"metric\":\"m\"}",
+		     "exactly one of 'value'"));
+	CHECK(ev_err("{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":"
+		     "\"sample\",\"card\":0,\"metric\":\"m\",\"values\":[]}",
+		     "'values' must hold 1.."));
+	CHECK(ev_err("{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":"
+		     "\"sample\",\"card\":0,\"metric\":\"m\",\"values\":[1,"
+		     "\"x\"]}",
+		     "values[1]: expected a number"));
 	CHECK(ev_err("{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":"
 		     "\"stage\",\"stage\":\"s\",\"state\":\"paused\"}",
 		     "'paused' is not one of start|progress|end"));
