@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The console at scale: 1024 cards (NODES x CARDS) sampling at 10 Hz.
 #
+#   0. the console: `day0 run` of a playbook that holds for SECS seconds on
+#      one local node whose agent simulates NODES x CARDS cards
+#      (`day0-agent --simulate`), live TUI in a 200x60 tmux;
 #   1. live: bench/tui_live drives tui/live.h as the runner does (every
 #      event to live_event, live_tick each loop turn) in a 200x60 tmux,
 #      fed by bench/tui_feed (a simulated cluster paced on the wall clock;
@@ -59,8 +62,33 @@ live_run() { # label extra-args...
 	wait_file "$W/live.stats" || die "$label: no stats"
 	fig "$label" "$W/live.stats"
 }
+# The console itself: `day0 run` with a local agent simulating every card
+# (day0-agent --simulate, the `values` sample form), the live TUI in tmux.
+# Its CPU share is the whole console: links, ingest into the session file,
+# acks, the runner, the fold and the drawing.
+console_run() {
+	local cards=$((NODES * CARDS))
+	rm -f "$W/run.stats" "$W/run.db"*
+	printf '{"name":"sim","nodes":[{"name":"sim","transport":"local","cards":%d,"card_mem":"80GiB"}],"agent_args":["--simulate","%d","--heartbeat","0"]}\n' \
+		"$cards" "$cards" >"$W/inv.json"
+	printf '{"name":"scale","stages":[{"id":"hold","step":"exec","on":"all","argv":["sleep","%s"]}]}\n' \
+		"$SECS" >"$W/pb.json"
+	tmux -L $SOCK kill-server 2>/dev/null || true
+	tmux -L $SOCK -u new-session -d -x 200 -y 60 \
+		"env TERM=screen-256color DAY0_SESSIONS=$W/sessions $BUILD/day0 run $W/pb.json --inventory $W/inv.json --session $W/run.db --sample-hz $HZ --tui --stats $W/run.stats"
+	for _ in $(seq $((SECS * 10 + 300))); do
+		tmux -L $SOCK capture-pane -p 2>/dev/null | grep -q " GO" && break
+		sleep 0.1
+	done
+	tmux -L $SOCK send-keys q
+	wait_file "$W/run.stats" || die "day0 run: no stats"
+	for _ in $(seq 100); do tmux -L $SOCK has-session 2>/dev/null || break; sleep 0.1; done
+	fig "day0 run (simulated agent)" "$W/run.stats"
+	echo "  (session: $(sqlite3 "$W/run.db" "select count(*) from events") events, $(sqlite3 "$W/run.db" "select count(*) from samples") card samples)"
+}
+console_run
 live_run "live (fold + draw)"
-live_run "live + ingest (runner's path)" --db "$W/live.db"
+live_run "live + ingest, a line per card sample" --db "$W/live.db"
 
 # replay --follow of a growing file
 rm -f "$W/f.db"* "$W/f.stats"
