@@ -1077,6 +1077,7 @@ static void run_op(struct sweep *s, enum op op, const uint64_t *sizes,
 
 struct pairs_report {
 	double *gbps; /* n x n, row = sender; diagonal unused */
+	uint64_t *bad; /* n x n wrong elements per pair (rank 0), or NULL */
 	uint64_t wrong;
 	uint64_t bytes;
 };
@@ -1165,7 +1166,7 @@ static void run_pairs(struct sweep *s, struct pairs_report *pr)
 			}
 	free(row);
 	free(bad);
-	free(bad_all);
+	pr->bad = bad_all; /* the per-pair counts, for the events */
 }
 
 struct pair {
@@ -1558,6 +1559,30 @@ static int run(int argc, char **argv)
 		if (!w.quiet && events_enabled()) {
 			struct pair *p;
 			size_t k = pairs_sorted(&pr, w.n, &p);
+			/* Every ordered pair as a comm event (the console's
+			 * heat map): group "pairs", from -> to. */
+			for (int i = 0; i < w.n; i++)
+				for (int j = 0; j < w.n; j++) {
+					double g = pr.gbps[i * w.n + j];
+					if (i == j)
+						continue;
+					events_emit(
+					    "comm",
+					    json_pack(
+						"{s:s, s:I, s:i, s:f, s:f, s:f, "
+						"s:I, s:s, s:i, s:i}",
+						"op", "sendrecv", "bytes",
+						(json_int_t)pr.bytes, "ranks", 2,
+						"time_us",
+						g > 0 ? (double)pr.bytes / (g * 1e3)
+						      : 0.0,
+						"algbw", g, "busbw", g, "wrong",
+						(json_int_t)(pr.bad
+								 ? pr.bad[i * w.n + j]
+								 : 0),
+						"group", "pairs", "from", i, "to",
+						j));
+				}
 			events_log("info", "slowest send/recv pair: %d -> %d "
 				   "(%s card %d -> %s card %d) %.2f GB/s, "
 				   "median %.2f GB/s", p[0].from, p[0].to,
@@ -1595,6 +1620,7 @@ static int run(int argc, char **argv)
 	for (int i = 0; i < o.nops; i++)
 		free(reps[i].rows);
 	free(pr.gbps);
+	free(pr.bad);
 	free(sizes);
 out:
 	free(s.b.send);

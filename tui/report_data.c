@@ -682,8 +682,8 @@ json_t *report_load(const char *path, struct d0_err *err)
 			 "c.ranks, c.time_us, c.algbw, c.busbw, c.wrong, c.rank, "
 			 "c.ts FROM comm c JOIN events e ON e.node = c.node AND "
 			 "e.seq = c.seq WHERE json_extract(e.body, '$.calls') IS "
-			 "NULL ORDER BY c.stage_id, c.\"group\", c.op, c.bytes, "
-			 "c.node, c.rank",
+			 "NULL AND c.\"group\" IS NOT 'pairs' ORDER BY "
+			 "c.stage_id, c.\"group\", c.op, c.bytes, c.node, c.rank",
 			 0, NULL, NULL)))
 		goto fail;
 	/* The sweeps (comm steps: one row per size) and, apart, the
@@ -702,6 +702,17 @@ json_t *report_load(const char *path, struct d0_err *err)
 			 0, NULL, NULL)))
 		goto fail;
 	json_object_set_new(doc, "comm_runtime", nonempty(v));
+	/* comm --pairs: every ordered pair's send/recv bandwidth, slowest
+	 * first (the heat map's data). */
+	if (!(v = q_rows(&c,
+			 "SELECT c.node, c.stage_id, json_extract(e.body, "
+			 "'$.from') AS \"from\", json_extract(e.body, '$.to') "
+			 "AS \"to\", c.bytes, c.busbw, c.wrong FROM comm c JOIN "
+			 "events e ON e.node = c.node AND e.seq = c.seq WHERE "
+			 "c.\"group\" = 'pairs' ORDER BY c.busbw, c.node",
+			 0, NULL, NULL)))
+		goto fail;
+	json_object_set_new(doc, "comm_pairs", nonempty(v));
 	if (!(v = q_rows(&c,
 			 "SELECT node, stage_id, level, name, max_abs, "
 			 "max_rel, kl, top1, ppl_ref, ppl, rank, ts FROM "

@@ -465,6 +465,14 @@ int report_write_md(FILE *f, json_t *doc)
 		static const char *const keys[] = {
 		    "stage_id", "phase", "group", "op", "ranks", "calls", "bytes",
 		    "time_us", "busbw", "node", "rank", NULL};
+		static const char *const pairhead[] = {
+		    "stage", "from", "to", "bytes", "GB/s", "#wrong", "node",
+		    NULL};
+		static const char *const pairkeys[] = {
+		    "stage_id", "from", "to", "bytes", "busbw", "wrong", "node",
+		    NULL};
+		md_table(f, "Send/recv pairs (slowest first)",
+			 json_object_get(doc, "comm_pairs"), pairhead, pairkeys);
 		md_table(f, "Collectives inside the run", 
 			 json_object_get(doc, "comm_runtime"), head, keys);
 	}

@@ -451,7 +451,12 @@ static void apply_check(struct view *v, const struct proto_event *ev)
 static void apply_comm(struct view *v, const struct proto_event *ev)
 {
 	json_t *o = ev->obj;
-	struct view_comm *c = VEC_PUSH(v->comm, VIEW_COMM);
+	struct view_comm *c;
+	/* A run's in-run totals (one row per group and op over "calls")
+	 * are not a size sweep: they stay off the bandwidth bars. */
+	if (json_object_get(o, "calls"))
+		return;
+	c = VEC_PUSH(v->comm, VIEW_COMM);
 	copy(c->node, sizeof c->node, ev->node);
 	copy(c->op, sizeof c->op, jstr(o, "op"));
 	copy(c->group, sizeof c->group, jstr(o, "group"));
