@@ -612,8 +612,19 @@ static int run(int argc, char **argv)
 		else
 			snprintf(detail, sizeof detail, "no layout of %zu fits%s%s",
 				 np, np ? ": " : "", np ? plans[0].reason : "");
-		events_check("memory.plan", nfit ? "pass" : "fail", detail,
-			     json_integer(nfit), json_integer(1));
+		/* The check carries the chosen layout's budget breakdown
+		 * (the console's Plan screen and the report show it). */
+		if (events_enabled()) {
+			json_t *ck = json_pack("{s:s, s:s, s:s, s:i, s:i}", "item",
+					      "memory.plan", "status",
+					      nfit ? "pass" : "fail", "detail",
+					      detail, "value", nfit, "threshold",
+					      1);
+			if (np)
+				json_object_set_new(ck, "plan",
+						    plan_json(&plans[0], 1));
+			events_emit("check", ck);
+		}
 		if (!json && !events_enabled())
 			printf("\nmemory.plan  %s: %s\n", nfit ? "pass" : "FAIL",
 			       detail);
