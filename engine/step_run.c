@@ -112,9 +112,9 @@ static void emit_mem(struct rt *r, uint64_t budget)
 {
 	int rank = rt_rank(r);
 	events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", rank, "metric",
-					"mem.used", "value", (json_int_t)rt_mem_used(r)));
+					"alloc.used", "value", (json_int_t)rt_mem_used(r)));
 	events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", rank, "metric",
-					"mem.peak", "value", (json_int_t)rt_mem_peak(r)));
+					"alloc.peak", "value", (json_int_t)rt_mem_peak(r)));
 	if (budget)
 		events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", rank,
 						"metric", "mem.budget", "value",

@@ -156,9 +156,9 @@ static void emit_mem(int rank, uint64_t used, uint64_t peak, uint64_t budget,
 		     uint64_t rss)
 {
 	events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", rank, "metric",
-					"mem.used", "value", (json_int_t)used));
+					"alloc.used", "value", (json_int_t)used));
 	events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", rank, "metric",
-					"mem.peak", "value", (json_int_t)peak));
+					"alloc.peak", "value", (json_int_t)peak));
 	if (budget)
 		events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", rank,
 						"metric", "mem.budget", "value",

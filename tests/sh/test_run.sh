@@ -83,7 +83,7 @@ for r in 0 1 2 3; do grep "\"rank\":$r[,}]\|\"card\":$r," "$T/ev.all" >/dev/null
 check "comm.groups passes" grep -q '"item":"comm.groups","status":"pass"' "$T/ev.all"
 check "comm events for the TP all-reduce" grep -q '"type":"comm","op":"allreduce".*"group":"tp"' "$T/ev.all"
 check "comm events for the EP all-to-all" grep -q '"type":"comm","op":"alltoall".*"group":"ep"' "$T/ev.all"
-check "mem.peak samples for every card" bash -c "for c in 0 1 2 3; do grep -q \"\\\"card\\\":\$c,\\\"metric\\\":\\\"mem.peak\\\"\" '$T/ev.all' || exit 1; done"
+check "alloc.peak samples for every card" bash -c "for c in 0 1 2 3; do grep -q \"\\\"card\\\":\$c,\\\"metric\\\":\\\"alloc.peak\\\"\" '$T/ev.all' || exit 1; done"
 check "the run ends with rc 0" grep -q '"type":"stage","stage":"run","state":"end".*"rc":0' "$T/ev.all"
 expect_rc 0 "validate --levels op" "$ENGINE" validate "$T/m.llama" --levels op --events
 check "numerics.op passes" "$TOOLS/jsonl_check" "$OUT" "type=check,item=numerics.op,status=pass"

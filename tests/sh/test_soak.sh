@@ -36,8 +36,8 @@ check "stage start, progress and end" bash -c "grep -q '\"stage\":\"soak\",\"sta
 	grep -q '\"stage\":\"soak\",\"state\":\"progress\"' '$T/soak.jsonl' &&
 	grep -q '\"stage\":\"soak\",\"state\":\"end\",\"progress\":1.0,\"rc\":0' '$T/soak.jsonl'"
 for card in 0 1 2 3; do
-	check "card $card: mem.used, mem.budget and rank.rss samples" bash -c \
-		"grep -q '\"card\":$card,\"metric\":\"mem.used\"' '$T/soak.jsonl' &&
+	check "card $card: alloc.used, mem.budget and rank.rss samples" bash -c \
+		"grep -q '\"card\":$card,\"metric\":\"alloc.used\"' '$T/soak.jsonl' &&
 		 grep -q '\"card\":$card,\"metric\":\"mem.budget\",\"value\":67108864' '$T/soak.jsonl' &&
 		 grep -q '\"card\":$card,\"metric\":\"rank.rss\"' '$T/soak.jsonl'"
 done
