@@ -148,6 +148,8 @@ bench: deps
 	bash bench/comm.sh
 	bash bench/store.sh
 	bash bench/forward.sh
+	bash bench/fanout.sh
+	bash bench/tui.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory build
