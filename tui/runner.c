@@ -717,6 +717,19 @@ static int judge_checks(struct run *r, struct task *t, char *why, size_t max)
 	return 0;
 }
 
+/* Send the task again as its next attempt (a new stage id for the
+ * agent); text is the headless line. */
+static void task_again(struct run *r, struct task *t, const char *text)
+{
+	t->attempt++;
+	task_sid(r, t);
+	t->st = T_WAIT;
+	json_object_clear(t->checks);
+	t->last_err[0] = 0;
+	say(r, text, r->nodes[t->node].inv->name);
+	send_task(r, t);
+}
+
 static void task_ended(struct run *r, struct task *t, int rc,
 		       const char *reason, const char *msg)
 {
@@ -741,41 +754,25 @@ static void task_ended(struct run *r, struct task *t, int rc,
 	 * fail on its merits: run it again without spending a retry. */
 	if (reason && (!strcmp(reason, "lost") || !strcmp(reason, "shutdown")) &&
 	    t->interrupted < 3 && !r->cancelled) {
+		char text[160];
 		t->interrupted++;
 		console_log(r, "warn", "%s: stage %s %s: running it again",
 			    r->nodes[t->node].inv->name, t->sid, reason);
-		t->attempt++;
-		task_sid(r, t);
-		t->st = T_WAIT;
-		json_object_clear(t->checks);
-		t->last_err[0] = 0;
-		{
-			char text[160];
-			snprintf(text, sizeof text, "stage %-18s rerun (%s)",
-				 st->id, reason);
-			say(r, text, r->nodes[t->node].inv->name);
-		}
-		send_task(r, t);
+		snprintf(text, sizeof text, "stage %-18s rerun (%s)", st->id,
+			 reason);
+		task_again(r, t, text);
 		return;
 	}
 	if (t->attempt <= st->retries && !r->cancelled &&
 	    !(reason && !strcmp(reason, "cancel"))) {
+		char text[160];
 		console_log(r, "warn", "%s: stage %s failed (%s): retry %d of %d",
 			    r->nodes[t->node].inv->name, t->sid,
 			    t->msg[0] ? t->msg : "exit", t->attempt,
 			    st->retries);
-		t->attempt++;
-		task_sid(r, t);
-		t->st = T_WAIT;
-		json_object_clear(t->checks);
-		t->last_err[0] = 0;
-		{
-			char text[160];
-			snprintf(text, sizeof text, "stage %-18s retry %d/%d",
-				 st->id, t->attempt - 1, st->retries);
-			say(r, text, r->nodes[t->node].inv->name);
-		}
-		send_task(r, t);
+		snprintf(text, sizeof text, "stage %-18s retry %d/%d", st->id,
+			 t->attempt, st->retries);
+		task_again(r, t, text);
 		return;
 	}
 	t->st = T_FAILED;
