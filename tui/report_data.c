@@ -378,15 +378,20 @@ static json_t *plan(struct rctx *c)
 {
 	json_t *p = json_object(), *checks, *stages, *r;
 	size_t i;
+	/* plan: the chosen layout's budget breakdown the check carries
+	 * (day0-engine plan --events), as JSON text. */
 	checks = q_rows(c,
-			"SELECT node, rank, stage_id, status, detail, value, "
-			"threshold, ts FROM checks WHERE item = 'memory.plan' "
-			"ORDER BY ts, node, seq",
+			"SELECT c.node, c.rank, c.stage_id, c.status, c.detail, "
+			"c.value, c.threshold, c.ts, json_extract(e.body, "
+			"'$.plan') AS layout FROM checks c JOIN events e ON "
+			"e.node = c.node AND e.seq = c.seq WHERE c.item = "
+			"'memory.plan' ORDER BY c.ts, c.node, c.seq",
 			0, NULL, NULL);
 	stages = q_rows(c,
 			"SELECT node, stage_id, min(ts) AS t_start, "
 			"max(ts) AS t_end FROM stages WHERE stage = 'plan' "
-			"GROUP BY node, stage_id ORDER BY t_start",
+			"AND node IS NOT 'console' GROUP BY node, stage_id "
+			"ORDER BY t_start",
 			0, NULL, NULL);
 	json_array_foreach(stages, i, r)
 	{
