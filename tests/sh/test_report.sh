@@ -115,6 +115,9 @@ PY
 n=$(q "SELECT count(*) FROM comm WHERE op IN ('allreduce','allgather') AND \"group\" = 'world'")
 [ "$n" -ge 28 ] && ok "md: the comm sweep is in the db ($n rows)" || fail "comm rows" "$n"
 contains "md: a layer's numerics" "| layer | layer.2 |" "$T/a.md"
+contains "md: the plan's per-card budget" "Per-card budget of the chosen layout (tp" "$T/a.md"
+w=$(q "SELECT json_extract(e.body, '$.plan.weights_bytes') FROM checks c JOIN events e USING (node, seq) WHERE c.item = 'memory.plan' LIMIT 1")
+contains "md: ... with the weights bytes the check carried" "| weights | $w |" "$T/a.md"
 contains "md: the plan check" "| n1 | plan | pass |" "$T/a.md"
 contains "md: the plan stage" "Plan stage plan on n1 (rc 0)" "$T/a.md"
 contains "md: versions" "versions: day0 0.1.0, protocol 1" "$T/a.md"
