@@ -46,6 +46,14 @@ done
 key 4
 wait_for "live: checklist screen" "item \\ node" 5
 if cap | grep -E '^facts ' | grep -q pass; then ok "live: facts pass on local"; else fail "live: facts pass" "$(cap | grep '^facts')"; fi
+# m: the operator's note, recorded as a console marker event.
+if ! cap | grep -q '^EXIT'; then
+	key m
+	sleep 0.3
+	tm send-keys -t r -l "rollout-note"
+	key Enter
+	MARKED=1
+fi
 key 2
 wait_for "live: cards screen" "memory / history" 5
 tm resize-window -t r -x 90 -y 30
@@ -67,6 +75,11 @@ if [ -n "$DB" ]; then ok "session file written"; else fail "session file" "none 
 "$DAY0" replay "$DB" --dump >"$T/dump" 2>/dev/null
 contains "replay: facts pass on local" "check facts local pass" "$T/dump"
 contains "replay: weights.integrity pass" "check weights.integrity local pass" "$T/dump"
+if [ "${MARKED:-}" ]; then
+	contains "live: the marker was recorded (m + note)" "rollout-note" "$T/dump"
+	check "... as a console marker event in the session file" test \
+		"$(sqlite3 "$DB" "select count(*) from events where node='console' and type='marker' and json_extract(body,'$.note')='rollout-note'")" = 1
+fi
 "$DAY0" replay "$DB" --dump --fold >"$T/fold" 2>/dev/null
 if cmp -s "$T/dump" "$T/fold"; then ok "replay: seek == fold at the end"; else fail "replay: seek == fold" "$(diff "$T/dump" "$T/fold" | head -5)"; fi
 
