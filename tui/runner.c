@@ -107,6 +107,7 @@ struct run {
 	int cancelled;
 	int finished;
 	int quit; /* the operator quit the live screen after the verdict */
+	int held; /* live: all stages ended with failures, operator decides */
 	int go;
 	struct live *live;
 	FILE *out; /* headless lines; NULL in TUI mode */
@@ -1365,29 +1366,41 @@ static void op_cancel_stage(void *arg, const char *stage_id)
 	}
 }
 
+static void stage_reset(struct run *r, size_t k)
+{
+	r->stages[k].st = S_WAIT;
+	free(r->stages[k].tasks);
+	r->stages[k].tasks = NULL;
+	r->stages[k].n_tasks = 0;
+}
+
+/* r on a failed stage reruns it; on a stage skipped because of a failure,
+ * every failed stage.  Skipped stages wait again; schedule() starts what
+ * is ready, with fresh tasks. */
 static void op_rerun_stage(void *arg, const char *stage_id)
 {
 	struct run *r = arg;
-	int s = playbook_stage(&r->pb, stage_id);
-	if (s < 0 || r->stages[s].st != S_FAILED || r->cancelled)
+	int s = playbook_stage(&r->pb, stage_id), any = 0;
+	if (s < 0 || r->cancelled ||
+	    (r->stages[s].st != S_FAILED && r->stages[s].st != S_SKIPPED))
 		return;
-	console_log(r, "info", "stage %s: rerun requested by the operator",
-		    stage_id);
-	/* Fresh tasks; stages skipped because of it wait again. */
-	r->stages[s].st = S_WAIT;
-	free(r->stages[s].tasks);
-	r->stages[s].tasks = NULL;
-	r->stages[s].n_tasks = 0;
 	for (size_t k = 0; k < r->pb.n; k++)
-		if (r->stages[k].st == S_SKIPPED) {
-			r->stages[k].st = S_WAIT;
-			free(r->stages[k].tasks);
-			r->stages[k].tasks = NULL;
-			r->stages[k].n_tasks = 0;
+		if (r->stages[k].st == S_FAILED &&
+		    (r->stages[s].st == S_SKIPPED || (int)k == s)) {
+			console_log(r, "info",
+				    "stage %s: rerun requested by the operator",
+				    r->pb.stages[k].id);
+			stage_reset(r, k);
+			any = 1;
 		}
+	if (!any)
+		return;
+	for (size_t k = 0; k < r->pb.n; k++)
+		if (r->stages[k].st == S_SKIPPED)
+			stage_reset(r, k);
 	r->stopping = 0;
 	r->finished = 0;
-	start_stage(r, s);
+	r->held = 0;
 }
 
 static void op_marker(void *arg, const char *note)
@@ -1762,6 +1775,14 @@ static int tasks_live(struct run *r)
 	return 0;
 }
 
+static int some_required_failed(struct run *r)
+{
+	for (size_t s = 0; s < r->pb.n; s++)
+		if (r->pb.stages[s].required && r->stages[s].st != S_DONE)
+			return 1;
+	return 0;
+}
+
 static void loop(struct run *r)
 {
 	struct pollfd *pfd = calloc(r->n_nodes * 8 + 1, sizeof *pfd);
@@ -1789,7 +1810,20 @@ static void loop(struct run *r)
 		}
 		tend_links(r);
 		schedule(r);
-		if (r->finished && !bye_deadline) {
+		/* Live: a run whose stages all ended but some failed waits
+		 * for the operator (r reruns a failed stage, q ends it). */
+		if (r->finished && !bye_deadline && r->live && !r->quit &&
+		    !r->cancelled && some_required_failed(r)) {
+			if (!r->held) {
+				r->held = 1;
+				console_event(
+				    r, "hold",
+				    json_pack("{s:s}", "msg",
+					      "every stage has ended, some "
+					      "failed: r reruns a failed "
+					      "stage, q ends the run"));
+			}
+		} else if (r->finished && !bye_deadline) {
 			write_manifest_end(r);
 			decide(r);
 			commit_and_ack(r);

@@ -360,6 +360,10 @@ static void draw_header(struct tui *ui, const struct view *v)
 		tui_put(stdscr, 0, x, COLS - x,
 			tui_attr(ui, v->verdict ? ROLE_OK : ROLE_FAIL),
 			v->verdict ? "  GO" : "  NO-GO");
+	else if (v->held)
+		tui_put(stdscr, 0, x, COLS - x, tui_attr(ui, ROLE_FAIL),
+			"  ENDED WITH FAILURES: r reruns a failed stage, q ends "
+			"the run");
 }
 
 static void draw_tabs(struct tui *ui, const struct view *v)

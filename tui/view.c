@@ -351,6 +351,10 @@ static void apply_stage(struct view *v, const struct proto_event *ev)
 	json_t *o = ev->obj;
 	const char *id = jstr(o, "stage_id");
 	struct view_stage *s = NULL;
+	/* A stage the console starts again (a rerun) ends a hold. */
+	if (!strcmp(ev->node, CONSOLE_NODE) &&
+	    !strcmp(jstr(o, "state"), "start"))
+		v->held = 0;
 	if (!*id)
 		id = jstr(o, "stage");
 	for (size_t i = v->nstages; i-- > 0;)
@@ -548,7 +552,10 @@ void view_apply(struct view *v, const struct proto_event *ev)
 		apply_num(v, ev);
 	else if (!strcmp(type, "perf"))
 		apply_perf(v, ev);
-	else if (console && !strcmp(type, "marker"))
+	else if (console && !strcmp(type, "hold")) {
+		v->held = 1;
+		copy(v->held_msg, sizeof v->held_msg, jstr(ev->obj, "msg"));
+	} else if (console && !strcmp(type, "marker"))
 		mark_push(v, VIEW_MARKER, ev->ts, ev->node, "%s%s",
 			  jstr(ev->obj, "note"), "");
 	else if (console && !strcmp(type, "verdict")) {
@@ -556,6 +563,7 @@ void view_apply(struct view *v, const struct proto_event *ev)
 		size_t i, off = 0;
 		json_t *it;
 		v->verdict = json_is_true(json_object_get(ev->obj, "go"));
+		v->held = 0;
 		v->verdict_failed[0] = 0;
 		json_array_foreach(failed, i, it)
 		{
@@ -795,6 +803,8 @@ void view_dump(const struct view *v, FILE *f)
 	fprintf(f, "plan %s %s%s\n", v->plan_status, v->plan_detail,
 		v->plan ? " (object)" : "");
 	fprintf(f, "verdict %d %s\n", v->verdict, v->verdict_failed);
+	if (v->held)
+		fprintf(f, "held %s\n", v->held_msg);
 	fprintf(f, "log %zu\n", v->nlog);
 	for (size_t i = 0; i < v->nlog && i < 20; i++)
 		fprintf(f, "  %s\n", view_log_get(v, i)->line);

@@ -145,6 +145,10 @@ struct view {
 	char plan_status[12], plan_detail[256];
 	json_t *plan;
 	int verdict; /* -1 none, 0 no-go, 1 go */
+	/* The runner holds a live run whose stages all ended with failures:
+	 * the operator reruns one (r) or ends the run (q). */
+	int held;
+	char held_msg[160];
 	char verdict_failed[192];
 
 	int no_log;	  /* seek: view_apply leaves the log ring alone */

@@ -64,7 +64,14 @@ key 1
 # The verdict (GO or NO-GO in the header) ends the run; q (no question
 # asked once the run is over) gives the terminal back, and the runner
 # prints where the session is.
-wait_for "live: verdict shown" "GO" 300
+# (two cards for a playbook laid out for four: the cluster stages fail,
+# and a live run that ended with failures waits for the operator)
+for i in $(seq 3000); do
+	cap | grep -qE '  GO|  NO-GO|ENDED WITH FAILURES' && break
+	sleep 0.1
+done
+if cap | grep -qE '  GO|  NO-GO|ENDED WITH FAILURES'; then ok "live: verdict or the hold shown"
+else fail "live: verdict or the hold shown" "$(cap | head -3)"; fi
 cap | grep -q '^EXIT' || key q
 sleep 0.5
 cap | grep -q 'y/n' && key y
@@ -102,4 +109,23 @@ fi
 key 4
 wait_for "replay: checklist" "item \\ node" 5
 key q
+
+# A failed stage held on screen, r reruns it, the run then ends go.
+tm kill-server 2>/dev/null
+sleep 0.3
+printf '{"name": "held", "policy": {"fail_fast": false}, "stages": [
+ {"id": "flaky", "step": "exec", "on": "all", "argv": ["sh", "-c", "test -e %s/flag || { touch %s/flag; exit 3; }"]},
+ {"id": "after", "step": "exec", "on": "all", "needs": ["flaky"], "argv": ["true"]}]}\n' "$T" "$T" >"$T/held.json"
+printf '{"name": "one", "nodes": [{"name": "local", "transport": "local", "cards": 1, "card_mem": "1GiB"}]}\n' >"$T/inv1.json"
+tm -u new-session -d -s r -x 120 -y 30 \
+	"env LANG=C.UTF-8 TERM=screen-256color DAY0_SESSIONS=$T/sessions $DAY0 run $T/held.json --inventory $T/inv1.json --session $T/held.db --tui; echo EXIT \$?; sleep 60"
+wait_for "held: a failed run waits for the operator" "ENDED WITH FAILURES" 60
+key r
+sleep 0.5
+cap | grep -q 'y/n' && key y
+wait_for "held: r reran the failed stage and the run ended go" "  GO" 60
+key q
+wait_for "held: q gives the terminal back, exit 0" "EXIT 0" 20
+check "held: the rerun is in the session file" test \
+	"$(sqlite3 "$T/held.db" "select count(*) from events where node='console' and type='stage' and json_extract(body,'$.stage_id')='flaky' and json_extract(body,'$.state')='start'")" = 2
 exit 0
