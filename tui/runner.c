@@ -1331,10 +1331,11 @@ static void show_running(struct run *r)
 		   "cancel):\n");
 	for (size_t s = 0; s < r->pb.n; s++) {
 		struct stage_rt *sr = &r->stages[s];
-		json_t *names = json_array();
+		json_t *names;
 		char *set;
 		if (sr->st != S_RUNNING)
 			continue;
+		names = json_array();
 		for (size_t i = 0; i < sr->n_tasks; i++) {
 			struct task *t = &r->tasks[sr->tasks[i]];
 			if (!is_final(t))
