@@ -109,8 +109,12 @@ static void differential(const char *s, size_t n)
 		}
 	} else {
 		json_t *strict = json_loadb(s, n, JSON_REJECT_DUPLICATES, &je);
-		if (json_is_object(strict))
-			__builtin_trap(); /* jansson takes what we refused */
+		/* jansson takes what we refused: a bug, except where the
+		 * input holds a NUL byte, which jansson's buffer reader takes
+		 * for the end of input (a NUL is never valid JSON text, and
+		 * proto_utf8_valid refuses it before jansson sees a line). */
+		if (json_is_object(strict) && !memchr(s, 0, n))
+			__builtin_trap();
 		json_decref(strict);
 		if (!j.err[0])
 			__builtin_trap();
