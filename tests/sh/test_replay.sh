@@ -11,6 +11,9 @@ export LANG=C.UTF-8 LC_ALL=C.UTF-8
 SOCK="day0-replay-$$"
 tm() { tmux -L "$SOCK" "$@"; }
 trap 'tm kill-server 2>/dev/null; rm -rf "$T"' EXIT
+# A session that outlives the test's own: killing the one under test then
+# never takes the tmux server down while the next one is being started.
+tm new-session -d -s keep "sleep 3600"
 
 T0=1795940000000000000
 S=1000000000

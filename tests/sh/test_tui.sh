@@ -10,6 +10,9 @@ export LANG=C.UTF-8 LC_ALL=C.UTF-8
 SOCK="day0-tui-$$"
 tm() { tmux -L "$SOCK" "$@"; }
 trap 'tm kill-server 2>/dev/null; rm -rf "$T"' EXIT
+# A session that outlives the test's own: killing the one under test then
+# never takes the tmux server down while the next one is being started.
+tm new-session -d -s keep "sleep 3600"
 if ! command -v tmux >/dev/null; then
 	fail "tmux" "not installed (make deps)"
 	exit 1
@@ -90,8 +93,8 @@ fi
 "$DAY0" replay "$DB" --dump --fold >"$T/fold" 2>/dev/null
 if cmp -s "$T/dump" "$T/fold"; then ok "replay: seek == fold at the end"; else fail "replay: seek == fold" "$(diff "$T/dump" "$T/fold" | head -5)"; fi
 
-tm kill-server 2>/dev/null
-sleep 0.5
+tm kill-session -t r 2>/dev/null
+sleep 0.2
 tm -u new-session -d -s r -x 120 -y 40 \
 	"env LANG=C.UTF-8 TERM=screen-256color $DAY0 replay $DB --at 0; sleep 60"
 wait_for "replay of the demo: node" "local "
@@ -111,8 +114,8 @@ wait_for "replay: checklist" "item \\ node" 5
 key q
 
 # A failed stage held on screen, r reruns it, the run then ends go.
-tm kill-server 2>/dev/null
-sleep 0.3
+tm kill-session -t r 2>/dev/null
+sleep 0.2
 printf '{"name": "held", "policy": {"fail_fast": false}, "stages": [
  {"id": "flaky", "step": "exec", "on": "all", "argv": ["sh", "-c", "test -e %s/flag || { touch %s/flag; exit 3; }"]},
  {"id": "after", "step": "exec", "on": "all", "needs": ["flaky"], "argv": ["true"]}]}\n' "$T" "$T" >"$T/held.json"
