@@ -154,6 +154,23 @@ PY
 expect_rc 1 "hosts: an identity the nodes do not accept" \
 	env -u SSH_AUTH_SOCK timeout 60 "$DAY0" hosts --inventory "$T/inv_stranger.json" "${KH[@]}"
 contains "hosts: ... 'auth failed' naming the key tried, folded" "node[1-8] (8): auth failed for user root; tried $T/stranger_key" "$OUT"
+# ssh-agent: the inventory's key is refused, the agent holds the right one.
+if command -v ssh-agent >/dev/null && command -v ssh-add >/dev/null; then
+	eval "$(ssh-agent -s -a "$T/agent.sock")" >/dev/null
+	ssh-add -q "$SSHD_KEY" 2>/dev/null
+	expect_rc 0 "hosts: public-key auth through ssh-agent (the file's key refused)" \
+		timeout 60 "$DAY0" hosts --inventory "$T/inv_stranger.json" "${KH[@]}"
+	check "hosts: ... every node answered" \
+		test "$(ok_nodes "$OUT")" = "node1 node2 node3 node4 node5 node6 node7 node8"
+	ssh-add -q -D 2>/dev/null
+	expect_rc 1 "hosts: an ssh-agent without the key does not help" \
+		timeout 60 "$DAY0" hosts --inventory "$T/inv_stranger.json" "${KH[@]}"
+	contains "hosts: ... auth failed, naming the agent as tried" "auth failed for user root" "$OUT"
+	kill "$SSH_AGENT_PID" 2>/dev/null
+	unset SSH_AUTH_SOCK SSH_AGENT_PID
+else
+	fail "hosts: ssh-agent" "openssh-client's ssh-agent/ssh-add missing"
+fi
 
 # --- a local node next to ssh ones --------------------------------------------
 python3 - "$SSHD_INV" >"$T/inv_local.json" <<'PY'
