@@ -93,6 +93,27 @@ check "after a killed agent the run still ends go" test "$(cat "$T/k.rc")" = 0
 contains "node3's lost stage ran again" "rerun (lost)" "$T/k.out"
 expect_rc 0 "no event lost or doubled (seq audit)" "$STORE" audit "$T/k.db"
 
+# 4b. A dropped connection: the sshd process serving node5's session is
+# killed mid-stage; the console reconnects and the run still ends go.
+("$DAY0" run "$T/long.json" --inventory "$SSHD_INV" "${KH[@]}" --session "$T/d.db" --headless >"$T/d.out" 2>&1; echo $? >"$T/d.rc") &
+for i in $(seq 600); do grep -q "stage long .*start" "$T/d.out" 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+apid=$(pgrep -f "day0-agent --node node5 --spool .cache/day0/spool/d-[0-9a-f]*/node5" | head -n 1)
+spid=$apid
+while [ -n "$spid" ] && [ "$spid" != 1 ] && [ "$(ps -o comm= -p "$spid")" != sshd ]; do
+	spid=$(ps -o ppid= -p "$spid" | tr -d ' ')
+done
+if [ -n "$spid" ] && [ "$spid" != 1 ]; then
+	kill -9 "$spid"
+	ok "(node5's sshd session process found and killed)"
+else
+	fail "node5's sshd session" "not found above agent pid '$apid'"
+fi
+wait
+check "after a dropped connection the run still ends go" test "$(cat "$T/d.rc")" = 0
+contains "the console saw the connection go and came back" "node connection lost, reconnecting" "$T/d.out"
+expect_rc 0 "no event lost or doubled after the dropped connection" "$STORE" audit "$T/d.db"
+
 # 5. The console killed mid-run: --resume re-attaches over ssh.
 ("$DAY0" run "$T/long.json" --inventory "$SSHD_INV" "${KH[@]}" --session "$T/r.db" --headless >"$T/r.out" 2>&1) &
 cpid=$!
