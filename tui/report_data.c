@@ -445,6 +445,54 @@ static json_t *plan(struct rctx *c)
 	}
 	json_object_set_new(p, "checks", checks ? checks : json_null());
 	json_object_set_new(p, "stages", stages ? stages : json_null());
+	/* The last check's layout, as rows every format draws the same. */
+	for (i = json_array_size(checks); i-- > 0;) {
+		json_t *lay = json_loads(
+		    json_string_value(json_object_get(json_array_get(checks, i),
+						      "layout"))
+			?: "null",
+		    0, NULL);
+		static const char *const part[][2] = {
+		    {"weights_bytes", "weights"},
+		    {"kv_bytes", "KV cache"},
+		    {"activation_bytes", "activations"},
+		    {"comm_buffer_bytes", "comm buffers"},
+		    {"total_bytes", "planned total"},
+		    {"usable_bytes", "usable (after margin)"}};
+		json_t *rows;
+		if (!json_is_object(lay)) {
+			json_decref(lay);
+			continue;
+		}
+		rows = json_array();
+		for (size_t k = 0; k < sizeof part / sizeof *part; k++) {
+			char b[32];
+			json_t *x = json_object_get(lay, part[k][0]);
+			report_fmt_bytes(json_number_value(x), b, sizeof b);
+			json_array_append_new(
+			    rows, json_pack("{s:s, s:I, s:s}", "part",
+					    part[k][1], "bytes",
+					    (json_int_t)json_integer_value(x),
+					    "size", b));
+		}
+		json_object_set_new(
+		    p, "layout",
+		    json_sprintf("tp%lld pp%lld ep%lld dp%lld on %s",
+				 (long long)json_integer_value(
+				     json_object_get(lay, "tp")),
+				 (long long)json_integer_value(
+				     json_object_get(lay, "pp")),
+				 (long long)json_integer_value(
+				     json_object_get(lay, "ep")),
+				 (long long)json_integer_value(
+				     json_object_get(lay, "dp")),
+				 json_string_value(json_object_get(
+				     json_array_get(checks, i), "node"))
+				     ?: "?"));
+		json_object_set_new(p, "budget", rows);
+		json_decref(lay);
+		break;
+	}
 	return p;
 }
 

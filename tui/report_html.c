@@ -605,6 +605,15 @@ static void h_plan(FILE *f, json_t *p)
 		return;
 	}
 	html_table(f, json_object_get(p, "checks"), head, keys);
+	if (json_array_size(json_object_get(p, "budget"))) {
+		static const char *const bhead[] = {"part", "bytes", "", NULL};
+		static const char *const bkeys[] = {"part", "bytes", "size",
+						    NULL};
+		fputs("<p>Per-card budget of the chosen layout (", f);
+		html_val(f, json_object_get(p, "layout"));
+		fputs("):</p>\n", f);
+		html_table(f, json_object_get(p, "budget"), bhead, bkeys);
+	}
 	json_array_foreach(json_object_get(p, "stages"), i, r)
 	{
 		fputs("<p>plan stage ", f);

@@ -200,47 +200,17 @@ static void md_plan(FILE *f, json_t *p)
 		    md_cells(f, r, keys);
 		fputc('\n', f);
 		/* The chosen layout's per-card budget, when the check has it. */
-		json_array_foreach(json_object_get(p, "checks"), i, r)
-		{
-			json_t *lay = json_loads(
-			    json_string_value(json_object_get(r, "layout"))
-				?: "null",
-			    0, NULL);
-			static const char *const part[][2] = {
-			    {"weights_bytes", "weights"},
-			    {"kv_bytes", "KV cache"},
-			    {"activation_bytes", "activations"},
-			    {"comm_buffer_bytes", "comm buffers"},
-			    {"total_bytes", "planned total"},
-			    {"usable_bytes", "usable (after margin)"}};
-			if (!json_is_object(lay)) {
-				json_decref(lay);
-				continue;
-			}
-			fprintf(f,
-				"Per-card budget of the chosen layout (tp%lld "
-				"pp%lld ep%lld dp%lld, %s):\n\n| part | bytes "
-				"| |\n|---|---|---|\n",
-				(long long)json_integer_value(
-				    json_object_get(lay, "tp")),
-				(long long)json_integer_value(
-				    json_object_get(lay, "pp")),
-				(long long)json_integer_value(
-				    json_object_get(lay, "ep")),
-				(long long)json_integer_value(
-				    json_object_get(lay, "dp")),
-				json_string_value(json_object_get(r, "node"))
-				    ?: "?");
-			for (size_t k = 0; k < sizeof part / sizeof *part; k++) {
-				char b[32];
-				json_t *x = json_object_get(lay, part[k][0]);
-				report_fmt_bytes(json_number_value(x), b,
-						 sizeof b);
-				fprintf(f, "| %s | %lld | %s |\n", part[k][1],
-					(long long)json_integer_value(x), b);
-			}
+		if (json_array_size(json_object_get(p, "budget"))) {
+			static const char *const bhead[] = {"part", "bytes",
+							    "", NULL};
+			static const char *const bkeys[] = {"part", "bytes",
+							    "size", NULL};
+			fprintf(f, "Per-card budget of the chosen layout (%s):\n\n",
+				json_string_value(json_object_get(p, "layout")));
+			md_head(f, bhead);
+			json_array_foreach(json_object_get(p, "budget"), j, l)
+			    md_cells(f, l, bkeys);
 			fputc('\n', f);
-			json_decref(lay);
 		}
 	} else {
 		fputs("memory.plan: not recorded\n\n", f);

@@ -118,6 +118,7 @@ contains "md: a layer's numerics" "| layer | layer.2 |" "$T/a.md"
 contains "md: the plan's per-card budget" "Per-card budget of the chosen layout (tp" "$T/a.md"
 w=$(q "SELECT json_extract(e.body, '$.plan.weights_bytes') FROM checks c JOIN events e USING (node, seq) WHERE c.item = 'memory.plan' LIMIT 1")
 contains "md: ... with the weights bytes the check carried" "| weights | $w |" "$T/a.md"
+
 contains "md: the plan check" "| n1 | plan | pass |" "$T/a.md"
 contains "md: the plan stage" "Plan stage plan on n1 (rc 0)" "$T/a.md"
 contains "md: versions" "versions: day0 0.1.0, protocol 1" "$T/a.md"
@@ -136,6 +137,13 @@ check "md: no raw <script> from the store" bash -c "! grep -q '<script>' '$T/a.m
 # ---- JSON ------------------------------------------------------------------
 expect_rc 0 "report --format json" "$D0" report "$A" --format json
 cp "$OUT" "$T/a.json"
+check "json: the plan's budget rows, weights first" python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+b = d["plan"]["budget"]
+assert b[0]["part"] == "weights" and b[0]["bytes"] == int(sys.argv[2]), b
+assert [r["part"] for r in b][-2:] == ["planned total", "usable (after margin)"], b
+' "$T/a.json" "$w"
 python3 - "$T/a.json" "$A" >"$T/py.out" 2>&1 <<'PY'
 import json, subprocess, sys
 d = json.load(open(sys.argv[1]))
