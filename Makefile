@@ -17,7 +17,7 @@ CC ?= cc
 DEB_PKGS := build-essential pkg-config libncurses-dev libssh2-1-dev \
 	libjansson-dev libsqlite3-dev sqlite3 libopenblas-dev libopenmpi-dev \
 	openmpi-bin libssl-dev openssh-server openssh-client tmux clang \
-	libclang-rt-14-dev time
+	libclang-rt-14-dev time python3 procps strace
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS ?= -O2 -g
