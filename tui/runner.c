@@ -1768,14 +1768,6 @@ static void tend_links(struct run *r)
 
 /* ------------------------------------------------------------ the loop */
 
-static int tasks_live(struct run *r)
-{
-	for (size_t i = 0; i < r->n_tasks; i++)
-		if (!is_final(&r->tasks[i]))
-			return 1;
-	return 0;
-}
-
 static int some_required_failed(struct run *r)
 {
 	for (size_t s = 0; s < r->pb.n; s++)
@@ -1850,9 +1842,6 @@ static void loop(struct run *r)
 			if ((!open || now_ns() > bye_deadline) &&
 			    (!r->live || r->quit))
 				break;
-		}
-		if (r->cancelled && !tasks_live(r) && !r->finished) {
-			schedule(r);
 		}
 		for (size_t i = 0; i < r->n_nodes; i++) {
 			struct node *nd = &r->nodes[i];
