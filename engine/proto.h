@@ -30,7 +30,7 @@
 
 #include <jansson.h>
 
-#include "engine.h"
+#include "util.h"
 
 #define PROTO_VERSION  DAY0_PROTO_VERSION
 #define PROTO_MAX_LINE 65536 /* bytes of one line, newline excluded */
