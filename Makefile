@@ -147,11 +147,11 @@ $(FUZZ_BIN): tests/fuzz/fuzz_safetensors.c $(ENGINE_SRC) $(wildcard engine/*.h)
 # The wire protocol's line parsers and the store's JSON scanner (which it
 # holds to jansson's verdicts); util.c brings d0_errf.
 $(FUZZ_PROTO_BIN): tests/fuzz/fuzz_proto.c engine/proto.c engine/proto.h \
-		store/json_scan.c store/json_scan.h engine/util.c engine/util.h
+		engine/json_scan.c engine/json_scan.h engine/util.c engine/util.h
 	@mkdir -p $(dir $@)
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iengine -Istore \
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iengine \
 	  -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_proto.c \
-	  engine/proto.c store/json_scan.c engine/util.c $(LIBS)
+	  engine/proto.c engine/json_scan.c engine/util.c $(LIBS)
 
 bench: deps
 	@$(MAKE) --no-print-directory build
