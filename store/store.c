@@ -6,7 +6,9 @@
  *   - open: the file is created 0600 by us (sqlite would use 0644) before
  *     sqlite opens it; WAL; application_id marks it as a day0 session and
  *     user_version holds the schema version, upgraded by `migrations`;
- *   - ingest: one parse of the line (jansson), then prepared statements: the
+ *   - ingest: one allocation-free scan of the line (engine/json_scan.c) and
+ *     the protocol's one envelope check (proto_envelope_scan), then
+ *     prepared statements: the
  *     event row (INSERT OR IGNORE: a stored (node, seq) is a duplicate), the
  *     node's seq bookkeeping (gaps), and the type's derived row; all inside
  *     the open batch transaction;
