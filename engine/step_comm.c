@@ -1334,8 +1334,8 @@ static void bandwidth_check(const struct opts *o, const struct op_report *reps,
 	} else {
 		c->status = c->value >= c->threshold ? "pass" : "warn";
 		snprintf(c->detail, sizeof c->detail,
-			 "lowest: %s busbw %.3g GB/s at %llu B; needs %.3g GB/s "
-			 "(%.2f of the %.3g GB/s link)",
+			 "lowest: %s busbw %.3g GB/s at %llu B; needs %g GB/s "
+			 "(%.2f of the %g GB/s link)",
 			 worst, c->value, (unsigned long long)at, c->threshold,
 			 o->expect_fraction, o->expect_gbps);
 	}
