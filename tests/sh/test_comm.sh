@@ -182,7 +182,7 @@ check "--events: comm.bandwidth skipped without a link bandwidth" "$JSONL" "$OUT
 	"type=check,item=comm.bandwidth,status=skip" "type=comm,op=broadcast,ranks=2,wrong=0"
 expect_rc 0 "text with --expect-gbps" mpi 2 --min 1K --max 4K --iters 1 --ops allreduce --expect-gbps 1000000 --expect-fraction 0.5
 contains "text: comm.bandwidth line names the op and the fraction" "# comm.bandwidth: warn: lowest: allreduce busbw" "$OUT"
-contains "text: comm.bandwidth line states the needed fraction" "(needs 0.50)" "$OUT"
+contains "text: comm.bandwidth line states what it needs, of which link" "needs 500000 GB/s (0.50 of the 1e+06 GB/s link)" "$OUT"
 
 # ----------------------------------------------------------------- --pairs
 expect_rc 0 "--pairs, np 4" mpi 4 --pairs --pairs-size 64K --iters 2 --warmup 1
