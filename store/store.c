@@ -101,12 +101,14 @@ enum {
 	Q_NUMERICS,
 	Q_PERF,
 	Q_SESSION_PUT,
+	Q_EVENT_BODY,
 	Q_COUNT
 };
 
 static const char *const query_sql[Q_COUNT] = {
     [Q_EVENT] = "INSERT OR IGNORE INTO events(node, seq, ts, type, body) "
 		"VALUES(?1, ?2, ?3, ?4, ?5)",
+    [Q_EVENT_BODY] = "SELECT body FROM events WHERE node = ?1 AND seq = ?2",
     [Q_NODE_PUT] = "INSERT OR REPLACE INTO nodes(node, next_seq, events) "
 		   "VALUES(?1, ?2, ?3)",
     [Q_GAP_ADD] = "INSERT INTO gaps(node, first, last, ts) "
@@ -1107,6 +1109,28 @@ static int bad_event(struct store *s, struct d0_err *err, const char *fmt,
 int store_ingest(struct store *s, const char *line, size_t len,
 		 struct d0_err *err)
 {
+	return store_ingest_from(s, line, len, NULL, NULL, err);
+}
+
+/* A resent (node, seq): the same line, or another one under its seq? */
+static int same_body(struct store *s, const char *node, size_t nlen,
+		     int64_t seq, const char *line, size_t len)
+{
+	sqlite3_stmt *st = s->q[Q_EVENT_BODY];
+	int same = 1;
+	sqlite3_bind_text(st, 1, node, (int)nlen, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, seq);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		same = (size_t)sqlite3_column_bytes(st, 0) == len &&
+		       !memcmp(sqlite3_column_text(st, 0), line, len);
+	sqlite3_reset(st);
+	return same;
+}
+
+int store_ingest_from(struct store *s, const char *line, size_t len,
+		      const char *from, struct store_line *seen,
+		      struct d0_err *err)
+{
 	struct jscan j;
 	const struct jmember *v, *mseq, *mts, *mnode, *mtype;
 	const char *node, *type;
@@ -1114,6 +1138,8 @@ int store_ingest(struct store *s, const char *line, size_t len,
 	int64_t seq, ts;
 	struct node_state *n;
 	sqlite3_stmt *st;
+	if (seen)
+		memset(seen, 0, sizeof *seen);
 	if (s->readonly)
 		return d0_errf(err, "%s: opened read-only", s->path);
 	while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -1127,6 +1153,12 @@ int store_ingest(struct store *s, const char *line, size_t len,
 	mts = jscan_get(&j, "ts");
 	mnode = jscan_get(&j, "node");
 	mtype = jscan_get(&j, "type");
+	if (v && v->kind == J_INT && jscan_int(v) != 1) {
+		s->stats.rejected++;
+		d0_errf(err, "event: protocol version %lld (this console speaks "
+			"1)", (long long)jscan_int(v));
+		return STORE_EVERSION;
+	}
 	if (!v || v->kind != J_INT || jscan_int(v) != 1 || !mseq ||
 	    mseq->kind != J_INT || jscan_int(mseq) < 1 || !mts ||
 	    mts->kind != J_INT || jscan_int(mts) < 0 || !mnode ||
@@ -1156,6 +1188,16 @@ int store_ingest(struct store *s, const char *line, size_t len,
 		return bad_event(s, err, "event: %s", "NUL in node or type");
 	seq = jscan_int(mseq);
 	ts = jscan_int(mts);
+	if (seen) {
+		seen->seq = seq;
+		snprintf(seen->node, sizeof seen->node, "%s", node);
+	}
+	if (from && strcmp(from, node)) {
+		s->stats.rejected++;
+		d0_errf(err, "event: claims node '%.64s' on the link of node '%.64s'",
+			node, from);
+		return STORE_ENODE;
+	}
 	if (!s->in_txn) {
 		if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) !=
 		    SQLITE_OK) {
@@ -1184,6 +1226,13 @@ int store_ingest(struct store *s, const char *line, size_t len,
 		if (step_done(s, st, err, "adding an event") < 0)
 			return batch_failed(s, s->pending + 1, err);
 		if (sqlite3_changes(s->db) == 0) {
+			if (!same_body(s, node, nlen, seq, line, len)) {
+				s->stats.rejected++;
+				d0_errf(err, "event: seq %lld of node '%.64s' is "
+					"stored with another body",
+					(long long)seq, node);
+				return STORE_CONFLICT;
+			}
 			s->stats.duplicates++;
 			return STORE_DUPLICATE;
 		}
