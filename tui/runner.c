@@ -1869,10 +1869,11 @@ static void tend_store(struct run *r, int64_t t)
 		char msg[700];
 		r->stalled_alert = 1;
 		snprintf(msg, sizeof msg, "%s", why);
-		if (!r->stall_said)
+		if (!r->stall_said) {
 			say_store(r, "STORE: %s (no acks, no new stages; "
 				     "retrying)", msg);
-		r->stall_said = 1;
+			r->stall_said = 1;
+		}
 		console_event(r, "alert",
 			      json_pack("{s:s, s:s, s:s}", "kind", "store",
 					"state", "stalled", "msg", msg));
