@@ -46,6 +46,7 @@ struct node_in {
 	int64_t refill_at;
 	int dropping;	   /* over the rate: drop until the rewind */
 	int rewind;	   /* a rewind is owed */
+	int64_t link_max;  /* highest seq received on the current link */
 	/* seqs handed to the runner since the last commit, and those a
 	 * rollback took back after they were folded (sorted) */
 	struct seqs {
@@ -193,6 +194,7 @@ void intake_connected(struct intake *in, int node)
 	/* The console's hello on the new link asks for the resend. */
 	nd->dropping = 0;
 	nd->rewind = 0;
+	nd->link_max = 0;
 }
 
 /* ------------------------------------------------------------ stalling */
@@ -396,6 +398,9 @@ enum intake_result intake_line(struct intake *in, int node, const char *line,
 		return INTAKE_REFUSED;
 	}
 	rc = store_ingest_from(in->store, line, len, nd->name, &seen, &err);
+	if ((rc == STORE_ADDED || rc == STORE_DUPLICATE) &&
+	    seen.seq > nd->link_max)
+		nd->link_max = seen.seq;
 	switch (rc) {
 	case STORE_ADDED: {
 		int again = seqs_take(&nd->redo, seen.seq);
@@ -407,10 +412,10 @@ enum intake_result intake_line(struct intake *in, int node, const char *line,
 	case STORE_DUPLICATE:
 		return INTAKE_DUPLICATE;
 	case STORE_CONFLICT:
+		/* Below what this link already sent: the agent went back
+		 * (a resend would carry the same body). */
 		refuse(in, node,
-		       seen.seq <= store_acked_seq(in->store, nd->name)
-			   ? IN_BACKWARDS
-			   : IN_CONFLICT,
+		       seen.seq < nd->link_max ? IN_BACKWARDS : IN_CONFLICT,
 		       line, len, err.msg);
 		return INTAKE_REFUSED;
 	case STORE_ENODE:

@@ -718,6 +718,23 @@ static json_t *nonempty(json_t *a)
 	return json_null();
 }
 
+/* Input the console refused or held back, per (node, reason): the
+ * console's `alert` events (the last count, the first example). */
+static json_t *refused(struct rctx *c)
+{
+	return q_rows(c,
+		      "SELECT json_extract(body, '$.for') AS node, "
+		      "json_extract(body, '$.kind') AS kind, "
+		      "json_extract(body, '$.reason') AS reason, "
+		      "max(json_extract(body, '$.count')) AS count, "
+		      "json_extract(body, '$.detail') AS detail, "
+		      "json_extract(body, '$.example') AS example FROM events "
+		      "WHERE node = '" CONSOLE_NODE "' AND type = 'alert' AND "
+		      "json_extract(body, '$.kind') IN ('protocol', 'rate') "
+		      "GROUP BY 1, 3 ORDER BY 1, 3",
+		      0, NULL, NULL);
+}
+
 json_t *report_load(const char *path, struct d0_err *err)
 {
 	struct rctx c;
@@ -780,6 +797,9 @@ json_t *report_load(const char *path, struct d0_err *err)
 			 0, NULL, NULL)))
 		goto fail;
 	json_object_set_new(doc, "perf", nonempty(v));
+	if (!(v = refused(&c)))
+		goto fail;
+	json_object_set_new(doc, "refused", nonempty(v));
 	if (!(v = memory(&c)))
 		goto fail;
 	json_object_set_new(doc, "memory", v);
