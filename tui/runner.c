@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
+#include <pwd.h>
 #include <unistd.h>
 
 enum task_state {
@@ -99,6 +100,7 @@ struct run {
 	char name[128];
 	char tag[96]; /* session stem + random: spool and work names */
 	char work[PATH_MAX];
+	char work_buf[PATH_MAX]; /* a node's ${work} */
 	char agent[PATH_MAX];
 	json_t *vars; /* -e, owned */
 	struct node *nodes;
@@ -253,6 +255,17 @@ static void console_log(struct run *r, const char *level, const char *fmt,
 
 /* ------------------------------------------------------------------ vars */
 
+/* ${work} on a node: --work, or /tmp/day0-work-USER/TAG with the user the
+ * node's agent runs as (its agent makes it 0700: --work). */
+static const char *node_work(struct run *r, const struct node *nd)
+{
+	if (r->o->work || !strcmp(nd->inv->transport, "local"))
+		return r->work;
+	snprintf(r->work_buf, sizeof r->work_buf, "/tmp/day0-work-%s/%s",
+		 nd->inv->user, r->tag);
+	return r->work_buf;
+}
+
 static const char *lookup_var(void *arg, const char *name)
 {
 	struct run *r = arg;
@@ -261,7 +274,7 @@ static const char *lookup_var(void *arg, const char *name)
 	if (!strcmp(name, "model"))
 		return r->o->model ? r->o->model : r->pb.model;
 	if (!strcmp(name, "work"))
-		return r->work;
+		return nd ? node_work(r, nd) : r->work;
 	if (!strcmp(name, "session"))
 		return r->name;
 	if (!strcmp(name, "node"))
@@ -293,20 +306,27 @@ static const char *lookup_var(void *arg, const char *name)
 	return NULL;
 }
 
+/* The playbook's vars and -e values may hold variables; built-ins are
+ * what they are. */
+static int var_nested(void *arg, const char *name)
+{
+	for (int i = 0; playbook_builtins[i]; i++)
+		if (!strcmp(name, playbook_builtins[i]))
+			return 0;
+	(void)arg;
+	return 1;
+}
+
 /* Expand s (variables, and playbook vars that themselves hold variables:
- * "like": "${work}/like"), into a new string or NULL with err. */
+ * "like": "${work}/like", at most PB_VAR_DEPTH deep), into a new string
+ * or NULL with err. */
 static char *expand(struct run *r, const char *s, const char *where,
 		    struct d0_err *err)
 {
-	char a[PATH_MAX * 2], b[PATH_MAX * 2];
-	snprintf(a, sizeof a, "%s", s);
-	for (int depth = 0; depth < 4 && strchr(a, '$'); depth++) {
-		if (playbook_expand(a, lookup_var, r, where, b, sizeof b, err))
-			return NULL;
-		if (!strcmp(a, b))
-			break;
-		memcpy(a, b, sizeof a);
-	}
+	char a[PATH_MAX * 2];
+	if (playbook_expand_deep(s, lookup_var, var_nested, r, where, a,
+				 sizeof a, err))
+		return NULL;
 	return strdup(a);
 }
 
@@ -546,9 +566,11 @@ struct line_ctx {
 };
 static struct line_ctx *line_ctx; /* one per node */
 
+#define AGENT_ARGV_MAX 40 /* ours (17 at most) and the inventory's */
+
 static char **agent_argv(struct run *r, struct node *nd)
 {
-	char **a = calloc(24, sizeof *a);
+	char **a = calloc(AGENT_ARGV_MAX + 1, sizeof *a);
 	char buf[64];
 	int n = 0;
 	json_t *extra = json_object_get(r->inv_doc, "agent_args"), *v;
@@ -570,7 +592,11 @@ static char **agent_argv(struct run *r, struct node *nd)
 	snprintf(buf, sizeof buf, "%g", r->o->sample_hz);
 	a[n++] = strdup(buf);
 	a[n++] = strdup("--takeover");
-	json_array_foreach(extra, i, v) if (json_is_string(v) && n < 22)
+	if (!r->o->work) { /* the default: private to the node's user */
+		a[n++] = strdup("--work");
+		a[n++] = strdup(node_work(r, nd));
+	}
+	json_array_foreach(extra, i, v) if (json_is_string(v) && n < AGENT_ARGV_MAX)
 	    a[n++] = strdup(json_string_value(v));
 	return a;
 }
@@ -2313,6 +2339,90 @@ static int resume_setup(struct run *r, char *pb_tmp, char *inv_tmp)
 	return 0;
 }
 
+/* -e values may hold variables too: with the playbook's, they must
+ * expand (no cycle, no runaway) before anything runs. */
+static int check_var_values(struct run *r)
+{
+	json_t *all = json_deep_copy(r->pb.vars), *v;
+	const char *k;
+	int rc = 0;
+	json_object_update(all, r->vars);
+	r->cur_node = r->n_nodes ? 0 : -1; /* ${node}, ${cards}: the first */
+	json_object_foreach(all, k, v)
+	{
+		struct d0_err err = {{0}};
+		char where[96], *s;
+		snprintf(where, sizeof where, "-e/vars %.64s", k);
+		s = json_is_string(v) ? expand(r, json_string_value(v), where,
+					       &err)
+				      : NULL;
+		if (!s) {
+			fprintf(stderr, "day0: %s: %s\n", r->pb.path, err.msg);
+			rc = -1;
+			break;
+		}
+		free(s);
+	}
+	r->cur_node = -1;
+	json_decref(all);
+	return rc;
+}
+
+/* The user this console runs as (the local nodes' ${work}). */
+static const char *console_user(void)
+{
+	struct passwd *pw = getpwuid(geteuid());
+	static char uid[32];
+	if (pw && pw->pw_name && *pw->pw_name)
+		return pw->pw_name;
+	snprintf(uid, sizeof uid, "%u", (unsigned)geteuid());
+	return uid;
+}
+
+/* Every node a stage's `on` names is in the inventory: a typo would
+ * otherwise be found when the stage starts, hours into the run. */
+static int check_stage_sets(struct run *r)
+{
+	for (size_t s = 0; s < r->pb.n; s++) {
+		const struct pb_stage *ps = &r->pb.stages[s];
+		struct d0_err err = {{0}};
+		char **names;
+		size_t n;
+		int bad = -1;
+		if (ps->on != PB_ON_SET)
+			continue;
+		if (nodeset_expand(ps->on_set, &names, &n, &err)) {
+			fprintf(stderr, "day0: %s: stages[%zu].on: %s\n",
+				r->pb.path, s, err.msg);
+			return -1;
+		}
+		for (size_t j = 0; j < n; j++) {
+			if (bad < 0 && node_index(r, names[j]) < 0)
+				bad = (int)j;
+		}
+		if (bad >= 0) {
+			char **all = calloc(r->n_nodes + 1, sizeof *all);
+			char *set;
+			for (size_t i = 0; i < r->n_nodes; i++)
+				all[i] = r->nodes[i].inv->name;
+			set = nodeset_fold(all, r->n_nodes);
+			fprintf(stderr,
+				"day0: %s: stages[%zu].on: node '%s' is not in "
+				"the inventory %s (its nodes: %s)\n",
+				r->pb.path, s, names[bad], r->inv.name,
+				set ? set : "?");
+			free(set);
+			free(all);
+		}
+		for (size_t j = 0; j < n; j++)
+			free(names[j]);
+		free(names);
+		if (bad >= 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* Before the first stage: will the session's volume hold the samples?
  * About 40 bytes a card-sample stored (event text, samples row, index),
  * for each node's cards at the sampling rate, over the stages' timeouts
@@ -2437,6 +2547,8 @@ int runner_main(const struct runner_opts *o)
 		line_ctx[i].node = (int)i;
 	}
 	r.stages = calloc(r.pb.n ? r.pb.n : 1, sizeof *r.stages);
+	if (check_stage_sets(&r) || check_var_values(&r))
+		goto out; /* before any session file is written */
 	if (!o->resume_path) {
 		if (o->session_path)
 			snprintf(r.session, sizeof r.session, "%s",
@@ -2459,8 +2571,8 @@ int runner_main(const struct runner_opts *o)
 		if (o->work)
 			scpy(r.work, sizeof r.work, o->work);
 		else
-			snprintf(r.work, sizeof r.work, "/tmp/day0-work/%s",
-				 r.tag);
+			snprintf(r.work, sizeof r.work, "/tmp/day0-work-%s/%s",
+				 console_user(), r.tag);
 	}
 	for (size_t i = 0; i < r.n_nodes; i++)
 		node_spool(&r, &r.nodes[i]);
