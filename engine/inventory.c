@@ -334,19 +334,41 @@ static int distinct_addresses(const struct inventory *inv, const char *path,
 	return 0;
 }
 
+static int inventory_from_json(json_t *root, const char *path,
+			       struct inventory *inv, struct d0_err *err);
+
 int inventory_load(const char *path, struct inventory *inv,
 		   struct d0_err *err)
 {
 	json_error_t jerr;
 	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-	json_t *nodes, *defaults, *e;
-	struct inv_node base;
-	size_t i;
-
 	memset(inv, 0, sizeof *inv);
 	if (!root)
 		return d0_errf(err, "%s: %s", path,
 			       path_exists(path) ? jerr.text : "no such file");
+	return inventory_from_json(root, path, inv, err);
+}
+
+int inventory_parse(const char *text, size_t len, const char *name,
+		    struct inventory *inv, struct d0_err *err)
+{
+	json_error_t jerr;
+	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	memset(inv, 0, sizeof *inv);
+	if (!root)
+		return d0_errf(err, "%s: %s (line %d)", name, jerr.text,
+			       jerr.line);
+	return inventory_from_json(root, name, inv, err);
+}
+
+/* The inventory in root (its reference is taken). */
+static int inventory_from_json(json_t *root, const char *path,
+			       struct inventory *inv, struct d0_err *err)
+{
+	json_t *nodes, *defaults, *e;
+	struct inv_node base;
+	size_t i;
+
 	if (!json_is_object(root)) {
 		json_decref(root);
 		return d0_errf(err, "%s: not a JSON object", path);
