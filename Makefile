@@ -187,6 +187,7 @@ bench: deps
 	bash bench/forward.sh
 	bash bench/fanout.sh
 	bash bench/tui.sh
+	bash bench/resume_soak.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory build

@@ -34,7 +34,7 @@ static const char usage_text[] =
     "died\n"
     "                    and continue it\n"
     "  --work DIR        ${work} on the nodes (default "
-    "/tmp/day0-work/SESSION)\n"
+    "/tmp/day0-work-USER/SESSION, 0700)\n"
     "  --known-hosts F   host keys (default ~/.ssh/known_hosts)\n"
     "  --accept-new-host-keys   record unknown host keys (never changed "
     "ones)\n"

@@ -36,7 +36,7 @@ struct runner_opts {
 	json_t *vars;		   /* -e K=V (object of strings), borrowed */
 	const char *session_path;  /* NULL: session_new_path() */
 	const char *resume_path;   /* --resume */
-	const char *work;	   /* ${work}: NULL = /tmp/day0-work/SESSION */
+	const char *work;	   /* ${work}: NULL = /tmp/day0-work-USER/SESSION */
 	const char *known_hosts;
 	int accept_new_host_keys;
 	const char *agent_path;	   /* NULL: next to this program */
