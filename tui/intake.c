@@ -382,9 +382,13 @@ enum intake_result intake_line(struct intake *in, int node, const char *line,
 	}
 	refill(in, nd, now);
 	if (nd->dropping || nd->tokens < 1) {
-		if (!nd->dropping)
-			refuse(in, node, IN_RATE, line, len, "");
-		else
+		if (!nd->dropping) {
+			char d[96];
+			snprintf(d, sizeof d, "more than %.0f events/s (burst "
+				 "%.0f): held back, resent later", in->rate,
+				 in->burst);
+			refuse(in, node, IN_RATE, line, len, d);
+		} else
 			in->nodes[node].why[IN_RATE].count++;
 		nd->dropping = 1;
 		nd->rewind = 1;

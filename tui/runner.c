@@ -2658,7 +2658,8 @@ int runner_main(const struct runner_opts *o)
 out:
 	if (r.store && store_close(r.store, &err)) {
 		fprintf(stderr, "day0: %s\n", err.msg);
-		rc = EXIT_CHECK_FAILED;
+		if (rc != EXIT_INCOMPLETE)
+			rc = EXIT_CHECK_FAILED;
 	}
 	json_decref(model);
 	run_free(&r);

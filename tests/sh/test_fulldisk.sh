@@ -72,3 +72,24 @@ check "every line of node a is stored" test "$(lines "$mnt/g.db" a)" = 12000
 check "every line of node b is stored" test "$(lines "$mnt/g.db" b)" = 12000
 check "the stall is recorded in the session (an alert of the console)" test "$(q "$mnt/g.db" "select count(*) from events where type='alert' and json_extract(body,'$.kind')='store' and json_extract(body,'$.state')='stalled'")" -ge 1
 check "the verdict is stored once" test "$(q "$mnt/g.db" "select count(*) from events where node='console' and type='verdict'")" = 1
+
+# ---- on screen (the live TUI in tmux) -------------------------------------
+if ! command -v tmux >/dev/null; then
+	fail "tmux" "not installed (make deps)"
+	exit 0
+fi
+umount "$mnt"
+mount -t tmpfs -o size=2m tmpfs "$mnt"
+SOCK="day0-full-$$"
+tm() { tmux -L "$SOCK" "$@"; }
+trap 'tm kill-server 2>/dev/null; umount "$mnt" 2>/dev/null; rm -rf "$T"' EXIT
+tm new-session -d -s r -x 160 -y 40 \
+	"env LANG=C.UTF-8 TERM=screen-256color DAY0_SESSIONS=$T/sessions $DAY0 run $T/fill.json --inventory $T/inv.json --session $mnt/t.db --store-wait 30 2>$T/t.err; echo EXIT \$?; sleep 60"
+seen=""
+for _ in $(seq 600); do
+	if tm capture-pane -p -t r | grep -qF "STORE: disk full at $mnt/t.db"; then seen=1; break; fi
+	sleep 0.1
+done
+[ -n "$seen" ] && ok "live screen: STORE: disk full at the session file, on the alerts line" ||
+	fail "live screen: STORE: disk full" "$(tm capture-pane -p -t r | tail -5)"
+tm kill-server 2>/dev/null

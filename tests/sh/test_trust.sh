@@ -80,6 +80,34 @@ run "$DAY0" report "$db" --format md
 contains "the report lists refused input" "Refused input" "$OUT"
 check "the report names b, the reason and the count" grep -q '| b *| forged node *| 1 ' "$OUT"
 
+# ---- on screen: the refusals on the forging node's row --------------------
+if command -v tmux >/dev/null; then
+	SOCK="day0-trust-$$"
+	tm() { tmux -L "$SOCK" "$@"; }
+	cat >"$T/slow_local.json" <<'JSON'
+{"name": "slowl", "stages": [{"id": "s", "step": "exec", "on": "all", "timeout": 60,
+   "argv": ["sh", "-c", "sleep 20"]}]}
+JSON
+	tm new-session -d -s r -x 160 -y 40 \
+		"env LANG=C.UTF-8 TERM=screen-256color DAY0_SESSIONS=$T/sessions $DAY0 run $T/slow_local.json --inventory $T/inv.json --agent $T/forger.sh --session $T/tui.db 2>$T/tui.err; sleep 30"
+	seen=""
+	for _ in $(seq 600); do
+		tm capture-pane -p -t r >"$T/screen"
+		if grep -E '^b ' "$T/screen" | grep -qE ', [0-9]+ ref' &&
+			grep -q 'refused b forged node' "$T/screen"; then seen=1; break; fi
+		sleep 0.1
+	done
+	[ -n "$seen" ] && ok "live screen: node b's row counts what was refused" ||
+		fail "live screen: b's row" "$(head -12 "$T/screen")"
+	[ -n "$seen" ] && ok "live screen: the alerts line names b and the reason" ||
+		fail "live screen: alerts line" "$(tail -3 "$T/screen")"
+	grep -E '^a ' "$T/screen" | grep -qE ', [0-9]+ ref' && fail "live screen: a's row" "the victim shows refusals" ||
+		ok "live screen: the victim's row shows none"
+	tm kill-server 2>/dev/null
+else
+	fail "tmux" "not installed (make deps)"
+fi
+
 # ---- a flooding node -----------------------------------------------------
 cat >"$T/inv2.json" <<'JSON'
 {"name": "duo", "defaults": {"transport": "local", "cards": 1, "card_mem": "1GiB"},
@@ -88,18 +116,18 @@ JSON
 cat >"$T/flood.json" <<'JSON'
 {"name": "flood", "stages": [
   {"id": "quiet", "step": "exec", "on": "a", "argv": ["sh", "-c", "sleep 1; echo quiet"], "timeout": 60},
-  {"id": "flood", "step": "exec", "on": "f", "argv": ["seq", "1", "30000"], "timeout": 120}]}
+  {"id": "flood", "step": "exec", "on": "f", "argv": ["seq", "1", "8000"], "timeout": 120}]}
 JSON
-expect_rc 0 "a node over --node-rate: the run passes" timeout 120 "$DAY0" run "$T/flood.json" \
-	--inventory "$T/inv2.json" --session "$T/f.db" --headless --node-rate 4000
+expect_rc 0 "a node over --node-rate: the run passes" timeout 300 "$DAY0" run "$T/flood.json" \
+	--inventory "$T/inv2.json" --session "$T/f.db" --headless --node-rate 1000
 db="$T/f.db"
 check "the flooding node is rate-limited, with an alert" test "$(q "$db" "select count(*) from events where type='alert' and json_extract(body,'$.kind')='rate' and json_extract(body,'$.for')='f'")" -ge 1
 contains "headless: rate-limited f" "rate-limited: over the event rate" "$OUT"
-# Held to 4000 events/s, f's 30000 lines take over 5 s to get in; the quiet
-# node's one-second stage ends while they do.
+# Held to 1000 events/s (burst 2000), f's 8000 lines take over 6 s to get
+# in; the quiet node's one-second stage ends while they do.
 cend() { q "$db" "select seq from events where node='console' and type='stage' and json_extract(body,'$.stage_id')='$1' and json_extract(body,'$.state')='end'"; }
 check "the quiet node's stage ended while f was still held back" test "$(cend quiet)" -lt "$(cend flood)"
-check "every line f sent arrived once (resent after the limit)" test "$(q "$db" "select count(*) from events where node='f' and type='log' and json_extract(body,'$.stage_id')='flood'")" = 30000
+check "every line f sent arrived once (resent after the limit)" test "$(q "$db" "select count(*) from events where node='f' and type='log' and json_extract(body,'$.stage_id')='flood'")" = 8000
 expect_rc 0 "audit after the flood" "$STORE" audit "$db"
 
 # ---- ssh links, with the console killed and resumed -------------------
