@@ -264,7 +264,9 @@ static void stall(struct intake *in, const char *why, int64_t now)
 		for (size_t k = 0; k < nd->fresh.n; k++)
 			seqs_push(&nd->redo, nd->fresh.v[k]);
 		nd->fresh.n = 0;
-		qsort(nd->redo.v, nd->redo.n, sizeof *nd->redo.v, seq_cmp);
+		if (nd->redo.n)
+			qsort(nd->redo.v, nd->redo.n, sizeof *nd->redo.v,
+			      seq_cmp);
 		nd->rewind = 1;
 	}
 }
