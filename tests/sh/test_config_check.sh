@@ -25,7 +25,10 @@ refused() {
 	deepseek_v3) extra="--experts 8 --n-group 4 --topk-group 2" ;;
 	mixtral | qwen2_moe | qwen3_moe) extra="--experts 4" ;;
 	esac
-	gen "$arch" "$T/m" $extra
+	# one generated model per family, copied for each mutation
+	[ -d "$T/base.$arch" ] || gen "$arch" "$T/base.$arch" $extra
+	rm -rf "$T/m"
+	cp -r "$T/base.$arch" "$T/m"
 	set_key "$T/m" "$key" "$val"
 	run "$ENGINE" inspect "$T/m"
 	if [ "$RC" = 2 ] && grep -q "config.json: .*$key" "$ERR"; then
@@ -37,13 +40,13 @@ refused() {
 
 for arch in llama mistral qwen2 qwen3 mixtral qwen2_moe qwen3_moe deepseek_v3; do
 	refused "$arch" max_position_embeddings 0
-	refused "$arch" max_position_embeddings -5
-	refused "$arch" rms_norm_eps 0
 	refused "$arch" rms_norm_eps -1e-6
-	refused "$arch" rope_theta 0
-	refused "$arch" intermediate_size 0
-	refused "$arch" vocab_size -8
 done
+refused llama max_position_embeddings -5
+refused mistral rms_norm_eps 0
+refused qwen2 rope_theta 0
+refused mixtral intermediate_size 0
+refused deepseek_v3 vocab_size -8
 for arch in qwen3 qwen3_moe; do refused "$arch" head_dim -2; done
 refused mixtral num_experts_per_tok 0
 refused qwen2_moe moe_intermediate_size -8
