@@ -131,12 +131,22 @@ asan: deps
 
 FUZZ_BIN := build/fuzz/fuzz_safetensors
 FUZZ_PROTO_BIN := build/fuzz/fuzz_proto
+FUZZ_INV_BIN := build/fuzz/fuzz_inventory
+FUZZ_PB_BIN := build/fuzz/fuzz_playbook
 fuzz: deps
-	@$(MAKE) --no-print-directory $(FUZZ_BIN) $(FUZZ_PROTO_BIN)
-	@mkdir -p build/fuzz/corpus build/fuzz/corpus-proto
+	@$(MAKE) --no-print-directory $(FUZZ_BIN) $(FUZZ_PROTO_BIN) \
+	  $(FUZZ_INV_BIN) $(FUZZ_PB_BIN)
+	@mkdir -p build/fuzz/corpus build/fuzz/corpus-proto \
+	  build/fuzz/corpus-inventory build/fuzz/corpus-playbook
 	$(FUZZ_BIN) -max_total_time=$${FUZZ_SECONDS:-60} build/fuzz/corpus tests/corpus
 	$(FUZZ_PROTO_BIN) -max_total_time=$${FUZZ_SECONDS:-60} \
 	  -dict=tests/fuzz/proto.dict build/fuzz/corpus-proto tests/fuzz/proto-corpus
+	$(FUZZ_INV_BIN) -max_total_time=$${FUZZ_SECONDS:-60} \
+	  -dict=tests/fuzz/inventory.dict build/fuzz/corpus-inventory \
+	  tests/fuzz/inventory-corpus
+	$(FUZZ_PB_BIN) -max_total_time=$${FUZZ_SECONDS:-60} \
+	  -dict=tests/fuzz/playbook.dict build/fuzz/corpus-playbook \
+	  tests/fuzz/playbook-corpus
 
 $(FUZZ_BIN): tests/fuzz/fuzz_safetensors.c $(ENGINE_SRC) $(wildcard engine/*.h)
 	@mkdir -p $(dir $@)
@@ -153,6 +163,22 @@ $(FUZZ_PROTO_BIN): tests/fuzz/fuzz_proto.c engine/proto.c engine/proto.h \
 	  -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_proto.c \
 	  engine/proto.c engine/json_scan.c engine/util.c $(LIBS)
 
+# The inventory parser (engine/inventory.c and util.c) and the playbook
+# parser (tui/playbook.c, which names the engine's steps: the engine).
+$(FUZZ_INV_BIN): tests/fuzz/fuzz_inventory.c engine/inventory.c \
+		engine/inventory.h engine/util.c engine/util.h
+	@mkdir -p $(dir $@)
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iengine \
+	  -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_inventory.c \
+	  engine/inventory.c engine/util.c $(LIBS)
+
+$(FUZZ_PB_BIN): tests/fuzz/fuzz_playbook.c tui/playbook.c tui/playbook.h \
+		$(ENGINE_SRC) $(wildcard engine/*.h)
+	@mkdir -p $(dir $@)
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iengine -Itui \
+	  -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_playbook.c \
+	  tui/playbook.c $(ENGINE_SRC) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(LIBS)
+
 bench: deps
 	@$(MAKE) --no-print-directory build
 	bash bench/weights.sh
@@ -161,6 +187,7 @@ bench: deps
 	bash bench/forward.sh
 	bash bench/fanout.sh
 	bash bench/tui.sh
+	bash bench/resume_soak.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory build

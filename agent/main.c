@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,7 +30,7 @@ static void usage(FILE *f)
 	       "auto|nvml|cpu]\n"
 	       "                  [--heartbeat SECS] [--engine PATH] "
 	       "[--mpirun PATH] [--no-fsync]\n"
-	       "                  [--takeover] [--simulate N]\n"
+	       "                  [--takeover] [--simulate N] [--work DIR]\n"
 	       "       day0-agent --version | --help\n\n"
 	       "Reads commands (JSON lines) on stdin and writes events (JSON "
 	       "lines) on stdout;\n"
@@ -59,7 +60,51 @@ static void usage(FILE *f)
 	       "  --simulate N      report N simulated cards (memory "
 	       "patterns, a leak, NIC\n"
 	       "                    rates) instead of sampling /proc: "
-	       "benchmarks, demos\n");
+	       "benchmarks, demos\n"
+	       "  --work DIR        create the session's scratch directory "
+	       "and its parent,\n"
+	       "                    private (0700) to this user; refuse one "
+	       "another user owns\n\n"
+	       "Example: day0-agent --node n01 --spool /tmp/sp --cards 2 "
+	       "--work /tmp/day0-work-$USER/s1\n");
+}
+
+/*
+ * --work DIR (the console's default ${work}, /tmp/day0-work-USER/TAG):
+ * the directory and its parent made 0700 and owned by this user, so a
+ * shared /tmp neither blocks another user (one /tmp/day0-work made by root
+ * once) nor shows one user's scratch files to the others.
+ */
+static int make_private(const char *dir, struct d0_err *err)
+{
+	struct stat st;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return d0_errf(err, "--work: mkdir %s: %s", dir,
+			       strerror(errno));
+	if (lstat(dir, &st) < 0)
+		return d0_errf(err, "--work: %s: %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		return d0_errf(err, "--work: %s is not a directory of this user "
+			       "(uid %u): remove it or give --work", dir,
+			       (unsigned)geteuid());
+	if ((st.st_mode & 077) && chmod(dir, 0700) < 0)
+		return d0_errf(err, "--work: chmod 0700 %s: %s", dir,
+			       strerror(errno));
+	return 0;
+}
+
+static int make_work(const char *dir, struct d0_err *err)
+{
+	char parent[PATH_MAX], *slash;
+	if (snprintf(parent, sizeof parent, "%s", dir) >= (int)sizeof parent)
+		return d0_errf(err, "--work: path too long");
+	slash = strrchr(parent, '/');
+	if (slash && slash != parent) {
+		*slash = 0;
+		if (make_private(parent, err) < 0)
+			return -1;
+	}
+	return make_private(dir, err);
 }
 
 static int bad(const char *fmt, const char *arg)
@@ -162,7 +207,7 @@ int main(int argc, char **argv)
 	    {"mpirun", 1, 0, 'M'},    {"no-fsync", 0, 0, 'F'},
 	    {"takeover", 0, 0, 'T'},  {"version", 0, 0, 'v'},
 	    {"help", 0, 0, 'h'},      {"simulate", 1, 0, 'S'},
-	    {0, 0, 0, 0},
+	    {"work", 1, 0, 'W'},      {0, 0, 0, 0},
 	};
 	static struct agent a; /* big: keep it off the stack */
 	struct d0_err err;
@@ -241,6 +286,12 @@ int main(int argc, char **argv)
 			break;
 		case 'T':
 			a.cfg.takeover = 1;
+			break;
+		case 'W':
+			if (make_work(optarg, &err) < 0) {
+				fprintf(stderr, "day0-agent: %s\n", err.msg);
+				return EXIT_USAGE;
+			}
 			break;
 		case 'S':
 			if (parse_long(optarg, 1, 4096, &l) < 0)

@@ -151,6 +151,78 @@ static int get_size(json_t *o, const char *key, uint64_t *out)
 	return -1;
 }
 
+/* The keys each level of the file may hold (docs/inventory.md). */
+#define NODE_SETTINGS "cards", "card_mem", "port", "user", "identity", \
+		      "transport", "links", "labels"
+static const char *const top_keys[] = {"name", "description", "defaults",
+				       "nodes", "agent_args", "mpirun_args",
+				       NODE_SETTINGS, NULL};
+static const char *const defaults_keys[] = {NODE_SETTINGS, NULL};
+static const char *const entry_keys[] = {"name", "host", "exclude",
+					 NODE_SETTINGS, NULL};
+static const char *const links_keys[] = {"intra_node_gbps",
+					 "inter_node_gbps", NULL};
+
+/* Edit distance (insert, delete, substitute, swap), small strings. */
+static size_t key_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), d[40][40];
+	if (la >= 40 || lb >= 40)
+		return 99;
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= la; i++)
+		for (size_t j = 1; j <= lb; j++) {
+			size_t c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			if (d[i - 1][j] + 1 < c)
+				c = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < c)
+				c = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+			    a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < c)
+				c = d[i - 2][j - 2] + 1;
+			d[i][j] = c;
+		}
+	return d[la][lb];
+}
+
+/* Every key of o is one of keys; else an error naming the file, where,
+ * the key and the nearest valid one. */
+static int known_keys(json_t *o, const char *const *keys, const char *where,
+		      const char *path, struct d0_err *err)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(o, k, v)
+	{
+		const char *best = NULL;
+		size_t bd = 99;
+		int found = 0;
+		for (size_t i = 0; keys[i]; i++) {
+			size_t d;
+			if (!strcmp(keys[i], k)) {
+				found = 1;
+				break;
+			}
+			d = key_distance(k, keys[i]);
+			if (d < bd) {
+				bd = d;
+				best = keys[i];
+			}
+		}
+		if (found)
+			continue;
+		if (best && bd <= 3 && bd < strlen(k))
+			return d0_errf(err, "%s: %s: unknown key '%.64s' (did "
+				       "you mean '%s'?)", path, where, k, best);
+		return d0_errf(err, "%s: %s: unknown key '%.64s'", path, where,
+			       k);
+	}
+	return 0;
+}
+
 /* Apply the keys of o (defaults or a node entry) onto node. */
 static int node_fields(json_t *o, struct inv_node *nd, const char *where,
 		       const char *path, struct d0_err *err)
@@ -193,6 +265,11 @@ static int node_fields(json_t *o, struct inv_node *nd, const char *where,
 	if ((v = json_object_get(o, "links"))) {
 		json_t *a = json_object_get(v, "intra_node_gbps");
 		json_t *b = json_object_get(v, "inter_node_gbps");
+		char at[96];
+		snprintf(at, sizeof at, "%s.links", where);
+		if (json_is_object(v) &&
+		    known_keys(v, links_keys, at, path, err) < 0)
+			return -1;
 		if (!json_is_object(v) || (a && !json_is_number(a)) ||
 		    (b && !json_is_number(b)))
 			return d0_errf(err, "%s: %s: 'links' must hold numbers "
@@ -225,19 +302,73 @@ static int node_fields(json_t *o, struct inv_node *nd, const char *where,
 	return 0;
 }
 
+/* nodeset_expand for one key of nodes[i]: errors name the file, the entry
+ * and the key. */
+static int entry_set(const char *set, const char *key, char ***names,
+		     size_t *n, const char *where, const char *path,
+		     struct d0_err *err)
+{
+	struct d0_err e;
+	if (nodeset_expand(set, names, n, &e) == 0)
+		return 0;
+	return d0_errf(err, "%s: %s.%s: %s", path, where, key, e.msg);
+}
+
+/* Two names on one ssh host:port would be one machine counted twice. */
+static int distinct_addresses(const struct inventory *inv, const char *path,
+			      struct d0_err *err)
+{
+	for (size_t i = 0; i < inv->n; i++)
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(inv->nodes[i].transport, "ssh") &&
+			    !strcmp(inv->nodes[j].transport, "ssh") &&
+			    inv->nodes[i].port == inv->nodes[j].port &&
+			    !strcmp(inv->nodes[i].host, inv->nodes[j].host))
+				return d0_errf(err, "%s: nodes '%s' and '%s' are "
+					       "both %s:%d (one machine, two "
+					       "names)", path,
+					       inv->nodes[j].name,
+					       inv->nodes[i].name,
+					       inv->nodes[i].host,
+					       inv->nodes[i].port);
+	return 0;
+}
+
+static int inventory_from_json(json_t *root, const char *path,
+			       struct inventory *inv, struct d0_err *err);
+
 int inventory_load(const char *path, struct inventory *inv,
 		   struct d0_err *err)
 {
 	json_error_t jerr;
 	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-	json_t *nodes, *defaults, *e;
-	struct inv_node base;
-	size_t i;
-
 	memset(inv, 0, sizeof *inv);
 	if (!root)
 		return d0_errf(err, "%s: %s", path,
 			       path_exists(path) ? jerr.text : "no such file");
+	return inventory_from_json(root, path, inv, err);
+}
+
+int inventory_parse(const char *text, size_t len, const char *name,
+		    struct inventory *inv, struct d0_err *err)
+{
+	json_error_t jerr;
+	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	memset(inv, 0, sizeof *inv);
+	if (!root)
+		return d0_errf(err, "%s: %s (line %d)", name, jerr.text,
+			       jerr.line);
+	return inventory_from_json(root, name, inv, err);
+}
+
+/* The inventory in root (its reference is taken). */
+static int inventory_from_json(json_t *root, const char *path,
+			       struct inventory *inv, struct d0_err *err)
+{
+	json_t *nodes, *defaults, *e;
+	struct inv_node base;
+	size_t i;
+
 	if (!json_is_object(root)) {
 		json_decref(root);
 		return d0_errf(err, "%s: not a JSON object", path);
@@ -247,7 +378,16 @@ int inventory_load(const char *path, struct inventory *inv,
 	base.cards = 1;
 	snprintf(base.user, sizeof base.user, "root");
 	snprintf(base.transport, sizeof base.transport, "ssh");
+	if (known_keys(root, top_keys, "top level", path, err) < 0) {
+		json_decref(root);
+		return -1;
+	}
 	defaults = json_object_get(root, "defaults");
+	if (json_is_object(defaults) &&
+	    known_keys(defaults, defaults_keys, "defaults", path, err) < 0) {
+		json_decref(root);
+		return -1;
+	}
 	if (defaults && (!json_is_object(defaults) ||
 			 node_fields(defaults, &base, "defaults", path, err) < 0)) {
 		if (!json_is_object(defaults))
@@ -279,12 +419,16 @@ int inventory_load(const char *path, struct inventory *inv,
 		}
 		host = json_object_get(e, "host");
 		ex = json_object_get(e, "exclude");
-		if (node_fields(e, &nd, where, path, err) < 0 ||
-		    nodeset_expand(json_string_value(name), &names, &nn, err) < 0 ||
+		if (known_keys(e, entry_keys, where, path, err) < 0 ||
+		    node_fields(e, &nd, where, path, err) < 0 ||
+		    entry_set(json_string_value(name), "name", &names, &nn,
+			      where, path, err) < 0 ||
 		    (json_is_string(host) &&
-		     nodeset_expand(json_string_value(host), &hosts, &nh, err) < 0) ||
+		     entry_set(json_string_value(host), "host", &hosts, &nh,
+			       where, path, err) < 0) ||
 		    (json_is_string(ex) &&
-		     nodeset_expand(json_string_value(ex), &excl, &nx, err) < 0))
+		     entry_set(json_string_value(ex), "exclude", &excl, &nx,
+			       where, path, err) < 0))
 			rc = -1;
 		if (rc == 0 && host && !json_is_string(host))
 			rc = d0_errf(err, "%s: %s: 'host' must be a string",
@@ -335,6 +479,11 @@ int inventory_load(const char *path, struct inventory *inv,
 	if (inv->n == 0) {
 		json_decref(root);
 		return d0_errf(err, "%s: every node is excluded", path);
+	}
+	if (distinct_addresses(inv, path, err) < 0) {
+		json_decref(root);
+		inventory_free(inv);
+		return -1;
 	}
 	json_t *nm = json_object_get(root, "name");
 	snprintf(inv->name, sizeof inv->name, "%s",

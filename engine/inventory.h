@@ -23,6 +23,9 @@ struct inventory {
 };
 int inventory_load(const char *path, struct inventory *inv,
 		   struct d0_err *err);
+/* The same from text (name is used in messages; the fuzz target's door). */
+int inventory_parse(const char *text, size_t len, const char *name,
+		    struct inventory *inv, struct d0_err *err);
 void inventory_free(struct inventory *inv);
 /* "n[01-03],x" -> n01 n02 n03 x (malloc'd array of malloc'd strings). */
 int nodeset_expand(const char *set, char ***names, size_t *n,

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DIM_MAX (1LL << 24)     /* hidden, ffn, vocab sizes */
-#define COUNT_MAX (1LL << 16)   /* layers, heads, experts, head_dim */
+#define DIM_MAX MODEL_DIM_MAX     /* hidden, ffn, vocab sizes */
+#define COUNT_MAX MODEL_COUNT_MAX /* layers, heads, experts, head_dim */
 #define TENSORS_MAX (4LL << 20) /* tensors in one model */
 
 enum moe_kind { MOE_NONE, MOE_MIXTRAL, MOE_QWEN, MOE_DEEPSEEK };
@@ -255,7 +255,9 @@ static int parse_qwen_moe(json_t *root, const char *path,
 		return -1;
 	if (c->decoder_sparse_step <= 0 || c->moe_ffn <= 0 || c->shared_ffn < 0)
 		return dims_error(path, "decoder_sparse_step and "
-				  "moe_intermediate_size must be positive", err);
+				  "moe_intermediate_size must be positive, "
+				  "shared_expert_intermediate_size not negative",
+				  err);
 	mol = json_object_get(root, "mlp_only_layers");
 	if (mol && !json_is_null(mol)) {
 		size_t i;
@@ -540,7 +542,9 @@ int model_config_from_json(json_t *root, const char *path,
 	    json_is_string(json_object_get(q, "quant_method")))
 		snprintf(c->quant, sizeof c->quant, "%s",
 			 json_string_value(json_object_get(q, "quant_method")));
-	return parse_rope(root, path, c, err);
+	if (parse_rope(root, path, c, err) < 0)
+		return -1;
+	return model_config_check(c, path, err); /* config_check.c */
 }
 
 int model_config_load(const char *path, struct model_config *cfg,

@@ -94,6 +94,21 @@ const char *model_arch_list(void);
 /* Parse config.json; messages name path and key. */
 int model_config_load(const char *path, struct model_config *cfg,
 		      struct d0_err *err);
+/* Bounds every config.json dimension is held to (config_check.c). */
+#define MODEL_DIM_MAX	 (1LL << 24) /* hidden, ffn, vocab sizes */
+#define MODEL_COUNT_MAX	 (1LL << 16) /* layers, heads, experts, head_dim */
+#define MODEL_POS_MAX	 (1LL << 27) /* max_position_embeddings, windows */
+#define MODEL_PARAMS_MAX (1LL << 50) /* parameters the dimensions imply */
+/*
+ * The validation table per family (config_check.c): every dimension of the
+ * parsed config within its bounds (positive where a zero means nothing),
+ * rms_norm_eps and rope_theta positive and finite, and the products the
+ * tensor table and the planner form checked for overflow.  The loader
+ * calls it, so inspect, plan, gen-model, verify, convert and run refuse
+ * the same configs with the same message (path, key, value, bounds).
+ */
+int model_config_check(const struct model_config *cfg, const char *path,
+		       struct d0_err *err);
 int model_config_from_json(json_t *root, const char *path,
 			   struct model_config *cfg, struct d0_err *err);
 void model_config_free(struct model_config *cfg);

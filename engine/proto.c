@@ -606,7 +606,7 @@ static const char *const kind_names[EV_KINDS] = {
     [EV_COMM] = "comm", [EV_NUMERICS] = "numerics", [EV_PERF] = "perf",
     [EV_LOG] = "log", [EV_ERROR] = "error", [EV_HEARTBEAT] = "heartbeat",
     [EV_BYE] = "bye", [EV_HOLD] = "hold", [EV_MARKER] = "marker",
-    [EV_VERDICT] = "verdict",
+    [EV_VERDICT] = "verdict", [EV_ALERT] = "alert",
 };
 
 enum proto_event_kind proto_event_kind_of(const char *type, size_t len)

@@ -164,7 +164,7 @@ double proto_num(json_t *obj, const char *key, double dflt);
  * Every event type by kind, so consumers dispatch with a switch (or a table
  * indexed by kind) instead of strcmp chains.  The agent's types are those of
  * proto_event_types; the console's own decisions (node "console") add hold,
- * marker and verdict.  EV_UNKNOWN: a type this build does not know (newer
+ * marker, verdict and alert.  EV_UNKNOWN: a type this build does not know (newer
  * agents may add types; they are stored, not folded).
  */
 enum proto_event_kind {
@@ -184,6 +184,7 @@ enum proto_event_kind {
 	EV_HOLD,    /* console */
 	EV_MARKER,  /* console */
 	EV_VERDICT, /* console */
+	EV_ALERT,   /* console: refused input, the store's state */
 	EV_KINDS
 };
 /* The kind of type name type[0..len) (EV_UNKNOWN when not one of ours). */

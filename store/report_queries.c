@@ -65,6 +65,16 @@ static const char *const query_sql[STORE_Q_COUNT] = {
     [STORE_Q_SERIES_POINTS] =
 	"SELECT ts, value FROM sample_points WHERE "
 	"series = ?1 AND ?2 + ?3 > 0 ORDER BY ts, seq",
+    [STORE_Q_REFUSED] =
+	"SELECT json_extract(body, '$.for') AS node, "
+	"json_extract(body, '$.kind') AS kind, "
+	"json_extract(body, '$.reason') AS reason, "
+	"max(json_extract(body, '$.count')) AS count, "
+	"json_extract(body, '$.detail') AS detail, "
+	"json_extract(body, '$.example') AS example FROM events "
+	"WHERE node = 'console' AND type = 'alert' AND "
+	"json_extract(body, '$.kind') IN ('protocol', 'rate') "
+	"GROUP BY 1, 3 ORDER BY 1, 3",
     [STORE_Q_COMMANDS_RUN] =
 	"SELECT node, stage_id, stage, msg AS command, ts FROM "
 		   "stages WHERE rank IS NULL AND state = 'start' AND node != "

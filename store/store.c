@@ -119,12 +119,14 @@ enum {
 	Q_NUMERICS,
 	Q_PERF,
 	Q_SESSION_PUT,
+	Q_EVENT_BODY,
 	Q_COUNT
 };
 
 static const char *const query_sql[Q_COUNT] = {
     [Q_EVENT] = "INSERT OR IGNORE INTO events(node, seq, ts, type, body) "
 		"VALUES(?1, ?2, ?3, ?4, ?5)",
+    [Q_EVENT_BODY] = "SELECT body FROM events WHERE node = ?1 AND seq = ?2",
     [Q_NODE_PUT] = "INSERT OR REPLACE INTO nodes(node, next_seq, events) "
 		   "VALUES(?1, ?2, ?3)",
     [Q_GAP_ADD] = "INSERT INTO gaps(node, first, last, ts) "
@@ -1144,6 +1146,28 @@ static int bad_event(struct store *s, struct d0_err *err, const char *fmt,
 int store_ingest(struct store *s, const char *line, size_t len,
 		 struct d0_err *err)
 {
+	return store_ingest_from(s, line, len, NULL, NULL, err);
+}
+
+/* A resent (node, seq): the same line, or another one under its seq? */
+static int same_body(struct store *s, const char *node, size_t nlen,
+		     int64_t seq, const char *line, size_t len)
+{
+	sqlite3_stmt *st = s->q[Q_EVENT_BODY];
+	int same = 1;
+	sqlite3_bind_text(st, 1, node, (int)nlen, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, seq);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		same = (size_t)sqlite3_column_bytes(st, 0) == len &&
+		       !memcmp(sqlite3_column_text(st, 0), line, len);
+	sqlite3_reset(st);
+	return same;
+}
+
+int store_ingest_from(struct store *s, const char *line, size_t len,
+		      const char *from, struct store_line *seen,
+		      struct d0_err *err)
+{
 	struct jscan j;
 	struct proto_envelope env;
 	struct d0_err why;
@@ -1152,6 +1176,8 @@ int store_ingest(struct store *s, const char *line, size_t len,
 	int64_t seq, ts;
 	struct node_state *n;
 	sqlite3_stmt *st;
+	if (seen)
+		memset(seen, 0, sizeof *seen);
 	if (s->readonly)
 		return d0_errf(err, "%s: opened read-only", s->path);
 	while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -1160,8 +1186,15 @@ int store_ingest(struct store *s, const char *line, size_t len,
 		return bad_event(s, err, "event: %s", "line too long");
 	if (json_scan_object(line, len, &j) < 0)
 		return bad_event(s, err, "event: not a JSON object: %s", j.err);
-	if (proto_envelope_scan(&j, &env, &why) < 0)
+	if (proto_envelope_scan(&j, &env, &why) < 0) {
+		if (env.have_v && env.v != PROTO_VERSION) {
+			s->stats.rejected++;
+			d0_errf(err, "event: protocol version %lld (this console "
+				"speaks %d)", (long long)env.v, PROTO_VERSION);
+			return STORE_EVERSION;
+		}
 		return bad_event(s, err, "%s", why.msg);
+	}
 	const struct jmember *mnode = jscan_get(&j, "node"),
 			     *mtype = jscan_get(&j, "type");
 	/* Decoded strings never outgrow the line: one reservation per event
@@ -1186,6 +1219,16 @@ int store_ingest(struct store *s, const char *line, size_t len,
 	ts = env.ts;
 	if (env.type_esc) /* its kind from the decoded name, as jansson's */
 		env.kind = proto_event_kind_of(type, tlen);
+	if (seen) {
+		seen->seq = seq;
+		snprintf(seen->node, sizeof seen->node, "%s", node);
+	}
+	if (from && strcmp(from, node)) {
+		s->stats.rejected++;
+		d0_errf(err, "event: claims node '%.64s' on the link of node '%.64s'",
+			node, from);
+		return STORE_ENODE;
+	}
 	if (!s->in_txn) {
 		if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) !=
 		    SQLITE_OK) {
@@ -1214,6 +1257,13 @@ int store_ingest(struct store *s, const char *line, size_t len,
 		if (step_done(s, st, err, "adding an event") < 0)
 			return batch_failed(s, s->pending + 1, err);
 		if (sqlite3_changes(s->db) == 0) {
+			if (!same_body(s, node, nlen, seq, line, len)) {
+				s->stats.rejected++;
+				d0_errf(err, "event: seq %lld of node '%.64s' is "
+					"stored with another body",
+					(long long)seq, node);
+				return STORE_CONFLICT;
+			}
 			s->stats.duplicates++;
 			return STORE_DUPLICATE;
 		}

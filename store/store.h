@@ -54,6 +54,7 @@ const char *store_path(const struct store *s);
 enum store_ingest_result {
 	STORE_ADDED = 0,     /* new event, in the open batch */
 	STORE_DUPLICATE = 1, /* (node, seq) already stored: dropped */
+	STORE_CONFLICT = 2,  /* (node, seq) stored with another body: dropped */
 };
 
 /* What ingest has seen so far (for the console's status line). */
@@ -66,6 +67,8 @@ struct store_ingest_stats {
 enum {
 	STORE_EBAD = -1, /* the line is not an event: refused, batch intact */
 	STORE_EDB = -2,	 /* database failure: the open batch was rolled back */
+	STORE_EVERSION = -3, /* v is not the protocol's version: refused */
+	STORE_ENODE = -4,    /* node is not the one it must be: refused */
 };
 
 /*
@@ -77,6 +80,22 @@ enum {
  */
 int store_ingest(struct store *s, const char *line, size_t len,
 		 struct d0_err *err);
+
+/* What ingest saw of a line's envelope (for the caller's bookkeeping). */
+struct store_line {
+	int64_t seq;   /* 0 when the line has none */
+	char node[64]; /* the node it names (truncated), "" when none */
+};
+/*
+ * store_ingest for a line that arrived from node `from` (NULL: any node):
+ * a line naming another node is refused with STORE_ENODE and never
+ * stored; a (node, seq) stored with a different body gives
+ * STORE_CONFLICT (an identical one STORE_DUPLICATE); a v other than the
+ * protocol's STORE_EVERSION.  seen (may be NULL) gets the seq and node.
+ */
+int store_ingest_from(struct store *s, const char *line, size_t len,
+		      const char *from, struct store_line *seen,
+		      struct d0_err *err);
 /*
  * Commit the open batch.  On failure (full disk, I/O error) the batch is
  * rolled back whole, the store stays usable and consistent with its last
@@ -215,6 +234,7 @@ enum store_query {
 	STORE_Q_COMM_PAIRS, /* comm pair rows */
 	STORE_Q_NUMERICS, /* numerics rows */
 	STORE_Q_PERF, /* perf rows */
+	STORE_Q_REFUSED, /* console alerts of kind protocol/rate per (node, reason) */
 	STORE_Q_COUNT
 };
 json_t *store_query(struct store *s, enum store_query q, int nb,

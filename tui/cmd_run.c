@@ -13,7 +13,7 @@ static const char usage_text[] =
     "[--check] [--headless] [--session FILE.db] [--work DIR] "
     "[--known-hosts FILE] [--accept-new-host-keys] [--agent PATH] "
     "[--remote-agent PATH] [--connect-timeout SECS] [--sample-hz H] "
-    "[--ascii] [--no-color] [--stats FILE]\n"
+    "[--store-wait SECS] [--node-rate N] [--ascii] [--no-color] [--stats FILE]\n"
     "       day0 run --resume SESSION.db [--headless] [...]\n\n"
     "Reaches every node of the inventory (ssh or local), starts day0-agent "
     "there,\nruns the playbook's stages and records every event in one "
@@ -34,17 +34,29 @@ static const char usage_text[] =
     "died\n"
     "                    and continue it\n"
     "  --work DIR        ${work} on the nodes (default "
-    "/tmp/day0-work/SESSION)\n"
+    "/tmp/day0-work-USER/SESSION, 0700)\n"
     "  --known-hosts F   host keys (default ~/.ssh/known_hosts)\n"
     "  --accept-new-host-keys   record unknown host keys (never changed "
     "ones)\n"
     "  --agent PATH      the local day0-agent (default: next to day0)\n"
     "  --remote-agent P  ssh nodes run this agent, no deployment\n"
+    "  --sample-hz H     the agents' sampling rate (default 2)\n"
+    "  --store-wait S    the session file cannot be written (a full "
+    "disk): no acks,\n"
+    "                    no new stages, retry; after S seconds (default "
+    "60) end\n"
+    "                    the run incomplete (exit 3; --resume it later)\n"
+    "  --node-rate N     events a second one node may send before it is "
+    "rate-limited\n"
+    "                    (default 20000; its agent resends the rest "
+    "later)\n"
     "  --ascii, --no-color, --stats FILE   TUI options\n\n"
     "Ctrl-C once shows what still runs where; twice within a second "
     "cancels.\n"
     "Exit status: 0 go (every required check passed), 1 no-go, 2 usage or "
-    "input error.";
+    "input error,\n3 incomplete (the session file could not be written).\n\n"
+    "Example:\n  day0 run playbooks/smoke.json --inventory inv.json "
+    "--model /models/m --headless";
 
 static int run(int argc, char **argv)
 {
@@ -56,6 +68,7 @@ static int run(int argc, char **argv)
 	o.connect_timeout_s = 10;
 	o.reconnect_s = 60;
 	o.sample_hz = 2;
+	o.store_wait_s = 60;
 	o.argc = argc;
 	o.argv = argv;
 	for (int i = 1; i < argc; i++) {
@@ -138,6 +151,26 @@ static int run(int argc, char **argv)
 				json_decref(vars);
 				return console_usage_error(
 				    &cmd_run, "--sample-hz wants 0..100");
+			}
+		} else if (!strcmp(a, "--store-wait")) {
+			char *end;
+			long w;
+			NEED();
+			w = strtol(v, &end, 10);
+			if (*end || w < 0 || w > 86400) {
+				json_decref(vars);
+				return console_usage_error(
+				    &cmd_run, "--store-wait wants 0..86400 seconds");
+			}
+			o.store_wait_s = (int)w;
+		} else if (!strcmp(a, "--node-rate")) {
+			char *end;
+			NEED();
+			o.node_rate = strtod(v, &end);
+			if (*end || !(o.node_rate >= 1 && o.node_rate <= 1e7)) {
+				json_decref(vars);
+				return console_usage_error(
+				    &cmd_run, "--node-rate wants 1..10000000 events/s");
 			}
 		} else if (!strcmp(a, "--ascii")) {
 			o.ascii = 1;

@@ -176,7 +176,8 @@ static void deliver(struct link *l, enum proto_line_result r, const char *line,
 {
 	if (r == PL_LINE)
 		l->cfg.on_line(l->cfg.arg, line, len);
-	/* PL_TOOLONG: the agent never writes such lines; dropped. */
+	else if (r == PL_TOOLONG && l->cfg.on_toolong)
+		l->cfg.on_toolong(l->cfg.arg, len); /* dropped, but counted */
 }
 
 void link_got_stdout(struct link *l, const char *data, size_t n)

@@ -64,6 +64,9 @@ struct link_cfg {
 	const char *remote_agent;
 	/* Called for every complete line the agent writes on stdout. */
 	void (*on_line)(void *arg, const char *line, size_t len);
+	/* Called (when set) for a line over PROTO_MAX_LINE, dropped unread:
+	 * len is its size. */
+	void (*on_toolong)(void *arg, size_t len);
 	void *arg;
 };
 

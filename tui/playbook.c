@@ -213,6 +213,69 @@ int playbook_expand(const char *in,
 	return 0;
 }
 
+/* One level of playbook_expand_deep: the chain of names so far. */
+struct deep {
+	const char *(*lookup)(void *arg, const char *name);
+	int (*nested)(void *arg, const char *name);
+	void *arg;
+	size_t max;
+	int depth;
+	const char *chain[PB_VAR_DEPTH + 1];
+	char *buf[PB_VAR_DEPTH + 1];
+	char why[512]; /* a failure below (a cycle, a runaway) */
+};
+
+static const char *deep_lookup(void *arg, const char *name)
+{
+	struct deep *d = arg;
+	const char *raw = d->lookup(d->arg, name);
+	struct d0_err e;
+	if (!raw || !strchr(raw, '$') || !d->nested(d->arg, name))
+		return raw;
+	for (int i = 0; i < d->depth; i++)
+		if (!strcmp(d->chain[i], name) || d->depth >= PB_VAR_DEPTH) {
+			size_t o = 0;
+			o += (size_t)snprintf(d->why, sizeof d->why,
+					      "variables refer to each other "
+					      "in a cycle or too deeply (");
+			for (int k = 0; k < d->depth && o < sizeof d->why; k++)
+				o += (size_t)snprintf(d->why + o,
+						      sizeof d->why - o,
+						      "%.40s -> ", d->chain[k]);
+			if (o < sizeof d->why)
+				snprintf(d->why + o, sizeof d->why - o,
+					 "%.40s)", name);
+			return NULL;
+		}
+	if (!d->buf[d->depth] && !(d->buf[d->depth] = malloc(d->max)))
+		return NULL;
+	d->chain[d->depth++] = name;
+	if (playbook_expand(raw, deep_lookup, d, name, d->buf[d->depth - 1],
+			    d->max, &e) < 0) {
+		if (!d->why[0])
+			snprintf(d->why, sizeof d->why, "%.500s", e.msg);
+		d->depth--;
+		return NULL;
+	}
+	d->depth--;
+	return d->buf[d->depth];
+}
+
+int playbook_expand_deep(const char *in,
+			 const char *(*lookup)(void *arg, const char *name),
+			 int (*nested)(void *arg, const char *name), void *arg,
+			 const char *where, char *out, size_t max,
+			 struct d0_err *err)
+{
+	struct deep d = {lookup, nested, arg, max, 0, {0}, {0}, ""};
+	int rc = playbook_expand(in, deep_lookup, &d, where, out, max, err);
+	if (rc < 0 && d.why[0])
+		d0_errf(err, "%s: %s", where ? where : "value", d.why);
+	for (int i = 0; i <= PB_VAR_DEPTH; i++)
+		free(d.buf[i]);
+	return rc;
+}
+
 int playbook_stage(const struct playbook *pb, const char *id)
 {
 	for (size_t i = 0; i < pb->n; i++)
@@ -524,9 +587,11 @@ static int parse_stage(struct ctx *c, json_t *o, size_t idx)
 			    "facts stages take no 'np'");
 	if ((v = json_object_get(o, "timeout"))) {
 		snprintf(where, sizeof where, "%s.timeout", sp);
-		if (!json_is_number(v) || json_number_value(v) < 0)
+		if (!json_is_number(v) || json_number_value(v) < 0 ||
+		    json_number_value(v) > PB_TIMEOUT_MAX)
 			return perr(c->err, c->file, where,
-				    "expected seconds >= 0 (0: none)");
+				    "expected seconds 0..%d (0: none)",
+				    PB_TIMEOUT_MAX);
 		s->timeout = json_number_value(v);
 	}
 	if ((v = json_object_get(o, "required"))) {
@@ -745,6 +810,48 @@ static int parse_vars(struct ctx *c, json_t *v)
 	return 0;
 }
 
+/* The vars' values expand (built-ins as themselves): no cycle, no
+ * runaway, no unknown name. */
+static const char *vars_lookup(void *arg, const char *name)
+{
+	struct var_ctx *v = arg;
+	json_t *x;
+	if (in_list(playbook_builtins, name))
+		return "";
+	x = json_object_get(v->vars, name);
+	return json_is_string(x) ? json_string_value(x) : NULL;
+}
+
+static int vars_nested(void *arg, const char *name)
+{
+	return !in_list(playbook_builtins, name);
+}
+
+static int check_vars(struct ctx *c)
+{
+	struct var_ctx vc = {c->pb->vars};
+	const char *k;
+	json_t *x;
+	char *tmp = malloc(65536);
+	int rc = 0;
+	if (!tmp)
+		return perr(c->err, c->file, "vars", "out of memory");
+	json_object_foreach(c->pb->vars, k, x)
+	{
+		char at[160];
+		struct d0_err e;
+		snprintf(at, sizeof at, "vars.%.64s", k);
+		if (playbook_expand_deep(json_string_value(x), vars_lookup,
+					 vars_nested, &vc, at, tmp, 65536,
+					 &e) < 0) {
+			rc = d0_errf(c->err, "%s: %s", c->file, e.msg);
+			break;
+		}
+	}
+	free(tmp);
+	return rc;
+}
+
 static int parse_policy(struct ctx *c, json_t *v)
 {
 	json_t *ff, *mf;
@@ -814,6 +921,7 @@ static int parse_doc(struct ctx *c)
 	if (!pb->name[0])
 		return perr(c->err, c->file, "name", "empty");
 	if (parse_vars(c, json_object_get(root, "vars")) < 0 ||
+	    check_vars(c) < 0 ||
 	    parse_policy(c, json_object_get(root, "policy")) < 0)
 		return -1;
 	stages = json_object_get(root, "stages");

@@ -125,6 +125,24 @@ int playbook_expand(const char *in, const char *(*lookup)(void *arg,
 		    void *arg, const char *where, char *out, size_t max,
 		    struct d0_err *err);
 
+/*
+ * playbook_expand, and the value of every variable for which
+ * nested(arg, NAME) is true (the playbook's `vars` and -e values, which may
+ * use variables themselves) expanded the same way before it is
+ * substituted: at most PB_VAR_DEPTH levels deep, so `a=${b}, b=${a}` is
+ * an error naming the chain, and at most max bytes in all, so a runaway
+ * expansion is one too.
+ */
+#define PB_VAR_DEPTH 8
+int playbook_expand_deep(const char *in,
+			 const char *(*lookup)(void *arg, const char *name),
+			 int (*nested)(void *arg, const char *name), void *arg,
+			 const char *where, char *out, size_t max,
+			 struct d0_err *err);
+
+/* A stage's timeout may be at most this (seconds; a week). */
+#define PB_TIMEOUT_MAX 604800
+
 /* Index of stage id, or -1. */
 int playbook_stage(const struct playbook *pb, const char *id);
 

@@ -556,6 +556,13 @@ static json_t *nonempty(json_t *a)
 	return json_null();
 }
 
+/* Input the console refused or held back, per (node, reason): the
+ * console's `alert` events (the last count, the first example). */
+static json_t *refused(struct rctx *c)
+{
+	return q_rows(c, STORE_Q_REFUSED, 0, NULL, NULL);
+}
+
 json_t *report_load(const char *path, struct d0_err *err)
 {
 	struct rctx c;
@@ -599,6 +606,9 @@ json_t *report_load(const char *path, struct d0_err *err)
 			 0, NULL, NULL)))
 		goto fail;
 	json_object_set_new(doc, "perf", nonempty(v));
+	if (!(v = refused(&c)))
+		goto fail;
+	json_object_set_new(doc, "refused", nonempty(v));
 	if (!(v = memory(&c)))
 		goto fail;
 	json_object_set_new(doc, "memory", v);

@@ -806,6 +806,14 @@ int report_write_html(FILE *f, json_t *doc)
 	html_table(f, json_object_get(doc, "numerics"), nhead, nkeys);
 	fputs("<h2>Performance baseline</h2>\n", f);
 	html_table(f, json_object_get(doc, "perf"), phead, pkeys);
+	if (json_object_get(doc, "refused")) {
+		static const char *const rhead[] = {
+		    "node", "reason", "count", "first", "example", NULL};
+		static const char *const rkeys[] = {
+		    "node", "reason", "count", "detail", "example", NULL};
+		fputs("<h2>Refused input</h2>\n", f);
+		html_table(f, json_object_get(doc, "refused"), rhead, rkeys);
+	}
 	fputs("<h2>Memory per card</h2>\n", f);
 	chart_memory(f, mem);
 	html_table(f, json_object_get(mem, "cards"), mhead, mkeys);

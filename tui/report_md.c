@@ -509,6 +509,15 @@ int report_write_md(FILE *f, json_t *doc)
 		 nkeys);
 	md_table(f, "Performance baseline", json_object_get(doc, "perf"),
 		 phead, pkeys);
+	{
+		static const char *const rhead[] = {
+		    "node", "reason", "count", "first", "example", NULL};
+		static const char *const rkeys[] = {
+		    "node", "reason", "count", "detail", "example", NULL};
+		if (json_object_get(doc, "refused"))
+			md_table(f, "Refused input",
+				 json_object_get(doc, "refused"), rhead, rkeys);
+	}
 	md_memory(f, json_object_get(doc, "memory"));
 	md_manifest(f, json_object_get(doc, "manifest"));
 	return fflush(f) || ferror(f) ? -1 : 0;

@@ -13,6 +13,7 @@
  */
 #include "runner.h"
 
+#include "intake.h"
 #include "link.h"
 #include "live.h"
 #include "nodeset.h"
@@ -29,7 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
+#include <pwd.h>
 #include <unistd.h>
 
 enum task_state {
@@ -88,10 +91,17 @@ struct run {
 	struct inventory inv;
 	json_t *inv_doc;
 	struct store *store;
+	struct intake *intake; /* the door: binding, refusals, commits */
+	int incomplete;	       /* the store stayed stalled: no verdict */
+	int stall_said;	       /* 1 stall announced, 2 and its end */
+	int stalled_alert;     /* the current stall has its alert event */
+	int64_t store_ok_at;   /* the store's last recovery */
+	int decided;	       /* the verdict is written */
 	char session[PATH_MAX];
 	char name[128];
 	char tag[96]; /* session stem + random: spool and work names */
 	char work[PATH_MAX];
+	char work_buf[PATH_MAX]; /* a node's ${work} */
 	char agent[PATH_MAX];
 	json_t *vars; /* -e, owned */
 	struct node *nodes;
@@ -207,7 +217,7 @@ static void flush_said(struct run *r, int force)
 
 /* ------------------------------------------------------- console events */
 
-static void feed_line(struct run *r, const char *line, size_t len);
+static void feed_console(struct run *r, const char *line, size_t len);
 
 /* Record one console event (node "console"). */
 static void console_event(struct run *r, const char *type, json_t *fields)
@@ -227,7 +237,7 @@ static void console_event(struct run *r, const char *type, json_t *fields)
 		r->console_seq--;
 		return;
 	}
-	feed_line(r, line, len);
+	feed_console(r, line, len);
 	free(line);
 }
 
@@ -247,6 +257,17 @@ static void console_log(struct run *r, const char *level, const char *fmt,
 
 /* ------------------------------------------------------------------ vars */
 
+/* ${work} on a node: --work, or /tmp/day0-work-USER/TAG with the user the
+ * node's agent runs as (its agent makes it 0700: --work). */
+static const char *node_work(struct run *r, const struct node *nd)
+{
+	if (r->o->work || !strcmp(nd->inv->transport, "local"))
+		return r->work;
+	snprintf(r->work_buf, sizeof r->work_buf, "/tmp/day0-work-%s/%s",
+		 nd->inv->user, r->tag);
+	return r->work_buf;
+}
+
 static const char *lookup_var(void *arg, const char *name)
 {
 	struct run *r = arg;
@@ -255,7 +276,7 @@ static const char *lookup_var(void *arg, const char *name)
 	if (!strcmp(name, "model"))
 		return r->o->model ? r->o->model : r->pb.model;
 	if (!strcmp(name, "work"))
-		return r->work;
+		return nd ? node_work(r, nd) : r->work;
 	if (!strcmp(name, "session"))
 		return r->name;
 	if (!strcmp(name, "node"))
@@ -287,20 +308,27 @@ static const char *lookup_var(void *arg, const char *name)
 	return NULL;
 }
 
+/* The playbook's vars and -e values may hold variables; built-ins are
+ * what they are. */
+static int var_nested(void *arg, const char *name)
+{
+	for (int i = 0; playbook_builtins[i]; i++)
+		if (!strcmp(name, playbook_builtins[i]))
+			return 0;
+	(void)arg;
+	return 1;
+}
+
 /* Expand s (variables, and playbook vars that themselves hold variables:
- * "like": "${work}/like"), into a new string or NULL with err. */
+ * "like": "${work}/like", at most PB_VAR_DEPTH deep), into a new string
+ * or NULL with err. */
 static char *expand(struct run *r, const char *s, const char *where,
 		    struct d0_err *err)
 {
-	char a[PATH_MAX * 2], b[PATH_MAX * 2];
-	snprintf(a, sizeof a, "%s", s);
-	for (int depth = 0; depth < 4 && strchr(a, '$'); depth++) {
-		if (playbook_expand(a, lookup_var, r, where, b, sizeof b, err))
-			return NULL;
-		if (!strcmp(a, b))
-			break;
-		memcpy(a, b, sizeof a);
-	}
+	char a[PATH_MAX * 2];
+	if (playbook_expand_deep(s, lookup_var, var_nested, r, where, a,
+				 sizeof a, err))
+		return NULL;
 	return strdup(a);
 }
 
@@ -534,6 +562,7 @@ static void shell_join(json_t *argv, FILE *f)
 /* --------------------------------------------------------------- agents */
 
 static void on_agent_line(void *arg, const char *line, size_t len);
+static void on_agent_toolong(void *arg, size_t len);
 
 struct line_ctx {
 	struct run *r;
@@ -541,9 +570,11 @@ struct line_ctx {
 };
 static struct line_ctx *line_ctx; /* one per node */
 
+#define AGENT_ARGV_MAX 40 /* ours (17 at most) and the inventory's */
+
 static char **agent_argv(struct run *r, struct node *nd)
 {
-	char **a = calloc(24, sizeof *a);
+	char **a = calloc(AGENT_ARGV_MAX + 1, sizeof *a);
 	char buf[64];
 	int n = 0;
 	json_t *extra = json_object_get(r->inv_doc, "agent_args"), *v;
@@ -565,7 +596,11 @@ static char **agent_argv(struct run *r, struct node *nd)
 	snprintf(buf, sizeof buf, "%g", r->o->sample_hz);
 	a[n++] = strdup(buf);
 	a[n++] = strdup("--takeover");
-	json_array_foreach(extra, i, v) if (json_is_string(v) && n < 22)
+	if (!r->o->work) { /* the default: private to the node's user */
+		a[n++] = strdup("--work");
+		a[n++] = strdup(node_work(r, nd));
+	}
+	json_array_foreach(extra, i, v) if (json_is_string(v) && n < AGENT_ARGV_MAX)
 	    a[n++] = strdup(json_string_value(v));
 	return a;
 }
@@ -591,7 +626,10 @@ static void node_connect(struct run *r, size_t i)
 	cfg.agent_args = args;
 	cfg.remote_agent = r->o->remote_agent;
 	cfg.on_line = on_agent_line;
+	cfg.on_toolong = on_agent_toolong;
 	cfg.arg = &line_ctx[i];
+	if (r->intake)
+		intake_connected(r->intake, (int)i);
 	nd->hello = 0;
 	nd->said_bye = 0;
 	nd->ack_sent = 0;
@@ -1026,19 +1064,11 @@ static int node_index(struct run *r, const char *name)
 	return -1;
 }
 
-/* Store one line, then fold it everywhere. */
-static void feed_line(struct run *r, const char *line, size_t len)
+/* One stored line: fold it into the live view and the runner. */
+static void fold_line(struct run *r, const char *line, size_t len)
 {
 	struct d0_err err = {{0}};
 	struct proto_event ev;
-	int rc, node;
-	rc = store_ingest(r->store, line, len, &err);
-	if (rc == STORE_EDB) {
-		fprintf(stderr, "day0: %s\n", err.msg);
-		return;
-	}
-	if (rc != STORE_ADDED)
-		return; /* a resent duplicate, or not an event */
 	if (r->live)
 		live_event(r->live, line, len);
 	/* Samples are most of the traffic and change no runner state: no
@@ -1047,15 +1077,36 @@ static void feed_line(struct run *r, const char *line, size_t len)
 		return;
 	if (proto_event_parse(line, len, &ev, &err))
 		return;
-	node = node_index(r, ev.node);
-	absorb(r, node, &ev);
+	absorb(r, node_index(r, ev.node), &ev);
 	proto_event_free(&ev);
 }
 
+/* The console's own event: stored (held while the store is stalled),
+ * then folded. */
+static void feed_console(struct run *r, const char *line, size_t len)
+{
+	struct d0_err err = {{0}};
+	if (intake_console(r->intake, line, len, &err)) {
+		fprintf(stderr, "day0: %s\n", err.msg);
+		return;
+	}
+	fold_line(r, line, len);
+}
+
+/* A line from node i's link: through the door (intake.c), folded only
+ * when it is new. */
 static void on_agent_line(void *arg, const char *line, size_t len)
 {
 	struct line_ctx *c = arg;
-	feed_line(c->r, line, len);
+	if (intake_line(c->r->intake, c->node, line, len, now_ns()) ==
+	    INTAKE_STORED)
+		fold_line(c->r, line, len);
+}
+
+static void on_agent_toolong(void *arg, size_t len)
+{
+	struct line_ctx *c = arg;
+	intake_toolong(c->r->intake, c->node, len, now_ns());
 }
 
 /* ---------------------------------------------------------------- stages */
@@ -1275,6 +1326,9 @@ static void schedule(struct run *r)
 {
 	int progress = 1;
 	if (r->replaying || r->finished)
+		return;
+	/* A stalled store: nothing starts or ends until it writes again. */
+	if (intake_stall(r->intake, NULL))
 		return;
 	if (r->connecting) {
 		if (!all_links_settled(r))
@@ -1601,6 +1655,18 @@ static void print_summary(struct run *r, FILE *f)
 			fprintf(f, "  %s: %s\n", r->nodes[i].inv->name,
 				r->nodes[i].why);
 		}
+	if (r->incomplete) {
+		int64_t t0 = 0;
+		const char *why = intake_stall(r->intake, &t0);
+		fprintf(f,
+			"\nverdict: INCOMPLETE (STORE: %s for %d s: the "
+			"session file does not hold every event)\n"
+			"session: %s\nthe agents keep what was not stored; "
+			"make room, then:\n  day0 run --resume %s\n",
+			why ? why : "not writable", r->o->store_wait_s,
+			r->session, r->session);
+		return;
+	}
 	fprintf(f, "\nverdict: %s%s\n", r->go ? "GO" : "NO-GO",
 		r->cancelled ? " (cancelled)" : "");
 	verdict = store_session_get(r->store, "verdict", &err);
@@ -1635,6 +1701,21 @@ static void decide(struct run *r)
 			    failed,
 			    json_sprintf("node:%s", r->nodes[i].inv->name));
 		}
+	{
+		/* A session whose file lacks events of a node is no GO. */
+		struct store_node *sn = NULL;
+		size_t nsn = 0;
+		struct d0_err err = {{0}};
+		if (store_nodes(r->store, &sn, &nsn, &err) == 0)
+			for (size_t k = 0; k < nsn; k++)
+				if (sn[k].missing > 0) {
+					go = 0;
+					json_array_append_new(
+					    failed, json_sprintf("store:%s",
+								 sn[k].node));
+				}
+		free(sn);
+	}
 	items = run_checklist(r);
 	json_array_foreach(items, i, it)
 	{
@@ -1763,12 +1844,13 @@ static void write_manifest_end(struct run *r)
 				"the session file"));
 }
 
+/* Commit, then ack what is committed; a stalled store acks nothing, so
+ * the agents keep their spools. */
 static void commit_and_ack(struct run *r)
 {
-	struct d0_err err = {{0}};
-	if (store_pending(r->store) && store_commit(r->store, &err))
-		fprintf(stderr, "day0: %s\n", err.msg);
 	r->last_commit = now_ns();
+	if (intake_commit(r->intake, r->last_commit) < 0)
+		return;
 	for (size_t i = 0; i < r->n_nodes; i++) {
 		struct node *nd = &r->nodes[i];
 		int64_t acked;
@@ -1861,6 +1943,106 @@ static void tend_links(struct run *r)
 	}
 }
 
+/* --------------------------------------------------------------- intake */
+
+static void say_store(struct run *r, const char *fmt, const char *what)
+{
+	if (r->out) {
+		flush_said(r, 1);
+		fprintf(r->out, "[%7.1fs] ", since(r, now_ns()));
+		fprintf(r->out, fmt, what);
+		fputc('\n', r->out);
+		fflush(r->out);
+	} else if (!r->live) {
+		fprintf(stderr, "day0: ");
+		fprintf(stderr, fmt, what);
+		fputc('\n', stderr);
+	}
+}
+
+/* The store's state: a stall announced once (on screen through the
+ * alert, headless as a line), retried with backoff, given up after
+ * --store-wait (the run then ends incomplete); once it is back, every
+ * agent resends what the store lacks. */
+static void tend_store(struct run *r, int64_t t)
+{
+	int64_t since_ns;
+	const char *why;
+	if (intake_retry(r->intake, t)) {
+		r->store_ok_at = t;
+		if (r->stall_said == 1)
+			say_store(r, "STORE: writing again to %s; agents resend "
+				     "what it lacks", r->session);
+		r->stall_said = 2;
+		r->stalled_alert = 0;
+		console_event(r, "alert",
+			      json_pack("{s:s, s:s, s:s}", "kind", "store",
+					"state", "ok", "msg", "store writable"));
+	}
+	why = intake_stall(r->intake, &since_ns);
+	if (!why) {
+		/* Quiet for a while: a next stall is news again. */
+		if (r->stall_said == 2 && t - r->store_ok_at > 10000000000LL)
+			r->stall_said = 0;
+		return;
+	}
+	if (!r->stalled_alert) {
+		char msg[700];
+		r->stalled_alert = 1;
+		snprintf(msg, sizeof msg, "%s", why);
+		if (!r->stall_said) {
+			say_store(r, "STORE: %s (no acks, no new stages; "
+				     "retrying)", msg);
+			r->stall_said = 1;
+		}
+		console_event(r, "alert",
+			      json_pack("{s:s, s:s, s:s}", "kind", "store",
+					"state", "stalled", "msg", msg));
+	}
+	if ((t - since_ns) / 1000000000 >= r->o->store_wait_s)
+		r->incomplete = 1;
+}
+
+/* Agents owed a resend (after a stall, or a rate limit) get a hello
+ * with the store's committed seq; refusals become console alerts. */
+static void tend_intake(struct run *r)
+{
+	int64_t t = now_ns(), acked;
+	struct intake_alert a;
+	tend_store(r, t);
+	for (size_t i = 0; i < r->n_nodes; i++) {
+		struct node *nd = &r->nodes[i];
+		if (!nd->link || link_phase(nd->link) != LINK_UP ||
+		    !nd->ack_sent)
+			continue;
+		if (intake_rewind_due(r->intake, (int)i, t, &acked)) {
+			json_t *c = json_pack("{s:s, s:I}", "cmd", "hello",
+					      "acked", (json_int_t)acked);
+			send_json(r, nd, c);
+			json_decref(c);
+			if (acked > nd->ack_sent)
+				nd->ack_sent = acked;
+		}
+	}
+	while (intake_next_alert(r->intake, t, r->finished, &a)) {
+		const char *node = r->nodes[a.node].inv->name;
+		const char *reason = intake_reason_names[a.reason];
+		char text[96];
+		console_event(
+		    r, "alert",
+		    json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:s++}", "kind",
+			      a.reason == IN_RATE ? "rate" : "protocol", "for",
+			      node, "reason", reason, "count",
+			      (json_int_t)a.count, "example", a.example,
+			      "detail", a.detail, "msg", reason, ": ",
+			      a.detail));
+		snprintf(text, sizeof text, "%s: %s (%llu)",
+			 a.reason == IN_RATE ? "rate-limited" : "refused",
+			 reason, (unsigned long long)a.count);
+		say(r, text, node);
+	}
+}
+
 /* ------------------------------------------------------------ the loop */
 
 static int some_required_failed(struct run *r)
@@ -1897,6 +2079,9 @@ static void loop(struct run *r)
 			}
 		}
 		tend_links(r);
+		tend_intake(r);
+		if (r->incomplete)
+			break;
 		schedule(r);
 		/* Live: a run whose stages all ended but some failed waits
 		 * for the operator (r reruns a failed stage, q ends it). */
@@ -1911,10 +2096,16 @@ static void loop(struct run *r)
 					      "failed: r reruns a failed "
 					      "stage, q ends the run"));
 			}
-		} else if (r->finished && !bye_deadline) {
-			write_manifest_end(r);
-			decide(r);
+		} else if (r->finished && !bye_deadline &&
+			   !intake_stall(r->intake, NULL)) {
+			if (!r->decided) {
+				write_manifest_end(r);
+				decide(r);
+				r->decided = 1;
+			}
 			commit_and_ack(r);
+			if (intake_stall(r->intake, NULL))
+				continue; /* the verdict waits for the disk */
 			for (size_t i = 0; i < r->n_nodes; i++)
 				if (r->nodes[i].link &&
 				    link_phase(r->nodes[i].link) == LINK_UP) {
@@ -1935,7 +2126,8 @@ static void loop(struct run *r)
 			/* The live screen stays on the verdict until the
 			 * operator quits it. */
 			if ((!open || now_ns() > bye_deadline) &&
-			    (!r->live || r->quit))
+			    (!r->live || r->quit) &&
+			    !intake_stall(r->intake, NULL))
 				break;
 		}
 		for (size_t i = 0; i < r->n_nodes; i++) {
@@ -1991,7 +2183,8 @@ static void loop(struct run *r)
 			commit_and_ack(r);
 		flush_said(r, 0);
 	}
-	commit_and_ack(r);
+	if (!r->incomplete)
+		commit_and_ack(r);
 	flush_said(r, 1);
 	free(pfd);
 	free(owner);
@@ -2177,6 +2370,8 @@ static void run_free(struct run *r)
 	json_decref(r->evidence);
 	json_decref(r->said);
 	json_decref(r->pending);
+	intake_free(r->intake);
+	r->intake = NULL;
 	inventory_free(&r->inv);
 	playbook_free(&r->pb);
 }
@@ -2240,6 +2435,124 @@ static int resume_setup(struct run *r, char *pb_tmp, char *inv_tmp)
 	f = NULL;
 	(void)f;
 	return 0;
+}
+
+/* -e values may hold variables too: with the playbook's, they must
+ * expand (no cycle, no runaway) before anything runs. */
+static int check_var_values(struct run *r)
+{
+	json_t *all = json_deep_copy(r->pb.vars), *v;
+	const char *k;
+	int rc = 0;
+	json_object_update(all, r->vars);
+	r->cur_node = r->n_nodes ? 0 : -1; /* ${node}, ${cards}: the first */
+	json_object_foreach(all, k, v)
+	{
+		struct d0_err err = {{0}};
+		char where[96], *s;
+		snprintf(where, sizeof where, "-e/vars %.64s", k);
+		s = json_is_string(v) ? expand(r, json_string_value(v), where,
+					       &err)
+				      : NULL;
+		if (!s) {
+			fprintf(stderr, "day0: %s: %s\n", r->pb.path, err.msg);
+			rc = -1;
+			break;
+		}
+		free(s);
+	}
+	r->cur_node = -1;
+	json_decref(all);
+	return rc;
+}
+
+/* The user this console runs as (the local nodes' ${work}). */
+static const char *console_user(void)
+{
+	struct passwd *pw = getpwuid(geteuid());
+	static char uid[32];
+	if (pw && pw->pw_name && *pw->pw_name)
+		return pw->pw_name;
+	snprintf(uid, sizeof uid, "%u", (unsigned)geteuid());
+	return uid;
+}
+
+/* Every node a stage's `on` names is in the inventory: a typo would
+ * otherwise be found when the stage starts, hours into the run. */
+static int check_stage_sets(struct run *r)
+{
+	for (size_t s = 0; s < r->pb.n; s++) {
+		const struct pb_stage *ps = &r->pb.stages[s];
+		struct d0_err err = {{0}};
+		char **names;
+		size_t n;
+		int bad = -1;
+		if (ps->on != PB_ON_SET)
+			continue;
+		if (nodeset_expand(ps->on_set, &names, &n, &err)) {
+			fprintf(stderr, "day0: %s: stages[%zu].on: %s\n",
+				r->pb.path, s, err.msg);
+			return -1;
+		}
+		for (size_t j = 0; j < n; j++) {
+			if (bad < 0 && node_index(r, names[j]) < 0)
+				bad = (int)j;
+		}
+		if (bad >= 0) {
+			char **all = calloc(r->n_nodes + 1, sizeof *all);
+			char *set;
+			for (size_t i = 0; i < r->n_nodes; i++)
+				all[i] = r->nodes[i].inv->name;
+			set = nodeset_fold(all, r->n_nodes);
+			fprintf(stderr,
+				"day0: %s: stages[%zu].on: node '%s' is not in "
+				"the inventory %s (its nodes: %s)\n",
+				r->pb.path, s, names[bad], r->inv.name,
+				set ? set : "?");
+			free(set);
+			free(all);
+		}
+		for (size_t j = 0; j < n; j++)
+			free(names[j]);
+		free(names);
+		if (bad >= 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Before the first stage: will the session's volume hold the samples?
+ * About 40 bytes a card-sample stored (event text, samples row, index),
+ * for each node's cards at the sampling rate, over the stages' timeouts
+ * (10 min for a stage without one). */
+static void warn_free_space(struct run *r)
+{
+	char dir[PATH_MAX], *slash;
+	struct statvfs sv;
+	double secs = 0, cards = 0, need, have;
+	snprintf(dir, sizeof dir, "%s", r->session);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = 0;
+	else
+		snprintf(dir, sizeof dir, ".");
+	if (statvfs(dir[0] ? dir : "/", &sv) < 0)
+		return;
+	for (size_t s = 0; s < r->pb.n; s++)
+		secs += r->pb.stages[s].timeout > 0 ? r->pb.stages[s].timeout
+						    : 600;
+	for (size_t i = 0; i < r->n_nodes; i++)
+		cards += r->nodes[i].inv->cards + 1; /* + the host */
+	need = cards * 4 * r->o->sample_hz * secs * 40;
+	have = (double)sv.f_bavail * (double)sv.f_frsize;
+	if (have < need)
+		fprintf(stderr,
+			"day0: warning: %s has %.1f MiB free; this run may "
+			"store about %.1f MiB of samples (%.0f cards x %g Hz "
+			"for up to %.0f s): a full disk pauses it (--store-wait "
+			"%d s), then ends it incomplete\n",
+			dir, have / 1048576, need / 1048576, cards,
+			r->o->sample_hz, secs, r->o->store_wait_s);
 }
 
 int runner_main(const struct runner_opts *o)
@@ -2333,6 +2646,8 @@ int runner_main(const struct runner_opts *o)
 		line_ctx[i].node = (int)i;
 	}
 	r.stages = calloc(r.pb.n ? r.pb.n : 1, sizeof *r.stages);
+	if (check_stage_sets(&r) || check_var_values(&r))
+		goto out; /* before any session file is written */
 	if (!o->resume_path) {
 		if (o->session_path)
 			snprintf(r.session, sizeof r.session, "%s",
@@ -2355,8 +2670,8 @@ int runner_main(const struct runner_opts *o)
 		if (o->work)
 			scpy(r.work, sizeof r.work, o->work);
 		else
-			snprintf(r.work, sizeof r.work, "/tmp/day0-work/%s",
-				 r.tag);
+			snprintf(r.work, sizeof r.work, "/tmp/day0-work-%s/%s",
+				 console_user(), r.tag);
 	}
 	for (size_t i = 0; i < r.n_nodes; i++)
 		node_spool(&r, &r.nodes[i]);
@@ -2380,7 +2695,16 @@ int runner_main(const struct runner_opts *o)
 		fprintf(stderr, "day0: %s\n", err.msg);
 		goto out;
 	}
-	store_set_batch(r.store, 4096);
+	{
+		const char **names = calloc(r.n_nodes + 1, sizeof *names);
+		struct intake_opts io = {o->node_rate, 0};
+		for (size_t i = 0; i < r.n_nodes; i++)
+			names[i] = r.nodes[i].inv->name;
+		r.intake = intake_new(r.store, names, r.n_nodes, &io);
+		free(names);
+	}
+	if (!o->resume_path)
+		warn_free_space(&r);
 	if (o->resume_path) {
 		r.replaying = 1;
 		if (store_events(r.store, INT64_MIN, INT64_MAX, replay_stored,
@@ -2423,17 +2747,18 @@ int runner_main(const struct runner_opts *o)
 	loop(&r);
 	live_end(r.live);
 	r.live = NULL;
-	if (!r.finished) {
+	if (!r.finished && !r.incomplete) {
 		/* Broken out early (poll failure): record what is known. */
 		decide(&r);
 		commit_and_ack(&r);
 	}
 	print_summary(&r, o->out ? o->out : stdout);
-	rc = r.go ? EXIT_OK : EXIT_CHECK_FAILED;
+	rc = r.incomplete ? EXIT_INCOMPLETE : r.go ? EXIT_OK : EXIT_CHECK_FAILED;
 out:
 	if (r.store && store_close(r.store, &err)) {
 		fprintf(stderr, "day0: %s\n", err.msg);
-		rc = EXIT_CHECK_FAILED;
+		if (rc != EXIT_INCOMPLETE)
+			rc = EXIT_CHECK_FAILED;
 	}
 	json_decref(model);
 	run_free(&r);

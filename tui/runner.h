@@ -36,7 +36,7 @@ struct runner_opts {
 	json_t *vars;		   /* -e K=V (object of strings), borrowed */
 	const char *session_path;  /* NULL: session_new_path() */
 	const char *resume_path;   /* --resume */
-	const char *work;	   /* ${work}: NULL = /tmp/day0-work/SESSION */
+	const char *work;	   /* ${work}: NULL = /tmp/day0-work-USER/SESSION */
 	const char *known_hosts;
 	int accept_new_host_keys;
 	const char *agent_path;	   /* NULL: next to this program */
@@ -48,13 +48,21 @@ struct runner_opts {
 	int connect_timeout_s;	   /* default 10 */
 	int reconnect_s;	   /* give up on a lost node after (60) */
 	double sample_hz;	   /* agents' sampling rate (default 2) */
+	int store_wait_s;	   /* a stalled store: give up after (60) */
+	double node_rate;	   /* events/s per node before the limit
+				    * (0: 20000) */
 	char **argv;		   /* the console's own command line */
 	int argc;
 	FILE *out;		   /* headless lines and the summary */
 };
 
+/* The session file could not be written for --store-wait seconds: the run
+ * ended without a verdict (resume it with --resume). */
+#define EXIT_INCOMPLETE 3
+
 /* Run (or --check) a playbook.  Returns the exit status: 0 go, 1 no-go
- * (or cancelled), 2 usage/input error (message printed). */
+ * (or cancelled), 2 usage/input error (message printed), 3 incomplete
+ * (the session file could not be written). */
 int runner_main(const struct runner_opts *o);
 
 /* The day0-agent next to the running program (readlink /proc/self/exe). */

@@ -9,10 +9,31 @@
 #include <math.h>
 #include <string.h>
 
-/* The node's state as a word and its colour. */
+static enum tui_role node_activity(const struct view *v,
+				   const struct view_node *n, char *out,
+				   size_t max);
+
+/* The node's state as a word and its colour; input the console refused
+ * from it follows ("idle, 3 refused"). */
 static enum tui_role node_state(const struct view *v,
 				const struct view_node *n, char *out,
 				size_t max)
+{
+	enum tui_role role = node_activity(v, n, out, max);
+	uint64_t refused = view_node_refused(v, n->name, NULL);
+	size_t k = strlen(out);
+	if (refused && k < max) {
+		snprintf(out + k, max - k, ", %llu refused",
+			 (unsigned long long)refused);
+		if (role == ROLE_OK || role == ROLE_HEAD)
+			role = ROLE_WARN;
+	}
+	return role;
+}
+
+static enum tui_role node_activity(const struct view *v,
+				   const struct view_node *n, char *out,
+				   size_t max)
 {
 	const struct view_stage *run = NULL, *bad = NULL;
 	int64_t age;
@@ -87,13 +108,21 @@ static void alerts(struct tui *ui, const struct view *v, WINDOW *w, int y,
 {
 	char b[1024];
 	size_t off = 0;
-	int nmem = 0, nfail = 0, nstale = 0;
+	int nmem = 0, nfail = 0, nstale = 0, nref = 0;
 #define ADD(...)                                                             \
 	do {                                                                 \
 		int k_ = snprintf(b + off, sizeof b - off, __VA_ARGS__);     \
 		if (k_ > 0 && (size_t)k_ < sizeof b - off)                   \
 			off += (size_t)k_;                                   \
 	} while (0)
+	if (v->store_alert[0])
+		ADD("STORE: %s  ", v->store_alert);
+	for (size_t i = 0; i < v->nalerts; i++)
+		if (nref++ < 3)
+			ADD("%s %s %s (%llu)  ",
+			    v->alerts[i].rate ? "rate-limited" : "refused",
+			    v->alerts[i].node, v->alerts[i].reason,
+			    (unsigned long long)v->alerts[i].count);
 	for (size_t i = 0; i < v->nnodes; i++) {
 		const struct view_node *n = &v->nodes[i];
 		for (int c = 0; c < n->ncards; c++) {
@@ -117,13 +146,13 @@ static void alerts(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		}
 	}
 #undef ADD
-	if (!nmem && !nfail && !nstale) {
+	if (!nmem && !nfail && !nstale && !nref && !v->store_alert[0]) {
 		tui_put(w, y, 0, cols, tui_attr(ui, ROLE_OK), "alerts: none");
 		return;
 	}
 	int x = tui_put(w, y, 0, cols, tui_attr(ui, ROLE_FAIL), "ALERTS:");
 	tui_printf(w, y, x, cols - x, tui_attr(ui, ROLE_WARN), " %s%s", b,
-		   nmem + nfail + nstale > 9 ? "..." : "");
+		   nmem + nfail + nstale + nref > 9 ? "..." : "");
 }
 
 static void perf_line(struct tui *ui, const struct view *v, WINDOW *w, int y,

@@ -536,6 +536,49 @@ static void apply_perf(struct view *v, const struct proto_event *ev)
 	x->ts = ev->ts;
 }
 
+/* A console alert: a node's refused input (count per reason), or the
+ * store's state (shown until it is writable again). */
+static void apply_alert(struct view *v, const struct proto_event *ev)
+{
+	const char *kind = jstr(ev->obj, "kind"), *node = jstr(ev->obj, "for");
+	const char *reason = jstr(ev->obj, "reason");
+	struct view_alert *a = NULL;
+	if (!strcmp(kind, "store")) {
+		copy(v->store_alert, sizeof v->store_alert,
+		     strcmp(jstr(ev->obj, "state"), "ok") ? jstr(ev->obj, "msg")
+							  : "");
+		return;
+	}
+	for (size_t i = 0; i < v->nalerts && !a; i++)
+		if (!strcmp(v->alerts[i].node, node) &&
+		    !strcmp(v->alerts[i].reason, reason))
+			a = &v->alerts[i];
+	if (!a && v->nalerts < VIEW_ALERTS) {
+		a = &v->alerts[v->nalerts++];
+		copy(a->node, sizeof a->node, node);
+		copy(a->reason, sizeof a->reason, reason);
+	}
+	if (!a)
+		return;
+	a->count = (uint64_t)jint(ev->obj, "count", 0);
+	a->rate = !strcmp(kind, "rate");
+}
+
+uint64_t view_node_refused(const struct view *v, const char *node,
+			   const char **reason)
+{
+	uint64_t n = 0;
+	if (reason)
+		*reason = NULL;
+	for (size_t i = 0; i < v->nalerts; i++)
+		if (!strcmp(v->alerts[i].node, node)) {
+			n += v->alerts[i].count;
+			if (reason)
+				*reason = v->alerts[i].reason;
+		}
+	return n;
+}
+
 void view_apply(struct view *v, const struct proto_event *ev)
 {
 	int console = !strcmp(ev->node, CONSOLE_NODE);
@@ -600,6 +643,8 @@ void view_apply(struct view *v, const struct proto_event *ev)
 	} else if (ev->kind == EV_MARKER)
 		mark_push(v, VIEW_MARKER, ev->ts, ev->node, "%s%s",
 			  jstr(ev->obj, "note"), "");
+	else if (ev->kind == EV_ALERT)
+		apply_alert(v, ev);
 	else if (ev->kind == EV_VERDICT) {
 		json_t *failed = json_object_get(ev->obj, "failed");
 		size_t i, off = 0;
@@ -818,6 +863,12 @@ void view_dump(const struct view *v, FILE *f)
 	fprintf(f, "verdict %d %s\n", v->verdict, v->verdict_failed);
 	for (size_t i = 0; i < v->nitems; i++)
 		fprintf(f, "item %s %s\n", v->items[i].item, v->items[i].status);
+	for (size_t i = 0; i < v->nalerts; i++)
+		fprintf(f, "alert %s %s %llu%s\n", v->alerts[i].node,
+			v->alerts[i].reason,
+			(unsigned long long)v->alerts[i].count,
+			v->alerts[i].rate ? " rate" : "");
+	fprintf(f, "store %s\n", v->store_alert);
 	if (v->held)
 		fprintf(f, "held %s\n", v->held_msg);
 	fprintf(f, "log %zu\n", v->nlog);

@@ -23,6 +23,7 @@
  *   comm, numerics, perf   rows (bounded, oldest dropped)
  *   marker   (console) the markers; verdict (console) go/no-go and
  *            every item's status as the runner decided it
+ *   alert    (console) refused input per (node, reason); the store's state
  * Nodes appear with their first event of any type (their seq 1 in seek).
  */
 #ifndef DAY0_VIEW_H
@@ -115,6 +116,15 @@ struct view_mark {
 	char node[64], text[192];
 };
 
+/* Input the console refused from a node (or held back: rate), per
+ * reason: the last `alert` event's count. */
+#define VIEW_ALERTS 256
+struct view_alert {
+	char node[64], reason[48];
+	uint64_t count;
+	int rate; /* kind "rate" (deferred, not refused) */
+};
+
 struct view_line {
 	int64_t ts;
 	char *line; /* the event line as received (malloc'd) */
@@ -159,6 +169,10 @@ struct view {
 		char item[48], status[12];
 	} items[VIEW_ITEMS];
 	size_t nitems;
+	/* The console's alerts: refusals per (node, reason), the store */
+	struct view_alert alerts[VIEW_ALERTS];
+	size_t nalerts;
+	char store_alert[192]; /* "" unless the session file is not writable */
 
 	int no_log;	  /* seek: view_apply leaves the log ring alone */
 	uint64_t applied; /* events folded */
@@ -196,6 +210,11 @@ const struct view_stage *view_current_stage(const struct view *v);
 const struct view_line *view_log_get(const struct view *v, size_t i);
 /* Bounded vectors: i-th oldest. */
 #define VIEW_AT(vec, i) (&(vec).a[((vec).head + (i)) % (vec).cap])
+
+/* Lines refused from a node (all reasons), and the reason of the latest
+ * alert (NULL when none). */
+uint64_t view_node_refused(const struct view *v, const char *node,
+			   const char **reason);
 
 /* Is the node silent at v->t (its last sample/event older than the
  * threshold)?  Age in ns through *age. */

@@ -100,7 +100,7 @@ static int ingest_line(struct ingest *in, const char *line, size_t len)
 {
 	struct d0_err err;
 	int rc = store_ingest(in->st, line, len, &err);
-	if (rc == STORE_EBAD) {
+	if (rc < 0 && rc != STORE_EDB) {
 		fprintf(stderr, "%s: refused: %s\n", prog, err.msg);
 		return 0;
 	}

@@ -234,7 +234,7 @@ static void test_ingest(void)
 	CHECK(ingest(s, "not json") == STORE_EBAD);
 	CHECK(ingest(s, "{\"v\":1,\"seq\":1}") == STORE_EBAD);
 	CHECK(ingest(s, "{\"v\":2,\"seq\":7,\"ts\":1,\"node\":\"n1\","
-			"\"type\":\"log\"}") == STORE_EBAD);
+			"\"type\":\"log\"}") == STORE_EVERSION);
 	CHECK(ingest(s, "{\"v\":1,\"seq\":0,\"ts\":1,\"node\":\"n1\","
 			"\"type\":\"log\"}") == STORE_EBAD);
 	CHECK(ingest(s, "{\"v\":1,\"seq\":7,\"ts\":1,\"node\":\"n1\","
@@ -273,7 +273,25 @@ static void test_ingest(void)
 	/* Reopen: the bookkeeping comes back from the file. */
 	CHECK(store_open(p, 0, &s, &err) == 0);
 	CHECK(store_acked_seq(s, "n1") == 8);
-	CHECK(sample(s, "n1", 8, 80, 0, "mem.used", 9) == STORE_DUPLICATE);
+	/* A stored (node, seq): the same line is a duplicate, another one
+	 * under its seq a conflict; neither is stored. */
+	CHECK(ingest(s, "{\"v\":1,\"seq\":8,\"ts\":80,\"node\":\"n1\","
+			"\"type\":\"check\",\"item\":\"w\\u00e9ights\","
+			"\"status\":\"p\\u0061ss\",\"detail\":\"a\\\"b\","
+			"\"value\":[1,2],\"threshold\":true}") == STORE_DUPLICATE);
+	CHECK(sample(s, "n1", 8, 80, 0, "mem.used", 9) == STORE_CONFLICT);
+	{
+		struct store_line seen;
+		const char *l = "{\"v\":1,\"seq\":1,\"ts\":1,\"node\":\"n3\","
+				"\"type\":\"log\",\"level\":\"info\",\"msg\":\"x\"}";
+		CHECKN("a line naming another node than its link's is refused",
+		       store_ingest_from(s, l, strlen(l), "n1", &seen, &err) ==
+			       STORE_ENODE &&
+			   !strcmp(seen.node, "n3") && seen.seq == 1);
+		CHECKN("... and the same line from its own node is stored",
+		       store_ingest_from(s, l, strlen(l), "n3", &seen, &err) ==
+			   STORE_ADDED);
+	}
 	CHECK(sample(s, "n1", 9, 90, 1, "mem.used", 9) == STORE_ADDED);
 	CHECK(store_close(s, &err) == 0);
 	CHECK(store_open(p, STORE_READONLY, &s, &err) == 0);

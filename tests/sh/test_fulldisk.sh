@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# A lost write is never GO (docs/store.md, "A full disk"): `day0 run` with
+# its session file on a 2 MiB tmpfs.  Before the first stage the console
+# warns that the volume is small; when a commit fails it stops acking and
+# starting stages, says `STORE: disk full at PATH`, and either goes on when
+# room comes back (every event then stored, seq audit) or, after
+# --store-wait, ends incomplete (exit 3, no verdict) and `--resume` later
+# completes the session.
+. "$(dirname "$0")/../lib.sh"
+DAY0="$BUILD/day0"
+STORE="$BUILD/tests/day0_store"
+export DAY0_SESSIONS="$T/sessions"
+q() { sqlite3 "$1" "$2"; }
+mnt="$T/full"
+mkdir -p "$mnt"
+if ! mount -t tmpfs -o size=2m tmpfs "$mnt" 2>"$T/mount.err"; then
+	fail "mount a 2 MiB tmpfs" "$(head -c 300 "$T/mount.err") (the test runs as root)"
+	exit 0
+fi
+trap 'umount "$mnt" 2>/dev/null; rm -rf "$T"' EXIT
+
+cat >"$T/inv.json" <<'JSON'
+{"name": "duo", "defaults": {"transport": "local", "cards": 1, "card_mem": "1GiB"},
+ "nodes": [{"name": "a"}, {"name": "b"}]}
+JSON
+# ~1 MiB of log lines per node: more than the volume holds.
+cat >"$T/fill.json" <<'JSON'
+{"name": "fill", "stages": [
+  {"id": "fill", "step": "exec", "on": "all", "timeout": 3600,
+   "argv": ["sh", "-c", "i=0; while [ $i -lt 12000 ]; do echo line $i of a long stage that writes a lot of text; i=$((i+1)); done"]},
+  {"id": "after", "step": "exec", "on": "all", "needs": ["fill"], "argv": ["echo", "after"], "timeout": 60}]}
+JSON
+lines() { # db node -> the fill stage's lines stored
+	q "$1" "select count(*) from events where node='$2' and type='log' and json_extract(body,'$.stage_id')='fill'"
+}
+
+# ---- no room, and none comes: incomplete, then --resume -----------------
+expect_rc 3 "a full disk that stays full: the run ends incomplete (exit 3)" timeout 120 \
+	"$DAY0" run "$T/fill.json" --inventory "$T/inv.json" --session "$mnt/f.db" --headless --store-wait 3
+contains "before the first stage: the volume is too small for the run's samples" "MiB free; this run may store about" "$ERR"
+contains "headless: STORE: disk full at the session file" "STORE: disk full at $mnt/f.db" "$OUT"
+contains "the verdict is INCOMPLETE, not GO" "verdict: INCOMPLETE" "$OUT"
+check "... and never GO" bash -c "! grep -q 'verdict: GO' '$OUT'"
+contains "it says how to resume" "day0 run --resume $mnt/f.db" "$OUT"
+mkdir -p "$T/copy"
+cp "$mnt"/f.db* "$T/copy/"
+check "the session file holds no verdict" test "$(q "$T/copy/f.db" "select count(*) from events where node='console' and type='verdict'")" = 0
+check "... and no stage after the stalled one started" test "$(q "$T/copy/f.db" "select count(*) from events where node='console' and type='stage' and json_extract(body,'$.stage_id')='after'")" = 0
+mount -o remount,size=64m "$mnt"
+expect_rc 0 "with room again, --resume completes the session (GO)" timeout 120 \
+	"$DAY0" run --resume "$mnt/f.db" --headless
+contains "the resumed run's verdict is GO" "verdict: GO" "$OUT"
+expect_rc 0 "after the resume every node's seqs are complete (audit)" "$STORE" audit "$mnt/f.db"
+check "every line of node a is stored" test "$(lines "$mnt/f.db" a)" = 12000
+check "every line of node b is stored" test "$(lines "$mnt/f.db" b)" = 12000
+
+# ---- room comes back during the run: it goes on --------------------------
+umount "$mnt"
+mount -t tmpfs -o size=2m tmpfs "$mnt"
+"$DAY0" run "$T/fill.json" --inventory "$T/inv.json" --session "$mnt/g.db" --headless \
+	--store-wait 60 >"$T/g.out" 2>"$T/g.err" &
+pid=$!
+for _ in $(seq 1 300); do grep -q 'STORE: disk full' "$T/g.out" && break; sleep 0.1; done
+contains "while full: STORE: disk full at the session file" "STORE: disk full at $mnt/g.db" "$T/g.out"
+mount -o remount,size=64m "$mnt"
+wait "$pid"
+rc=$?
+[ "$rc" = 0 ] && ok "room back within --store-wait: the run goes on to GO" || fail "room back: exit 0" "exit $rc: $(tail -c 400 "$T/g.out")"
+contains "it says the store writes again" "STORE: writing again to $mnt/g.db" "$T/g.out"
+expect_rc 0 "every node's seqs are complete (audit)" "$STORE" audit "$mnt/g.db"
+check "every line of node a is stored" test "$(lines "$mnt/g.db" a)" = 12000
+check "every line of node b is stored" test "$(lines "$mnt/g.db" b)" = 12000
+check "the stall is recorded in the session (an alert of the console)" test "$(q "$mnt/g.db" "select count(*) from events where type='alert' and json_extract(body,'$.kind')='store' and json_extract(body,'$.state')='stalled'")" -ge 1
+check "the verdict is stored once" test "$(q "$mnt/g.db" "select count(*) from events where node='console' and type='verdict'")" = 1
+
+# ---- on screen (the live TUI in tmux) -------------------------------------
+if ! command -v tmux >/dev/null; then
+	fail "tmux" "not installed (make deps)"
+	exit 0
+fi
+umount "$mnt"
+mount -t tmpfs -o size=2m tmpfs "$mnt"
+SOCK="day0-full-$$"
+tm() { tmux -L "$SOCK" "$@"; }
+trap 'tm kill-server 2>/dev/null; umount "$mnt" 2>/dev/null; rm -rf "$T"' EXIT
+tm new-session -d -s r -x 160 -y 40 \
+	"env LANG=C.UTF-8 TERM=screen-256color DAY0_SESSIONS=$T/sessions $DAY0 run $T/fill.json --inventory $T/inv.json --session $mnt/t.db --store-wait 30 2>$T/t.err; echo EXIT \$?; sleep 60"
+seen=""
+for _ in $(seq 600); do
+	if tm capture-pane -p -t r | grep -qF "STORE: disk full at $mnt/t.db"; then seen=1; break; fi
+	sleep 0.1
+done
+[ -n "$seen" ] && ok "live screen: STORE: disk full at the session file, on the alerts line" ||
+	fail "live screen: STORE: disk full" "$(tm capture-pane -p -t r | tail -5)"
+tm kill-server 2>/dev/null
