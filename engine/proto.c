@@ -315,6 +315,9 @@ static const struct proto_field cmd_run[] = {
     {"timeout", PF_NUM, 0, NULL},
     {"np", PF_INT, 0, NULL},
     {"mpirun_args", PF_STRARR, 0, NULL},
+    {"ranks", PF_STR, 0, NULL},
+    {"ssh_config", PF_STR, 0, NULL},
+    {"known_hosts", PF_STR, 0, NULL},
     END};
 static const struct proto_field cmd_cancel[] = {{"stage_id", PF_STR, 1, NULL},
 						END};

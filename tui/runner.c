@@ -12,6 +12,7 @@
  * holds the whole story (what the screens, replay and reports read).
  */
 #include "runner.h"
+#include "cluster.h"
 
 #include "link.h"
 #include "live.h"
@@ -341,14 +342,23 @@ static int stage_first_node(struct run *r)
 	return -1;
 }
 
-/* mpirun options for a cluster stage: the hosts and how Open MPI reaches
- * them (the inventory's ports and identities), then the inventory's and
- * the stage's own options. */
+/* The nodes a cluster stage runs on, in inventory (= rank) order. */
+static size_t cluster_nodes(struct run *r, const struct inv_node **out)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < r->n_nodes; i++)
+		if (!r->nodes[i].failed && !r->nodes[i].excluded)
+			out[n++] = r->nodes[i].inv;
+	return n;
+}
+
+/* mpirun options for a cluster stage: the hosts, then the inventory's and
+ * the stage's own options.  How Open MPI's ssh reaches the hosts travels
+ * beside them (cluster_ssh). */
 static json_t *cluster_mpirun_args(struct run *r, const struct pb_stage *st)
 {
 	json_t *a = json_array(), *extra;
-	char hosts[8192] = "", rsh[1024] = "";
-	int n = 0;
+	char hosts[8192] = "";
 	size_t i;
 	for (i = 0; i < r->n_nodes; i++) {
 		struct node *nd = &r->nodes[i];
@@ -360,32 +370,13 @@ static json_t *cluster_mpirun_args(struct run *r, const struct pb_stage *st)
 			 !strcmp(nd->inv->transport, "local") ? "localhost"
 							       : nd->inv->host,
 			 nd->inv->cards);
-		if (!rsh[0] && strcmp(nd->inv->transport, "local")) {
-			size_t k = 0;
-			if (nd->inv->port != 22)
-				k += snprintf(rsh + k, sizeof rsh - k, "-p %d ",
-					      nd->inv->port);
-			if (nd->inv->identity[0])
-				snprintf(rsh + k, sizeof rsh - k, "-i %s ",
-					 nd->inv->identity);
-		}
-		n++;
 	}
 	extra = json_object_get(r->inv_doc, "mpirun_args");
-	if (n > 1) {
-		char *given = json_dumps(extra, JSON_COMPACT);
+	if (strchr(hosts, ',')) {
 		json_array_append_new(a, json_string("--host"));
 		json_array_append_new(a, json_string(hosts));
-		/* The inventory's own plm_rsh_args (an ssh -F config, say)
-		 * wins over the one made from ports and identities. */
-		if (rsh[0] && !(given && strstr(given, "plm_rsh_args"))) {
-			size_t k = strlen(rsh);
-			snprintf(rsh + k, sizeof rsh - k, "-o BatchMode=yes");
-			json_array_append_new(a, json_string("--mca"));
-			json_array_append_new(a, json_string("plm_rsh_args"));
-			json_array_append_new(a, json_string(rsh));
-		}
-		free(given);
+		json_array_append_new(a, json_string("--map-by"));
+		json_array_append_new(a, json_string("slot"));
 	}
 	if (json_is_array(extra)) {
 		json_t *v;
@@ -395,6 +386,36 @@ static json_t *cluster_mpirun_args(struct run *r, const struct pb_stage *st)
 	for (i = 0; i < st->n_mpirun_args; i++)
 		json_array_append_new(a, json_string(st->mpirun_args[i]));
 	return a;
+}
+
+/* The rank map and the ssh settings of a cluster stage into its command
+ * (cluster.h).  The inventory's own plm_rsh_args (a hand-written ssh -F,
+ * say) wins over the generated config. */
+static void cluster_ssh(struct run *r, json_t *c)
+{
+	const struct inv_node **nodes = calloc(r->n_nodes + 1, sizeof *nodes);
+	size_t n, remote = 0;
+	char *given = json_dumps(json_object_get(r->inv_doc, "mpirun_args"),
+				 JSON_COMPACT);
+	if (!nodes)
+		abort();
+	char *ranks;
+	n = cluster_nodes(r, nodes);
+	ranks = cluster_rank_map(nodes, n);
+	json_object_set_new(c, "ranks", json_string(ranks));
+	free(ranks);
+	for (size_t i = 0; i < n; i++)
+		remote += strcmp(nodes[i]->transport, "local") != 0;
+	if (n > 1 && remote && !(given && strstr(given, "plm_rsh_args"))) {
+		char *cfg = cluster_ssh_config(nodes, n),
+		     *kh = cluster_known_hosts(nodes, n, r->o->known_hosts);
+		json_object_set_new(c, "ssh_config", json_string(cfg));
+		json_object_set_new(c, "known_hosts", json_string(kh));
+		free(cfg);
+		free(kh);
+	}
+	free(given);
+	free(nodes);
 }
 
 /* The command a task sends its agent, or NULL (err) when a variable is
@@ -441,6 +462,7 @@ static json_t *task_command(struct run *r, struct task *t, struct d0_err *err)
 		json_object_set_new(c, "np", json_integer(np));
 		json_object_set_new(c, "mpirun_args",
 				    cluster_mpirun_args(r, st));
+		cluster_ssh(r, c);
 	} else if (st->np > 0 && strcmp(st->step, "exec")) {
 		json_object_set_new(c, "np", json_integer(st->np));
 		if (st->n_mpirun_args) {
@@ -483,6 +505,23 @@ static json_t *command_argv(struct run *r, json_t *cmd)
 			    a, json_string("--allow-run-as-root"));
 		json_array_append_new(a, json_string("-x"));
 		json_array_append_new(a, json_string("DAY0_NODE"));
+		json_array_append_new(a, json_string("-x"));
+		json_array_append_new(a, json_string("DAY0_STAGE_ID"));
+		if (json_object_get(cmd, "ranks")) {
+			json_array_append_new(a, json_string("-x"));
+			json_array_append_new(a, json_string("DAY0_RANKS"));
+		}
+		if (json_object_get(cmd, "ssh_config")) {
+			json_array_append_new(a, json_string("--mca"));
+			json_array_append_new(a, json_string("plm_rsh_agent"));
+			json_array_append_new(a, json_string("ssh"));
+			json_array_append_new(a, json_string("--mca"));
+			json_array_append_new(a, json_string("plm_rsh_args"));
+			json_array_append_new(
+			    a, json_sprintf("-F <spool>/stage-%s.ssh_config",
+					    json_string_value(json_object_get(
+						cmd, "stage_id"))));
+		}
 		json_array_append_new(a, json_string("-np"));
 		json_array_append_new(
 		    a, json_sprintf("%lld", (long long)json_integer_value(np)));
@@ -561,6 +600,14 @@ static char **agent_argv(struct run *r, struct node *nd)
 	snprintf(buf, sizeof buf, "%g", r->o->sample_hz);
 	a[n++] = strdup(buf);
 	a[n++] = strdup("--takeover");
+	if (strcmp(nd->inv->transport, "local") &&
+	    (!strncmp(nd->inv->host, "127.", 4) ||
+	     !strcmp(nd->inv->host, "localhost") ||
+	     !strcmp(nd->inv->host, "::1"))) {
+		/* A loopback node's traffic (MPI over TCP too) is lo's. */
+		a[n++] = strdup("--net-if");
+		a[n++] = strdup("lo");
+	}
 	json_array_foreach(extra, i, v) if (json_is_string(v) && n < 22)
 	    a[n++] = strdup(json_string_value(v));
 	return a;
