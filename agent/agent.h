@@ -151,6 +151,32 @@ struct stage_stream {
 
 enum stage_stop { STOP_NONE, STOP_CANCEL, STOP_TIMEOUT, STOP_SHUTDOWN };
 
+/* Why a stage failed (cause.c): per rank the last CAUSE_KEEP error lines
+ * (stderr and the engine's `error` events), and the first real cause. */
+#define CAUSE_KEEP     3
+#define CAUSE_LINE_MAX 400
+
+struct cause_rank {
+	int rank; /* -1: mpirun itself */
+	int nline, head;
+	char line[CAUSE_KEEP][CAUSE_LINE_MAX];
+};
+
+struct stage_cause {
+	char first[CAUSE_LINE_MAX]; /* "" until an error line is seen */
+	int first_rank;
+	struct cause_rank *ranks;
+	size_t n, cap;
+};
+
+/* Keep one error line of rank (mpirun's help text is dropped). */
+void cause_note(struct stage_cause *c, int rank, const char *line, size_t len);
+/* Is this one of mpirun's boilerplate lines (never a cause)? */
+int cause_is_boilerplate(const char *line);
+/* Add "cause" ("rank R on NODE: line") and "errors" to a stage end. */
+void cause_to_json(const struct stage_cause *c, const char *node, json_t *end);
+void cause_free(struct stage_cause *c);
+
 struct stage {
 	char id[STAGE_ID_MAX + 1];
 	char step[64];
@@ -168,6 +194,8 @@ struct stage {
 	size_t npr, cappr;
 	char *runfile;
 	char *ranks; /* cluster stage: the rank map ("n1:2,n2:2"), else NULL */
+	int rehearsal; /* the console said so: checks become rehearsal.ITEM */
+	struct stage_cause cause;
 };
 
 struct pid_rank {

@@ -37,9 +37,8 @@ static void run(struct agent *a, struct proto_cmd *cmd)
 	facts_check(facts, require, &status, detail, sizeof detail, &problems);
 	agent_emit(a, "facts", facts, 0);
 	agent_emit(a, "check",
-		   json_pack("{s:s, s:s, s:s, s:i, s:i}", "item", "facts",
-			     "status", status, "detail", detail, "value",
-			     problems, "threshold", 0),
+		   json_pack("{s:s, s:s, s:s}", "item", "facts", "status",
+			     status, "detail", detail),
 		   0);
 }
 

@@ -8,6 +8,8 @@
  */
 #include "agent.h"
 
+#include <errno.h>
+
 #include <gnu/libc-version.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -63,8 +65,7 @@ json_t *facts_collect(struct agent *a, const char *dir)
 		json_object_set_new(o, "disk_path", json_string(dir));
 	} else {
 		json_object_set_new(o, "disk_path", json_string(dir));
-		json_object_set_new(o, "disk_error",
-				    json_string("cannot statvfs"));
+		json_object_set_new(o, "disk_error", json_string(strerror(errno)));
 	}
 	if (uname(&u) == 0) {
 		snprintf(kernel, sizeof kernel, "%s %s %s", u.sysname,
@@ -121,6 +122,16 @@ void facts_check(json_t *facts, json_t *require, const char **status,
 		json_t *have = json_object_get(facts, minimums[i].fact);
 		if (!want)
 			continue;
+		/* The model directory is not there: that, not "0 bytes free",
+		 * is the problem. */
+		if (!have && !strcmp(minimums[i].key, "disk_free") &&
+		    json_object_get(facts, "disk_error")) {
+			ADD("%smodel directory %s: %s", *problems ? "; " : "",
+			    json_string_value(json_object_get(facts, "disk_path")),
+			    json_string_value(json_object_get(facts, "disk_error")));
+			(*problems)++;
+			continue;
+		}
 		if (!json_is_integer(have) ||
 		    json_integer_value(have) < json_integer_value(want)) {
 			ADD("%s%lld %s needed, %lld here",

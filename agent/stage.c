@@ -22,6 +22,7 @@
  * tag; the engine never writes one.)
  */
 #include "agent.h"
+#include "checklist.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -67,6 +68,7 @@ void stage_free(struct stage *st)
 		return;
 	stream_free(&st->out);
 	stream_free(&st->err);
+	cause_free(&st->cause);
 	free(st->src_seq);
 	free(st->pr);
 	free(st->runfile);
@@ -363,6 +365,7 @@ struct stage *stage_start(struct agent *a, json_t *cmd)
 	st->out.fd = st->err.fd = -1;
 	if (st->mpi && *proto_str(cmd, "ranks", ""))
 		st->ranks = strdup(proto_str(cmd, "ranks", ""));
+	st->rehearsal = json_is_true(json_object_get(cmd, "rehearsal"));
 
 	if (st->exec) {
 		json_array_foreach(argv, i, v)
@@ -590,6 +593,7 @@ static void stage_line(struct agent *a, struct stage *st, int rank, int is_err,
 	json_t *val;
 	if (is_err) {
 		log_line(a, st, rank, "warn", "stderr", line, len);
+		cause_note(&st->cause, rank, line, len);
 		return;
 	}
 	if (proto_blank(line, len))
@@ -634,6 +638,21 @@ static void stage_line(struct agent *a, struct stage *st, int rank, int is_err,
 		}
 		if (card >= 0)
 			json_object_set_new(fields, "card", json_integer(card));
+	}
+	if (!strcmp(ev.type, "log") &&
+	    !strcmp(proto_str(ev.obj, "level", ""), "error")) {
+		const char *m = proto_str(ev.obj, "msg", "");
+		cause_note(&st->cause, rank, m, strlen(m));
+	}
+	/* A rehearsal (a shape-validation model) is evidence of its own
+	 * kind: its checks never stand for the real model's. */
+	if (st->rehearsal && !strcmp(ev.type, "check")) {
+		const char *item = proto_str(ev.obj, "item", "");
+		if (!checklist_is_rehearsal(item))
+			json_object_set_new(fields, "item",
+					    json_sprintf("%s%s",
+							 CHECKLIST_REHEARSAL,
+							 item));
 	}
 	json_object_set_new(fields, "rank", json_integer(rank));
 	json_object_set_new(fields, "stage_id", json_string(st->id));
@@ -887,6 +906,8 @@ void stage_finish(struct agent *a, struct stage *st)
 			  "msg", msg, "duration_s", dur);
 	if (sig)
 		json_object_set_new(extra, "signal", json_integer(sig));
+	if (rc)
+		cause_to_json(&st->cause, a->cfg.node, extra);
 	emit_stage(a, st, "end", extra);
 	if (st->ranks) { /* the cluster stage's ssh files, if any */
 		char *f = stage_file(a, st->id, "ssh_config");

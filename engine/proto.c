@@ -318,6 +318,7 @@ static const struct proto_field cmd_run[] = {
     {"ranks", PF_STR, 0, NULL},
     {"ssh_config", PF_STR, 0, NULL},
     {"known_hosts", PF_STR, 0, NULL},
+    {"rehearsal", PF_BOOL, 0, NULL},
     END};
 static const struct proto_field cmd_cancel[] = {{"stage_id", PF_STR, 1, NULL},
 						END};

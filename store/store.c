@@ -18,6 +18,7 @@
 #include "store.h"
 #include "proto.h"
 #include "json_scan.h"
+#include "checklist.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -77,6 +78,21 @@ static const char *const migrations[] = {
     "  stage_id TEXT, PRIMARY KEY(node, seq)) WITHOUT ROWID;"
     "CREATE TABLE session(key TEXT PRIMARY KEY, value TEXT NOT NULL,"
     "  ts INTEGER NOT NULL) WITHOUT ROWID;",
+    /* 1 -> 2: evidence per (item, stage, node).  `stage` is the playbook
+     * stage (stage_id without the runner's ".N" attempt suffix), `subject`
+     * the node the check is about (the console's `for`, else the node). */
+    "ALTER TABLE checks ADD COLUMN stage TEXT;"
+    "ALTER TABLE checks ADD COLUMN subject TEXT;"
+    "UPDATE checks SET subject = coalesce((SELECT json_extract(e.body,"
+    "  '$.for') FROM events e WHERE e.node = checks.node AND"
+    "  e.seq = checks.seq), node),"
+    "  stage = CASE WHEN substr(rtrim(stage_id, '0123456789'), -1) = '.'"
+    "  AND length(rtrim(stage_id, '0123456789')) > 1"
+    "  AND CAST(substr(stage_id, length(rtrim(stage_id, '0123456789')) + 1)"
+    "  AS INTEGER) >= 2"
+    "  THEN substr(stage_id, 1, length(rtrim(stage_id, '0123456789')) - 1)"
+    "  ELSE stage_id END;"
+    "CREATE INDEX checks_evidence ON checks(item, stage, subject, rank);",
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 _Static_assert(N_MIGRATIONS == STORE_SCHEMA_VERSION,
@@ -128,8 +144,8 @@ static const char *const query_sql[Q_COUNT] = {
 		"stage, rank, state, progress, rc, msg) "
 		"VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     [Q_CHECK] = "INSERT OR IGNORE INTO checks(node, seq, ts, item, status, "
-		"detail, value, threshold, rank, stage_id) "
-		"VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+		"detail, value, threshold, rank, stage_id, stage, subject) "
+		"VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     [Q_COMM] = "INSERT OR IGNORE INTO comm(node, seq, ts, op, bytes, "
 	       "ranks, time_us, algbw, busbw, wrong, \"group\", rank, "
 	       "stage_id) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
@@ -710,6 +726,28 @@ static int series_id(struct store *s, const char *node, int64_t card,
 
 #define F(k) jscan_get(j, k)
 
+/* A check's evidence keys (?11 stage, ?12 subject): the playbook stage
+ * its stage_id belongs to, and the node it is about. */
+static void bind_evidence(struct store *s, sqlite3_stmt *st,
+			  const struct jmember *sid, const struct jmember *who,
+			  const char *node)
+{
+	if (sid && sid->kind == J_STR) {
+		char id[256], stage[256];
+		size_t len;
+		const char *t = member_text(s, sid, &len);
+		snprintf(id, sizeof id, "%.*s", (int)len, t);
+		checklist_stage_of(id, stage, sizeof stage);
+		sqlite3_bind_text(st, 11, stage, -1, SQLITE_TRANSIENT);
+	} else {
+		sqlite3_bind_null(st, 11);
+	}
+	if (who && who->kind == J_STR)
+		bind_text(s, st, 12, who);
+	else
+		sqlite3_bind_text(st, 12, node, -1, SQLITE_STATIC);
+}
+
 /* The derived row of one new event. */
 static int derive(struct store *s, const struct jscan *j, const char *node,
 		  int64_t seq, int64_t ts, enum proto_event_kind kind,
@@ -800,6 +838,7 @@ static int derive(struct store *s, const struct jscan *j, const char *node,
 		bind_any(s, st, 8, F("threshold"));
 		bind_int(st, 9, F("rank"));
 		bind_text(s, st, 10, F("stage_id"));
+		bind_evidence(s, st, F("stage_id"), F("for"), node);
 		break;
 	case Q_COMM:
 		bind_text(s, st, 4, F("op"));

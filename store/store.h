@@ -33,7 +33,7 @@
 
 #include "util.h"
 
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 struct store;
 
@@ -170,5 +170,17 @@ int store_samples(struct store *s, const char *node, int card,
  *               "msg","ts"}...]}
  */
 json_t *store_state_at(struct store *s, int64_t t, struct d0_err *err);
+
+/*
+ * The checklist's evidence (evidence.c): the last check per (item, stage,
+ * subject node, rank), as an array of {"item", "stage", "node", "rank",
+ * "status", "detail", "value", "threshold", "ts"} (stage "" when the check
+ * names none; value/threshold JSON text back as JSON).  NULL on error.
+ */
+json_t *store_evidence(struct store *s, struct d0_err *err);
+/* What became of each playbook stage, from the console's own stage
+ * events: {"STAGE_ID": "running" | its end's result ("done", "failed",
+ * "skipped", ...)}.  NULL on error. */
+json_t *store_stage_outcomes(struct store *s, struct d0_err *err);
 
 #endif

@@ -10,6 +10,7 @@
  * file and the JSON path of the offending value.
  */
 #include "playbook.h"
+#include "checklist.h"
 #include "inventory.h"
 #include "step.h"
 
@@ -25,15 +26,6 @@ const char *const playbook_builtins[] = {
     "card_mem", "world", "nodes", NULL,
 };
 
-/* The checklist ids of ARCHITECTURE.md (a contract). */
-const char *const playbook_items[] = {
-    "facts",	      "weights.integrity", "weights.metadata",
-    "ops.coverage",   "memory.plan",	   "comm.groups",
-    "comm.bandwidth", "numerics.op",	   "numerics.layer",
-    "numerics.e2e",   "resources.peak",	   "perf.baseline",
-    "stability.soak", "repro.manifest",	   NULL,
-};
-
 /* Keys of the agent's facts `require` (agent/cmd_facts.c). */
 static const char *const require_keys[] = {"cores", "mem_bytes", "disk_free",
 					   "cards", "card_mem", NULL};
@@ -45,7 +37,7 @@ static const char *const stage_keys[] = {
     "id",   "step",	   "description", "on",	      "needs",
     "args", "argv",	   "mpirun_args", "cwd",      "require",
     "np",   "timeout", "retries",	  "required", "checks",
-    NULL};
+    "rehearsal", NULL};
 static const char *const check_keys[] = {"required", "min", "max", NULL};
 static const char *const policy_keys[] = {"fail_fast", "max_fail_percentage",
 					  NULL};
@@ -275,11 +267,26 @@ static int parse_checks(struct ctx *c, json_t *v, struct pb_stage *s,
 		char at[256], list[512];
 		json_t *x;
 		snprintf(at, sizeof at, "%s.%s", where, item);
-		if (!in_list(playbook_items, item)) {
-			join_list(playbook_items, list, sizeof list);
+		const struct checklist_item *ci = checklist_find(item);
+		if (!ci || checklist_is_rehearsal(item)) {
+			size_t n = 0;
+			for (size_t i = 0; i < checklist_n && n < sizeof list; i++)
+				n += (size_t)snprintf(list + n, sizeof list - n,
+						      "%s%s", i ? ", " : "",
+						      checklist_items[i].id);
 			return perr(c->err, c->file, where,
 				    "unknown checklist item '%.64s' (items: "
 				    "%s)", item, list);
+		}
+		if (!checklist_step_produces(ci, s->step)) {
+			size_t n = 0;
+			for (int i = 0; i < 4 && ci->steps[i] && n < sizeof list; i++)
+				n += (size_t)snprintf(list + n, sizeof list - n,
+						      "%s%s", i ? ", " : "",
+						      ci->steps[i]);
+			return perr(c->err, c->file, at,
+				    "step %s does not produce %s (produced "
+				    "by %s)", s->step, item, list);
 		}
 		if (!json_is_object(spec))
 			return perr(c->err, c->file, at,
@@ -396,6 +403,16 @@ static int parse_stage(struct ctx *c, json_t *o, size_t idx)
 			    "expected 1-64 of [A-Za-z0-9._-], not starting "
 			    "with '.' or '-'");
 	snprintf(s->id, sizeof s->id, "%s", json_string_value(v));
+	{
+		/* "ID.n" names the n-th attempt of ID (checklist_stage_of). */
+		char base[sizeof s->id];
+		checklist_stage_of(s->id, base, sizeof base);
+		if (strcmp(base, s->id))
+			return perr(c->err, c->file, where,
+				    "'%s' ends like an attempt of stage '%s' "
+				    "(.N is the runner's retry suffix)",
+				    s->id, base);
+	}
 	for (size_t j = 0; j < idx; j++)
 		if (!strcmp(c->pb->stages[j].id, s->id))
 			return perr(c->err, c->file, where,
@@ -518,6 +535,13 @@ static int parse_stage(struct ctx *c, json_t *o, size_t idx)
 			return perr(c->err, c->file, where,
 				    "expected true or false");
 		s->required = json_is_true(v);
+	}
+	if ((v = json_object_get(o, "rehearsal"))) {
+		snprintf(where, sizeof where, "%s.rehearsal", sp);
+		if (!json_is_boolean(v))
+			return perr(c->err, c->file, where,
+				    "expected true or false");
+		s->rehearsal = json_is_true(v);
 	}
 	if ((v = json_object_get(o, "checks")) &&
 	    parse_checks(c, v, s, sp) < 0)

@@ -82,6 +82,8 @@ struct pb_stage {
 	double timeout;	     /* seconds; 0 = none */
 	int retries;	     /* extra attempts after a failure */
 	int required;	     /* default 1 */
+	int rehearsal;	     /* a shape-validation rehearsal: its checks are
+				rehearsal.ITEM, never the real item */
 	struct pb_check *checks;
 	size_t n_checks;
 };
@@ -101,10 +103,9 @@ struct playbook {
 	json_t *doc;		  /* the document as loaded */
 };
 
-/* The runner's built-in variable names and the checklist item ids
- * (ARCHITECTURE.md), NULL-terminated. */
+/* The runner's built-in variable names, NULL-terminated.  The checklist
+ * items are the registry's (engine/checklist.h). */
 extern const char *const playbook_builtins[];
-extern const char *const playbook_items[];
 
 /* Load and validate (needs exist, no cycles, steps exist in the engine's
  * registry or are facts/exec, node sets parse).  Returns 0 / -1 (err). */

@@ -19,6 +19,7 @@
 #include "nodeset.h"
 #include "proto.h"
 #include "store.h"
+#include "verdict.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -54,8 +55,8 @@ struct task {
 	int rc;
 	char msg[512];
 	uint64_t sent_order; /* per node, to match an agent's error event */
-	char last_err[256];  /* the stage's last stderr line, for messages */
 	json_t *checks;	     /* item -> {"status","detail","value"} */
+	json_t *argv;	     /* the argv the agent reported it ran */
 };
 
 struct node {
@@ -112,8 +113,9 @@ struct run {
 	int go;
 	struct live *live;
 	FILE *out; /* headless lines; NULL in TUI mode */
-	/* check state per (node, item) for the headless lines and summary */
-	json_t *checks; /* node -> item -> {"status","detail"} */
+	/* evidence per (item, stage, node, rank): the checklist's rows
+	 * (verdict.h); "item\nstage\nnode" -> status last said */
+	json_t *evidence, *said;
 	json_t *pending; /* headless: "text" -> [nodes] to print folded */
 	int64_t pending_since;
 	/* the node currently being fed, for the vars lookup */
@@ -457,6 +459,8 @@ static json_t *task_command(struct run *r, struct task *t, struct d0_err *err)
 	}
 	if (st->timeout > 0)
 		json_object_set_new(c, "timeout", json_real(st->timeout));
+	if (st->rehearsal)
+		json_object_set_new(c, "rehearsal", json_true());
 	if (st->on == PB_ON_CLUSTER && strcmp(st->step, "exec")) {
 		int np = st->np ? st->np : cluster_world(r);
 		json_object_set_new(c, "np", json_integer(np));
@@ -724,10 +728,11 @@ static int judge_checks(struct run *r, struct task *t, char *why, size_t max)
 					 c->item);
 				console_event(
 				    r, "check",
-				    json_pack("{s:s, s:s, s:s, s:s}", "item",
+				    json_pack("{s:s, s:s, s:s, s:s, s:s}", "item",
 					      c->item, "status", "fail",
 					      "detail", why, "for",
-					      r->nodes[t->node].inv->name));
+					      r->nodes[t->node].inv->name,
+					      "stage_id", t->sid));
 				return -1;
 			}
 			continue;
@@ -752,11 +757,12 @@ static int judge_checks(struct run *r, struct task *t, char *why, size_t max)
 					 c->has_max ? c->max : INFINITY);
 				console_event(
 				    r, "check",
-				    json_pack("{s:s, s:s, s:s, s:f, s:s}",
+				    json_pack("{s:s, s:s, s:s, s:f, s:s, s:s}",
 					      "item", c->item, "status",
 					      "fail", "detail", why, "value",
 					      v, "for",
-					      r->nodes[t->node].inv->name));
+					      r->nodes[t->node].inv->name,
+					      "stage_id", t->sid));
 				if (c->required)
 					return -1;
 			}
@@ -764,6 +770,9 @@ static int judge_checks(struct run *r, struct task *t, char *why, size_t max)
 	}
 	return 0;
 }
+
+static void forget_evidence(struct run *r, const char *stage,
+			    const char *node);
 
 /* Send the task again as its next attempt (a new stage id for the
  * agent); text is the headless line. */
@@ -773,21 +782,24 @@ static void task_again(struct run *r, struct task *t, const char *text)
 	task_sid(r, t);
 	t->st = T_WAIT;
 	json_object_clear(t->checks);
-	t->last_err[0] = 0;
+	forget_evidence(r, r->pb.stages[t->stage].id,
+			r->nodes[t->node].inv->name);
 	say(r, text, r->nodes[t->node].inv->name);
 	send_task(r, t);
 }
 
 static void task_ended(struct run *r, struct task *t, int rc,
-		       const char *reason, const char *msg)
+		       const char *reason, const char *msg, const char *cause)
 {
 	const struct pb_stage *st = &r->pb.stages[t->stage];
 	char why[512] = "";
 	int failed = rc != 0;
 	t->rc = rc;
-	if (rc && t->last_err[0])
-		snprintf(t->msg, sizeof t->msg, "%.120s: %.300s",
-			 msg ? msg : "", t->last_err);
+	/* The agent's first real cause (rank and node), not mpirun's help
+	 * text: that stays in the log. */
+	if (rc && cause && *cause)
+		snprintf(t->msg, sizeof t->msg, "%.100s: %.400s",
+			 msg ? msg : "", cause);
 	else
 		snprintf(t->msg, sizeof t->msg, "%s", msg ? msg : "");
 	if (!failed && judge_checks(r, t, why, sizeof why)) {
@@ -828,25 +840,52 @@ static void task_ended(struct run *r, struct task *t, int rc,
 
 /* ---------------------------------------------------------------- absorb */
 
-static void note_check(struct run *r, const char *node, const char *item,
-		       const char *status, const char *detail)
+/* One check into the evidence: the last per (item, stage, node, rank);
+ * the headless line when the (item, stage, node) status changes. */
+static void note_check(struct run *r, const char *node, const char *stage,
+		       json_t *o)
 {
-	json_t *per = json_object_get(r->checks, node), *old;
+	const char *item = json_string_value(json_object_get(o, "item"));
+	const char *status = json_string_value(json_object_get(o, "status"));
+	json_t *rank = json_object_get(o, "rank");
 	const char *was;
-	char text[160];
-	if (!per) {
-		per = json_object();
-		json_object_set_new(r->checks, node, per);
-	}
-	old = json_object_get(per, item);
-	was = json_string_value(json_object_get(old, "status"));
+	char key[512], text[160];
+	if (!item || !status)
+		return;
+	snprintf(key, sizeof key, "%s\n%s\n%s\n%lld", item, stage, node,
+		 json_is_integer(rank) ? (long long)json_integer_value(rank)
+				       : -1LL);
+	json_object_set_new(
+	    r->evidence, key,
+	    json_pack("{s:s, s:s, s:s, s:O, s:s, s:s, s:O*, s:O*}", "item",
+		      item, "stage", stage, "node", node, "rank",
+		      rank ? rank : json_null(), "status", status, "detail",
+		      json_string_value(json_object_get(o, "detail")) ?: "",
+		      "value", json_object_get(o, "value"), "threshold",
+		      json_object_get(o, "threshold")));
+	snprintf(key, sizeof key, "%s\n%s\n%s", item, stage, node);
+	was = json_string_value(json_object_get(r->said, key));
 	if (was && !strcmp(was, status))
 		return;
-	json_object_set_new(per, item,
-			    json_pack("{s:s, s:s}", "status", status, "detail",
-				      detail ? detail : ""));
+	json_object_set_new(r->said, key, json_string(status));
 	snprintf(text, sizeof text, "check %-18s %s", item, status);
 	say(r, text, node);
+}
+
+/* A new attempt of stage on node: its earlier evidence is replaced. */
+static void forget_evidence(struct run *r, const char *stage, const char *node)
+{
+	const char *k;
+	json_t *v;
+	void *tmp;
+	json_object_foreach_safe(r->evidence, tmp, k, v)
+	{
+		if (!strcmp(json_string_value(json_object_get(v, "stage")) ?: "",
+			    stage) &&
+		    !strcmp(json_string_value(json_object_get(v, "node")) ?: "",
+			    node))
+			json_object_del(r->evidence, k);
+	}
 }
 
 static struct task *oldest_sent(struct run *r, int node)
@@ -872,18 +911,15 @@ static void absorb(struct run *r, int node, struct proto_event *ev)
 	if (node < 0) {
 		if (!strcmp(ev->node, CONSOLE_NODE)) {
 			if (!strcmp(ev->type, "check")) {
-				const char *item = json_string_value(
-				    json_object_get(o, "item"));
-				const char *status = json_string_value(
-				    json_object_get(o, "status"));
 				const char *who = json_string_value(
 				    json_object_get(o, "for"));
-				if (item && status)
-					note_check(r, who ? who : CONSOLE_NODE,
-						   item, status,
-						   json_string_value(
-						       json_object_get(
-							   o, "detail")));
+				char stage[96];
+				checklist_stage_of(
+				    json_string_value(
+					json_object_get(o, "stage_id")),
+				    stage, sizeof stage);
+				note_check(r, who ? who : CONSOLE_NODE, stage,
+					   o);
 			}
 			absorb_console(r, ev);
 		}
@@ -903,8 +939,6 @@ static void absorb(struct run *r, int node, struct proto_event *ev)
 		    json_string_value(json_object_get(o, "status"));
 		if (!item || !status)
 			return;
-		note_check(r, ev->node, item, status,
-			   json_string_value(json_object_get(o, "detail")));
 		t = sid ? find_task(r, node, sid) : NULL;
 		if (!t && !sid && !strcmp(item, "facts")) {
 			/* The facts command's answer has no stage id. */
@@ -916,6 +950,8 @@ static void absorb(struct run *r, int node, struct proto_event *ev)
 					t = &r->tasks[i];
 					break;
 				}
+			note_check(r, ev->node,
+				   t ? r->pb.stages[t->stage].id : "", o);
 			if (t) {
 				json_object_set_new(
 				    t->checks, item,
@@ -926,10 +962,21 @@ static void absorb(struct run *r, int node, struct proto_event *ev)
 					      json_object_get(o, "detail")));
 				task_ended(r, t, !strcmp(status, "fail"), NULL,
 					   json_string_value(
-					       json_object_get(o, "detail")));
+					       json_object_get(o, "detail")),
+					   NULL);
 			}
 			return;
 		}
+		{
+			char stage[96];
+			checklist_stage_of(sid, stage, sizeof stage);
+			note_check(r, ev->node, stage, o);
+		}
+		/* A rehearsal's items come back as rehearsal.ITEM: the
+		 * playbook's thresholds name ITEM. */
+		if (t && r->pb.stages[t->stage].rehearsal &&
+		    checklist_is_rehearsal(item))
+			item += sizeof CHECKLIST_REHEARSAL - 1;
 		if (t && !is_final(t)) {
 			/* Several ranks may report one item: a fail stays. */
 			json_t *old = json_object_get(t->checks, item);
@@ -952,26 +999,19 @@ static void absorb(struct run *r, int node, struct proto_event *ev)
 		t = find_task(r, node, sid);
 		if (!t || !state)
 			return;
-		if (!strcmp(state, "start") && !is_final(t))
+		if (!strcmp(state, "start") && !is_final(t)) {
 			t->st = T_RUNNING;
-		else if (!strcmp(state, "end") && !is_final(t))
+			/* What the agent ran, exactly: the manifest's. */
+			if (json_is_array(json_object_get(o, "argv"))) {
+				json_decref(t->argv);
+				t->argv = json_incref(json_object_get(o, "argv"));
+			}
+		} else if (!strcmp(state, "end") && !is_final(t))
 			task_ended(
 			    r, t, (int)json_integer_value(json_object_get(o, "rc")),
 			    json_string_value(json_object_get(o, "reason")),
-			    json_string_value(json_object_get(o, "msg")));
-		return;
-	}
-	if (!strcmp(ev->type, "log") && sid) {
-		const char *msg = json_string_value(json_object_get(o, "msg"));
-		const char *stream =
-		    json_string_value(json_object_get(o, "stream"));
-		t = find_task(r, node, sid);
-		/* mpirun's closing banner is no explanation: keep the line
-		 * before it. */
-		if (t && msg && *msg && stream && !strcmp(stream, "stderr") &&
-		    !strchr("-", msg[0]) && !strstr(msg, "mpirun") &&
-		    strncmp(msg, "  ", 2) && !strstr(msg, "job to be terminated"))
-			scpy(t->last_err, sizeof t->last_err, msg);
+			    json_string_value(json_object_get(o, "msg")),
+			    json_string_value(json_object_get(o, "cause")));
 		return;
 	}
 	if (!strcmp(ev->type, "error")) {
@@ -980,7 +1020,7 @@ static void absorb(struct run *r, int node, struct proto_event *ev)
 		if (cmd && (!strcmp(cmd, "run") || !strcmp(cmd, "facts")) &&
 		    (t = oldest_sent(r, node))) {
 			t->attempt = r->pb.stages[t->stage].retries + 1;
-			task_ended(r, t, 2, "refused", msg);
+			task_ended(r, t, 2, "refused", msg, NULL);
 		}
 	}
 }
@@ -1182,7 +1222,8 @@ static void start_stage(struct run *r, int s)
 				"stage", ps->step, "state", "start",
 				"progress", 0.0, "nodes", nodes));
 	start_stage_on(r, s, nodes);
-	/* The exact commands, for the reproducibility manifest. */
+	/* The commands sent, for the reproducibility manifest (the argv each
+	 * agent reports it ran joins them at the end: write_manifest_end). */
 	cmds = json_array();
 	for (i = 0; i < r->stages[s].n_tasks; i++) {
 		struct task *t = &r->tasks[r->stages[s].tasks[i]];
@@ -1191,9 +1232,9 @@ static void start_stage(struct run *r, int s)
 		say(r, text, r->nodes[t->node].inv->name);
 		if (c) {
 			json_array_append_new(
-			    cmds, json_pack("{s:s, s:o, s:o}", "node",
+			    cmds, json_pack("{s:s, s:o}", "node",
 					    r->nodes[t->node].inv->name, "cmd",
-					    c, "argv", command_argv(r, c)));
+					    c));
 		}
 		send_task(r, t);
 	}
@@ -1467,110 +1508,133 @@ static void op_quit(void *arg)
 
 /* ----------------------------------------------------------- summary */
 
-static const char *const checklist[] = {
-    "facts",	       "weights.integrity", "weights.metadata",
-    "ops.coverage",    "memory.plan",	    "comm.groups",
-    "comm.bandwidth",  "numerics.op",	    "numerics.layer",
-    "numerics.e2e",    "resources.peak",    "perf.baseline",
-    "stability.soak",  "repro.manifest",    NULL,
-};
-
-static int status_rank(const char *s)
+/* The checklist of this run (verdict.h): the playbook's stages with what
+ * became of them, folded with the evidence. */
+static json_t *run_checklist(struct run *r)
 {
-	static const char *const order[] = {"pass", "skip",    "pending",
-					    "running", "warn", "fail"};
-	for (int i = 0; i < 6; i++)
-		if (!strcmp(s, order[i]))
-			return i;
-	return 2;
+	struct verdict_stage *vs = calloc(r->pb.n + 1, sizeof *vs);
+	json_t *rows = json_array(), *v, *items;
+	const char *k;
+	json_object_foreach(r->evidence, k, v) json_array_append(rows, v);
+	for (size_t s = 0; s < r->pb.n; s++) {
+		const struct pb_stage *ps = &r->pb.stages[s];
+		vs[s].id = ps->id;
+		vs[s].rehearsal = ps->rehearsal;
+		vs[s].outcome = verdict_outcome(stage_state_names[r->stages[s].st]);
+		vs[s].checks = json_object();
+		for (size_t c = 0; c < ps->n_checks; c++)
+			json_object_set_new(
+			    vs[s].checks, ps->checks[c].item,
+			    json_pack("{s:b}", "required",
+				      ps->checks[c].required && ps->required));
+	}
+	items = verdict_items(vs, r->pb.n, rows);
+	for (size_t s = 0; s < r->pb.n; s++)
+		json_decref(vs[s].checks);
+	free(vs);
+	json_decref(rows);
+	return items;
 }
 
-/* The checklist table: items x nodes, folded; returns the number of
- * required items that did not pass. */
+/* The item's evidence rows, folded by (stage, status, detail) over nodes. */
+static void print_item(FILE *f, json_t *it)
+{
+	json_t *groups = json_array(), *e, *g;
+	size_t i, j;
+	json_array_foreach(json_object_get(it, "evidence"), i, e)
+	{
+		json_t *found = NULL;
+		json_array_foreach(groups, j, g)
+		{
+			if (json_equal(json_object_get(g, "stage"),
+				       json_object_get(e, "stage")) &&
+			    json_equal(json_object_get(g, "status"),
+				       json_object_get(e, "status")) &&
+			    json_equal(json_object_get(g, "detail"),
+				       json_object_get(e, "detail"))) {
+				found = g;
+				break;
+			}
+		}
+		if (!found) {
+			found = json_pack("{s:O, s:O, s:O, s:[]}", "stage",
+					  json_object_get(e, "stage"), "status",
+					  json_object_get(e, "status"), "detail",
+					  json_object_get(e, "detail"), "nodes");
+			json_array_append_new(groups, found);
+		}
+		if (strcmp(json_string_value(json_object_get(e, "node")) ?: "-",
+			   "-"))
+			json_array_append(json_object_get(found, "nodes"),
+					  json_object_get(e, "node"));
+	}
+	json_array_foreach(groups, i, g)
+	{
+		char *set = json_array_size(json_object_get(g, "nodes"))
+				? fold_array(json_object_get(g, "nodes"))
+				: strdup("-");
+		/* The item and its verdict on the first row; each further
+		 * piece of evidence below it, with its own status. */
+		fprintf(f, "%-24s %-7s %-14s %-16s %.100s\n",
+			i ? "" : json_string_value(json_object_get(it, "item")),
+			i ? json_string_value(json_object_get(g, "status"))
+			  : json_string_value(json_object_get(it, "status")),
+			*json_string_value(json_object_get(g, "stage"))
+			    ? json_string_value(json_object_get(g, "stage"))
+			    : "-",
+			set ? set : "?",
+			json_string_value(json_object_get(g, "detail")) ?: "");
+		free(set);
+	}
+	json_decref(groups);
+}
+
+/* The checklist table: each item's verdict and its evidence per (stage,
+ * node), then the rehearsal's evidence in a block of its own. */
 static void print_checklist(struct run *r, FILE *f)
 {
-	json_t *items = json_object(), *per, *c;
-	const char *node, *item;
-	fprintf(f, "\n%-18s %-6s %-22s %s\n", "CHECK", "STATUS", "NODES",
-		"DETAIL");
-	json_object_foreach(r->checks, node, per)
+	json_t *items = run_checklist(r), *it;
+	size_t i;
+	int rehearsal = 0;
+	fprintf(f, "\n%-24s %-7s %-14s %-16s %s\n", "CHECK", "STATUS", "STAGE",
+		"NODES", "DETAIL");
+	json_array_foreach(items, i, it)
 	{
-		json_object_foreach(per, item, c)
-		{
-			json_t *by = json_object_get(items, item);
-			const char *st =
-			    json_string_value(json_object_get(c, "status"));
-			json_t *g;
-			if (!by) {
-				by = json_object();
-				json_object_set_new(items, item, by);
-			}
-			g = json_object_get(by, st);
-			if (!g) {
-				g = json_pack("{s:[], s:O}", "nodes", "detail",
-					      json_object_get(c, "detail"));
-				json_object_set_new(by, st, g);
-			}
-			json_array_append_new(json_object_get(g, "nodes"),
-					      json_string(node));
-		}
-	}
-	for (int pass = 0; pass < 2; pass++) {
-		void *it = json_object_iter(items);
-		for (int i = 0; pass == 0 ? checklist[i] != NULL : it != NULL;
-		     i++) {
-			const char *name;
-			json_t *by, *g;
-			const char *st;
-			if (pass == 0) {
-				name = checklist[i];
-			} else {
-				name = json_object_iter_key(it);
-				it = json_object_iter_next(items, it);
-				int known = 0;
-				for (int k = 0; checklist[k]; k++)
-					known |= !strcmp(checklist[k], name);
-				if (known)
-					continue;
-			}
-			by = json_object_get(items, name);
-			if (!by) {
-				if (pass == 0)
-					fprintf(f, "%-18s %-6s %-22s %s\n",
-						name, "-", "-", "not reported");
-				continue;
-			}
-			/* Worst status first. */
-			for (int rank = 5; rank >= 0; rank--)
-				json_object_foreach(by, st, g)
-				{
-					char *set;
-					const char *d;
-					if (status_rank(st) != rank)
-						continue;
-					set = fold_array(
-					    json_object_get(g, "nodes"));
-					d = json_string_value(
-					    json_object_get(g, "detail"));
-					fprintf(f, "%-18s %-6s %-22s %.100s\n",
-						name, st, set ? set : "?",
-						d ? d : "");
-					free(set);
-				}
-		}
+		if (json_is_true(json_object_get(it, "rehearsal")) &&
+		    !rehearsal++)
+			fprintf(f, "\n%-24s %-7s %-14s %-16s %s\n",
+				"REHEARSAL", "STATUS", "STAGE", "NODES",
+				"DETAIL (a shape-validation model: never the "
+				"real model's)");
+		print_item(f, it);
 	}
 	json_decref(items);
+}
+
+/* "failed: a, b": one line of the NO-GO's reasons. */
+static void print_reasons(FILE *f, const char *what, json_t *list)
+{
+	size_t i;
+	json_t *v;
+	if (!json_array_size(list))
+		return;
+	fprintf(f, "%s", what);
+	json_array_foreach(list, i, v)
+	    fprintf(f, "%s%s", i ? ", " : " ", json_string_value(v));
+	fputc('\n', f);
 }
 
 static void print_summary(struct run *r, FILE *f)
 {
 	size_t unreachable = 0;
+	struct d0_err err = {{0}};
+	json_t *verdict;
 	print_checklist(r, f);
 	fprintf(f, "\n%-18s %-8s %s\n", "STAGE", "RESULT", "NOTE");
 	for (size_t k = 0; k < r->pb.n; k++) {
 		int s = (int)r->pb.order[k];
 		struct stage_rt *sr = &r->stages[s];
-		fprintf(f, "%-18s %-8s %.110s\n", r->pb.stages[s].id,
+		fprintf(f, "%-18s %-8s %.300s\n", r->pb.stages[s].id,
 			stage_state_names[sr->st],
 			sr->st == S_DONE && !strcmp(sr->msg, "ok") ? "" : sr->msg);
 	}
@@ -1581,55 +1645,70 @@ static void print_summary(struct run *r, FILE *f)
 			fprintf(f, "  %s: %s\n", r->nodes[i].inv->name,
 				r->nodes[i].why);
 		}
-	fprintf(f, "\nverdict: %s%s\nsession: %s\nreplay:  day0 replay %s\n"
+	fprintf(f, "\nverdict: %s%s\n", r->go ? "GO" : "NO-GO",
+		r->cancelled ? " (cancelled)" : "");
+	verdict = store_session_get(r->store, "verdict", &err);
+	print_reasons(f, "failed:", json_object_get(verdict, "failed"));
+	print_reasons(f, "skipped:", json_object_get(verdict, "skipped"));
+	json_decref(verdict);
+	fprintf(f, "session: %s\nreplay:  day0 replay %s\n"
 		   "report:  day0 report %s --format html -o report.html\n",
-		r->go ? "GO" : "NO-GO", r->cancelled ? " (cancelled)" : "",
 		r->session, r->session, r->session);
 }
 
+/* GO or NO-GO, with the reasons apart: what failed (stages, nodes,
+ * required items) and what was skipped (required stages that never ran). */
 static void decide(struct run *r)
 {
-	json_t *failed = json_array(), *per, *c;
-	const char *node, *item;
+	json_t *failed = json_array(), *skipped = json_array(), *items, *it;
+	size_t i, j;
 	int go = !r->cancelled;
-	for (size_t s = 0; s < r->pb.n; s++)
-		if (r->pb.stages[s].required && r->stages[s].st != S_DONE) {
-			go = 0;
-			json_array_append_new(failed,
-					      json_sprintf("stage:%s",
-							   r->pb.stages[s].id));
-		}
-	for (size_t i = 0; i < r->n_nodes; i++)
+	for (size_t s = 0; s < r->pb.n; s++) {
+		enum stage_state st = r->stages[s].st;
+		if (!r->pb.stages[s].required || st == S_DONE)
+			continue;
+		go = 0;
+		json_array_append_new(st == S_FAILED ? failed : skipped,
+				      json_sprintf("stage:%s",
+						   r->pb.stages[s].id));
+	}
+	for (i = 0; i < r->n_nodes; i++)
 		if (r->nodes[i].failed || r->nodes[i].excluded) {
 			go = 0;
 			json_array_append_new(
 			    failed,
 			    json_sprintf("node:%s", r->nodes[i].inv->name));
 		}
-	json_object_foreach(r->checks, node, per)
-	    json_object_foreach(per, item, c)
+	items = run_checklist(r);
+	json_array_foreach(items, i, it)
 	{
-		const char *st = json_string_value(json_object_get(c, "status"));
-		int required = 1;
-		for (size_t s = 0; s < r->pb.n; s++)
-			for (size_t k = 0; k < r->pb.stages[s].n_checks; k++)
-				if (!strcmp(r->pb.stages[s].checks[k].item, item) &&
-				    (!r->pb.stages[s].checks[k].required ||
-				     !r->pb.stages[s].required))
-					required = 0;
-		if (st && !strcmp(st, "fail") && required) {
+		json_t *e;
+		if (!json_is_true(json_object_get(it, "required")))
+			continue;
+		json_array_foreach(json_object_get(it, "evidence"), j, e)
+		{
+			if (strcmp(json_string_value(json_object_get(e, "status")),
+				   "fail"))
+				continue;
 			go = 0;
-			json_array_append_new(failed,
-					      json_sprintf("%s@%s", item, node));
+			json_array_append_new(
+			    failed,
+			    json_sprintf("%s@%s",
+					 json_string_value(json_object_get(it, "item")),
+					 json_string_value(json_object_get(e, "node"))));
 		}
 	}
 	r->go = go;
 	console_event(r, "verdict",
-		      json_pack("{s:b, s:O}", "go", go, "failed", failed));
+		      json_pack("{s:b, s:O, s:O, s:o}", "go", go, "failed",
+				failed, "skipped", skipped, "items",
+				verdict_statuses(items)));
+	json_decref(items);
 	{
 		struct d0_err err = {{0}};
-		json_t *v = json_pack("{s:b, s:o, s:i}", "go", go, "failed",
-				      failed, "exit", go ? 0 : 1);
+		json_t *v = json_pack("{s:b, s:o, s:o, s:i}", "go", go, "failed",
+				      failed, "skipped", skipped, "exit",
+				      go ? 0 : 1);
 		store_session_set(r->store, "verdict", v, &err);
 		json_decref(v);
 		v = json_integer(now_ns());
@@ -1683,12 +1762,25 @@ static void write_manifest_end(struct run *r)
 		const struct pb_stage *ps = &r->pb.stages[s];
 		static const char *const on[] = {"all", "first", "cluster",
 						 "set"};
-		json_t *cmds = json_object_get(commands, ps->id);
+		json_t *cmds = json_object_get(commands, ps->id), *cm;
+		size_t i;
 		json_t *st = json_pack(
-		    "{s:s, s:s, s:s, s:s, s:O*}", "id", ps->id, "step",
+		    "{s:s, s:s, s:s, s:s, s:b, s:O*}", "id", ps->id, "step",
 		    ps->step, "on", ps->on == PB_ON_SET ? ps->on_set : on[ps->on],
-		    "result", stage_state_names[r->stages[s].st], "commands",
-		    cmds);
+		    "result", stage_state_names[r->stages[s].st], "rehearsal",
+		    ps->rehearsal, "commands", cmds);
+		/* Each node's command with the argv its agent reported. */
+		json_array_foreach(cmds, i, cm)
+		{
+			const char *node =
+			    json_string_value(json_object_get(cm, "node"));
+			for (size_t k = 0; node && k < r->stages[s].n_tasks; k++) {
+				struct task *t = &r->tasks[r->stages[s].tasks[k]];
+				if (!strcmp(r->nodes[t->node].inv->name, node) &&
+				    t->argv)
+					json_object_set(cm, "argv", t->argv);
+			}
+		}
 		json_array_append_new(stages, st);
 		for (size_t k = 0; k < ps->n_checks; k++) {
 			const struct pb_check *c = &ps->checks[k];
@@ -2113,8 +2205,10 @@ static void run_free(struct run *r)
 {
 	for (size_t i = 0; i < r->n_nodes; i++)
 		link_free(r->nodes[i].link);
-	for (size_t i = 0; i < r->n_tasks; i++)
+	for (size_t i = 0; i < r->n_tasks; i++) {
 		json_decref(r->tasks[i].checks);
+		json_decref(r->tasks[i].argv);
+	}
 	for (size_t s = 0; r->stages && s < r->pb.n; s++)
 		free(r->stages[s].tasks);
 	free(r->stages);
@@ -2124,7 +2218,8 @@ static void run_free(struct run *r)
 	line_ctx = NULL;
 	json_decref(r->inv_doc);
 	json_decref(r->vars);
-	json_decref(r->checks);
+	json_decref(r->evidence);
+	json_decref(r->said);
 	json_decref(r->pending);
 	inventory_free(&r->inv);
 	playbook_free(&r->pb);
@@ -2205,7 +2300,8 @@ int runner_main(const struct runner_opts *o)
 	r.o = o;
 	r.cur_node = -1;
 	r.vars = o->vars ? json_deep_copy(o->vars) : json_object();
-	r.checks = json_object();
+	r.evidence = json_object();
+	r.said = json_object();
 	r.pending = json_object();
 	r.t_start = now_ns();
 	r.pb.max_fail_pct = -1;

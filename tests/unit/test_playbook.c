@@ -54,7 +54,7 @@ static const char *valid =
     "   \"args\": [\"${model}\", \"--tp\", \"${tp}\"], \"timeout\": 60.5,\n"
     "   \"retries\": 2, \"required\": false, \"description\": \"v\",\n"
     "   \"checks\": {\"weights.integrity\": {},\n"
-    "              \"comm.bandwidth\": {\"required\": false, \"min\": 1,\n"
+    "              \"weights.metadata\": {\"required\": false, \"min\": 1,\n"
     "                                  \"max\": 9.5}}},\n"
     "  {\"id\": \"comm\", \"step\": \"comm\", \"on\": \"cluster\", \"np\": 4,\n"
     "   \"needs\": [\"verify\"], \"mpirun_args\": [\"--bind-to\", \"none\"]},\n"
@@ -296,6 +296,21 @@ int main(void)
 			    "{\"comm.bandwith\": {}}}",
 			    "stages[0].checks: unknown checklist item "
 			    "'comm.bandwith'"));
+	/* the registry says which steps produce an item */
+	CHECK(stage_refused("{\"id\": \"v\", \"step\": \"verify\", \"checks\": "
+			    "{\"numerics.e2e\": {}}}",
+			    "stages[0].checks.numerics.e2e: step verify does "
+			    "not produce numerics.e2e (produced by validate)"));
+	CHECK(stage_refused("{\"id\": \"v\", \"step\": \"validate\", \"checks\": "
+			    "{\"rehearsal.numerics.e2e\": {}}}",
+			    "stages[0].checks: unknown checklist item "
+			    "'rehearsal.numerics.e2e'"));
+	CHECK(stage_refused("{\"id\": \"v.2\", \"step\": \"comm\"}",
+			    "stages[0].id: 'v.2' ends like an attempt of "
+			    "stage 'v'"));
+	CHECK(stage_refused("{\"id\": \"v\", \"step\": \"comm\", "
+			    "\"rehearsal\": 1}",
+			    "stages[0].rehearsal: expected true or false"));
 	CHECK(stage_refused("{\"id\": \"v\", \"step\": \"comm\", \"checks\": "
 			    "{\"comm.bandwidth\": true}}",
 			    "stages[0].checks.comm.bandwidth: expected an "
@@ -418,6 +433,13 @@ int main(void)
 			if (rc < 0)
 				printf("# %s\n", err.msg);
 			CHECKN(name, rc == 0);
+			/* release-day's like-* stages are its rehearsal */
+			if (rc == 0 && strstr(g.gl_pathv[i], "release-day"))
+				for (size_t k = 0; k < pb.n; k++)
+					CHECKN(pb.stages[k].id,
+					       pb.stages[k].rehearsal ==
+						   !strncmp(pb.stages[k].id,
+							    "like-", 5));
 			if (rc == 0)
 				playbook_free(&pb);
 		}
