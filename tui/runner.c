@@ -930,6 +930,13 @@ static void absorb(struct run *r, int node, struct proto_event *ev)
 		return;
 	}
 	if (!strcmp(ev->type, "bye")) {
+		/* Done, not silent: the screens stop ageing it. */
+		if (!r->nodes[node].said_bye)
+			console_event(r, "node",
+				      json_pack("{s:s, s:s, s:s}", "name",
+						r->nodes[node].inv->name,
+						"state", "done", "msg",
+						"the agent said bye"));
 		r->nodes[node].said_bye = 1;
 		return;
 	}
@@ -1876,6 +1883,11 @@ static void tend_links(struct run *r)
 			    json_pack("{s:s, s:s, s:s, s:s}", "item", "facts",
 				      "status", "fail", "detail", nd->why,
 				      "for", nd->inv->name));
+			/* It stays in the grid, as unreachable and why. */
+			console_event(r, "node",
+				      json_pack("{s:s, s:s, s:s}", "name",
+						nd->inv->name, "state",
+						"unreachable", "msg", nd->why));
 			say(r, "node unreachable", nd->inv->name);
 			link_free(nd->link);
 			nd->link = NULL;

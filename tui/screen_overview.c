@@ -25,6 +25,10 @@ static enum tui_role node_state(const struct view *v,
 		else if (s->has_rc && s->rc)
 			bad = s;
 	}
+	if (n->state[0] && strcmp(n->state, "done")) {
+		snprintf(out, max, "%s: %.*s", n->state, (int)(max > 20 ? max - 20 : 1), n->why);
+		return ROLE_FAIL;
+	}
 	if (view_node_stale(v, n, &age)) {
 		char d[24];
 		tui_dur(age, d, sizeof d);
@@ -40,7 +44,7 @@ static enum tui_role node_state(const struct view *v,
 		snprintf(out, max, "FAIL %s", bad->id);
 		return ROLE_FAIL;
 	}
-	snprintf(out, max, "idle");
+	snprintf(out, max, n->state[0] ? "done" : "idle");
 	return ROLE_OK;
 }
 

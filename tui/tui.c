@@ -341,7 +341,7 @@ static void draw_header(struct tui *ui, const struct view *v)
 	if (*v->playbook && strcmp(v->playbook, v->name))
 		x += tui_printf(stdscr, 0, x, COLS - x, A_NORMAL,
 				"  playbook %s", v->playbook);
-	tui_dur(v->start ? v->t - v->start : 0, el, sizeof el);
+	tui_dur(view_elapsed(v), el, sizeof el);
 	x += tui_printf(stdscr, 0, x, COLS - x, A_NORMAL, "  elapsed %s", el);
 	if (cur) {
 		snprintf(buf, sizeof buf, "  stage %s %.0f%%", cur->id,

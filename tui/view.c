@@ -239,7 +239,16 @@ int view_node_stale(const struct view *v, const struct view_node *n,
 		a = 0;
 	if (age)
 		*age = a;
+	if (n->state[0] || v->verdict_ts)
+		return 0;
 	return a > VIEW_STALE_NS;
+}
+
+int64_t view_elapsed(const struct view *v)
+{
+	int64_t end = v->verdict_ts && v->verdict_ts < v->t ? v->verdict_ts
+							     : v->t;
+	return v->start && end > v->start ? end - v->start : 0;
 }
 
 /* -------------------------------------------------------------------- fold */
@@ -410,11 +419,16 @@ static void apply_check(struct view *v, const struct proto_event *ev)
 {
 	json_t *o = ev->obj;
 	const char *item = jstr(o, "item");
+	/* The console's check about a node (facts of an unreachable one)
+	 * is that node's. */
+	const char *node = !strcmp(ev->node, CONSOLE_NODE) && *jstr(o, "for")
+			       ? jstr(o, "for")
+			       : ev->node;
 	size_t i = 0;
 	struct view_check *c;
-	while (i < v->nchecks && check_cmp(&v->checks[i], item, ev->node) < 0)
+	while (i < v->nchecks && check_cmp(&v->checks[i], item, node) < 0)
 		i++;
-	if (i == v->nchecks || check_cmp(&v->checks[i], item, ev->node)) {
+	if (i == v->nchecks || check_cmp(&v->checks[i], item, node)) {
 		if (v->nchecks == v->capchecks) {
 			size_t nc = v->capchecks ? v->capchecks * 2 : 32;
 			struct view_check *na =
@@ -429,7 +443,7 @@ static void apply_check(struct view *v, const struct proto_event *ev)
 		v->nchecks++;
 		memset(&v->checks[i], 0, sizeof v->checks[i]);
 		copy(v->checks[i].item, sizeof v->checks[i].item, item);
-		copy(v->checks[i].node, sizeof v->checks[i].node, ev->node);
+		copy(v->checks[i].node, sizeof v->checks[i].node, node);
 	}
 	c = &v->checks[i];
 	copy(c->status, sizeof c->status, jstr(o, "status"));
@@ -439,7 +453,7 @@ static void apply_check(struct view *v, const struct proto_event *ev)
 		  sizeof c->threshold);
 	c->ts = ev->ts;
 	if (!strcmp(c->status, "fail"))
-		mark_push(v, VIEW_FAILURE, ev->ts, ev->node, "%s failed: %s",
+		mark_push(v, VIEW_FAILURE, ev->ts, node, "%s failed: %s",
 			  item, c->detail);
 	if (!strcmp(item, "memory.plan")) {
 		json_t *plan = json_object_get(o, "plan");
@@ -572,11 +586,16 @@ void view_apply(struct view *v, const struct proto_event *ev)
 	} else if (ev->kind == EV_MARKER)
 		mark_push(v, VIEW_MARKER, ev->ts, ev->node, "%s%s",
 			  jstr(ev->obj, "note"), "");
-	else if (ev->kind == EV_VERDICT) {
+	else if (!strcmp(ev->type, "node") && *jstr(ev->obj, "name")) {
+		struct view_node *n = node_get(v, jstr(ev->obj, "name"), ev->ts);
+		copy(n->state, sizeof n->state, jstr(ev->obj, "state"));
+		copy(n->why, sizeof n->why, jstr(ev->obj, "msg"));
+	} else if (ev->kind == EV_VERDICT) {
 		json_t *failed = json_object_get(ev->obj, "failed");
 		size_t i, off = 0;
 		json_t *it;
 		v->verdict = json_is_true(json_object_get(ev->obj, "go"));
+		v->verdict_ts = ev->ts;
 		v->held = 0;
 		v->verdict_failed[0] = 0;
 		json_array_foreach(failed, i, it)
@@ -697,6 +716,8 @@ void view_dump(const struct view *v, FILE *f)
 		fprintf(f, "node %s first=%lld last=%lld sample=%lld stale=%d",
 			n->name, (long long)n->first_ts, (long long)n->last_ts,
 			(long long)n->last_sample_ts, stale);
+		if (n->state[0])
+			fprintf(f, " state=%s why=%s", n->state, n->why);
 		dnum(f, "host", n->host_used);
 		dnum(f, "rx", n->rx);
 		dnum(f, "tx", n->tx);
@@ -772,7 +793,9 @@ void view_dump(const struct view *v, FILE *f)
 	}
 	fprintf(f, "plan %s %s%s\n", v->plan_status, v->plan_detail,
 		v->plan ? " (object)" : "");
-	fprintf(f, "verdict %d %s\n", v->verdict, v->verdict_failed);
+	fprintf(f, "verdict %d %s ts=%lld elapsed=%lld\n", v->verdict,
+		v->verdict_failed, (long long)v->verdict_ts,
+		(long long)view_elapsed(v));
 	if (v->held)
 		fprintf(f, "held %s\n", v->held_msg);
 	fprintf(f, "log %zu\n", v->nlog);

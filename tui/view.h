@@ -19,7 +19,10 @@
  *            end has rc != 0.  Node "console" holds the playbook's stages.
  *   check    per (node, item): the last event; a failure on "fail"
  *   comm, numerics, perf   rows (bounded, oldest dropped)
- *   marker   (console) the markers; verdict (console) go/no-go
+ *   marker   (console) the markers; verdict (console) go/no-go and its ts
+ *   node     (console) a node's state: unreachable (with why: the node
+ *            appears even without events of its own), excluded, done
+ *   check    (console, with "for") counts as the named node's check
  * Nodes appear with their first event of any type (their seq 1 in seek).
  */
 #ifndef DAY0_VIEW_H
@@ -68,6 +71,9 @@ struct view_node {
 	int ncards; /* slots: card numbers 0..ncards-1 (some not present) */
 	double host_used, rx, tx;
 	struct view_ring rx_hist, tx_hist;
+	/* The console's word on the node ("node" events): "" (in the run),
+	 * unreachable, excluded or done (its agent said bye), and why. */
+	char state[16], why[160];
 };
 
 struct view_check {
@@ -145,6 +151,7 @@ struct view {
 	char plan_status[12], plan_detail[256];
 	json_t *plan;
 	int verdict; /* -1 none, 0 no-go, 1 go */
+	int64_t verdict_ts; /* 0: none; the run's clock stops there */
 	/* The runner holds a live run whose stages all ended with failures:
 	 * the operator reruns one (r) or ends the run (q). */
 	int held;
@@ -185,9 +192,14 @@ const struct view_line *view_log_get(const struct view *v, size_t i);
 #define VIEW_AT(vec, i) (&(vec).a[((vec).head + (i)) % (vec).cap])
 
 /* Is the node silent at v->t (its last sample/event older than the
- * threshold)?  Age in ns through *age. */
+ * threshold)?  Age in ns through *age.  A node the console has a word for
+ * (done, unreachable, excluded) and every node after the verdict are not
+ * silent: there is nothing to wait for. */
 int view_node_stale(const struct view *v, const struct view_node *n,
 		    int64_t *age);
+
+/* The run's elapsed time at v->t: it stops at the verdict. */
+int64_t view_elapsed(const struct view *v);
 
 /* Every field the screens show, as text (tests compare dumps). */
 void view_dump(const struct view *v, FILE *f);
