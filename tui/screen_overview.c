@@ -1,10 +1,15 @@
 /*
  * screen_overview.c - one row per node: state, a memory bar per card (used,
- * peak mark, budget = the bar's end; colour by headroom), a bandwidth
- * sparkline and the node's checklist row; folded node sets when the nodes
- * outnumber the rows; the perf line and the alerts line at the bottom.
+ * peak mark, budget = the bar's end; colour by headroom; bars widen with
+ * the terminal), a bandwidth sparkline and the node's checklist row;
+ * folded node sets when the nodes outnumber the rows they get.  Below the
+ * grid, the rows left go to the stage timeline, the checklist by name
+ * with its evidence and the last alerts (overview_panels.c); the perf line
+ * and the alerts line at the bottom.
  */
 #include "tui.h"
+#include "checklist.h"
+#include "console.h"
 
 #include <math.h>
 #include <string.h>
@@ -153,6 +158,40 @@ static void perf_line(struct tui *ui, const struct view *v, WINDOW *w, int y,
 			  b->tokens_per_s, 1);
 }
 
+/* The panels share h rows: each gets up to a third, then what the others
+ * leave, in order timeline, checklist, alerts. */
+static void draw_panels(struct tui *ui, const struct view *v, WINDOW *w,
+			int y, int h, int cols)
+{
+	int need[3], got[3], left = h - 2; /* a blank row between panels */
+	int nst = v->npb_stages;
+	if (!nst)
+		for (size_t i = 0; i < v->nstages; i++)
+			nst += !strcmp(v->stages[i].node, CONSOLE_NODE);
+	need[0] = nst ? nst + 1 : 0;
+	need[1] = (int)checklist_n + 1;
+	need[2] = (int)(v->marks.n < 8 ? v->marks.n : 8) + 1;
+	for (int i = 0; i < 3; i++) {
+		got[i] = need[i] < left / 3 ? need[i] : left / 3;
+		if (got[i] < 0)
+			got[i] = 0;
+	}
+	left -= got[0] + got[1] + got[2];
+	for (int i = 0; i < 3 && left > 0; i++) {
+		int more = need[i] - got[i];
+		if (more > left)
+			more = left;
+		if (more > 0) {
+			got[i] += more;
+			left -= more;
+		}
+	}
+	if (got[0])
+		y += overview_timeline(ui, v, w, y, got[0], cols) + 1;
+	y += overview_checklist(ui, v, w, y, got[1], cols) + 1;
+	overview_alerts(ui, v, w, y, got[2] + left, cols);
+}
+
 /* Nodes per row of the last draw (folded node sets), for Enter. */
 static size_t last_group = 1;
 
@@ -181,21 +220,33 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		if (namew > 20)
 			namew = 20;
 	}
-	int statew = cols >= 100 ? 18 : 12;
+	int statew = cols >= 140 ? 28 : cols >= 100 ? 20 : 12;
 	int sparkw = cols >= 100 ? 10 : 6;
 	int chkw = cols >= 90 ? TUI_NITEMS : 0;
 	int barx = namew + 1 + statew + 1;
 	int area = cols - barx - sparkw - 1 - (chkw ? chkw + 1 : 0) - 5;
 	int bw = ncards ? (area - (ncards - 1)) / ncards : 0;
 	int gap = 1;
-	if (bw > 12)
-		bw = 12;
+	if (bw > 40)
+		bw = 40;
 	if (bw < 2) {
 		/* One column a card, no gaps: graceful degradation. */
 		bw = 1;
 		gap = 0;
 	}
 	int body = rows - 1 - (v->perf.n ? 1 : 0) - 1; /* heading, perf, alerts */
+	/* The grid keeps its rows when the nodes need them; the panels get
+	 * what a grid of few nodes leaves (at least a third when they fit). */
+	int panels = 0;
+	if (body >= 12) {
+		int want = (int)v->nnodes, keep = body - body / 3;
+		if (want > keep)
+			want = keep;
+		if (want < 1)
+			want = 1;
+		panels = body - want - 1;
+		body = want;
+	}
 	if (!v->nnodes) {
 		tui_put(w, 1, 0, cols, tui_attr(ui, ROLE_DIM),
 			"no node has reported yet");
@@ -290,6 +341,8 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 			checks_row(ui, v, w, y, cols - chkw, chkw, n0->name,
 				   dim);
 	}
+	if (panels > 0)
+		draw_panels(ui, v, w, 1 + body + 1, panels, cols);
 	if (v->perf.n)
 		perf_line(ui, v, w, rows - 2, cols);
 	alerts(ui, v, w, rows - 1, cols);

@@ -344,14 +344,14 @@ static void draw_header(struct tui *ui, const struct view *v)
 	tui_dur(view_elapsed(v), el, sizeof el);
 	x += tui_printf(stdscr, 0, x, COLS - x, A_NORMAL, "  elapsed %s", el);
 	if (cur) {
-		snprintf(buf, sizeof buf, "  stage %s %.0f%%", cur->id,
-			 cur->progress * 100);
+		/* The agents' progress (the console's stage events carry
+		 * none while the stage runs). */
+		int64_t eta;
+		double p = view_stage_progress(v, cur, &eta);
+		snprintf(buf, sizeof buf, "  stage %s %.0f%%", cur->id, p * 100);
 		x += tui_put(stdscr, 0, x, COLS - x, tui_attr(ui, ROLE_OK), buf);
-		if (cur->progress > 0.01 && cur->progress < 1) {
-			int64_t spent = v->t - cur->first_ts;
-			tui_dur((int64_t)((double)spent * (1 - cur->progress) /
-					  cur->progress),
-				el, sizeof el);
+		if (eta >= 0) {
+			tui_dur(eta, el, sizeof el);
 			x += tui_printf(stdscr, 0, x, COLS - x, A_NORMAL,
 					" ETA %s", el);
 		}

@@ -104,6 +104,11 @@ void view_reset(struct view *v)
 {
 	char name[sizeof v->name], model[sizeof v->model],
 	    playbook[sizeof v->playbook];
+	char(*pb)[80] = malloc(sizeof v->pb_stages);
+	int npb = v->npb_stages;
+	if (!pb)
+		abort();
+	memcpy(pb, v->pb_stages, sizeof v->pb_stages);
 	memcpy(name, v->name, sizeof name);
 	memcpy(model, v->model, sizeof model);
 	memcpy(playbook, v->playbook, sizeof playbook);
@@ -112,7 +117,12 @@ void view_reset(struct view *v)
 	memcpy(v->name, name, sizeof name);
 	memcpy(v->model, model, sizeof model);
 	memcpy(v->playbook, playbook, sizeof playbook);
+	memcpy(v->pb_stages, pb, sizeof v->pb_stages);
+	v->npb_stages = npb;
+	free(pb);
 }
+
+static const char *jstr(json_t *o, const char *k);
 
 void view_set_manifest(struct view *v, json_t *name, json_t *model,
 		       json_t *playbook)
@@ -130,6 +140,19 @@ void view_set_manifest(struct view *v, json_t *name, json_t *model,
 	else if (json_is_string(playbook))
 		copy(v->playbook, sizeof v->playbook,
 		     json_string_value(playbook));
+	if (json_is_array(json_object_get(playbook, "stages"))) {
+		size_t i;
+		json_t *st;
+		v->npb_stages = 0;
+		json_array_foreach(json_object_get(playbook, "stages"), i, st)
+		{
+			const char *id = jstr(st, "id");
+			if (!*id || v->npb_stages >= VIEW_PB_STAGES)
+				continue;
+			copy(v->pb_stages[v->npb_stages++], sizeof v->pb_stages[0],
+			     id);
+		}
+	}
 }
 
 /* ----------------------------------------------------------------- lookups */
@@ -221,6 +244,41 @@ const struct view_stage *view_current_stage(const struct view *v)
 				best = s;
 		}
 	return best;
+}
+
+/* Is s an agent's run of console stage id (id itself or an attempt
+ * "id.N")? */
+static int stage_of(const struct view_stage *s, const char *id)
+{
+	size_t n = strlen(id);
+	return strcmp(s->node, CONSOLE_NODE) && !strncmp(s->id, id, n) &&
+	       (!s->id[n] || s->id[n] == '.');
+}
+
+double view_stage_progress(const struct view *v, const struct view_stage *cs,
+			   int64_t *eta_ns)
+{
+	double sum = 0, p;
+	int n = 0;
+	for (size_t i = 0; i < v->nstages; i++)
+		if (stage_of(&v->stages[i], cs->id)) {
+			sum += !strcmp(v->stages[i].state, "end")
+				   ? 1.0
+				   : v->stages[i].progress;
+			n++;
+		}
+	p = !strcmp(cs->state, "end") ? 1.0 : n ? sum / n : cs->progress;
+	if (p < 0)
+		p = 0;
+	if (p > 1)
+		p = 1;
+	if (eta_ns) {
+		int64_t run = v->t - cs->first_ts;
+		*eta_ns = p > 0.01 && p < 1 && run > 0
+			      ? (int64_t)((double)run * (1 - p) / p)
+			      : -1;
+	}
+	return p;
 }
 
 const struct view_line *view_log_get(const struct view *v, size_t i)
@@ -399,6 +457,7 @@ static void apply_stage(struct view *v, const struct proto_event *ev)
 	} else if (strcmp(s->state, "end"))
 		s->has_rc = 0;
 	copy(s->msg, sizeof s->msg, jstr(o, "msg"));
+	copy(s->result, sizeof s->result, jstr(o, "result"));
 	s->ts = ev->ts;
 	if (!strcmp(s->state, "start"))
 		s->has_rc = 0;

@@ -43,6 +43,7 @@
 #define VIEW_PERF     1024 /* perf rows kept */
 #define VIEW_MARKS    4096 /* markers and failures kept */
 #define VIEW_STALE_NS 5000000000LL /* a node silent this long is stale */
+#define VIEW_PB_STAGES 64 /* playbook stages the timeline lists */
 
 struct proto_event;
 
@@ -84,6 +85,7 @@ struct view_check {
 
 struct view_stage {
 	char node[64], id[80], step[40], state[12];
+	char result[12]; /* the console's end: done, failed, skipped, ... */
 	double progress;
 	int has_rc, rc;
 	char msg[160];
@@ -133,6 +135,10 @@ struct view {
 	int64_t t;     /* the time shown (ns); events with ts <= t are in */
 	int64_t start; /* session start (first event), 0 unknown */
 	char name[128], model[256], playbook[128];
+	/* The playbook's stage ids in order (the manifest's playbook): the
+	 * timeline shows the ones that have not started as pending. */
+	char pb_stages[VIEW_PB_STAGES][80];
+	int npb_stages;
 
 	struct view_node *nodes; /* sorted by name; never "console" */
 	size_t nnodes, capnodes;
@@ -190,6 +196,13 @@ const struct view_stage *view_current_stage(const struct view *v);
 const struct view_line *view_log_get(const struct view *v, size_t i);
 /* Bounded vectors: i-th oldest. */
 #define VIEW_AT(vec, i) (&(vec).a[((vec).head + (i)) % (vec).cap])
+
+/* A stage's progress 0..1 from its agents' stage events (the mean over
+ * the nodes running stage_id or its attempts "ID.n"); the console's own
+ * when no agent has reported one.  *eta_ns (may be NULL): the time left
+ * at the rate so far, -1 when unknown. */
+double view_stage_progress(const struct view *v, const struct view_stage *cs,
+			   int64_t *eta_ns);
 
 /* Is the node silent at v->t (its last sample/event older than the
  * threshold)?  Age in ns through *age.  A node the console has a word for
