@@ -73,7 +73,7 @@ int overview_timeline(struct tui *ui, const struct view *v, WINDOW *w, int y,
 {
 	const char *ids[VIEW_PB_STAGES];
 	int n = timeline_ids(v, ids, VIEW_PB_STAGES), first = 0, cur = -1;
-	int idw = 8;
+	int idw = 8, ended = 0;
 	if (h < 2 || !n)
 		return 0;
 	for (int i = 0; i < n; i++) {
@@ -82,6 +82,7 @@ int overview_timeline(struct tui *ui, const struct view *v, WINDOW *w, int y,
 			idw = (int)strlen(ids[i]);
 		if (cur < 0 && (!cs || strcmp(cs->state, "end")))
 			cur = i;
+		ended += cs && !strcmp(cs->state, "end");
 	}
 	if (idw > 22)
 		idw = 22;
@@ -90,7 +91,7 @@ int overview_timeline(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		first = cur - (h - 1) / 2 < n - (h - 1) ? cur - (h - 1) / 2
 							 : n - (h - 1);
 	tui_printf(w, y, 0, cols, tui_attr(ui, ROLE_HEAD),
-		   "STAGES %d/%d%s", cur < 0 ? n : cur, n,
+		   "STAGES %d of %d ended%s", ended, n,
 		   first ? "  (earlier ones above)" : "");
 	int barw = cols >= 120 ? 30 : cols >= 90 ? 20 : 10;
 	for (int i = first, row = 1; i < n && row < h; i++, row++) {
@@ -163,7 +164,7 @@ int overview_checklist(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		       int h, int cols)
 {
 	size_t shown = 0, with = 0, order[64], n = 0;
-	int idw = 18;
+	int idw = 17; /* numerics.endpoint */
 	if (h < 2)
 		return 0;
 	/* Items with evidence first (registry order), then the others. */
@@ -211,11 +212,16 @@ int overview_checklist(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		}
 		x += tui_printf(w, yy, x, cols - x, tui_attr(ui, role), "%-5s ",
 				st);
+		/* The node, unless the evidence starts with it already;
+		 * how many nodes share the status when there are several. */
+		size_t nl = strlen(c->node);
+		int named = !strncmp(c->detail, c->node, nl) &&
+			    (c->detail[nl] == ' ' || c->detail[nl] == ':');
+		char cnt[32] = "";
 		if (total > 1)
-			snprintf(where, sizeof where, "%s%s (%d/%d): ", c->node,
-				 nodes > 1 ? " +" : "", nodes, total);
-		else
-			snprintf(where, sizeof where, "%s: ", c->node);
+			snprintf(cnt, sizeof cnt, "%d/%d ", nodes, total);
+		snprintf(where, sizeof where, "%s%s%s", cnt,
+			 named ? "" : c->node, named ? "" : ": ");
 		x += tui_put(w, yy, x, cols - x, tui_attr(ui, ROLE_DIM), where);
 		tui_put(w, yy, x, cols - x, A_NORMAL,
 			c->detail[0] ? c->detail : it->title);
