@@ -1744,6 +1744,13 @@ static int write_manifest(struct run *r)
 	SET("playbook_path", json_string(r->pb.path));
 	SET("inventory", json_incref(r->inv_doc));
 	SET("inventory_path", json_string(r->o->inventory_path));
+	{ /* every node after node-set expansion: the screens' labels */
+		json_t *labels = json_object();
+		for (size_t i = 0; i < r->n_nodes; i++)
+			json_object_set_new(labels, r->nodes[i].inv->name,
+					    json_string(r->nodes[i].inv->labels));
+		SET("labels", labels);
+	}
 	SET("model", json_string(lookup_var(r, "model") ?: ""));
 	SET("work", json_string(r->work));
 	SET("tag", json_string(r->tag));

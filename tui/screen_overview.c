@@ -207,6 +207,16 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	}
 	if (namew > 16)
 		namew = 16;
+	/* Inventory labels beside the names when the terminal is wide. */
+	int labw = 0;
+	if (cols >= 120)
+		for (size_t i = 0; i < v->nnodes; i++) {
+			int l = (int)strlen(view_node_labels(v, v->nodes[i].name));
+			if (l > labw)
+				labw = l;
+		}
+	if (labw > 24)
+		labw = 24;
 	/* Folded rows need room for "n[001-008]". */
 	int body0 = rows - 1 - (v->perf.n ? 1 : 0) - 1;
 	if (body0 > 0 && v->nnodes > (size_t)body0) {
@@ -220,6 +230,9 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		if (namew > 20)
 			namew = 20;
 	}
+	int namew0 = namew;
+	if (labw)
+		namew += labw + 3;
 	int statew = cols >= 140 ? 28 : cols >= 100 ? 20 : 12;
 	int sparkw = cols >= 100 ? 10 : 6;
 	int chkw = cols >= 90 ? TUI_NITEMS : 0;
@@ -300,11 +313,15 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		if (group > 1 && role == ROLE_OK)
 			snprintf(state, sizeof state, "idle x%zu",
 				 last - gi * group + 1);
-		tui_printf(w, y, 0, namew,
+		tui_printf(w, y, 0, namew0,
 			   tui_attr(ui, (int)gi == ui->sel_node ? ROLE_SEL
 					: dim			 ? ROLE_DIM
 								 : ROLE_NORMAL),
-			   "%-*s", namew, name);
+			   "%-*s", namew0, name);
+		if (labw && group == 1 && *view_node_labels(v, n0->name))
+			tui_printf(w, y, namew0 + 1, labw + 2,
+				   tui_attr(ui, ROLE_MARK), "[%s]",
+				   view_node_labels(v, n0->name));
 		tui_put(w, y, namew + 1, statew, tui_attr(ui, role), state);
 		/* Per card: this node's, or per card index the group's
 		 * fullest. */

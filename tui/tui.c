@@ -570,8 +570,17 @@ enum tui_act tui_key(struct tui *ui, const struct view *v, int key,
 		ui->mode = UI_NORMAL;
 		ui->pending = ACT_NONE;
 		if (key == 'y' || key == 'Y') {
-			snprintf(ui->status, sizeof ui->status, "%s",
-				 act == ACT_QUIT ? "quitting" : "asked");
+			/* Say what was sent (the question's own words), not a
+			 * bare word that outlives its context. */
+			char q[sizeof ui->status];
+			snprintf(q, sizeof q, "%s", ui->status);
+			if (act == ACT_QUIT)
+				snprintf(ui->status, sizeof ui->status,
+					 "quitting");
+			else
+				snprintf(ui->status, sizeof ui->status,
+					 "sent: %.200s (any key: the key hints)",
+					 q);
 			*arg = ui->pending_arg;
 			return act;
 		}

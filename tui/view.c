@@ -90,6 +90,8 @@ static void view_clear(struct view *v)
 	for (size_t i = 0; i < VIEW_LOG; i++)
 		free(v->log[i].line);
 	json_decref(v->plan);
+	json_decref(v->labels);
+	v->labels = NULL;
 }
 
 void view_free(struct view *v)
@@ -106,6 +108,7 @@ void view_reset(struct view *v)
 	    playbook[sizeof v->playbook];
 	char(*pb)[80] = malloc(sizeof v->pb_stages);
 	int npb = v->npb_stages;
+	json_t *labels = json_incref(v->labels);
 	if (!pb)
 		abort();
 	memcpy(pb, v->pb_stages, sizeof v->pb_stages);
@@ -120,6 +123,22 @@ void view_reset(struct view *v)
 	memcpy(v->pb_stages, pb, sizeof v->pb_stages);
 	v->npb_stages = npb;
 	free(pb);
+	json_decref(v->labels);
+	v->labels = labels;
+}
+
+void view_set_labels(struct view *v, json_t *labels)
+{
+	if (!json_is_object(labels))
+		return;
+	json_decref(v->labels);
+	v->labels = json_incref(labels);
+}
+
+const char *view_node_labels(const struct view *v, const char *node)
+{
+	const char *s = json_string_value(json_object_get(v->labels, node));
+	return s ? s : "";
 }
 
 static const char *jstr(json_t *o, const char *k);
@@ -996,7 +1015,7 @@ void view_src_manifest(struct view_src *src, struct view *v)
 	sqlite3_stmt *q;
 	if (sqlite3_prepare_v2(src->db,
 			       "SELECT key, value FROM session WHERE key IN"
-			       " ('name', 'model', 'playbook')",
+			       " ('name', 'model', 'playbook', 'labels')",
 			       -1, &q, NULL) != SQLITE_OK)
 		return;
 	json_t *name = NULL, *model = NULL, *pb = NULL;
@@ -1008,7 +1027,10 @@ void view_src_manifest(struct view_src *src, struct view *v)
 			name = j;
 		else if (!strcmp(k, "model"))
 			model = j;
-		else
+		else if (!strcmp(k, "labels")) {
+			view_set_labels(v, j);
+			json_decref(j);
+		} else
 			pb = j;
 	}
 	sqlite3_finalize(q);

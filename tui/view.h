@@ -139,6 +139,7 @@ struct view {
 	 * timeline shows the ones that have not started as pending. */
 	char pb_stages[VIEW_PB_STAGES][80];
 	int npb_stages;
+	json_t *labels; /* node -> its inventory labels ("a,b"); manifest */
 
 	struct view_node *nodes; /* sorted by name; never "console" */
 	size_t nnodes, capnodes;
@@ -184,6 +185,11 @@ void view_log_push(struct view *v, int64_t ts, const char *line, size_t len);
 /* Header fields from the session manifest (name, model, playbook). */
 void view_set_manifest(struct view *v, json_t *name, json_t *model,
 		       json_t *playbook);
+
+/* The manifest's node -> labels object (a new reference is taken). */
+void view_set_labels(struct view *v, json_t *labels);
+/* A node's inventory labels, "" when none. */
+const char *view_node_labels(const struct view *v, const char *node);
 
 /* Lookups (NULL when absent). */
 const struct view_node *view_node(const struct view *v, const char *name);

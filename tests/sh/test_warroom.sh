@@ -20,7 +20,7 @@ fi
 closed=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 cat >"$T/inv.json" <<JSON
 {"name": "mix", "nodes": [
-  {"name": "local", "transport": "local", "cards": 2, "card_mem": "1GiB"},
+  {"name": "local", "transport": "local", "cards": 2, "card_mem": "1GiB", "labels": ["rack1", "gpu-a"]},
   {"name": "gone", "host": "127.0.0.1", "port": $closed, "cards": 2, "card_mem": "1GiB"}]}
 JSON
 cat >"$T/pb.json" <<'JSON'
@@ -63,7 +63,11 @@ for size in "160 48" "80 24"; do
 	set -- $size
 	show "$1" "$2" "$S"
 	check "$1x$2: gone stays in the grid as unreachable" grep -qE '^gone +unreachable' "$T/screen"
-	check "$1x$2: local is done" grep -qE '^local +done' "$T/screen"
+	if [ "$1" -ge 120 ]; then
+		check "$1x$2: local's inventory labels beside its name" grep -qE '^local +\[rack1,gpu-a\] +done' "$T/screen"
+	else
+		check "$1x$2: local is done" grep -qE '^local +done' "$T/screen"
+	fi
 	check "$1x$2: no silent alarm after the verdict" bash -c "! grep -q silent '$T/screen'"
 	check "$1x$2: the checklist names facts with gone's reason" \
 		grep -qE "facts +fail +.*gone.*connection refused" "$T/screen"
@@ -88,3 +92,27 @@ else
 	w80=$(grep -E '^local ' "$T/screen" | grep -oE '[·█┃]+' | head -1 | wc -m)
 	check "card bars widen with the terminal ($w80 at 80 cols, $w160 at 160)" test "$w160" -gt "$w80"
 fi
+
+# Numerics: op, layer and e2e rows of a real validate, as ingested events.
+"$ENGINE" gen-model --arch qwen3 --layers 2 --heads 4 --kv-heads 2 --hidden 64 \
+	--vocab 128 "$T/m" >/dev/null
+"$ENGINE" run "$T/m" --tp 1 --tokens 3,1,4,1,5 --dump-logits "$T/lg.st" \
+	--dump-layers "$T/ld" >/dev/null 2>&1
+DAY0_NODE=n1 "$ENGINE" validate "$T/m" --tokens 3,1,4,1,5 --logits "$T/lg.st" \
+	--layers-dir "$T/ld" --events >"$T/ev.jsonl" 2>/dev/null
+"$BUILD/tests/day0_store" ingest "$T/num.db" <"$T/ev.jsonl" >/dev/null
+N="$T/num.db"
+for size in "120 40" "80 30"; do
+	set -- $size
+	show "$1" "$2" "$N"
+	tm send-keys -t r 5
+	sleep 0.5
+	cap >"$T/screen"
+	check "$1x$2 numerics: no nan" bash -c "! grep -qi nan '$T/screen'"
+	names=$(sqlite3 "$N" "select distinct name from numerics")
+	missing=$(while IFS= read -r nm; do grep -qF -- "$nm" "$T/screen" || echo "$nm"; done <<<"$names")
+	check "$1x$2 numerics: every name whole (${missing:-all there})" test -z "$missing"
+	read -r kl top1 <<<"$(sqlite3 "$N" "select printf('%.2e', kl), printf('%.1f%%', top1) from numerics where level='e2e'" | tr '|' ' ')"
+	check "$1x$2 numerics: the e2e row has KL $kl and top-1 $top1" \
+		bash -c "grep -E '^e2e ' '$T/screen' | grep -qF -- '$kl' && grep -E '^e2e ' '$T/screen' | grep -qF -- '$top1'"
+done
