@@ -116,3 +116,23 @@ for size in "120 40" "80 30"; do
 	check "$1x$2 numerics: the e2e row has KL $kl and top-1 $top1" \
 		bash -c "grep -E '^e2e ' '$T/screen' | grep -qF -- '$kl' && grep -E '^e2e ' '$T/screen' | grep -qF -- '$top1'"
 done
+
+# Log: time, node, kind and a readable message; the selected line wraps
+# whole; j shows the raw JSON.
+show 100 30 "$S"
+tm send-keys -t r 7
+sleep 0.5
+cap >"$T/screen"
+check "log: no raw JSON by default" bash -c "! grep -q '{\"v\":1' '$T/screen'"
+last=$(q "select body from events order by ts desc, node desc, seq desc limit 1")
+tail_of_last=$(python3 -c 'import json,sys; o=json.loads(sys.argv[1]); print(str(list(o.values())[-1])[-12:])' "$last")
+check "log: the selected (newest) line is shown whole, wrapped ('$tail_of_last')" grep -qF -- "$tail_of_last" "$T/screen"
+tm send-keys -t r / && tm send-keys -t r -l '"fail"' && tm send-keys -t r Enter
+sleep 0.4
+cap >"$T/screen"
+check "log: the console's check reads as item, status, node and detail" \
+	grep -qE "console +check +facts fail \(gone\): gone \(127.0.0.1:$closed\): connection" "$T/screen"
+tm send-keys -t r j
+sleep 0.4
+cap >"$T/screen"
+check "log: j shows the raw JSON" grep -qF '{"v":1,"seq":' "$T/screen"
