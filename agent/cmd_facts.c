@@ -36,10 +36,15 @@ static void run(struct agent *a, struct proto_cmd *cmd)
 	facts = facts_collect(a, proto_str(cmd->obj, "dir", NULL));
 	facts_check(facts, require, &status, detail, sizeof detail, &problems);
 	agent_emit(a, "facts", facts, 0);
-	agent_emit(a, "check",
-		   json_pack("{s:s, s:s, s:s}", "item", "facts", "status",
-			     status, "detail", detail),
-		   0);
+	{
+		/* The stage_id the console gave: the evidence's stage. */
+		json_t *chk = json_pack("{s:s, s:s, s:s}", "item", "facts",
+					"status", status, "detail", detail);
+		const char *sid = proto_str(cmd->obj, "stage_id", NULL);
+		if (sid)
+			json_object_set_new(chk, "stage_id", json_string(sid));
+		agent_emit(a, "check", chk, 0);
+	}
 }
 
 const struct agent_cmd cmd_facts = {.name = "facts", .run = run};

@@ -835,21 +835,35 @@ void model_count_params(const struct model_config *c,
 			const struct tensor_spec *t, size_t n,
 			struct param_count *out)
 {
+	/* Routed experts' parameters summed per group first: a token runs
+	 * top_k of a layer's experts, and top_k / experts of the sum is
+	 * exact where the same fraction of each tensor is not (Kimi-K2's
+	 * 8/384 of an expert tensor is no whole number). */
+	uint64_t routed[GROUP_COUNT] = {0};
 	memset(out, 0, sizeof *out);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t numel = t[i].shape[0] *
 				 (t[i].ndim == 2 ? t[i].shape[1] : 1);
-		uint64_t act = numel;
 		if (t[i].mtp) {
 			out->mtp += numel;
 			continue;
 		}
-		/* a token runs top_k of the layer's routed experts */
-		if (t[i].expert >= 0)
-			act = numel * (uint64_t)c->top_k / (uint64_t)c->experts;
 		out->group[t[i].group] += numel;
-		out->group_active[t[i].group] += act;
 		out->total += numel;
+		if (t[i].expert >= 0) {
+			routed[t[i].group] += numel;
+			continue;
+		}
+		out->group_active[t[i].group] += numel;
+		out->active += numel;
+	}
+	for (int g = 0; g < GROUP_COUNT; g++) {
+		uint64_t act = routed[g] / (uint64_t)(c->experts ? c->experts : 1) *
+				   (uint64_t)c->top_k +
+			       routed[g] % (uint64_t)(c->experts ? c->experts : 1) *
+				   (uint64_t)c->top_k /
+				   (uint64_t)(c->experts ? c->experts : 1);
+		out->group_active[g] += act;
 		out->active += act;
 	}
 }

@@ -305,7 +305,8 @@ const struct proto_type proto_event_types[] = {
 
 static const struct proto_field cmd_hello[] = {{"acked", PF_INT, 0, NULL}, END};
 static const struct proto_field cmd_facts[] = {
-    {"dir", PF_STR, 0, NULL}, {"require", PF_OBJ, 0, NULL}, END};
+    {"dir", PF_STR, 0, NULL}, {"require", PF_OBJ, 0, NULL},
+    {"stage_id", PF_STR, 0, NULL}, END};
 static const struct proto_field cmd_run[] = {
     {"stage_id", PF_STR, 1, NULL},
     {"step", PF_STR, 1, NULL},

@@ -62,6 +62,7 @@ struct rt {
 	int64_t max_ctx, pos;
 	uint64_t budget, used, peak;
 	char over[256];
+	int peer_failed; /* another rank's failure, agreed at start-up */
 	/* where weights come from */
 	const char *dir;
 	int converted;
@@ -80,8 +81,9 @@ static void *rt_alloc(struct rt *r, size_t bytes, const char *what)
 		return NULL;
 	if (r->budget && r->used + bytes > r->budget) {
 		char a[32], b[32], c[32];
-		snprintf(r->over, sizeof r->over, "%s (%s) does not fit: %s of "
-			 "the %s budget already used", what, fmt_bytes(bytes, a),
+		snprintf(r->over, sizeof r->over, "card %d: %s (%s) does not fit: "
+			 "%s of the %s budget already used", r->rank, what,
+			 fmt_bytes(bytes, a),
 			 fmt_bytes(r->used, b), fmt_bytes(r->budget, c));
 		return NULL;
 	}
@@ -381,34 +383,51 @@ static int load_layers(struct rt *r, struct d0_err *err)
 	return 0;
 }
 
-int rt_open(struct rt **out, const char *dir, const struct layout_dims *d,
-	    uint64_t card_mem, int64_t max_ctx, struct d0_err *err)
+/*
+ * Start-up is collective: a rank that fails alone (a truncated, missing or
+ * foreign rank file) must not leave the others waiting in a collective it
+ * never reaches.  Every rank's status is all-reduced; when one failed, the
+ * lowest failing rank's reason is broadcast, so every rank fails with it.
+ */
+static int agree_start(struct rt *r, int rc, struct d0_err *err)
 {
-	struct rt *r = calloc(1, sizeof *r);
-	char *cfg = path_join(dir, "config.json");
-	int color;
-	*out = r;
-	r->rank_fd = -1;
-	r->dir = dir;
-	r->d = *d;
-	r->budget = card_mem;
-	r->max_ctx = max_ctx;
-	MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &r->world);
-	{
-		/* share the node's cores between the ranks on it: BLAS threads
-		 * of several ranks fighting over the same cores cost more than
-		 * they bring */
-		MPI_Comm node;
-		int local = 1;
-		long cores = sysconf(_SC_NPROCESSORS_ONLN);
-		MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
-				    MPI_INFO_NULL, &node);
-		MPI_Comm_size(node, &local);
-		MPI_Comm_free(&node);
-		if (!getenv("OPENBLAS_NUM_THREADS"))
-			openblas_set_num_threads(cores / local > 0 ? (int)(cores / local) : 1);
+	int first = rc < 0 ? r->rank : r->world;
+	char msg[sizeof err->msg];
+	MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+	if (first == r->world)
+		return 0;
+	if (r->rank == first)
+		memcpy(msg, err->msg, sizeof msg);
+	MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, MPI_COMM_WORLD);
+	if (r->rank != first) {
+		msg[sizeof msg - 1] = 0;
+		d0_errf(err, "rank %d failed: %s", first, msg);
+		r->peer_failed = 1;
 	}
+	return -1;
+}
+
+/* The same for the load: a rank over its budget (or missing a tensor)
+ * gives every rank the first such reason, so all end together. */
+static void agree_load(struct rt *r)
+{
+	int first = r->over[0] ? r->rank : r->world;
+	MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+	if (first == r->world)
+		return;
+	if (!r->over[0])
+		r->peer_failed = 1;
+	MPI_Bcast(r->over, (int)sizeof r->over, MPI_CHAR, first, MPI_COMM_WORLD);
+}
+
+int rt_peer_failed(const struct rt *r) { return r && r->peer_failed; }
+
+/* The local part of rt_open, before any collective: the config, the
+ * layout, this rank's weights opened. */
+static int open_local(struct rt *r, const char *dir, const struct layout_dims *d,
+		      struct d0_err *err)
+{
+	char *cfg = path_join(dir, "config.json");
 	if (model_config_load(cfg, &r->c, err) < 0) {
 		free(cfg);
 		return -1;
@@ -438,6 +457,40 @@ int rt_open(struct rt **out, const char *dir, const struct layout_dims *d,
 			r->ck.shards[k].parsed = 1;
 		}
 	}
+	return 0;
+}
+
+int rt_open(struct rt **out, const char *dir, const struct layout_dims *d,
+	    uint64_t card_mem, int64_t max_ctx, struct d0_err *err)
+{
+	struct rt *r = calloc(1, sizeof *r);
+	char *cfg = path_join(dir, "config.json");
+	int color;
+	*out = r;
+	r->rank_fd = -1;
+	r->dir = dir;
+	r->d = *d;
+	r->budget = card_mem;
+	r->max_ctx = max_ctx;
+	MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &r->world);
+	{
+		/* share the node's cores between the ranks on it: BLAS threads
+		 * of several ranks fighting over the same cores cost more than
+		 * they bring */
+		MPI_Comm node;
+		int local = 1;
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+		MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+				    MPI_INFO_NULL, &node);
+		MPI_Comm_size(node, &local);
+		MPI_Comm_free(&node);
+		if (!getenv("OPENBLAS_NUM_THREADS"))
+			openblas_set_num_threads(cores / local > 0 ? (int)(cores / local) : 1);
+	}
+	free(cfg);
+	if (agree_start(r, open_local(r, dir, d, err), err) < 0)
+		return -1;
 	/* TP group: same stage and ep; EP group: same stage and tp */
 	color = r->pp_rank * r->d.ep + r->ep_rank;
 	MPI_Comm_split(MPI_COMM_WORLD, color, r->tp_rank, &r->tp_comm);
@@ -480,6 +533,7 @@ int rt_open(struct rt **out, const char *dir, const struct layout_dims *d,
 		r->L[i].kc = rt_alloc(r, per * (size_t)r->dqk * 4, "KV cache (keys)");
 		r->L[i].vc = rt_alloc(r, per * (size_t)r->dv * 4, "KV cache (values)");
 	}
+	agree_load(r);
 	return 0;
 }
 

@@ -30,6 +30,9 @@ struct layout_dims;
  */
 int rt_open(struct rt **r, const char *dir, const struct layout_dims *d,
 	    uint64_t card_mem, int64_t max_ctx, struct d0_err *err);
+/* Did start-up fail on another rank (rt_open agreed on its reason)?  Such
+ * a rank repeats the reason but is not its cause. */
+int rt_peer_failed(const struct rt *r);
 const char *rt_over_budget(const struct rt *r);
 int rt_check_groups(struct rt *r, char *detail, size_t n);
 /*

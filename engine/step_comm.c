@@ -1334,11 +1334,10 @@ static void bandwidth_check(const struct opts *o, const struct op_report *reps,
 	} else {
 		c->status = c->value >= c->threshold ? "pass" : "warn";
 		snprintf(c->detail, sizeof c->detail,
-			 "lowest: %s busbw %.2f GB/s at %llu B = %.2f of the "
-			 "%.2f GB/s link (needs %.2f)",
-			 worst, c->value, (unsigned long long)at,
-			 c->value / o->expect_gbps, o->expect_gbps,
-			 o->expect_fraction);
+			 "lowest: %s busbw %.3g GB/s at %llu B; needs %.3g GB/s "
+			 "(%.2f of the %.3g GB/s link)",
+			 worst, c->value, (unsigned long long)at, c->threshold,
+			 o->expect_fraction, o->expect_gbps);
 	}
 }
 

@@ -90,7 +90,9 @@ static int run(int argc, char **argv)
 		rc = -1;
 	MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
 	if (rc < 0 || rt_over_budget(r)) {
-		if (err.msg[0] && rc < 0)
+		if (rt_peer_failed(r))
+			; /* the failing rank says why */
+		else if (err.msg[0] && rc < 0)
 			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
 		else if (rt_over_budget(r))
 			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, rt_over_budget(r));

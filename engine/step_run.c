@@ -242,7 +242,7 @@ static int run(int argc, char **argv)
 		events_stage("run", "start", 0, 0, o.dir);
 	rc = rt_open(&r, o.dir, &o.d, o.card_mem, o.ntok + o.gen, &err);
 	if (agree(rc < 0)) {
-		if (rc < 0)
+		if (rc < 0 && !rt_peer_failed(r))
 			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
 		if (rank == 0)
 			events_stage("run", "end", 1, EXIT_USAGE, "refused");
@@ -254,7 +254,7 @@ static int run(int argc, char **argv)
 	if (agree(rt_over_budget(r) != NULL)) {
 		const char *why = rt_over_budget(r);
 		emit_mem(r, o.card_mem);
-		if (why) {
+		if (why && !rt_peer_failed(r)) {
 			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, why);
 			events_check("resources.peak", "fail", why,
 				     json_integer((json_int_t)rt_mem_peak(r)),

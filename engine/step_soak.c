@@ -284,7 +284,7 @@ static int run(int argc, char **argv)
 		else
 			rc = (rt_reset(r), 0);
 		if (agree(rc < 0)) {
-			if (rc < 0)
+			if (rc < 0 && !rt_peer_failed(r))
 				fprintf(stderr, "day0-engine: rank %d: %s\n", rank,
 					err.msg);
 			rt_close(r);
@@ -305,7 +305,7 @@ static int run(int argc, char **argv)
 			const char *why = rt_over_budget(r);
 			emit_mem(rank, rt_mem_used(r), rt_mem_peak(r), o.card_mem,
 				 rss_now());
-			if (why)
+			if (why && !rt_peer_failed(r))
 				fprintf(stderr, "day0-engine: rank %d: %s\n", rank, why);
 			snprintf(res.why, sizeof res.why, "card memory budget "
 				 "exceeded: %s", why ? why : "on another rank");

@@ -618,13 +618,17 @@ static int run(int argc, char **argv)
 	for (int ck = 0; ck < 2; ck++) {
 		char detail[512];
 		size_t k = count(&r, ck);
-		const char *first = NULL;
+		const struct problem *first = NULL;
 		for (size_t i = 0; i < r.n && !first; i++)
 			if (r.p[i].check == (enum check_id)ck)
-				first = r.p[i].msg;
+				first = &r.p[i];
+		/* the first problem with the shard (and tensor) it is in */
 		if (k)
-			snprintf(detail, sizeof detail, "%zu problem%s: %s", k,
-				 k == 1 ? "" : "s", first);
+			snprintf(detail, sizeof detail, "%zu problem%s: %s%s%s%s: %s",
+				 k, k == 1 ? "" : "s", first->file,
+				 first->tensor ? " tensor '" : "",
+				 first->tensor ? first->tensor : "",
+				 first->tensor ? "'" : "", first->msg);
 		else if (ck == CK_INTEGRITY)
 			snprintf(detail, sizeof detail, "%zu shard%s%s",
 				 c.nshards, c.nshards == 1 ? "" : "s",
@@ -634,6 +638,24 @@ static int run(int argc, char **argv)
 			snprintf(detail, sizeof detail,
 				 "every tensor matches config.json (%s)",
 				 cfg.model_type);
+		if (ck == CK_INTEGRITY && events_enabled()) {
+			/* The checksums themselves, per shard, for the
+			 * reproducibility manifest (the report reads them). */
+			json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:i}", "item",
+					      check_item[ck], "status",
+					      status_of(&r, ck), "detail", detail,
+					      "value", (json_int_t)k, "threshold",
+					      0),
+			       *sums_o = json_object();
+			for (size_t sh = 0; sh < c.nshards; sh++)
+				if (c.shards[sh].sha[0])
+					json_object_set_new(
+					    sums_o, c.shards[sh].name,
+					    json_string(c.shards[sh].sha));
+			json_object_set_new(o, "sha256", sums_o);
+			events_emit("check", o);
+			continue;
+		}
 		events_check(check_item[ck], status_of(&r, ck), detail,
 			     json_integer((json_int_t)k), json_integer(0));
 	}

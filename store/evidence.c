@@ -136,3 +136,42 @@ json_t *store_stage_outcomes(struct store *s, struct d0_err *err)
 	}
 	return out;
 }
+
+json_t *store_checksums(struct store *s, struct d0_err *err)
+{
+	sqlite3_stmt *st;
+	json_t *rows;
+	int rc;
+	if (store_flush__(s, err) < 0)
+		return NULL;
+	/* verify's weights.integrity check carries {"sha256": {shard: hex}};
+	 * a step may also record a checksum as a weights.* check's text
+	 * value. */
+	if (sqlite3_prepare_v2(
+		store_db__(s),
+		"SELECT c.subject, c.stage_id, j.key, j.value, c.ts, c.seq "
+		"FROM checks c JOIN events e ON e.node = c.node AND "
+		"e.seq = c.seq, json_each(e.body, '$.sha256') j "
+		"WHERE c.item = 'weights.integrity' UNION ALL "
+		"SELECT subject, stage_id, item, value, ts, seq FROM checks "
+		"WHERE item LIKE 'weights.%' AND typeof(value) = 'text' "
+		"ORDER BY 5, 1, 6, 3",
+		-1, &st, NULL) != SQLITE_OK) {
+		eerr(s, err, "reading the checksums");
+		return NULL;
+	}
+	rows = json_array();
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		json_array_append_new(
+		    rows, json_pack("{s:o, s:o, s:o, s:o}", "node",
+				    text_json(st, 0), "stage_id",
+				    text_json(st, 1), "item", text_json(st, 2),
+				    "value", value_json(st, 3)));
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		json_decref(rows);
+		eerr(s, err, "reading the checksums");
+		return NULL;
+	}
+	return rows;
+}

@@ -182,5 +182,9 @@ json_t *store_evidence(struct store *s, struct d0_err *err);
  * events: {"STAGE_ID": "running" | its end's result ("done", "failed",
  * "skipped", ...)}.  NULL on error. */
 json_t *store_stage_outcomes(struct store *s, struct d0_err *err);
+/* The weights' checksums a session recorded: verify's per-shard SHA-256
+ * (its weights.integrity check's "sha256") and any weights.* check with a
+ * text value, as [{"node", "stage_id", "item" (the shard), "value"}]. */
+json_t *store_checksums(struct store *s, struct d0_err *err);
 
 #endif

@@ -20,6 +20,7 @@
  */
 #include "console.h"
 #include "report.h"
+#include "checklist.h"
 
 #include <errno.h>
 #include <math.h>
@@ -236,13 +237,13 @@ static void diff_checklist(struct diff *d, json_t *ca, json_t *cb)
 		const char *a = json_string_value(json_object_get(sa, item));
 		const char *b = json_string_value(json_object_get(sb, item));
 		int bad;
-		a = a ? a : "not recorded";
-		b = b ? b : "not recorded";
+		a = a ? a : "not run";
+		b = b ? b : "not run";
 		if (!strcmp(a, b))
 			continue;
-		/* Worse than a pass, or newly failing. */
-		bad = (!strcmp(a, "pass") && strcmp(b, "skip")) ||
-		      (!strcmp(b, "fail") && strcmp(a, "fail"));
+		/* Worse than before, past a skip (the registry's one order). */
+		bad = check_status_parse(b, NULL) > check_status_parse(a, NULL) &&
+		      check_status_parse(b, NULL) > CHECK_SKIP;
 		d->regressions += bad;
 		json_array_append_new(
 		    section(d, "checklist"),

@@ -185,13 +185,16 @@ int overview_checklist(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		const struct checklist_item *it = &checklist_items[order[k]];
 		int nodes, total, yy = y + 1 + (int)shown, x = 0;
 		const struct view_check *c = item_worst(v, it->id, &nodes, &total);
-		const char *st = c ? c->status : "";
-		const char *g = !c			   ? ui->g->empty
+		/* The verdict's status once there is one (a "not run" item
+		 * has no evidence), else the worst evidence so far. */
+		const char *vs = view_item_status(v, it->id);
+		const char *st = vs ? vs : c ? c->status : "";
+		const char *g = !*st			   ? ui->g->empty
 				: !strcmp(st, "pass") ? ui->g->pass
 				: !strcmp(st, "fail") ? ui->g->fail
 				: !strcmp(st, "warn") ? "!"
 						      : "~";
-		enum tui_role role = c ? tui_status_role(st) : ROLE_DIM;
+		enum tui_role role = *st ? tui_status_role(st) : ROLE_DIM;
 		char where[96];
 		if ((int)shown + 2 == h && k + 1 < n) {
 			tui_printf(w, yy, 0, cols, tui_attr(ui, ROLE_DIM),
@@ -206,7 +209,7 @@ int overview_checklist(struct tui *ui, const struct view *v, WINDOW *w, int y,
 				" %-*s ", idw, it->id);
 		if (!c) {
 			tui_put(w, yy, x, cols - x, tui_attr(ui, ROLE_DIM),
-				"no evidence yet");
+				*st ? st : "no evidence yet");
 			shown++;
 			continue;
 		}

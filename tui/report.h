@@ -37,20 +37,16 @@ json_t *report_summary(const char *path, struct d0_err *err);
 /*
  * The whole report document:
  *   {"format":"day0-report","version":1,"session":{summary},
- *    "checklist":[{"item","status","nodes":[{node,rank,stage_id,status,
- *                  detail,value,threshold,ts}...]}...],
+ *    "checklist":[{"item","title","status","rehearsal","required",
+ *                  "evidence":[{stage,node,status,detail,value,
+ *                  threshold,ts}...]}...]  (verdict.h: every item's
+ *                  verdict, worst evidence first; rehearsal items last),
  *    "plan":{...}|null, "comm":[...], "numerics":[...], "perf":[...],
  *    "memory":{"cards":[{node,card,peak,budget,fraction}], "series":[..]},
  *    "manifest":{...}}
  * Empty sections are null.  NULL and err on failure.
  */
 json_t *report_load(const char *path, struct d0_err *err);
-
-/* The checklist ids of the contract, in order (NULL-terminated). */
-extern const char *const report_checklist_ids[];
-
-/* Status order for folding over nodes: higher is worse. */
-int report_status_rank(const char *status);
 
 /* Renderers: return 0, or -1 when writing failed. */
 int report_write_md(FILE *f, json_t *doc);

@@ -21,28 +21,7 @@
 
 #include "console.h"
 #include "store.h"
-
-const char *const report_checklist_ids[] = {
-    "facts",	      "weights.integrity", "weights.metadata",
-    "ops.coverage",   "memory.plan",	   "comm.groups",
-    "comm.bandwidth", "numerics.op",	   "numerics.layer",
-    "numerics.e2e",   "resources.peak",	   "perf.baseline",
-    "stability.soak", "repro.manifest",	   NULL,
-};
-
-int report_status_rank(const char *s)
-{
-	/* skip < pass < pending < running < warn < fail; a missing status
-	 * (not recorded) sits with pending: nothing says it passed. */
-	static const char *const order[] = {"skip",    "pass", "pending",
-					    "running", "warn", "fail"};
-	if (!s)
-		return 2;
-	for (int i = 0; i < 6; i++)
-		if (!strcmp(s, order[i]))
-			return i;
-	return 2;
-}
+#include "verdict.h"
 
 struct rctx {
 	const char *path;
@@ -237,6 +216,9 @@ static json_t *summary(struct rctx *c)
 		if (json_is_array(json_object_get(v, "failed")))
 			json_object_set(s, "failed",
 					json_object_get(v, "failed"));
+		if (json_is_array(json_object_get(v, "skipped")))
+			json_object_set(s, "skipped",
+					json_object_get(v, "skipped"));
 	} else {
 		json_object_set_new(s, "verdict", json_string("unfinished"));
 	}
@@ -257,108 +239,72 @@ json_t *report_summary(const char *path, struct d0_err *err)
 
 /* --------------------------------------------------------------- checklist */
 
-/* A check's value/threshold column: JSON text (an object or array the
- * store kept as text) back into JSON. */
-static void unpack_json(json_t *row, const char *key)
+/* The playbook's stages as the fold sees them: from the manifest's
+ * playbook (ids, rehearsal, declared checks) and the console's stage
+ * events (what became of each). */
+static struct verdict_stage *report_stages(json_t *pb, json_t *outcomes,
+					    size_t *n)
 {
-	const char *t = json_string_value(json_object_get(row, key));
-	json_t *v;
-	if (!t || (t[0] != '{' && t[0] != '['))
-		return;
-	if ((v = json_loads(t, JSON_DECODE_ANY, NULL)))
-		json_object_set_new(row, key, v);
+	json_t *stages = json_object_get(pb, "stages"), *st;
+	struct verdict_stage *vs = calloc(json_array_size(stages) + 1, sizeof *vs);
+	size_t i;
+	*n = 0;
+	json_array_foreach(stages, i, st)
+	{
+		const char *id = json_string_value(json_object_get(st, "id"));
+		json_t *req = json_object_get(st, "required");
+		const char *item;
+		json_t *spec;
+		if (!id)
+			continue;
+		vs[*n].id = id;
+		vs[*n].rehearsal = json_is_true(json_object_get(st, "rehearsal"));
+		vs[*n].outcome = verdict_outcome(
+		    json_string_value(json_object_get(outcomes, id)));
+		vs[*n].checks = json_object();
+		json_object_foreach(json_object_get(st, "checks"), item, spec)
+		{
+			json_t *r = json_object_get(spec, "required");
+			json_object_set_new(
+			    vs[*n].checks, item,
+			    json_pack("{s:b}", "required",
+				      (!r || json_is_true(r)) &&
+					  (!req || json_is_true(req))));
+		}
+		(*n)++;
+	}
+	return vs;
 }
 
 static json_t *checklist(struct rctx *c)
 {
-	/* The last check per (item, node, rank, stage_id): SQLite takes the
-	 * bare columns from the row that holds max(seq). */
-	json_t *rows = q_rows(
-	    c,
-	    "SELECT item, node, rank, stage_id, status, detail, value, "
-	    "threshold, ts, max(seq) AS seq FROM checks "
-	    "GROUP BY item, node, rank, stage_id "
-	    "ORDER BY item, node, rank, stage_id",
-	    0, NULL, NULL);
-	json_t *by_item, *out, *thr, *r;
-	const char *k;
-	size_t i;
+	json_t *rows = store_evidence(c->st, c->err), *outcomes, *pb, *out,
+	       *thr, *r, *t;
+	struct verdict_stage *vs;
+	size_t n, i, j;
 	if (!rows)
 		return NULL;
-	by_item = json_object();
-	json_array_foreach(rows, i, r)
-	{
-		const char *item = json_string_value(json_object_get(r, "item"));
-		json_t *ev;
-		if (!item)
-			continue;
-		unpack_json(r, "value");
-		unpack_json(r, "threshold");
-		json_object_del(r, "seq");
-		if (!(ev = json_object_get(by_item, item))) {
-			ev = json_array();
-			json_object_set_new(by_item, item, ev);
-		}
-		json_array_append(ev, r);
-		/* item is the row's own string: drop it only after use. */
-		json_object_del(r, "item");
+	outcomes = store_stage_outcomes(c->st, c->err);
+	if (!outcomes) {
+		json_decref(rows);
+		return NULL;
 	}
-	json_decref(rows);
-
-	out = json_array();
+	pb = sess(c, "playbook");
+	vs = report_stages(pb, outcomes, &n);
+	out = verdict_items(vs, n, rows);
+	for (i = 0; i < n; i++)
+		json_decref(vs[i].checks);
+	free(vs);
+	/* The playbook's thresholds, as the manifest recorded them. */
 	thr = sess(c, "checks");
-	/* The contract's items first, in order, then anything else seen. */
-	for (int pass = 0; pass < 2; pass++) {
-		void *tmp;
-		json_t *ev;
-		if (pass == 0) {
-			for (i = 0; report_checklist_ids[i]; i++) {
-				json_t *o = json_object();
-				json_object_set_new(
-				    o, "item",
-				    json_string(report_checklist_ids[i]));
-				json_array_append_new(out, o);
-			}
-			continue;
-		}
-		json_object_foreach_safe(by_item, tmp, k, ev)
-		{
-			int known = 0;
-			for (i = 0; report_checklist_ids[i]; i++)
-				known |= !strcmp(k, report_checklist_ids[i]);
-			if (!known) {
-				json_t *o = json_object();
-				json_object_set_new(o, "item", json_string(k));
-				json_array_append_new(out, o);
-			}
-		}
-	}
 	json_array_foreach(out, i, r)
 	{
-		const char *item = json_string_value(json_object_get(r, "item"));
-		json_t *ev = json_object_get(by_item, item), *e, *t;
-		const char *worst = NULL;
-		size_t j;
-		json_array_foreach(ev, j, e)
-		{
-			const char *st =
-			    json_string_value(json_object_get(e, "status"));
-			if (!worst ||
-			    report_status_rank(st) > report_status_rank(worst))
-				worst = st ? st : "pending";
-		}
-		json_object_set_new(r, "status",
-				    json_string(worst ? worst : "not recorded"));
-		json_object_set(r, "nodes", ev ? ev : json_null());
 		json_array_foreach(thr, j, t)
 		{
 			if (!json_is_object(t) ||
 			    !json_equal(json_object_get(t, "item"),
 					json_object_get(r, "item")))
 				continue;
-			json_t *req = json_object_get(t, "required");
-			if (req)
-				json_object_set(r, "required", req);
 			if (json_object_get(t, "min"))
 				json_object_set(r, "min",
 						json_object_get(t, "min"));
@@ -368,7 +314,9 @@ static json_t *checklist(struct rctx *c)
 		}
 	}
 	json_decref(thr);
-	json_decref(by_item);
+	json_decref(pb);
+	json_decref(outcomes);
+	json_decref(rows);
 	return out;
 }
 
@@ -696,14 +644,7 @@ static json_t *manifest(struct rctx *c)
 		   0, NULL, NULL);
 	json_object_set_new(m, "commands_run", r ? r : json_null());
 
-	/* Checksums a step recorded as a check value (a string or JSON, not
-	 * a count). */
-	sums = q_rows(c,
-		      "SELECT node, stage_id, item, value FROM checks WHERE "
-		      "item LIKE 'weights.%' AND typeof(value) = 'text' "
-		      "ORDER BY ts, node, seq",
-		      0, NULL, NULL);
-	json_array_foreach(sums, i, r) unpack_json(r, "value");
+	sums = store_checksums(c->st, c->err);
 	json_object_set_new(m, "checksums", sums ? sums : json_null());
 	return m;
 }

@@ -499,7 +499,7 @@ static const char css[] =
     "td.st-pass{background:#d9f2d9}td.st-fail{background:#f8d0d0}\n"
     "td.st-warn{background:#fcebc0}td.st-skip,td.st-pending,"
     "td.st-running{background:#eee}\n"
-    "td.st-not.recorded{color:#888}\n"
+    "td.st-notrun{background:#f3e3cf}\n"
     ".nr{color:#888;font-style:italic}\n"
     "pre{background:#f6f6f6;padding:0.6em;overflow:auto;font-size:85%}\n"
     ".verdict-go{color:#176117}.verdict-no-go{color:#a01010}\n"
@@ -545,37 +545,43 @@ static void h_session(FILE *f, json_t *s)
 		fputs(i ? ", " : " failed: ", f);
 		html_esc(f, json_string_value(n));
 	}
+	json_array_foreach(json_object_get(s, "skipped"), i, n)
+	{
+		fputs(i ? ", " : "; skipped: ", f);
+		html_esc(f, json_string_value(n));
+	}
 	fputs("</td></tr>\n</table>\n", f);
 }
 
-static void h_checklist(FILE *f, json_t *cl)
+static void h_items(FILE *f, json_t *cl, int rehearsal)
 {
 	json_t *it, *e;
 	size_t i, j;
-	fputs("<h2>Checklist</h2>\n<table><tr><th>item</th><th>status</th>"
-	      "<th>node</th><th>rank</th><th>stage</th><th>node status</th>"
-	      "<th>detail</th><th>value</th><th>threshold</th></tr>\n",
+	fputs("<table><tr><th>item</th><th>status</th><th>stage</th>"
+	      "<th>node</th><th>evidence</th><th>detail</th><th>value</th>"
+	      "<th>threshold</th></tr>\n",
 	      f);
 	json_array_foreach(cl, i, it)
 	{
-		json_t *nodes = json_object_get(it, "nodes");
-		size_t n = json_array_size(nodes);
+		json_t *ev = json_object_get(it, "evidence");
+		size_t n = json_array_size(ev);
 		const char *st =
 		    json_string_value(json_object_get(it, "status"));
+		if (json_is_true(json_object_get(it, "rehearsal")) != rehearsal)
+			continue;
 		fprintf(f, "<tr><td rowspan=\"%zu\">", n ? n : 1);
 		html_val(f, json_object_get(it, "item"));
-		fprintf(f, "</td><td rowspan=\"%zu\" class=\"st-", n ? n : 1);
-		html_esc(f, st);
-		fputs("\">", f);
+		fprintf(f, "</td><td rowspan=\"%zu\" class=\"st-%s\">", n ? n : 1,
+			!strcmp(st, "not run") ? "notrun" : st);
 		html_esc(f, st);
 		fputs("</td>", f);
 		if (!n)
-			fputs("<td colspan=\"7\"></td></tr>\n", f);
-		json_array_foreach(nodes, j, e)
+			fputs("<td colspan=\"6\"></td></tr>\n", f);
+		json_array_foreach(ev, j, e)
 		{
 			static const char *const keys[] = {
-			    "node",   "rank",  "stage_id", "status",
-			    "detail", "value", "threshold", NULL};
+			    "stage", "node",  "status", "detail",
+			    "value", "threshold", NULL};
 			if (j)
 				fputs("<tr>", f);
 			for (int k = 0; keys[k]; k++) {
@@ -587,6 +593,23 @@ static void h_checklist(FILE *f, json_t *cl)
 		}
 	}
 	fputs("</table>\n", f);
+}
+
+static void h_checklist(FILE *f, json_t *cl)
+{
+	json_t *it;
+	size_t i;
+	int rehearsal = 0;
+	fputs("<h2>Checklist</h2>\n", f);
+	h_items(f, cl, 0);
+	json_array_foreach(cl, i, it) rehearsal |=
+	    json_is_true(json_object_get(it, "rehearsal"));
+	if (rehearsal) {
+		fputs("<h3>Rehearsal (a shape-validation model: never the "
+		      "real model's evidence)</h3>\n",
+		      f);
+		h_items(f, cl, 1);
+	}
 }
 
 static void h_plan(FILE *f, json_t *p)

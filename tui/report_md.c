@@ -127,36 +127,36 @@ static void md_session(FILE *f, json_t *s)
 		}
 		fputc(')', f);
 	}
+	if (json_array_size(json_object_get(s, "skipped"))) {
+		fputs(" (skipped:", f);
+		json_array_foreach(json_object_get(s, "skipped"), i, n)
+		{
+			fputc(' ', f);
+			md_text(f, json_string_value(n));
+		}
+		fputc(')', f);
+	}
 	fputs("\n\n", f);
 }
 
-static void md_checklist(FILE *f, json_t *cl)
+/* One block of items: the item and its verdict on its first row, then
+ * every stage's evidence per node, its own status in front of its detail. */
+static void md_items(FILE *f, json_t *cl, int rehearsal)
 {
-	static const char *const head[] = {
-	    "item", "status", "node", "rank", "stage", "detail", "value",
-	    "threshold", NULL};
-	static const char *const ev_keys[] = {"node",	"rank",	 "stage_id",
-					      "detail", "value", "threshold",
-					      NULL};
-	json_t *it;
-	size_t i;
-	fputs("## Checklist\n\n", f);
+	static const char *const head[] = {"item",   "status", "stage",
+					   "node",   "detail", "value",
+					   "threshold", NULL};
+	static const char *const ev_keys[] = {"stage", "node", "detail",
+					      "value", "threshold", NULL};
+	json_t *it, *e;
+	size_t i, j;
 	md_head(f, head);
 	json_array_foreach(cl, i, it)
 	{
-		json_t *nodes = json_object_get(it, "nodes"), *e;
-		size_t j;
-		if (!json_array_size(nodes)) {
-			fputc('|', f);
-			md_cell(f, json_object_get(it, "item"));
-			md_cell(f, json_object_get(it, "status"));
-			fputs(" | | | | | |\n", f);
+		if (json_is_true(json_object_get(it, "rehearsal")) != rehearsal)
 			continue;
-		}
-		json_array_foreach(nodes, j, e)
+		json_array_foreach(json_object_get(it, "evidence"), j, e)
 		{
-			/* The folded status on the item's first row; each
-			 * node's own status in front of its detail. */
 			fputc('|', f);
 			if (j == 0) {
 				md_cell(f, json_object_get(it, "item"));
@@ -165,8 +165,7 @@ static void md_checklist(FILE *f, json_t *cl)
 				fputs(" | |", f);
 			}
 			for (int k = 0; ev_keys[k]; k++) {
-				if (!strcmp(ev_keys[k], "detail") &&
-				    json_array_size(nodes) > 1) {
+				if (!strcmp(ev_keys[k], "detail")) {
 					fputs(" [", f);
 					md_text(f, json_string_value(
 						       json_object_get(e, "status")));
@@ -178,6 +177,23 @@ static void md_checklist(FILE *f, json_t *cl)
 		}
 	}
 	fputc('\n', f);
+}
+
+static void md_checklist(FILE *f, json_t *cl)
+{
+	json_t *it;
+	size_t i;
+	int rehearsal = 0;
+	fputs("## Checklist\n\n", f);
+	md_items(f, cl, 0);
+	json_array_foreach(cl, i, it) rehearsal |=
+	    json_is_true(json_object_get(it, "rehearsal"));
+	if (!rehearsal)
+		return;
+	fputs("### Rehearsal (a shape-validation model: never the real "
+	      "model's evidence)\n\n",
+	      f);
+	md_items(f, cl, 1);
 }
 
 static void md_plan(FILE *f, json_t *p)

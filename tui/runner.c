@@ -430,7 +430,7 @@ static json_t *task_command(struct run *r, struct task *t, struct d0_err *err)
 	r->cur_stage = t->stage;
 	if (!strcmp(st->step, "facts")) {
 		const char *model = lookup_var(r, "model");
-		c = json_pack("{s:s}", "cmd", "facts");
+		c = json_pack("{s:s, s:s}", "cmd", "facts", "stage_id", t->sid);
 		if (model && *model)
 			json_object_set_new(c, "dir", json_string(model));
 		if (st->require)
@@ -947,9 +947,12 @@ static void absorb(struct run *r, int node, struct proto_event *ev)
 		if (!item || !status)
 			return;
 		t = sid ? find_task(r, node, sid) : NULL;
-		if (!t && !sid && !strcmp(item, "facts")) {
-			/* The facts command's answer has no stage id. */
-			for (size_t i = r->n_tasks; i-- > 0;)
+		if (!strcmp(item, "facts") &&
+		    (t ? !strcmp(r->pb.stages[t->stage].step, "facts") : !sid)) {
+			/* The facts command's answer ends its task (an older
+			 * agent's answer has no stage id: the node's facts
+			 * task it is). */
+			for (size_t i = r->n_tasks; !t && i-- > 0;)
 				if (r->tasks[i].node == node &&
 				    !is_final(&r->tasks[i]) &&
 				    !strcmp(r->pb.stages[r->tasks[i].stage].step,

@@ -1,30 +1,52 @@
 /*
- * screen_checklist.c - the checklist: items (rows, contract order, then any
- * other item seen) by nodes (columns, the console's own last), each cell the
- * item's last status on that node; the selected cell's evidence (status,
- * value, threshold, detail, time) below.
+ * screen_checklist.c - the checklist: items (rows: the registry's order,
+ * any other item seen, then the rehearsal's items in a block of their own)
+ * by a verdict column and the nodes (columns, the console's own last).
+ * The verdict column is the item's status as the runner decided it (the
+ * verdict event: worst over the stages that must produce it, `not run`
+ * when they did not run) or, before the verdict, the worst evidence so
+ * far; each node's cell is the worst of its stages.  Below: every stage's
+ * evidence for the selected item on the selected node.
  */
 #include "tui.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "console.h"
 
-#define MAXITEMS 64
+#define MAXITEMS 96
 
-/* The rows: contract items, then others in the order checks sort. */
+static int seen(const char **out, int n, const char *id)
+{
+	for (int k = 0; k < n; k++)
+		if (!strcmp(out[k], id))
+			return 1;
+	return 0;
+}
+
+static int by_order(const void *pa, const void *pb)
+{
+	const char *a = *(const char *const *)pa, *b = *(const char *const *)pb;
+	int c = checklist_order(a) - checklist_order(b);
+	return c ? c : strcmp(a, b);
+}
+
+/* The rows: the registry's items, then others seen, then rehearsal ones. */
 static int items(const struct view *v, const char **out)
 {
-	int n = 0;
-	for (int i = 0; i < TUI_NITEMS; i++)
-		out[n++] = tui_items[i];
-	for (size_t i = 0; i < v->nchecks && n < MAXITEMS; i++) {
-		int seen = 0;
-		for (int k = 0; k < n && !seen; k++)
-			seen = !strcmp(out[k], v->checks[i].item);
-		if (!seen)
+	int n = 0, first_extra;
+	for (int i = 0; i < TUI_NITEMS && n < MAXITEMS; i++)
+		out[n++] = tui_items(i);
+	first_extra = n;
+	for (size_t i = 0; i < v->nchecks && n < MAXITEMS; i++)
+		if (!seen(out, n, v->checks[i].item))
 			out[n++] = v->checks[i].item;
-	}
+	for (size_t i = 0; i < v->nitems && n < MAXITEMS; i++)
+		if (!seen(out, n, v->items[i].item))
+			out[n++] = v->items[i].item;
+	qsort(out + first_extra, (size_t)(n - first_extra), sizeof *out,
+	      by_order);
 	return n;
 }
 
@@ -41,6 +63,44 @@ static const char *col_name(const struct view *v, int c)
 	return c < (int)v->nnodes ? v->nodes[c].name : CONSOLE_NODE;
 }
 
+static void cell_text(const char *s, char *cell, size_t n)
+{
+	if (!strcmp(s, "fail"))
+		snprintf(cell, n, "FAIL");
+	else if (!strcmp(s, "running"))
+		snprintf(cell, n, "run");
+	else if (!strcmp(s, "pending"))
+		snprintf(cell, n, "pend");
+	else
+		snprintf(cell, n, "%.5s", s);
+}
+
+/* Every stage's evidence for item on node, one line each. */
+static void evidence(struct tui *ui, const struct view *v, WINDOW *w, int y,
+		     int h, int cols, const char *item, const char *node)
+{
+	const char *st = view_item_status(v, item);
+	int line = 0;
+	tui_printf(w, y, 0, cols, tui_attr(ui, tui_status_role(st ? st : "")),
+		   "%s: %s   on %s:", item, st ? st : "no result yet", node);
+	for (size_t i = 0; i < v->nchecks && line + 1 < h; i++) {
+		const struct view_check *k = &v->checks[i];
+		char when[32];
+		if (strcmp(k->item, item) || strcmp(k->node, node))
+			continue;
+		tui_dur(k->ts - v->start, when, sizeof when);
+		tui_printf(w, y + 1 + line++, 0, cols,
+			   tui_attr(ui, tui_status_role(k->status)),
+			   "  %-14s %-7s at %-8s value %s  threshold %s  %s",
+			   *k->stage ? k->stage : "-", k->status, when,
+			   *k->value ? k->value : "-",
+			   *k->threshold ? k->threshold : "-", k->detail);
+	}
+	if (!line && h > 1)
+		tui_printf(w, y + 1, 0, cols, tui_attr(ui, ROLE_DIM),
+			   "  no evidence from %s", node);
+}
+
 static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 {
 	int rows, cols;
@@ -48,7 +108,7 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	getmaxyx(w, rows, cols);
 	int ni = items(v, it);
 	int nc = (int)v->nnodes + has_console(v);
-	int itemw = 18, cw = 7;
+	int itemw = cols >= 100 ? 26 : 18, vw = 8, cw = 7;
 	if (ui->sel_item >= ni)
 		ui->sel_item = ni - 1;
 	if (ui->sel_item < 0)
@@ -57,73 +117,56 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		ui->sel_col = nc - 1;
 	if (ui->sel_col < 0)
 		ui->sel_col = 0;
-	int fitc = (cols - itemw - 1) / cw;
+	int gx = itemw + 1 + vw + 1;
+	int fitc = (cols - gx) / cw;
 	if (fitc < 1)
 		fitc = 1;
 	int c0 = ui->sel_col >= fitc ? ui->sel_col - fitc + 1 : 0;
-	int evh = 4;
+	int evh = 6;
 	int gridh = rows - 1 - evh - 1;
 	if (gridh < 1)
 		gridh = 1, evh = rows - 3 > 0 ? rows - 3 : 0;
 	int r0 = ui->sel_item >= gridh ? ui->sel_item - gridh + 1 : 0;
 	tui_printf(w, 0, 0, itemw, tui_attr(ui, ROLE_HEAD), "%-*s", itemw,
 		   "item \\ node");
+	tui_printf(w, 0, itemw + 1, vw, tui_attr(ui, ROLE_HEAD), "%-*s", vw,
+		   "verdict");
 	for (int c = c0; c < nc && c - c0 < fitc; c++)
-		tui_printf(w, 0, itemw + 1 + (c - c0) * cw, cw - 1,
+		tui_printf(w, 0, gx + (c - c0) * cw, cw - 1,
 			   tui_attr(ui, c == ui->sel_col ? ROLE_SEL : ROLE_HEAD),
 			   "%-*.*s", cw - 1, cw - 1, col_name(v, c));
 	for (int r = r0; r < ni && r - r0 < gridh; r++) {
 		int y = 1 + r - r0;
+		const char *vs = view_item_status(v, it[r]);
 		tui_printf(w, y, 0, itemw,
 			   tui_attr(ui, r == ui->sel_item ? ROLE_SEL : ROLE_NORMAL),
 			   "%-*s", itemw, it[r]);
+		tui_printf(w, y, itemw + 1, vw,
+			   vs ? tui_attr(ui, tui_status_role(vs))
+			      : tui_attr(ui, ROLE_DIM),
+			   "%-*s", vw, vs ? vs : ui->g->empty);
 		for (int c = c0; c < nc && c - c0 < fitc; c++) {
 			const struct view_check *k =
 			    view_check(v, col_name(v, c), it[r]);
-			const char *s = k ? k->status : "";
 			char cell[16];
 			if (!k)
 				snprintf(cell, sizeof cell, "%s", ui->g->empty);
-			else if (!strcmp(s, "fail"))
-				snprintf(cell, sizeof cell, "FAIL");
-			else if (!strcmp(s, "running"))
-				snprintf(cell, sizeof cell, "run");
-			else if (!strcmp(s, "pending"))
-				snprintf(cell, sizeof cell, "pend");
 			else
-				snprintf(cell, sizeof cell, "%.5s", s);
-			attr_t a = k ? tui_attr(ui, tui_status_role(s))
+				cell_text(k->status, cell, sizeof cell);
+			attr_t a = k ? tui_attr(ui, tui_status_role(k->status))
 				     : tui_attr(ui, ROLE_DIM);
 			if (r == ui->sel_item && c == ui->sel_col)
 				a |= A_REVERSE;
-			tui_put(w, y, itemw + 1 + (c - c0) * cw, cw - 1, a,
-				cell);
+			tui_put(w, y, gx + (c - c0) * cw, cw - 1, a, cell);
 		}
 	}
-	/* Evidence of the selected cell. */
 	int ey = rows - evh;
-	const char *node = nc ? col_name(v, ui->sel_col) : "";
-	const struct view_check *k = nc ? view_check(v, node, it[ui->sel_item])
-					: NULL;
-	if (ey < 1 || evh < 1)
+	if (ey < 1 || evh < 1 || !ni)
 		return;
 	for (int x = 0; x < cols; x++)
 		tui_put(w, ey - 1, x, 1, tui_attr(ui, ROLE_DIM), ui->g->hline);
-	if (!k) {
-		tui_printf(w, ey, 0, cols, tui_attr(ui, ROLE_DIM),
-			   "%s on %s: no result yet", it[ui->sel_item], node);
-		return;
-	}
-	char when[32];
-	tui_dur(k->ts - v->start, when, sizeof when);
-	tui_printf(w, ey, 0, cols, tui_attr(ui, tui_status_role(k->status)),
-		   "%s on %s: %s (at %s)", k->item, k->node, k->status, when);
-	if (evh > 1)
-		tui_printf(w, ey + 1, 0, cols, A_NORMAL,
-			   "value %s  threshold %s", *k->value ? k->value : "-",
-			   *k->threshold ? k->threshold : "-");
-	if (evh > 2)
-		tui_printf(w, ey + 2, 0, cols, A_NORMAL, "%s", k->detail);
+	evidence(ui, v, w, ey, evh, cols, it[ui->sel_item],
+		 nc ? col_name(v, ui->sel_col) : "-");
 }
 
 static int on_key(struct tui *ui, const struct view *v, int key)

@@ -58,7 +58,7 @@ static void checks_row(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		       int x, int n, const char *node, int dim)
 {
 	for (int i = 0; i < TUI_NITEMS && i < n; i++) {
-		const struct view_check *c = view_check(v, node, tui_items[i]);
+		const struct view_check *c = view_check(v, node, tui_items(i));
 		const char *g = ui->g->empty;
 		if (c) {
 			if (!strcmp(c->status, "pass"))

@@ -21,12 +21,6 @@ const struct tui_screen *const tui_screens[] = {
     &screen_numerics, &screen_plan,  &screen_log,
 };
 
-const char *const tui_items[] = {
-    "facts",	     "weights.integrity", "weights.metadata", "ops.coverage",
-    "memory.plan",   "comm.groups",	  "comm.bandwidth",   "numerics.op",
-    "numerics.layer", "numerics.e2e",	  "resources.peak",   "perf.baseline",
-    "stability.soak", "repro.manifest",
-};
 
 static const struct tui_glyphs glyphs_utf8 = {
     "\u2500", "\u2502", "\u2588", "\u258c", "\u00b7", "\u2503", "\u2595",
@@ -214,7 +208,7 @@ enum tui_role tui_status_role(const char *s)
 {
 	if (!strcmp(s, "pass"))
 		return ROLE_OK;
-	if (!strcmp(s, "warn"))
+	if (!strcmp(s, "warn") || !strcmp(s, "not run"))
 		return ROLE_WARN;
 	if (!strcmp(s, "fail"))
 		return ROLE_FAIL;

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "view.h"
+#include "checklist.h"
 
 struct tui;
 
@@ -148,8 +149,8 @@ enum tui_role tui_status_role(const char *status);
 /* "node[1-8]" style name for the nodes first..last (sorted). */
 void tui_fold_name(const char *first, const char *last, char *out,
 		   size_t max);
-/* The checklist items in their contract order. */
-extern const char *const tui_items[];
-#define TUI_NITEMS 14
+/* The checklist items are the registry's (engine/checklist.h). */
+#define TUI_NITEMS ((int)checklist_n)
+#define tui_items(i) (checklist_items[i].id)
 
 #endif

@@ -4,6 +4,7 @@
  * keeps and docs/tui.md for the queries.
  */
 #include "view.h"
+#include "checklist.h"
 
 #include <math.h>
 #include <sqlite3.h>
@@ -243,11 +244,28 @@ static struct view_card *card_get(struct view_node *n, int card)
 const struct view_check *view_check(const struct view *v, const char *node,
 				    const char *item)
 {
+	const struct view_check *worst = NULL;
 	for (size_t i = 0; i < v->nchecks; i++)
 		if (!strcmp(v->checks[i].item, item) &&
-		    !strcmp(v->checks[i].node, node))
-			return &v->checks[i];
-	return NULL;
+		    !strcmp(v->checks[i].node, node) &&
+		    (!worst || check_status_parse(v->checks[i].status, NULL) >
+				   check_status_parse(worst->status, NULL)))
+			worst = &v->checks[i];
+	return worst;
+}
+
+const char *view_item_status(const struct view *v, const char *item)
+{
+	const char *worst = NULL;
+	for (size_t i = 0; i < v->nitems; i++)
+		if (!strcmp(v->items[i].item, item))
+			return v->items[i].status;
+	for (size_t i = 0; i < v->nchecks; i++)
+		if (!strcmp(v->checks[i].item, item) &&
+		    (!worst || check_status_parse(v->checks[i].status, NULL) >
+				   check_status_parse(worst, NULL)))
+			worst = v->checks[i].status;
+	return worst;
 }
 
 const struct view_stage *view_current_stage(const struct view *v)
@@ -487,26 +505,30 @@ static void apply_stage(struct view *v, const struct proto_event *ev)
 }
 
 static int check_cmp(const struct view_check *a, const char *item,
-		     const char *node)
+		     const char *node, const char *stage)
 {
 	int c = strcmp(a->item, item);
-	return c ? c : strcmp(a->node, node);
+	if (!c)
+		c = strcmp(a->node, node);
+	return c ? c : strcmp(a->stage, stage);
 }
 
 static void apply_check(struct view *v, const struct proto_event *ev)
 {
 	json_t *o = ev->obj;
 	const char *item = jstr(o, "item");
-	/* The console's check about a node (facts of an unreachable one)
-	 * is that node's. */
-	const char *node = !strcmp(ev->node, CONSOLE_NODE) && *jstr(o, "for")
+	const char *node = json_is_string(json_object_get(o, "for"))
 			       ? jstr(o, "for")
 			       : ev->node;
+	char stage[80];
 	size_t i = 0;
 	struct view_check *c;
-	while (i < v->nchecks && check_cmp(&v->checks[i], item, node) < 0)
+	checklist_stage_of(json_string_value(json_object_get(o, "stage_id")),
+			   stage, sizeof stage);
+	while (i < v->nchecks &&
+	       check_cmp(&v->checks[i], item, node, stage) < 0)
 		i++;
-	if (i == v->nchecks || check_cmp(&v->checks[i], item, node)) {
+	if (i == v->nchecks || check_cmp(&v->checks[i], item, node, stage)) {
 		if (v->nchecks == v->capchecks) {
 			size_t nc = v->capchecks ? v->capchecks * 2 : 32;
 			struct view_check *na =
@@ -522,6 +544,7 @@ static void apply_check(struct view *v, const struct proto_event *ev)
 		memset(&v->checks[i], 0, sizeof v->checks[i]);
 		copy(v->checks[i].item, sizeof v->checks[i].item, item);
 		copy(v->checks[i].node, sizeof v->checks[i].node, node);
+		copy(v->checks[i].stage, sizeof v->checks[i].stage, stage);
 	}
 	c = &v->checks[i];
 	copy(c->status, sizeof c->status, jstr(o, "status"));
@@ -672,9 +695,23 @@ void view_apply(struct view *v, const struct proto_event *ev)
 		json_t *failed = json_object_get(ev->obj, "failed");
 		size_t i, off = 0;
 		json_t *it;
+		const char *key;
+		json_t *st;
 		v->verdict = json_is_true(json_object_get(ev->obj, "go"));
 		v->verdict_ts = ev->ts;
 		v->held = 0;
+		v->nitems = 0;
+		json_object_foreach(json_object_get(ev->obj, "items"), key, st)
+		{
+			if (v->nitems == VIEW_ITEMS)
+				break;
+			copy(v->items[v->nitems].item,
+			     sizeof v->items[v->nitems].item, key);
+			copy(v->items[v->nitems].status,
+			     sizeof v->items[v->nitems].status,
+			     json_string_value(st) ? json_string_value(st) : "");
+			v->nitems++;
+		}
 		v->verdict_failed[0] = 0;
 		json_array_foreach(failed, i, it)
 		{
@@ -826,9 +863,10 @@ void view_dump(const struct view *v, FILE *f)
 	}
 	for (size_t i = 0; i < v->nchecks; i++) {
 		const struct view_check *c = &v->checks[i];
-		fprintf(f, "check %s %s %s value=%s threshold=%s ts=%lld %s\n",
-			c->item, c->node, c->status, c->value, c->threshold,
-			(long long)c->ts, c->detail);
+		fprintf(f, "check %s %s %s stage=%s value=%s threshold=%s "
+			   "ts=%lld %s\n",
+			c->item, c->node, c->status, c->stage, c->value,
+			c->threshold, (long long)c->ts, c->detail);
 	}
 	for (size_t i = 0; i < v->nstages; i++) {
 		const struct view_stage *s = &v->stages[i];
@@ -874,6 +912,8 @@ void view_dump(const struct view *v, FILE *f)
 	fprintf(f, "verdict %d %s ts=%lld elapsed=%lld\n", v->verdict,
 		v->verdict_failed, (long long)v->verdict_ts,
 		(long long)view_elapsed(v));
+	for (size_t i = 0; i < v->nitems; i++)
+		fprintf(f, "item %s %s\n", v->items[i].item, v->items[i].status);
 	if (v->held)
 		fprintf(f, "held %s\n", v->held_msg);
 	fprintf(f, "log %zu\n", v->nlog);

@@ -17,12 +17,14 @@
  *   stage    per (node, stage_id or stage): the last event's state,
  *            progress, rc, msg and the key's first ts; a failure when an
  *            end has rc != 0.  Node "console" holds the playbook's stages.
- *   check    per (node, item): the last event; a failure on "fail"
+ *   check    per (item, node, stage): the last event (node: the console's
+ *            `for`, else the reporting node; stage: the playbook stage of
+ *            its stage_id); a failure on "fail"
  *   comm, numerics, perf   rows (bounded, oldest dropped)
- *   marker   (console) the markers; verdict (console) go/no-go and its ts
+ *   marker   (console) the markers; verdict (console) go/no-go, its ts
+ *            and every item's status as the runner decided it
  *   node     (console) a node's state: unreachable (with why: the node
  *            appears even without events of its own), excluded, done
- *   check    (console, with "for") counts as the named node's check
  * Nodes appear with their first event of any type (their seq 1 in seek).
  */
 #ifndef DAY0_VIEW_H
@@ -42,6 +44,7 @@
 #define VIEW_NUM      4096 /* numerics rows kept */
 #define VIEW_PERF     1024 /* perf rows kept */
 #define VIEW_MARKS    4096 /* markers and failures kept */
+#define VIEW_ITEMS    64   /* checklist items in the verdict */
 #define VIEW_STALE_NS 5000000000LL /* a node silent this long is stale */
 #define VIEW_PB_STAGES 64 /* playbook stages the timeline lists */
 
@@ -78,7 +81,7 @@ struct view_node {
 };
 
 struct view_check {
-	char node[64], item[48], status[12];
+	char node[64], item[48], status[12], stage[80];
 	char detail[256], value[64], threshold[64];
 	int64_t ts;
 };
@@ -143,7 +146,7 @@ struct view {
 
 	struct view_node *nodes; /* sorted by name; never "console" */
 	size_t nnodes, capnodes;
-	struct view_check *checks; /* sorted by (item, node) */
+	struct view_check *checks; /* sorted by (item, node, stage) */
 	size_t nchecks, capchecks;
 	struct view_stage *stages; /* in order of first appearance */
 	size_t nstages, capstages;
@@ -164,6 +167,11 @@ struct view {
 	int held;
 	char held_msg[160];
 	char verdict_failed[192];
+	/* the verdict's item statuses (verdict.h), in checklist order */
+	struct view_item {
+		char item[48], status[12];
+	} items[VIEW_ITEMS];
+	size_t nitems;
 
 	int no_log;	  /* seek: view_apply leaves the log ring alone */
 	uint64_t applied; /* events folded */
@@ -193,8 +201,12 @@ const char *view_node_labels(const struct view *v, const char *node);
 
 /* Lookups (NULL when absent). */
 const struct view_node *view_node(const struct view *v, const char *name);
+/* The worst of the item's evidence on node over its stages. */
 const struct view_check *view_check(const struct view *v, const char *node,
 				    const char *item);
+/* The item's status: the verdict's once there is one, else the worst of
+ * its evidence so far; NULL when there is neither. */
+const char *view_item_status(const struct view *v, const char *item);
 /* The playbook stage to show in the header: the console's latest stage
  * that has not ended, else the latest running stage of any node. */
 const struct view_stage *view_current_stage(const struct view *v);

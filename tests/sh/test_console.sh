@@ -46,7 +46,7 @@ expect_rc 0 "a passing playbook exits 0 (go)" timeout 120 "$DAY0" run "$T/pb.jso
 contains "headless says the verdict" "verdict: GO" "$OUT"
 contains "headless prints stage lines" "stage verify             done" "$OUT"
 contains "headless prints check lines" "check numerics.e2e       pass" "$OUT"
-contains "the checklist table lists the items" "weights.integrity  pass   local" "$OUT"
+contains "the checklist table lists the items" "weights.integrity        pass    verify         local" "$OUT"
 expect_rc 0 "the session's events are all there, once each" "$STORE" audit "$T/s1.db"
 q() { sqlite3 "$T/s1.db" "$1"; }
 check "the manifest holds the playbook, inventory, command, versions" \
@@ -83,7 +83,8 @@ contains "an independent stage still ran" "indep              done" "$OUT"
 
 cat >"$T/thr.json" <<'JSON'
 {"name": "threshold", "stages": [
-  {"id": "facts", "step": "facts", "on": "all", "checks": {"facts": {"max": -1}}}]}
+  {"id": "x", "step": "exec", "on": "all", "checks": {"perf.baseline": {"max": 1}},
+   "argv": ["sh", "-c", "echo '{\"v\":1,\"seq\":1,\"ts\":1,\"node\":\"x\",\"type\":\"check\",\"item\":\"perf.baseline\",\"status\":\"pass\",\"value\":5}'"]}]}
 JSON
 expect_rc 1 "a check value outside the playbook's threshold fails the run" timeout 60 "$DAY0" run "$T/thr.json" \
 	--inventory "$T/inv.json" --session "$T/s3.db"
