@@ -40,11 +40,21 @@ static const char usage_text[] =
     "ones)\n"
     "  --agent PATH      the local day0-agent (default: next to day0)\n"
     "  --remote-agent P  ssh nodes run this agent, no deployment\n"
-    "  --ascii, --no-color, --stats FILE   TUI options\n\n"
+    "  --connect-timeout SECS   connect through auth, per node (default "
+    "10)\n"
+    "  --sample-hz H     agent samples per second (default 2)\n"
+    "  --tui             the live screens even when stdout is not a "
+    "terminal\n"
+    "  --ascii           ASCII glyphs only\n"
+    "  --no-color        no colours\n"
+    "  --stats FILE      write CPU share and redraw times on exit "
+    "(benchmarks)\n\n"
     "Ctrl-C once shows what still runs where; twice within a second "
     "cancels.\n"
     "Exit status: 0 go (every required check passed), 1 no-go, 2 usage or "
-    "input error.";
+    "input error.\n\n"
+    "Example:\n  day0 run playbooks/release-day.json --inventory "
+    "cluster.json --model /models/new -e tp=8";
 
 static int run(int argc, char **argv)
 {
