@@ -187,4 +187,39 @@ json_t *store_stage_outcomes(struct store *s, struct d0_err *err);
  * text value, as [{"node", "stage_id", "item" (the shard), "value"}]. */
 json_t *store_checksums(struct store *s, struct d0_err *err);
 
+/*
+ * The questions the report (and what is built on it: diff, ls) asks a
+ * session file, by name: the SQL is the store's (report_queries.c), the
+ * console never touches a table.  Rows come back as objects named by the
+ * result columns; binds are text (tb[i], NULL: SQL NULL) unless tb is NULL
+ * or tb[i] is NULL and ib is given (ib[i] integer).
+ */
+enum store_query {
+	STORE_Q_FIRST_TS, /* first event ts */
+	STORE_Q_LAST_TS, /* last event ts */
+	STORE_Q_NODE_EVENTS, /* node, events per node */
+	STORE_Q_SESSION_KEYS, /* every manifest key */
+	STORE_Q_PLAN_CHECKS, /* memory.plan checks with their plan object */
+	STORE_Q_PLAN_STAGES, /* plan stages per node: time range */
+	STORE_Q_STAGE_LOG, /* ?1..?2 ts, ?3 node, ?4 stage_id: its log lines */
+	STORE_Q_PLAN_END, /* ?1 node, ?2 stage_id: the plan stage end */
+	STORE_Q_MEM_SERIES, /* the memory series */
+	STORE_Q_SERIES_LAST, /* ?1 series: its last value */
+	STORE_Q_SERIES_MAX, /* ?1 series: its largest value */
+	STORE_Q_SERIES_SPAN, /* ?1 series: count and ts range */
+	STORE_Q_SERIES_THINNED, /* ?1 series in ?3-wide buckets from ?2 */
+	STORE_Q_SERIES_POINTS, /* ?1 series, every point */
+	STORE_Q_COMMANDS_RUN, /* the agents' own stage starts */
+	STORE_Q_COMM_SWEEP, /* comm sweep rows */
+	STORE_Q_COMM_RUNTIME, /* comm in-run totals */
+	STORE_Q_COMM_PAIRS, /* comm pair rows */
+	STORE_Q_NUMERICS, /* numerics rows */
+	STORE_Q_PERF, /* perf rows */
+	STORE_Q_COUNT
+};
+json_t *store_query(struct store *s, enum store_query q, int nb,
+		    const char *const *tb, const int64_t *ib, struct d0_err *err);
+/* The first column of the first row as an integer, or dflt. */
+int64_t store_query_int(struct store *s, enum store_query q, int64_t dflt);
+
 #endif

@@ -1,8 +1,9 @@
 /*
  * report_data.c - a session file into the report document (report.h).
  *
- * Everything comes from the derived tables and the session manifest
- * (docs/store.md): the checklist from `checks`, comm/numerics/perf from
+ * Everything comes from the store's named queries (store.h: store_query,
+ * store_evidence, ...; the SQL is the store's) and the session manifest
+ * (docs/store.md): the checklist from the evidence, comm/numerics/perf from
  * their tables, peak memory from the `series`/`sample_points` pair, the
  * command lines from the agent's own stage starts.  The events table is
  * read only through its ts index (first/last event, a plan stage's log
@@ -14,7 +15,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -25,85 +25,22 @@
 
 struct rctx {
 	const char *path;
-	sqlite3 *db;
 	struct store *st;
 	struct d0_err *err;
 	int64_t t0; /* first event's ts: the charts' time origin */
 };
 
-static int db_fail(struct rctx *c, const char *what)
-{
-	return d0_errf(c->err, "%s: %s: %s", c->path, what,
-		       sqlite3_errmsg(c->db));
-}
-
-static json_t *col_json(sqlite3_stmt *q, int i)
-{
-	switch (sqlite3_column_type(q, i)) {
-	case SQLITE_INTEGER:
-		return json_integer(sqlite3_column_int64(q, i));
-	case SQLITE_FLOAT: {
-		double v = sqlite3_column_double(q, i);
-		/* jansson refuses NaN/Inf; a broken number is no number. */
-		return isfinite(v) ? json_real(v) : json_null();
-	}
-	case SQLITE_TEXT:
-		return json_stringn((const char *)sqlite3_column_text(q, i),
-				    (size_t)sqlite3_column_bytes(q, i));
-	default:
-		return json_null();
-	}
-}
-
-/*
- * Rows of sql as an array of objects named by the result columns; binds
- * are text (NULL: SQL NULL) except where ints says integer.  NULL on a
- * database error (err filled).
- */
-static json_t *q_rows(struct rctx *c, const char *sql, int nb,
+/* Rows of one of the store's named queries (store.h); NULL on a
+ * database error (err filled). */
+static json_t *q_rows(struct rctx *c, enum store_query q, int nb,
 		      const char *const *tb, const int64_t *ib)
 {
-	sqlite3_stmt *q;
-	json_t *rows;
-	int rc;
-	if (sqlite3_prepare_v2(c->db, sql, -1, &q, NULL) != SQLITE_OK) {
-		db_fail(c, "query");
-		return NULL;
-	}
-	for (int i = 0; i < nb; i++) {
-		if (tb && tb[i])
-			sqlite3_bind_text(q, i + 1, tb[i], -1, SQLITE_STATIC);
-		else if (ib)
-			sqlite3_bind_int64(q, i + 1, ib[i]);
-	}
-	rows = json_array();
-	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-		json_t *o = json_object();
-		for (int i = 0; i < sqlite3_column_count(q); i++)
-			json_object_set_new(o, sqlite3_column_name(q, i),
-					    col_json(q, i));
-		json_array_append_new(rows, o);
-	}
-	if (rc != SQLITE_DONE) {
-		db_fail(c, "query");
-		json_decref(rows);
-		rows = NULL;
-	}
-	sqlite3_finalize(q);
-	return rows;
+	return store_query(c->st, q, nb, tb, ib, c->err);
 }
 
-static int64_t q_int(struct rctx *c, const char *sql, int64_t dflt)
+static int64_t q_int(struct rctx *c, enum store_query q, int64_t dflt)
 {
-	sqlite3_stmt *q;
-	int64_t v = dflt;
-	if (sqlite3_prepare_v2(c->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return dflt;
-	if (sqlite3_step(q) == SQLITE_ROW &&
-	    sqlite3_column_type(q, 0) != SQLITE_NULL)
-		v = sqlite3_column_int64(q, 0);
-	sqlite3_finalize(q);
-	return v;
+	return store_query_int(c->st, q, dflt);
 }
 
 /* A manifest key, or NULL (missing or unreadable: a report still goes on,
@@ -128,26 +65,12 @@ static int open_ctx(struct rctx *c, const char *path, struct d0_err *err)
 	/* The store checks it is a day0 session of a known version. */
 	if (store_open(path, STORE_READONLY, &c->st, err) < 0)
 		return -1;
-	if (sqlite3_open_v2(path, &c->db,
-			    SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
-			    NULL) != SQLITE_OK) {
-		d0_errf(err, "%s: %s", path,
-			c->db ? sqlite3_errmsg(c->db) : "cannot open");
-		sqlite3_close(c->db);
-		c->db = NULL;
-		store_close(c->st, NULL);
-		c->st = NULL;
-		return -1;
-	}
-	sqlite3_busy_timeout(c->db, 5000);
-	c->t0 = q_int(c, "SELECT min(ts) FROM events", 0);
+	c->t0 = q_int(c, STORE_Q_FIRST_TS, 0);
 	return 0;
 }
 
 static void close_ctx(struct rctx *c)
 {
-	if (c->db)
-		sqlite3_close(c->db);
 	if (c->st)
 		store_close(c->st, NULL);
 }
@@ -176,13 +99,13 @@ static json_t *summary(struct rctx *c)
 
 	v = sess(c, "started");
 	started = json_is_integer(v) ? json_integer_value(v)
-				     : q_int(c, "SELECT min(ts) FROM events",
+				     : q_int(c, STORE_Q_FIRST_TS,
 					     0);
 	json_decref(v);
 	v = sess(c, "finished");
 	finished = json_is_integer(v)
 		       ? json_integer_value(v)
-		       : q_int(c, "SELECT max(ts) FROM events", started);
+		       : q_int(c, STORE_Q_LAST_TS, started);
 	json_decref(v);
 	json_object_set_new(s, "started", json_integer(started));
 	json_object_set_new(s, "finished", json_integer(finished));
@@ -191,7 +114,7 @@ static json_t *summary(struct rctx *c)
 	    json_real(finished > started ? (double)(finished - started) / 1e9
 					 : 0.0));
 
-	rows = q_rows(c, "SELECT node, events FROM nodes ORDER BY node", 0,
+	rows = q_rows(c, STORE_Q_NODE_EVENTS, 0,
 		      NULL, NULL);
 	json_array_foreach(rows, i, r)
 	{
@@ -329,17 +252,10 @@ static json_t *plan(struct rctx *c)
 	/* plan: the chosen layout's budget breakdown the check carries
 	 * (day0-engine plan --events), as JSON text. */
 	checks = q_rows(c,
-			"SELECT c.node, c.rank, c.stage_id, c.status, c.detail, "
-			"c.value, c.threshold, c.ts, json_extract(e.body, "
-			"'$.plan') AS layout FROM checks c JOIN events e ON "
-			"e.node = c.node AND e.seq = c.seq WHERE c.item = "
-			"'memory.plan' ORDER BY c.ts, c.node, c.seq",
+			STORE_Q_PLAN_CHECKS,
 			0, NULL, NULL);
 	stages = q_rows(c,
-			"SELECT node, stage_id, min(ts) AS t_start, "
-			"max(ts) AS t_end FROM stages WHERE stage = 'plan' "
-			"AND node IS NOT 'console' GROUP BY node, stage_id "
-			"ORDER BY t_start",
+			STORE_Q_PLAN_STAGES,
 			0, NULL, NULL);
 	json_array_foreach(stages, i, r)
 	{
@@ -355,11 +271,7 @@ static json_t *plan(struct rctx *c)
 		/* The stage's log lines, through the ts index: only the
 		 * stage's own time range is read. */
 		out = q_rows(c,
-			     "SELECT json_extract(body, '$.msg') AS msg FROM "
-			     "events WHERE ts BETWEEN ?1 AND ?2 AND node = ?3 "
-			     "AND type = 'log' AND "
-			     "json_extract(body, '$.stage_id') IS ?4 "
-			     "ORDER BY ts, seq",
+			     STORE_Q_STAGE_LOG,
 			     4, b, (int64_t[]){ib[0], ib[1], 0, 0});
 		json_t *lines = json_array();
 		json_array_foreach(out, j, o)
@@ -371,9 +283,7 @@ static json_t *plan(struct rctx *c)
 		json_decref(out);
 		json_object_set_new(r, "output", lines);
 		end = q_rows(c,
-			     "SELECT rc, msg FROM stages WHERE node = ?1 AND "
-			     "stage_id IS ?2 AND stage = 'plan' AND state = "
-			     "'end' ORDER BY rank IS NOT NULL, seq DESC LIMIT 1",
+			     STORE_Q_PLAN_END,
 			     2, b + 2, NULL);
 		if (json_array_size(end)) {
 			json_object_set(r, "rc",
@@ -467,9 +377,7 @@ static json_t *memory(struct rctx *c)
 {
 	json_t *series = q_rows(
 	    c,
-	    "SELECT id, node, card, metric FROM series WHERE card >= 0 AND "
-	    "metric IN ('mem.used', 'mem.peak', 'mem.budget') "
-	    "ORDER BY node, card, metric",
+	    STORE_Q_MEM_SERIES,
 	    0, NULL, NULL);
 	json_t *cards = json_object(), *timeline = json_array(), *r, *out;
 	size_t i;
@@ -491,10 +399,7 @@ static json_t *memory(struct rctx *c)
 		int budget = !strcmp(metric, "mem.budget");
 		rows = q_rows(
 		    c,
-		    budget ? "SELECT value FROM sample_points WHERE series = ?1 "
-			     "ORDER BY ts DESC, seq DESC LIMIT 1"
-			   : "SELECT max(value) AS value FROM sample_points "
-			     "WHERE series = ?1",
+		    budget ? STORE_Q_SERIES_LAST : STORE_Q_SERIES_MAX,
 		    1, NULL, &id);
 		json_t *val = json_object_get(json_array_get(rows, 0), "value");
 		if (json_is_number(val)) {
@@ -513,9 +418,7 @@ static json_t *memory(struct rctx *c)
 		int64_t b[3] = {id, 0, 1};
 		int64_t lo = 0, hi = 0, n;
 		json_t *span = q_rows(c,
-				      "SELECT count(*) AS n, min(ts) AS lo, "
-				      "max(ts) AS hi FROM sample_points "
-				      "WHERE series = ?1",
+				      STORE_Q_SERIES_SPAN,
 				      1, NULL, &id);
 		json_t *s0 = json_array_get(span, 0);
 		n = json_integer_value(json_object_get(s0, "n"));
@@ -525,12 +428,8 @@ static json_t *memory(struct rctx *c)
 		b[1] = lo;
 		b[2] = n > MEM_POINTS ? (hi - lo) / MEM_POINTS + 1 : 1;
 		rows = q_rows(c,
-			      n > MEM_POINTS
-				  ? "SELECT min(ts) AS ts, max(value) AS value "
-				    "FROM sample_points WHERE series = ?1 "
-				    "GROUP BY (ts - ?2) / ?3 ORDER BY 1"
-				  : "SELECT ts, value FROM sample_points WHERE "
-				    "series = ?1 AND ?2 + ?3 > 0 ORDER BY ts, seq",
+			      n > MEM_POINTS ? STORE_Q_SERIES_THINNED
+					     : STORE_Q_SERIES_POINTS,
 			      3, NULL, b);
 		json_t *pts = json_array(), *p;
 		size_t j;
@@ -607,7 +506,7 @@ static json_t *manifest(struct rctx *c)
 		json_t *v = sess(c, known[i]);
 		json_object_set_new(m, known[i], v ? v : json_null());
 	}
-	keys = q_rows(c, "SELECT key FROM session ORDER BY key", 0, NULL,
+	keys = q_rows(c, STORE_Q_SESSION_KEYS, 0, NULL,
 		      NULL);
 	json_array_foreach(keys, i, r)
 	{
@@ -638,9 +537,7 @@ static json_t *manifest(struct rctx *c)
 	/* What each node actually ran: the agent's own stage starts (rank
 	 * NULL) carry the whole command line. */
 	r = q_rows(c,
-		   "SELECT node, stage_id, stage, msg AS command, ts FROM "
-		   "stages WHERE rank IS NULL AND state = 'start' AND node != "
-		   "'" CONSOLE_NODE "' ORDER BY ts, node, seq",
+		   STORE_Q_COMMANDS_RUN,
 		   0, NULL, NULL);
 	json_object_set_new(m, "commands_run", r ? r : json_null());
 
@@ -672,12 +569,7 @@ json_t *report_load(const char *path, struct d0_err *err)
 	json_object_set_new(doc, "checklist", v);
 	json_object_set_new(doc, "plan", plan(&c));
 	if (!(v = q_rows(&c,
-			 "SELECT c.node, c.stage_id, c.\"group\", c.op, c.bytes, "
-			 "c.ranks, c.time_us, c.algbw, c.busbw, c.wrong, c.rank, "
-			 "c.ts FROM comm c JOIN events e ON e.node = c.node AND "
-			 "e.seq = c.seq WHERE json_extract(e.body, '$.calls') IS "
-			 "NULL AND c.\"group\" IS NOT 'pairs' ORDER BY "
-			 "c.stage_id, c.\"group\", c.op, c.bytes, c.node, c.rank",
+			 STORE_Q_COMM_SWEEP,
 			 0, NULL, NULL)))
 		goto fail;
 	/* The sweeps (comm steps: one row per size) and, apart, the
@@ -686,38 +578,24 @@ json_t *report_load(const char *path, struct d0_err *err)
 	 * totals on a bandwidth-against-size chart. */
 	json_object_set_new(doc, "comm", nonempty(v));
 	if (!(v = q_rows(&c,
-			 "SELECT c.node, c.stage_id, c.\"group\", c.op, c.bytes, "
-			 "c.ranks, json_extract(e.body, '$.calls') AS calls, "
-			 "json_extract(e.body, '$.step') AS phase, c.time_us, "
-			 "c.algbw, c.busbw, c.rank, c.ts FROM comm c JOIN events "
-			 "e ON e.node = c.node AND e.seq = c.seq WHERE "
-			 "json_extract(e.body, '$.calls') IS NOT NULL ORDER BY "
-			 "c.stage_id, phase, c.\"group\", c.op, c.node, c.rank",
+			 STORE_Q_COMM_RUNTIME,
 			 0, NULL, NULL)))
 		goto fail;
 	json_object_set_new(doc, "comm_runtime", nonempty(v));
 	/* comm --pairs: every ordered pair's send/recv bandwidth, slowest
 	 * first (the heat map's data). */
 	if (!(v = q_rows(&c,
-			 "SELECT c.node, c.stage_id, json_extract(e.body, "
-			 "'$.from') AS \"from\", json_extract(e.body, '$.to') "
-			 "AS \"to\", c.bytes, c.busbw, c.wrong FROM comm c JOIN "
-			 "events e ON e.node = c.node AND e.seq = c.seq WHERE "
-			 "c.\"group\" = 'pairs' ORDER BY c.busbw, c.node",
+			 STORE_Q_COMM_PAIRS,
 			 0, NULL, NULL)))
 		goto fail;
 	json_object_set_new(doc, "comm_pairs", nonempty(v));
 	if (!(v = q_rows(&c,
-			 "SELECT node, stage_id, level, name, max_abs, "
-			 "max_rel, kl, top1, ppl_ref, ppl, rank, ts FROM "
-			 "numerics ORDER BY ts, node, seq",
+			 STORE_Q_NUMERICS,
 			 0, NULL, NULL)))
 		goto fail;
 	json_object_set_new(doc, "numerics", nonempty(v));
 	if (!(v = q_rows(&c,
-			 "SELECT node, stage_id, rank, ttft_ms, tpot_ms, "
-			 "tokens_per_s, prompt_tokens, gen_tokens, ts FROM "
-			 "perf ORDER BY ts, node, seq",
+			 STORE_Q_PERF,
 			 0, NULL, NULL)))
 		goto fail;
 	json_object_set_new(doc, "perf", nonempty(v));

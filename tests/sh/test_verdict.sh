@@ -105,6 +105,14 @@ print("ok" if not bad else bad)
 sys.exit(1 if bad else 0)
 PY
 [ $? -eq 0 ] && ok "report md: every item with the json's status" || fail "report md statuses" "$(cat "$T/agree.md.out")"
+# repro.manifest says checksums are recorded: the report shows every
+# shard's SHA-256 as SHA256SUMS has it.
+bad=""
+while read -r sum file; do
+	case "$file" in *.safetensors) grep -qF "| $file | $sum |" "$OUT" || bad="$bad $file" ;; esac
+done <"$M/SHA256SUMS"
+grep -q '^| repro.manifest | pass |' "$OUT" && [ -z "$bad" ] && ok "report: the weights' checksums are there, as SHA256SUMS has them" ||
+	fail "report checksums" "missing:$bad $(grep -A6 'Weights checksums' "$OUT")"
 if cmp -s "$T/agree.headless" "$T/agree.json"; then ok "headless table == report, item by item ($(wc -l <"$T/agree.json") items)"
 else fail "headless vs report" "$(diff "$T/agree.headless" "$T/agree.json" | head -8)"; fi
 # The Checklist screen of a replay at the end: the verdict column.

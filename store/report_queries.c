@@ -1,0 +1,170 @@
+/*
+ * report_queries.c - the report's questions to a session file, by name
+ * (store.h: enum store_query).  The tables are the store's; the console
+ * asks through store_query() and never holds SQL of its own.  Each query
+ * reads through an index or a small derived table (docs/store.md), never a
+ * scan of events: the stage log by the ts index, series by their primary
+ * keys, checks/comm/numerics/perf by their (small) tables.
+ */
+#include "store.h"
+
+#include <math.h>
+#include <sqlite3.h>
+
+sqlite3 *store_db__(struct store *s);
+int store_flush__(struct store *s, struct d0_err *err);
+
+static const char *const query_sql[STORE_Q_COUNT] = {
+    [STORE_Q_FIRST_TS] =
+	"SELECT min(ts) FROM events",
+    [STORE_Q_LAST_TS] =
+	"SELECT max(ts) FROM events",
+    [STORE_Q_NODE_EVENTS] =
+	"SELECT node, events FROM nodes ORDER BY node",
+    [STORE_Q_SESSION_KEYS] =
+	"SELECT key FROM session ORDER BY key",
+    [STORE_Q_PLAN_CHECKS] =
+	"SELECT c.node, c.rank, c.stage_id, c.status, c.detail, "
+	"c.value, c.threshold, c.ts, json_extract(e.body, "
+	"'$.plan') AS layout FROM checks c JOIN events e ON "
+	"e.node = c.node AND e.seq = c.seq WHERE c.item = "
+	"'memory.plan' ORDER BY c.ts, c.node, c.seq",
+    [STORE_Q_PLAN_STAGES] =
+	"SELECT node, stage_id, min(ts) AS t_start, "
+	"max(ts) AS t_end FROM stages WHERE stage = 'plan' "
+	"AND node IS NOT 'console' GROUP BY node, stage_id "
+	"ORDER BY t_start",
+    [STORE_Q_STAGE_LOG] =
+	"SELECT json_extract(body, '$.msg') AS msg FROM "
+	"events WHERE ts BETWEEN ?1 AND ?2 AND node = ?3 "
+	"AND type = 'log' AND "
+	"json_extract(body, '$.stage_id') IS ?4 "
+	"ORDER BY ts, seq",
+    [STORE_Q_PLAN_END] =
+	"SELECT rc, msg FROM stages WHERE node = ?1 AND "
+	"stage_id IS ?2 AND stage = 'plan' AND state = "
+	"'end' ORDER BY rank IS NOT NULL, seq DESC LIMIT 1",
+    [STORE_Q_MEM_SERIES] =
+	"SELECT id, node, card, metric FROM series WHERE card >= 0 AND "
+	    "metric IN ('mem.used', 'mem.peak', 'mem.budget') "
+	    "ORDER BY node, card, metric",
+    [STORE_Q_SERIES_LAST] =
+	"SELECT value FROM sample_points WHERE series = ?1 "
+	"ORDER BY ts DESC, seq DESC LIMIT 1",
+    [STORE_Q_SERIES_MAX] =
+	"SELECT max(value) AS value FROM sample_points "
+	"WHERE series = ?1",
+    [STORE_Q_SERIES_SPAN] =
+	"SELECT count(*) AS n, min(ts) AS lo, "
+	  "max(ts) AS hi FROM sample_points "
+	  "WHERE series = ?1",
+    [STORE_Q_SERIES_THINNED] =
+	"SELECT min(ts) AS ts, max(value) AS value "
+	"FROM sample_points WHERE series = ?1 "
+	"GROUP BY (ts - ?2) / ?3 ORDER BY 1",
+    [STORE_Q_SERIES_POINTS] =
+	"SELECT ts, value FROM sample_points WHERE "
+	"series = ?1 AND ?2 + ?3 > 0 ORDER BY ts, seq",
+    [STORE_Q_COMMANDS_RUN] =
+	"SELECT node, stage_id, stage, msg AS command, ts FROM "
+		   "stages WHERE rank IS NULL AND state = 'start' AND node != "
+		   "'" "console" "' ORDER BY ts, node, seq",
+    [STORE_Q_COMM_SWEEP] =
+	"SELECT c.node, c.stage_id, c.\"group\", c.op, c.bytes, "
+			 "c.ranks, c.time_us, c.algbw, c.busbw, c.wrong, c.rank, "
+			 "c.ts FROM comm c JOIN events e ON e.node = c.node AND "
+			 "e.seq = c.seq WHERE json_extract(e.body, '$.calls') IS "
+			 "NULL AND c.\"group\" IS NOT 'pairs' ORDER BY "
+			 "c.stage_id, c.\"group\", c.op, c.bytes, c.node, c.rank",
+    [STORE_Q_COMM_RUNTIME] =
+	"SELECT c.node, c.stage_id, c.\"group\", c.op, c.bytes, "
+			 "c.ranks, json_extract(e.body, '$.calls') AS calls, "
+			 "json_extract(e.body, '$.step') AS phase, c.time_us, "
+			 "c.algbw, c.busbw, c.rank, c.ts FROM comm c JOIN events "
+			 "e ON e.node = c.node AND e.seq = c.seq WHERE "
+			 "json_extract(e.body, '$.calls') IS NOT NULL ORDER BY "
+			 "c.stage_id, phase, c.\"group\", c.op, c.node, c.rank",
+    [STORE_Q_COMM_PAIRS] =
+	"SELECT c.node, c.stage_id, json_extract(e.body, "
+			 "'$.from') AS \"from\", json_extract(e.body, '$.to') "
+			 "AS \"to\", c.bytes, c.busbw, c.wrong FROM comm c JOIN "
+			 "events e ON e.node = c.node AND e.seq = c.seq WHERE "
+			 "c.\"group\" = 'pairs' ORDER BY c.busbw, c.node",
+    [STORE_Q_NUMERICS] =
+	"SELECT node, stage_id, level, name, max_abs, "
+			 "max_rel, kl, top1, ppl_ref, ppl, rank, ts FROM "
+			 "numerics ORDER BY ts, node, seq",
+    [STORE_Q_PERF] =
+	"SELECT node, stage_id, rank, ttft_ms, tpot_ms, "
+			 "tokens_per_s, prompt_tokens, gen_tokens, ts FROM "
+			 "perf ORDER BY ts, node, seq",
+};
+
+static json_t *col_json(sqlite3_stmt *q, int i)
+{
+	switch (sqlite3_column_type(q, i)) {
+	case SQLITE_INTEGER:
+		return json_integer(sqlite3_column_int64(q, i));
+	case SQLITE_FLOAT: {
+		double v = sqlite3_column_double(q, i);
+		/* jansson refuses NaN/Inf; a broken number is no number. */
+		return isfinite(v) ? json_real(v) : json_null();
+	}
+	case SQLITE_TEXT:
+		return json_stringn((const char *)sqlite3_column_text(q, i),
+				    (size_t)sqlite3_column_bytes(q, i));
+	default:
+		return json_null();
+	}
+}
+
+json_t *store_query(struct store *s, enum store_query qn, int nb,
+		    const char *const *tb, const int64_t *ib, struct d0_err *err)
+{
+	sqlite3 *db = store_db__(s);
+	sqlite3_stmt *q;
+	json_t *rows;
+	int rc;
+	if (qn >= STORE_Q_COUNT || store_flush__(s, err) < 0)
+		return NULL;
+	if (sqlite3_prepare_v2(db, query_sql[qn], -1, &q, NULL) != SQLITE_OK) {
+		d0_errf(err, "%s: query: %s", store_path(s), sqlite3_errmsg(db));
+		return NULL;
+	}
+	for (int i = 0; i < nb; i++) {
+		if (tb && tb[i])
+			sqlite3_bind_text(q, i + 1, tb[i], -1, SQLITE_STATIC);
+		else if (ib)
+			sqlite3_bind_int64(q, i + 1, ib[i]);
+	}
+	rows = json_array();
+	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+		json_t *o = json_object();
+		for (int i = 0; i < sqlite3_column_count(q); i++)
+			json_object_set_new(o, sqlite3_column_name(q, i),
+					    col_json(q, i));
+		json_array_append_new(rows, o);
+	}
+	if (rc != SQLITE_DONE) {
+		d0_errf(err, "%s: query: %s", store_path(s), sqlite3_errmsg(db));
+		json_decref(rows);
+		rows = NULL;
+	}
+	sqlite3_finalize(q);
+	return rows;
+}
+
+int64_t store_query_int(struct store *s, enum store_query qn, int64_t dflt)
+{
+	sqlite3_stmt *q;
+	int64_t v = dflt;
+	if (qn >= STORE_Q_COUNT ||
+	    sqlite3_prepare_v2(store_db__(s), query_sql[qn], -1, &q, NULL) !=
+		SQLITE_OK)
+		return dflt;
+	if (sqlite3_step(q) == SQLITE_ROW &&
+	    sqlite3_column_type(q, 0) != SQLITE_NULL)
+		v = sqlite3_column_int64(q, 0);
+	sqlite3_finalize(q);
+	return v;
+}
