@@ -44,8 +44,8 @@ expect_rc 0 "a cluster stage runs with the inventory's ports, identity and stric
 	--model "$T/model" --session "$T/s.db" --headless --sample-hz 5
 contains "the verdict is go" "verdict: GO" "$OUT"
 q() { sqlite3 "$T/s.db" "$1"; }
-check "the stage ran under mpirun with a generated ssh config (-F)" \
-	bash -c "sqlite3 '$T/s.db' \"select value from session where key='commands'\" | grep -q 'plm_rsh_args.*ssh_config'"
+check "the launching agent ran mpirun with the generated ssh config (-F)" \
+	bash -c "sqlite3 '$T/s.db' \"select body from events where node='node1' and type='stage' and json_extract(body,'\$.stage_id')='soak'\" | grep -q 'plm_rsh_args\",\"-F [^\"]*stage-soak.ssh_config'"
 for n in node1 node2; do
 	for c in 0 1; do
 		peak=$(q "select max(value) from samples where node='$n' and card=$c and metric='mem.used'")
