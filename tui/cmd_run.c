@@ -13,7 +13,7 @@ static const char usage_text[] =
     "[--check] [--headless] [--session FILE.db] [--work DIR] "
     "[--known-hosts FILE] [--accept-new-host-keys] [--agent PATH] "
     "[--remote-agent PATH] [--connect-timeout SECS] [--sample-hz H] "
-    "[--ascii] [--no-color] [--stats FILE]\n"
+    "[--ascii] [--no-color] [--stats FILE] [--json] [--notify CMD]\n"
     "       day0 run --resume SESSION.db [--headless] [...]\n\n"
     "Reaches every node of the inventory (ssh or local), starts day0-agent "
     "there,\nruns the playbook's stages and records every event in one "
@@ -48,7 +48,15 @@ static const char usage_text[] =
     "  --ascii           ASCII glyphs only\n"
     "  --no-color        no colours\n"
     "  --stats FILE      write CPU share and redraw times on exit "
-    "(benchmarks)\n\n"
+    "(benchmarks)\n"
+    "  --json            at the end, the verdict and every checklist item "
+    "with its\n"
+    "                    evidence as JSON on stdout (the lines go to "
+    "stderr): CI\n"
+    "  --notify CMD      run `sh -c CMD` for each alert (node unreachable, "
+    "stage\n"
+    "                    failed, check failed) with the alert as JSON on "
+    "stdin\n\n"
     "Ctrl-C once shows what still runs where; twice within a second "
     "cancels.\n"
     "Exit status: 0 go (every required check passed), 1 no-go, 2 usage or "
@@ -156,6 +164,11 @@ static int run(int argc, char **argv)
 		} else if (!strcmp(a, "--stats")) {
 			NEED();
 			o.stats_path = v;
+		} else if (!strcmp(a, "--json")) {
+			o.json = 1;
+		} else if (!strcmp(a, "--notify")) {
+			NEED();
+			o.notify = v;
 		} else if (a[0] == '-') {
 			json_decref(vars);
 			return console_usage_error(&cmd_run, "unknown option %s",
@@ -174,13 +187,15 @@ static int run(int argc, char **argv)
 		return console_usage_error(
 		    &cmd_run, "give a PLAYBOOK or --resume SESSION.db");
 	}
+	if (o.json && o.headless < 0)
+		o.headless = 1; /* stdout is for the JSON */
 	if (o.headless < 0)
 		o.headless = !isatty(1) || !isatty(0) || !getenv("TERM") ||
 			     !strcmp(getenv("TERM"), "dumb");
 	if (getenv("NO_COLOR") && *getenv("NO_COLOR"))
 		o.no_color = 1;
 	o.vars = vars;
-	o.out = stdout;
+	o.out = o.json ? stderr : stdout;
 	rc = runner_main(&o);
 	json_decref(vars);
 	return rc;

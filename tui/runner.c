@@ -13,6 +13,7 @@
  */
 #include "runner.h"
 #include "cluster.h"
+#include "notify.h"
 
 #include "link.h"
 #include "live.h"
@@ -230,6 +231,22 @@ static void console_event(struct run *r, const char *type, json_t *fields)
 	}
 	feed_line(r, line, len);
 	free(line);
+}
+
+/* An alert for --notify: kind (node, stage, check), the node, what and
+ * why, at the run's time.  Not while replaying a resumed session. */
+static void alert(struct run *r, const char *kind, const char *node,
+		  const char *what, const char *why)
+{
+	json_t *a;
+	if (!r->o->notify || r->replaying)
+		return;
+	a = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I}", "kind", kind,
+		      "node", node ? node : "", "what", what ? what : "",
+		      "why", why ? why : "", "session", r->session, "run",
+		      r->name, "ts", (json_int_t)now_ns());
+	notify_alert(r->o->notify, a);
+	json_decref(a);
 }
 
 static void console_log(struct run *r, const char *level, const char *fmt,
@@ -870,6 +887,9 @@ static void note_check(struct run *r, const char *node, const char *stage,
 	json_object_set_new(r->said, key, json_string(status));
 	snprintf(text, sizeof text, "check %-18s %s", item, status);
 	say(r, text, node);
+	if (!strcmp(status, "fail"))
+		alert(r, "check", node, item,
+		      json_string_value(json_object_get(o, "detail")));
 }
 
 /* A new attempt of stage on node: its earlier evidence is replaced. */
@@ -1207,6 +1227,8 @@ static void end_stage(struct run *r, int s, enum stage_state st,
 				st == S_DONE ? 0 : 1, "result",
 				stage_state_names[st], "msg", sr->msg, "nodes",
 				nodes));
+	if (st == S_FAILED)
+		alert(r, "stage", "", ps->id, sr->msg);
 	if (st == S_SKIPPED) {
 		snprintf(text, sizeof text, "stage %-18s skipped (%s)", ps->id,
 			 msg);
@@ -1666,6 +1688,29 @@ static void print_summary(struct run *r, FILE *f)
 		r->session, r->session, r->session);
 }
 
+/* --json: the verdict and every item with its evidence, for CI (stdout
+ * holds only this; the lines go to stderr). */
+static void print_json(struct run *r, FILE *f)
+{
+	struct d0_err err = {{0}};
+	json_t *verdict = store_session_get(r->store, "verdict", &err);
+	json_t *failed = json_object_get(verdict, "failed"),
+	       *skipped = json_object_get(verdict, "skipped");
+	json_t *o = json_pack(
+	    "{s:s, s:b, s:b, s:s, s:s, s:o, s:o, s:o}", "verdict",
+	    r->go ? "GO" : "NO-GO", "go", r->go, "cancelled", r->cancelled,
+	    "session", r->session, "playbook", r->pb.name, "items",
+	    run_checklist(r), "failed",
+	    json_is_array(failed) ? json_incref(failed) : json_array(),
+	    "skipped",
+	    json_is_array(skipped) ? json_incref(skipped) : json_array());
+	json_dumpf(o, f, JSON_INDENT(1));
+	fputc('\n', f);
+	fflush(f);
+	json_decref(o);
+	json_decref(verdict);
+}
+
 /* GO or NO-GO, with the reasons apart: what failed (stages, nodes,
  * required items) and what was skipped (required stages that never ran). */
 static void decide(struct run *r)
@@ -1893,6 +1938,7 @@ static void tend_links(struct run *r)
 			    json_pack("{s:s, s:s, s:s, s:s}", "item", "facts",
 				      "status", "fail", "detail", nd->why,
 				      "for", nd->inv->name));
+			alert(r, "node", nd->inv->name, "unreachable", nd->why);
 			/* It stays in the grid, as unreachable and why. */
 			console_event(r, "node",
 				      json_pack("{s:s, s:s, s:s}", "name",
@@ -2495,6 +2541,8 @@ int runner_main(const struct runner_opts *o)
 		commit_and_ack(&r);
 	}
 	print_summary(&r, o->out ? o->out : stdout);
+	if (o->json)
+		print_json(&r, stdout);
 	rc = r.go ? EXIT_OK : EXIT_CHECK_FAILED;
 out:
 	if (r.store && store_close(r.store, &err)) {

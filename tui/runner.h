@@ -51,6 +51,8 @@ struct runner_opts {
 	char **argv;		   /* the console's own command line */
 	int argc;
 	FILE *out;		   /* headless lines and the summary */
+	int json;		   /* --json: the verdict and items on stdout */
+	const char *notify;	   /* --notify CMD: each alert on its stdin */
 };
 
 /* Run (or --check) a playbook.  Returns the exit status: 0 go, 1 no-go
