@@ -195,7 +195,7 @@ int overview_checklist(struct tui *ui, const struct view *v, WINDOW *w, int y,
 				: !strcmp(st, "warn") ? "!"
 						      : "~";
 		enum tui_role role = *st ? tui_status_role(st) : ROLE_DIM;
-		char where[96];
+		char where[128];
 		if ((int)shown + 2 == h && k + 1 < n) {
 			tui_printf(w, yy, 0, cols, tui_attr(ui, ROLE_DIM),
 				   "  ... %zu more items (4 Checklist)",
