@@ -35,6 +35,7 @@ struct agent_config {
 	char vendor[16];   /* auto, cpu, nvml */
 	int fsync;	   /* fdatasync the spool before sending (default) */
 	int takeover;	   /* stop an agent still holding the spool */
+	char net_if[256];  /* interfaces to count ("": all but lo) */
 };
 
 /* ------------------------------------------------------------------ spool */
@@ -192,6 +193,7 @@ struct stage {
 	struct pid_rank *pr; /* pid -> rank cache for samplers */
 	size_t npr, cappr;
 	char *runfile;
+	char *ranks; /* cluster stage: the rank map ("n1:2,n2:2"), else NULL */
 	int rehearsal; /* the console said so: checks become rehearsal.ITEM */
 	struct stage_cause cause;
 };
@@ -223,8 +225,19 @@ void stage_recover(struct agent *a);
 
 /* --------------------------------------------------------------- samplers */
 
+/* A process of a cluster stage started elsewhere, running on this host. */
+struct foreign_rank {
+	pid_t pid;
+	unsigned long long start;
+	int card; /* this node's card; < 0: not ours (cached, not reread) */
+	char stage_id[STAGE_ID_MAX + 1];
+	int seen, reads;
+};
+
 struct sampler {
 	double last_t;
+	struct foreign_rank *fr;
+	size_t nfr, capfr;
 	uint64_t rx, tx;
 	int have_net;
 	uint64_t mem_total;
@@ -236,9 +249,22 @@ void sampler_tick(struct agent *a);
 /* Parse helpers, exposed for the unit tests. */
 int proc_meminfo(const char *text, uint64_t *total, uint64_t *avail);
 int proc_netdev(const char *text, uint64_t *rx, uint64_t *tx);
+/* The same over the interfaces in ifaces (comma-separated; NULL or "":
+ * every interface but lo). */
+int proc_netdev_if(const char *text, const char *ifaces, uint64_t *rx,
+		   uint64_t *tx);
 int proc_stat_session(const char *text, pid_t *sid, unsigned long long *start);
 int proc_status_mem(const char *text, uint64_t *rss, uint64_t *hwm);
 int proc_environ_rank(const char *env, size_t len);
+/* env (NUL-separated, len bytes): KEY's value into out; -1 when absent or
+ * longer than max - 1. */
+int proc_environ_get(const char *env, size_t len, const char *key, char *out,
+		     size_t max);
+
+/* ranks.c: world rank -> this node's card under a cluster stage's rank map
+ * ("n1:2,n2:2", hostfile order): the local index, or one of these. */
+enum { RANK_UNMAPPED = -2, RANK_ELSEWHERE = -1 };
+int rank_card(const char *ranks, int rank, const char *node);
 
 /* ------------------------------------------------------------------ facts */
 

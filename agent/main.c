@@ -30,7 +30,7 @@ static void usage(FILE *f)
 	       "auto|nvml|cpu]\n"
 	       "                  [--heartbeat SECS] [--engine PATH] "
 	       "[--mpirun PATH] [--no-fsync]\n"
-	       "                  [--takeover] [--simulate N] [--work DIR]\n"
+	       "                  [--takeover] [--simulate N] [--work DIR] [--net-if LIST]\n"
 	       "       day0-agent --version | --help\n\n"
 	       "Reads commands (JSON lines) on stdin and writes events (JSON "
 	       "lines) on stdout;\n"
@@ -51,6 +51,11 @@ static void usage(FILE *f)
 	       "  --engine PATH     day0-engine to run (default: next to "
 	       "this program)\n"
 	       "  --mpirun PATH     mpirun to run (default: mpirun)\n"
+	       "  --net-if LIST     interfaces net.rx_bps/net.tx_bps count, "
+	       "comma-separated\n"
+	       "                    (default: all but lo; the console passes "
+	       "lo for loopback\n"
+	       "                    nodes, whose traffic only lo carries)\n"
 	       "  --no-fsync        do not sync the spool (throwaway spools "
 	       "only)\n"
 	       "  --takeover        if another agent holds the spool (a "
@@ -207,7 +212,8 @@ int main(int argc, char **argv)
 	    {"mpirun", 1, 0, 'M'},    {"no-fsync", 0, 0, 'F'},
 	    {"takeover", 0, 0, 'T'},  {"version", 0, 0, 'v'},
 	    {"help", 0, 0, 'h'},      {"simulate", 1, 0, 'S'},
-	    {"work", 1, 0, 'W'},      {0, 0, 0, 0},
+	    {"work", 1, 0, 'W'},      {"net-if", 1, 0, 'I'},
+	    {0, 0, 0, 0},
 	};
 	static struct agent a; /* big: keep it off the stack */
 	struct d0_err err;
@@ -292,6 +298,13 @@ int main(int argc, char **argv)
 				fprintf(stderr, "day0-agent: %s\n", err.msg);
 				return EXIT_USAGE;
 			}
+			break;
+		case 'I':
+			if (strlen(optarg) >= sizeof a.cfg.net_if)
+				return bad("--net-if: list too long: '%s'",
+					   optarg);
+			snprintf(a.cfg.net_if, sizeof a.cfg.net_if, "%s",
+				 optarg);
 			break;
 		case 'S':
 			if (parse_long(optarg, 1, 4096, &l) < 0)

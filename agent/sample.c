@@ -75,7 +75,27 @@ int proc_meminfo(const char *text, uint64_t *total, uint64_t *avail)
 	return 0;
 }
 
+/* Is name in the comma-separated list? */
+static int in_list(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = list; p && *p;) {
+		const char *c = strchr(p, ',');
+		size_t l = c ? (size_t)(c - p) : strlen(p);
+		if (l == n && !memcmp(p, name, n))
+			return 1;
+		p = c ? c + 1 : p + l;
+	}
+	return 0;
+}
+
 int proc_netdev(const char *text, uint64_t *rx, uint64_t *tx)
+{
+	return proc_netdev_if(text, NULL, rx, tx);
+}
+
+int proc_netdev_if(const char *text, const char *only, uint64_t *rx,
+		   uint64_t *tx)
 {
 	const char *p = text;
 	int ifaces = 0;
@@ -95,7 +115,8 @@ int proc_netdev(const char *text, uint64_t *rx, uint64_t *tx)
 			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
 			   &v[7], &v[8]) != 9)
 			continue;
-		if (!strcmp(name, "lo"))
+		if (only && *only ? !in_list(only, name)
+				      : !strcmp(name, "lo"))
 			continue;
 		*rx += v[0];
 		*tx += v[8];
@@ -187,6 +208,13 @@ static int pid_rank(struct stage *st, pid_t pid, unsigned long long start)
 	for (size_t i = 0; i < st->npr; i++)
 		if (st->pr[i].pid == pid && st->pr[i].start == start) {
 			st->pr[i].seen = 1;
+			if (st->pr[i].rank < 0 && st->mpi) {
+				/* Forked but not yet exec'd when first read
+				 * (the environment was the launcher's): the
+				 * few non-ranks of a stage are read again. */
+				p = &st->pr[i];
+				goto read_env;
+			}
 			return st->pr[i].rank;
 		}
 	if (st->npr == st->cappr) {
@@ -203,6 +231,7 @@ static int pid_rank(struct stage *st, pid_t pid, unsigned long long start)
 		p->rank = 0;
 		return 0;
 	}
+read_env:
 	snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
 	n = read_small(path, env, sizeof env);
 	p->rank = n > 0 ? proc_environ_rank(env, (size_t)n) : -1;
@@ -231,15 +260,89 @@ static void acc_add(struct rank_acc *acc, int rank, uint64_t rss, uint64_t hwm)
 	acc->m[acc->n++] = (struct rank_mem){rank, rss, hwm};
 }
 
+/*
+ * Ranks on this host that a cluster stage launched from another node
+ * (ranks.c): their environment names the stage and its rank map.  Each
+ * process's environment is read once (cached by pid and start time); a
+ * process that is not one of ours is remembered as such.
+ */
+#define FOREIGN_REREADS 3
+
+static struct foreign_rank *foreign_find(struct sampler *s, pid_t pid,
+					 unsigned long long start)
+{
+	for (size_t i = 0; i < s->nfr; i++)
+		if (s->fr[i].pid == pid && s->fr[i].start == start)
+			return &s->fr[i];
+	if (s->nfr == s->capfr) {
+		s->capfr = s->capfr ? s->capfr * 2 : 64;
+		s->fr = realloc(s->fr, s->capfr * sizeof *s->fr);
+		if (!s->fr)
+			abort();
+	}
+	s->fr[s->nfr] = (struct foreign_rank){.pid = pid, .start = start,
+					       .card = RANK_UNMAPPED - 1};
+	return &s->fr[s->nfr++];
+}
+
+static void foreign_rank(struct agent *a, pid_t pid, unsigned long long start,
+			 struct rank_acc *all)
+{
+	struct foreign_rank *f = foreign_find(&a->sampler, pid, start);
+	char path[64], buf[4096];
+	uint64_t rss, hwm;
+	f->seen = 1;
+	/* Read when new, and again on the next ticks while it is not a
+	 * rank: a process seen between fork and exec still had its
+	 * launcher's environment. */
+	if (f->card == RANK_UNMAPPED - 1 ||
+	    (f->card == RANK_UNMAPPED && f->reads < FOREIGN_REREADS)) {
+		static char env[65536];
+		char ranks[16384];
+		ssize_t n;
+		snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+		n = read_small(path, env, sizeof env);
+		f->card = RANK_UNMAPPED;
+		f->reads++;
+		if (n > 0 &&
+		    proc_environ_get(env, (size_t)n, "DAY0_RANKS", ranks,
+				     sizeof ranks) == 0 &&
+		    proc_environ_get(env, (size_t)n, "DAY0_STAGE_ID",
+				     f->stage_id, sizeof f->stage_id) == 0)
+			f->card = rank_card(ranks,
+					    proc_environ_rank(env, (size_t)n),
+					    a->cfg.node);
+	}
+	if (f->card < 0)
+		return;
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	if (read_small(path, buf, sizeof buf) <= 0 ||
+	    proc_status_mem(buf, &rss, &hwm) < 0)
+		return;
+	emit_sample(a, f->card, "rank.rss", (double)rss, f->stage_id);
+	acc_add(all, f->card, rss, hwm);
+}
+
+/* Forget the processes that are gone. */
+static void foreign_sweep(struct agent *a)
+{
+	struct sampler *s = &a->sampler;
+	size_t w = 0;
+	for (size_t i = 0; i < s->nfr; i++)
+		if (s->fr[i].seen) {
+			s->fr[i].seen = 0;
+			s->fr[w++] = s->fr[i];
+		}
+	s->nfr = w;
+}
+
 /* Per-rank memory of every running stage, one /proc walk for all. */
 static void sample_ranks(struct agent *a, struct rank_acc *all)
 {
 	DIR *d;
 	struct dirent *e;
 	struct rank_acc *per;
-	if (!a->nstages)
-		return;
-	per = calloc((size_t)a->nstages, sizeof *per);
+	per = calloc((size_t)(a->nstages ? a->nstages : 1), sizeof *per);
 	if (!per)
 		abort();
 	for (int k = 0; k < a->nstages; k++)
@@ -263,11 +366,16 @@ static void sample_ranks(struct agent *a, struct rank_acc *all)
 		for (k = 0; k < a->nstages; k++)
 			if (a->stages[k]->pid == sid && !a->stages[k]->exited)
 				break;
-		if (k == a->nstages)
+		if (k == a->nstages) {
+			foreign_rank(a, (pid_t)pid, start, all);
 			continue;
+		}
 		rank = pid_rank(a->stages[k], (pid_t)pid, start);
+		if (rank >= 0 && a->stages[k]->ranks)
+			rank = rank_card(a->stages[k]->ranks, rank,
+					 a->cfg.node);
 		if (rank < 0)
-			continue; /* mpirun itself */
+			continue; /* mpirun itself, or another node's rank */
 		snprintf(path, sizeof path, "/proc/%ld/status", pid);
 		if (read_small(path, buf, sizeof buf) <= 0 ||
 		    proc_status_mem(buf, &rss, &hwm) < 0)
@@ -275,6 +383,7 @@ static void sample_ranks(struct agent *a, struct rank_acc *all)
 		acc_add(&per[k], rank, rss, hwm);
 		acc_add(all, rank, rss, hwm);
 	}
+	foreign_sweep(a);
 	if (d)
 		closedir(d);
 	for (int k = 0; k < a->nstages; k++) {
@@ -311,7 +420,7 @@ void sampler_tick(struct agent *a)
 			    NULL);
 	}
 	if (read_small("/proc/net/dev", buf, sizeof buf) > 0 &&
-	    proc_netdev(buf, &rx, &tx) == 0) {
+	    proc_netdev_if(buf, a->cfg.net_if, &rx, &tx) == 0) {
 		double dt = now - s->last_t;
 		if (s->have_net && dt > 0 && rx >= s->rx && tx >= s->tx) {
 			emit_sample(a, -1, "net.rx_bps",

@@ -72,6 +72,7 @@ void stage_free(struct stage *st)
 	free(st->src_seq);
 	free(st->pr);
 	free(st->runfile);
+	free(st->ranks);
 	free(st);
 }
 
@@ -222,6 +223,67 @@ static void write_runfile(struct agent *a, struct stage *st)
 	json_decref(o);
 }
 
+/* A cluster stage's ssh settings for mpirun: the console made them from
+ * the inventory (hosts, ports, users, identities, and the host keys it
+ * checked); they go beside the spool as stage-ID.ssh_config and
+ * stage-ID.known_hosts (0600), and mpirun's ssh reads them (-F). */
+static int write_private(const char *path, const char *text, struct d0_err *e)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	size_t n = strlen(text);
+	if (fd < 0 || write(fd, text, n) != (ssize_t)n) {
+		int er = errno;
+		if (fd >= 0)
+			close(fd);
+		return d0_errf(e, "%s: %s", path, strerror(er));
+	}
+	return close(fd) < 0 ? d0_errf(e, "%s: %s", path, strerror(errno))
+			     : 0;
+}
+
+static char *stage_file(struct agent *a, const char *id, const char *ext)
+{
+	char name[STAGE_ID_MAX + 32];
+	snprintf(name, sizeof name, "stage-%s.%s", id, ext);
+	return path_join(a->spool.dir, name);
+}
+
+/* "-F CONFIG" for plm_rsh_args, with %KNOWN_HOSTS% in the config replaced
+ * by the known_hosts file written beside it.  NULL (err) on failure. */
+static char *ssh_files(struct agent *a, const char *id, const char *config,
+		       const char *known, struct d0_err *err)
+{
+	char *cpath = stage_file(a, id, "ssh_config"),
+	     *kpath = stage_file(a, id, "known_hosts"), *text, *args = NULL;
+	const char *mark = "%KNOWN_HOSTS%", *p;
+	size_t cap = strlen(config) + 1, n = 0;
+	for (p = config; (p = strstr(p, mark)); p += strlen(mark))
+		cap += strlen(kpath);
+	text = malloc(cap);
+	if (!text)
+		abort();
+	for (p = config; *p;) {
+		if (!strncmp(p, mark, strlen(mark))) {
+			memcpy(text + n, kpath, strlen(kpath));
+			n += strlen(kpath);
+			p += strlen(mark);
+		} else
+			text[n++] = *p++;
+	}
+	text[n] = 0;
+	if (write_private(kpath, known ? known : "", err) == 0 &&
+	    write_private(cpath, text, err) == 0) {
+		args = malloc(strlen(cpath) + 4);
+		if (!args)
+			abort();
+		sprintf(args, "-F %s", cpath);
+	}
+	free(text);
+	free(cpath);
+	free(kpath);
+	return args;
+}
+
 struct stage *stage_start(struct agent *a, json_t *cmd)
 {
 	const char *id = proto_str(cmd, "stage_id", ""),
@@ -301,6 +363,8 @@ struct stage *stage_start(struct agent *a, json_t *cmd)
 	st->np = st->exec ? 1 : (int)np;
 	st->timeout_s = timeout;
 	st->out.fd = st->err.fd = -1;
+	if (st->mpi && *proto_str(cmd, "ranks", ""))
+		st->ranks = strdup(proto_str(cmd, "ranks", ""));
 	st->rehearsal = json_is_true(json_object_get(cmd, "rehearsal"));
 
 	if (st->exec) {
@@ -320,6 +384,34 @@ struct stage *stage_start(struct agent *a, json_t *cmd)
 				av_add(&b, "--oversubscribe");
 			av_add(&b, "-x");
 			av_add(&b, "DAY0_NODE");
+			av_add(&b, "-x");
+			av_add(&b, "DAY0_STAGE_ID");
+			if (st->ranks) {
+				av_add(&b, "-x");
+				av_add(&b, "DAY0_RANKS");
+			}
+			if (*proto_str(cmd, "ssh_config", "")) {
+				struct d0_err se = {{0}};
+				char *rsh = ssh_files(
+				    a, id, proto_str(cmd, "ssh_config", ""),
+				    proto_str(cmd, "known_hosts", ""), &se);
+				if (!rsh) {
+					agent_error(a, "run", NULL, 0,
+						    "run: stage %s: ssh "
+						    "settings: %s",
+						    id, se.msg);
+					av_free(&b);
+					stage_free(st);
+					return NULL;
+				}
+				av_add(&b, "--mca");
+				av_add(&b, "plm_rsh_agent");
+				av_add(&b, "ssh");
+				av_add(&b, "--mca");
+				av_add(&b, "plm_rsh_args");
+				av_add(&b, rsh);
+				free(rsh);
+			}
 			av_add(&b, "-np");
 			snprintf(nps, sizeof nps, "%lld", (long long)np);
 			av_add(&b, nps);
@@ -361,6 +453,8 @@ struct stage *stage_start(struct agent *a, json_t *cmd)
 		dup2(perr[1], 2);
 		setenv("DAY0_NODE", a->cfg.node, 1);
 		setenv("DAY0_STAGE_ID", st->id, 1);
+		if (st->ranks)
+			setenv("DAY0_RANKS", st->ranks, 1);
 		/* One write of "what + errno" tells the parent why. */
 		char why[1 + sizeof(int)];
 		if (cwd && chdir(cwd) < 0) {
@@ -531,6 +625,19 @@ static void stage_line(struct agent *a, struct stage *st, int rank, int is_err,
 	{
 		if (!proto_is_envelope(key))
 			json_object_set(fields, key, val);
+	}
+	if (st->ranks && ev.kind == EV_SAMPLE &&
+	    json_integer_value(json_object_get(fields, "card")) == rank) {
+		/* A rank's own card sample: this node's card, or another
+		 * node's (whose agent measures it): not ours to send. */
+		int card = rank_card(st->ranks, rank, a->cfg.node);
+		if (card == RANK_ELSEWHERE) {
+			json_decref(fields);
+			proto_event_free(&ev);
+			return;
+		}
+		if (card >= 0)
+			json_object_set_new(fields, "card", json_integer(card));
 	}
 	if (!strcmp(ev.type, "log") &&
 	    !strcmp(proto_str(ev.obj, "level", ""), "error")) {
@@ -802,6 +909,14 @@ void stage_finish(struct agent *a, struct stage *st)
 	if (rc)
 		cause_to_json(&st->cause, a->cfg.node, extra);
 	emit_stage(a, st, "end", extra);
+	if (st->ranks) { /* the cluster stage's ssh files, if any */
+		char *f = stage_file(a, st->id, "ssh_config");
+		unlink(f);
+		free(f);
+		f = stage_file(a, st->id, "known_hosts");
+		unlink(f);
+		free(f);
+	}
 	if (st->runfile) {
 		agent_unlink_after_commit(a, st->runfile);
 		st->runfile = NULL;

@@ -316,6 +316,9 @@ static const struct proto_field cmd_run[] = {
     {"timeout", PF_NUM, 0, NULL},
     {"np", PF_INT, 0, NULL},
     {"mpirun_args", PF_STRARR, 0, NULL},
+    {"ranks", PF_STR, 0, NULL},
+    {"ssh_config", PF_STR, 0, NULL},
+    {"known_hosts", PF_STR, 0, NULL},
     {"rehearsal", PF_BOOL, 0, NULL},
     END};
 static const struct proto_field cmd_cancel[] = {{"stage_id", PF_STR, 1, NULL},
@@ -606,7 +609,7 @@ static const char *const kind_names[EV_KINDS] = {
     [EV_COMM] = "comm", [EV_NUMERICS] = "numerics", [EV_PERF] = "perf",
     [EV_LOG] = "log", [EV_ERROR] = "error", [EV_HEARTBEAT] = "heartbeat",
     [EV_BYE] = "bye", [EV_HOLD] = "hold", [EV_MARKER] = "marker",
-    [EV_VERDICT] = "verdict", [EV_ALERT] = "alert",
+    [EV_VERDICT] = "verdict", [EV_ALERT] = "alert", [EV_NODE] = "node",
 };
 
 enum proto_event_kind proto_event_kind_of(const char *type, size_t len)

@@ -185,6 +185,7 @@ enum proto_event_kind {
 	EV_MARKER,  /* console */
 	EV_VERDICT, /* console */
 	EV_ALERT,   /* console: refused input, the store's state */
+	EV_NODE,    /* console: a node's state (unreachable, excluded, done) */
 	EV_KINDS
 };
 /* The kind of type name type[0..len) (EV_UNKNOWN when not one of ours). */

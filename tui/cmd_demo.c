@@ -25,7 +25,16 @@ static const char usage_text[] =
     "Generates a tiny Qwen3-MoE checkpoint and a local inventory (one node, "
     "N cards of 128 MiB =\nN MPI ranks, default 4) in DIR (default /tmp/day0-demo), "
     "then runs the release-day\nplaybook on it with the live console (or "
-    "headless when stdout is not a terminal).";
+    "headless when stdout is not a terminal).\n\n"
+    "  --dir DIR         where the model, inventory and work go "
+    "(default /tmp/day0-demo)\n"
+    "  --playbook FILE   another playbook (default: release-day.json)\n"
+    "  --headless        lines instead of the live screens\n"
+    "  --ascii           ASCII glyphs only\n"
+    "  --no-color        no colours\n"
+    "  --cards N         local cards = MPI ranks (default 4; the "
+    "playbook's layout needs 4)\n\n"
+    "Example:\n  day0 demo --dir /tmp/d0 --headless";
 
 /* The directory of the running program. */
 static int exe_dir(char *out, size_t max)

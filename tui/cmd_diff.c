@@ -474,7 +474,19 @@ static int run_diff(int argc, char **argv)
 const struct console_cmd cmd_diff = {
     "diff",
     "A.db B.db [--threshold-perf 0.05] [--threshold-busbw 0.10] "
-    "[--threshold-mem 0.05] [--threshold-numerics 2.0] [--json]",
+    "[--threshold-mem 0.05] [--threshold-numerics 2.0] [--json]\n\n"
+    "What changed from session A (the baseline) to B: perf, bus "
+    "bandwidth, peak\nmemory per card, numerics and the checklist.\n\n"
+    "  --threshold-perf R       relative TTFT/TPOT/tokens-per-s change "
+    "that counts (0.05)\n"
+    "  --threshold-busbw R      relative busbw drop that counts (0.10)\n"
+    "  --threshold-mem R        relative peak memory growth that counts "
+    "(0.05)\n"
+    "  --threshold-numerics X   error growth factor that counts (2.0)\n"
+    "  --json                   the comparison as JSON\n\n"
+    "Exit status: 0 no regression, 1 a regression past a threshold, 2 "
+    "usage or input error.\n\n"
+    "Example:\n  day0 diff last-release.db today.db --threshold-perf 0.1",
     "what changed from session A to B; exit 1 on a regression past the "
     "thresholds",
     run_diff};

@@ -506,7 +506,21 @@ static int run_hosts(int argc, char **argv)
 const struct console_cmd cmd_hosts = {
     "hosts",
     "--inventory INV [--known-hosts FILE] [--accept-new-host-keys] "
-    "[--timeout SECS] [--json] [--agent PATH]",
+    "[--timeout SECS] [--json] [--agent PATH]\n\n"
+    "Reaches every node of the inventory in parallel (ssh or local), "
+    "deploys the\nagent where it is missing or stale, and prints the "
+    "facts folded by node set.\n\n"
+    "  --inventory INV          the cluster\n"
+    "  --known-hosts FILE       host keys (default ~/.ssh/known_hosts)\n"
+    "  --accept-new-host-keys   record unknown host keys (never changed "
+    "ones)\n"
+    "  --timeout SECS           per node, connect through facts (default "
+    "10)\n"
+    "  --json                   one JSON object per node\n"
+    "  --agent PATH             the local day0-agent to deploy (default: "
+    "next to day0)\n\n"
+    "Example:\n  day0 hosts --inventory cluster.json --known-hosts "
+    "~/.ssh/known_hosts",
     "reach every node (ssh/local), deploy the agent, show facts folded "
     "by node set",
     run_hosts,

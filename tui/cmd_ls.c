@@ -187,6 +187,11 @@ static int run_ls(int argc, char **argv)
 }
 
 const struct console_cmd cmd_ls = {
-    "ls", "[--json] [DIR]",
+    "ls",
+    "[--json] [DIR]\n\n"
+    "Past sessions in DIR (default: $DAY0_SESSIONS, else "
+    "$XDG_STATE_HOME/day0/sessions),\nnewest first.\n\n"
+    "  --json            one JSON array instead of the table\n\n"
+    "Example:\n  day0 ls --json",
     "past sessions, newest first: name, start, duration, nodes, verdict",
     run_ls};

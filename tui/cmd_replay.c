@@ -336,6 +336,27 @@ out:
 const struct console_cmd cmd_replay = {
     "replay",
     "SESSION.db [--at T] [--speed X] [--baseline OTHER.db] [--follow] "
-    "[--ascii] [--no-color] [--stats FILE] [--dump [--fold]]",
+    "[--ascii] [--no-color] [--stats FILE] [--dump [--fold]]\n\n"
+    "The live screens of a session file at any time: the view at T is "
+    "built from the\nfile's indexes, then played forward.\n\n"
+    "  --at T            start at T seconds after the first event "
+    "(default: the start)\n"
+    "  --speed X         play at X times real time (default 1; + and - "
+    "change it)\n"
+    "  --baseline OTHER  show deltas against another session (Cards, "
+    "Numerics, perf)\n"
+    "  --follow          a file another console is still writing: stay on "
+    "its end\n"
+    "  --ascii           ASCII glyphs only\n"
+    "  --no-color        no colours\n"
+    "  --stats FILE      write CPU share and redraw times on exit "
+    "(benchmarks)\n"
+    "  --dump            no screen: print the view at T as text and exit\n"
+    "  --fold            with --dump: fold every event from the start "
+    "instead of seeking\n\n"
+    "Keys: space pause, <- -> seek 1 s, [ ] previous/next failure or "
+    "marker, g G ends.\n\n"
+    "Example:\n  day0 replay ~/.local/state/day0/sessions/"
+    "20261201-0900-release-day.db --at 120",
     "replay a session file: the live screens at any time, a timeline",
     run_replay};

@@ -102,7 +102,15 @@ static int run_report(int argc, char **argv)
 }
 
 const struct console_cmd cmd_report = {
-    "report", "SESSION.db [--format md|json|html] [-o FILE]",
+    "report",
+    "SESSION.db [--format md|json|html] [-o FILE]\n\n"
+    "The session as a report: the verdict, the checklist with its "
+    "evidence, plan,\ncommunication, numerics, perf, memory and the "
+    "reproducibility manifest.\n\n"
+    "  --format F        md (default), json or html (one self-contained "
+    "file)\n"
+    "  -o FILE           write there (default: stdout)\n\n"
+    "Example:\n  day0 report session.db --format html -o report.html",
     "a session as a report: checklist with evidence, plan, comm, numerics, "
     "perf, memory, manifest",
     run_report};

@@ -14,6 +14,7 @@ static const char usage_text[] =
     "[--known-hosts FILE] [--accept-new-host-keys] [--agent PATH] "
     "[--remote-agent PATH] [--connect-timeout SECS] [--sample-hz H] "
     "[--store-wait SECS] [--node-rate N] [--ascii] [--no-color] [--stats FILE]\n"
+    "[--json] [--notify CMD]\n"
     "       day0 run --resume SESSION.db [--headless] [...]\n\n"
     "Reaches every node of the inventory (ssh or local), starts day0-agent "
     "there,\nruns the playbook's stages and records every event in one "
@@ -40,7 +41,9 @@ static const char usage_text[] =
     "ones)\n"
     "  --agent PATH      the local day0-agent (default: next to day0)\n"
     "  --remote-agent P  ssh nodes run this agent, no deployment\n"
-    "  --sample-hz H     the agents' sampling rate (default 2)\n"
+    "  --connect-timeout SECS   connect through auth, per node (default "
+    "10)\n"
+    "  --sample-hz H     agent samples per second (default 2)\n"
     "  --store-wait S    the session file cannot be written (a full "
     "disk): no acks,\n"
     "                    no new stages, retry; after S seconds (default "
@@ -50,13 +53,26 @@ static const char usage_text[] =
     "rate-limited\n"
     "                    (default 20000; its agent resends the rest "
     "later)\n"
-    "  --ascii, --no-color, --stats FILE   TUI options\n\n"
+    "  --tui             the live screens even when stdout is not a "
+    "terminal\n"
+    "  --ascii           ASCII glyphs only\n"
+    "  --no-color        no colours\n"
+    "  --stats FILE      write CPU share and redraw times on exit "
+    "(benchmarks)\n"
+    "  --json            at the end, the verdict and every checklist item "
+    "with its\n"
+    "                    evidence as JSON on stdout (the lines go to "
+    "stderr): CI\n"
+    "  --notify CMD      run `sh -c CMD` for each alert (node unreachable, "
+    "stage\n"
+    "                    failed, check failed) with the alert as JSON on "
+    "stdin\n\n"
     "Ctrl-C once shows what still runs where; twice within a second "
     "cancels.\n"
     "Exit status: 0 go (every required check passed), 1 no-go, 2 usage or "
     "input error,\n3 incomplete (the session file could not be written).\n\n"
-    "Example:\n  day0 run playbooks/smoke.json --inventory inv.json "
-    "--model /models/m --headless";
+    "Example:\n  day0 run playbooks/release-day.json --inventory "
+    "cluster.json --model /models/new -e tp=8";
 
 static int run(int argc, char **argv)
 {
@@ -179,6 +195,11 @@ static int run(int argc, char **argv)
 		} else if (!strcmp(a, "--stats")) {
 			NEED();
 			o.stats_path = v;
+		} else if (!strcmp(a, "--json")) {
+			o.json = 1;
+		} else if (!strcmp(a, "--notify")) {
+			NEED();
+			o.notify = v;
 		} else if (a[0] == '-') {
 			json_decref(vars);
 			return console_usage_error(&cmd_run, "unknown option %s",
@@ -197,13 +218,15 @@ static int run(int argc, char **argv)
 		return console_usage_error(
 		    &cmd_run, "give a PLAYBOOK or --resume SESSION.db");
 	}
+	if (o.json && o.headless < 0)
+		o.headless = 1; /* stdout is for the JSON */
 	if (o.headless < 0)
 		o.headless = !isatty(1) || !isatty(0) || !getenv("TERM") ||
 			     !strcmp(getenv("TERM"), "dumb");
 	if (getenv("NO_COLOR") && *getenv("NO_COLOR"))
 		o.no_color = 1;
 	o.vars = vars;
-	o.out = stdout;
+	o.out = o.json ? stderr : stdout;
 	rc = runner_main(&o);
 	json_decref(vars);
 	return rc;

@@ -45,7 +45,10 @@ static void manifest(struct live *lv)
 	json_t *name = store_session_get(lv->st, "name", NULL);
 	json_t *model = store_session_get(lv->st, "model", NULL);
 	json_t *pb = store_session_get(lv->st, "playbook", NULL);
+	json_t *labels = store_session_get(lv->st, "labels", NULL);
 	view_set_manifest(&lv->v, name, model, pb);
+	view_set_labels(&lv->v, labels);
+	json_decref(labels);
 	json_decref(name);
 	json_decref(model);
 	json_decref(pb);

@@ -12,6 +12,8 @@
  * holds the whole story (what the screens, replay and reports read).
  */
 #include "runner.h"
+#include "cluster.h"
+#include "notify.h"
 
 #include "intake.h"
 #include "link.h"
@@ -241,6 +243,22 @@ static void console_event(struct run *r, const char *type, json_t *fields)
 	free(line);
 }
 
+/* An alert for --notify: kind (node, stage, check), the node, what and
+ * why, at the run's time.  Not while replaying a resumed session. */
+static void alert(struct run *r, const char *kind, const char *node,
+		  const char *what, const char *why)
+{
+	json_t *a;
+	if (!r->o->notify || r->replaying)
+		return;
+	a = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I}", "kind", kind,
+		      "node", node ? node : "", "what", what ? what : "",
+		      "why", why ? why : "", "session", r->session, "run",
+		      r->name, "ts", (json_int_t)now_ns());
+	notify_alert(r->o->notify, a);
+	json_decref(a);
+}
+
 static void console_log(struct run *r, const char *level, const char *fmt,
 			...) __attribute__((format(printf, 3, 4)));
 static void console_log(struct run *r, const char *level, const char *fmt,
@@ -371,14 +389,23 @@ static int stage_first_node(struct run *r)
 	return -1;
 }
 
-/* mpirun options for a cluster stage: the hosts and how Open MPI reaches
- * them (the inventory's ports and identities), then the inventory's and
- * the stage's own options. */
+/* The nodes a cluster stage runs on, in inventory (= rank) order. */
+static size_t cluster_nodes(struct run *r, const struct inv_node **out)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < r->n_nodes; i++)
+		if (!r->nodes[i].failed && !r->nodes[i].excluded)
+			out[n++] = r->nodes[i].inv;
+	return n;
+}
+
+/* mpirun options for a cluster stage: the hosts, then the inventory's and
+ * the stage's own options.  How Open MPI's ssh reaches the hosts travels
+ * beside them (cluster_ssh). */
 static json_t *cluster_mpirun_args(struct run *r, const struct pb_stage *st)
 {
 	json_t *a = json_array(), *extra;
-	char hosts[8192] = "", rsh[1024] = "";
-	int n = 0;
+	char hosts[8192] = "";
 	size_t i;
 	for (i = 0; i < r->n_nodes; i++) {
 		struct node *nd = &r->nodes[i];
@@ -390,32 +417,13 @@ static json_t *cluster_mpirun_args(struct run *r, const struct pb_stage *st)
 			 !strcmp(nd->inv->transport, "local") ? "localhost"
 							       : nd->inv->host,
 			 nd->inv->cards);
-		if (!rsh[0] && strcmp(nd->inv->transport, "local")) {
-			size_t k = 0;
-			if (nd->inv->port != 22)
-				k += snprintf(rsh + k, sizeof rsh - k, "-p %d ",
-					      nd->inv->port);
-			if (nd->inv->identity[0])
-				snprintf(rsh + k, sizeof rsh - k, "-i %s ",
-					 nd->inv->identity);
-		}
-		n++;
 	}
 	extra = json_object_get(r->inv_doc, "mpirun_args");
-	if (n > 1) {
-		char *given = json_dumps(extra, JSON_COMPACT);
+	if (strchr(hosts, ',')) {
 		json_array_append_new(a, json_string("--host"));
 		json_array_append_new(a, json_string(hosts));
-		/* The inventory's own plm_rsh_args (an ssh -F config, say)
-		 * wins over the one made from ports and identities. */
-		if (rsh[0] && !(given && strstr(given, "plm_rsh_args"))) {
-			size_t k = strlen(rsh);
-			snprintf(rsh + k, sizeof rsh - k, "-o BatchMode=yes");
-			json_array_append_new(a, json_string("--mca"));
-			json_array_append_new(a, json_string("plm_rsh_args"));
-			json_array_append_new(a, json_string(rsh));
-		}
-		free(given);
+		json_array_append_new(a, json_string("--map-by"));
+		json_array_append_new(a, json_string("slot"));
 	}
 	if (json_is_array(extra)) {
 		json_t *v;
@@ -425,6 +433,36 @@ static json_t *cluster_mpirun_args(struct run *r, const struct pb_stage *st)
 	for (i = 0; i < st->n_mpirun_args; i++)
 		json_array_append_new(a, json_string(st->mpirun_args[i]));
 	return a;
+}
+
+/* The rank map and the ssh settings of a cluster stage into its command
+ * (cluster.h).  The inventory's own plm_rsh_args (a hand-written ssh -F,
+ * say) wins over the generated config. */
+static void cluster_ssh(struct run *r, json_t *c)
+{
+	const struct inv_node **nodes = calloc(r->n_nodes + 1, sizeof *nodes);
+	size_t n, remote = 0;
+	char *given = json_dumps(json_object_get(r->inv_doc, "mpirun_args"),
+				 JSON_COMPACT);
+	if (!nodes)
+		abort();
+	char *ranks;
+	n = cluster_nodes(r, nodes);
+	ranks = cluster_rank_map(nodes, n);
+	json_object_set_new(c, "ranks", json_string(ranks));
+	free(ranks);
+	for (size_t i = 0; i < n; i++)
+		remote += strcmp(nodes[i]->transport, "local") != 0;
+	if (n > 1 && remote && !(given && strstr(given, "plm_rsh_args"))) {
+		char *cfg = cluster_ssh_config(nodes, n),
+		     *kh = cluster_known_hosts(nodes, n, r->o->known_hosts);
+		json_object_set_new(c, "ssh_config", json_string(cfg));
+		json_object_set_new(c, "known_hosts", json_string(kh));
+		free(cfg);
+		free(kh);
+	}
+	free(given);
+	free(nodes);
 }
 
 /* The command a task sends its agent, or NULL (err) when a variable is
@@ -473,6 +511,7 @@ static json_t *task_command(struct run *r, struct task *t, struct d0_err *err)
 		json_object_set_new(c, "np", json_integer(np));
 		json_object_set_new(c, "mpirun_args",
 				    cluster_mpirun_args(r, st));
+		cluster_ssh(r, c);
 	} else if (st->np > 0 && strcmp(st->step, "exec")) {
 		json_object_set_new(c, "np", json_integer(st->np));
 		if (st->n_mpirun_args) {
@@ -515,6 +554,23 @@ static json_t *command_argv(struct run *r, json_t *cmd)
 			    a, json_string("--allow-run-as-root"));
 		json_array_append_new(a, json_string("-x"));
 		json_array_append_new(a, json_string("DAY0_NODE"));
+		json_array_append_new(a, json_string("-x"));
+		json_array_append_new(a, json_string("DAY0_STAGE_ID"));
+		if (json_object_get(cmd, "ranks")) {
+			json_array_append_new(a, json_string("-x"));
+			json_array_append_new(a, json_string("DAY0_RANKS"));
+		}
+		if (json_object_get(cmd, "ssh_config")) {
+			json_array_append_new(a, json_string("--mca"));
+			json_array_append_new(a, json_string("plm_rsh_agent"));
+			json_array_append_new(a, json_string("ssh"));
+			json_array_append_new(a, json_string("--mca"));
+			json_array_append_new(a, json_string("plm_rsh_args"));
+			json_array_append_new(
+			    a, json_sprintf("-F <spool>/stage-%s.ssh_config",
+					    json_string_value(json_object_get(
+						cmd, "stage_id"))));
+		}
 		json_array_append_new(a, json_string("-np"));
 		json_array_append_new(
 		    a, json_sprintf("%lld", (long long)json_integer_value(np)));
@@ -570,7 +626,7 @@ struct line_ctx {
 };
 static struct line_ctx *line_ctx; /* one per node */
 
-#define AGENT_ARGV_MAX 40 /* ours (17 at most) and the inventory's */
+#define AGENT_ARGV_MAX 40 /* ours (19 at most) and the inventory's */
 
 static char **agent_argv(struct run *r, struct node *nd)
 {
@@ -599,6 +655,14 @@ static char **agent_argv(struct run *r, struct node *nd)
 	if (!r->o->work) { /* the default: private to the node's user */
 		a[n++] = strdup("--work");
 		a[n++] = strdup(node_work(r, nd));
+	}
+	if (strcmp(nd->inv->transport, "local") &&
+	    (!strncmp(nd->inv->host, "127.", 4) ||
+	     !strcmp(nd->inv->host, "localhost") ||
+	     !strcmp(nd->inv->host, "::1"))) {
+		/* A loopback node's traffic (MPI over TCP too) is lo's. */
+		a[n++] = strdup("--net-if");
+		a[n++] = strdup("lo");
 	}
 	json_array_foreach(extra, i, v) if (json_is_string(v) && n < AGENT_ARGV_MAX)
 	    a[n++] = strdup(json_string_value(v));
@@ -861,6 +925,9 @@ static void note_check(struct run *r, const char *node, const char *stage,
 	json_object_set_new(r->said, key, json_string(status));
 	snprintf(text, sizeof text, "check %-18s %s", item, status);
 	say(r, text, node);
+	if (!strcmp(status, "fail"))
+		alert(r, "check", node, item,
+		      json_string_value(json_object_get(o, "detail")));
 }
 
 /* A new attempt of stage on node: its earlier evidence is replaced. */
@@ -921,6 +988,13 @@ static void absorb(struct run *r, int node, struct proto_event *ev)
 		return;
 	}
 	if (!strcmp(ev->type, "bye")) {
+		/* Done, not silent: the screens stop ageing it. */
+		if (!r->nodes[node].said_bye)
+			console_event(r, "node",
+				      json_pack("{s:s, s:s, s:s}", "name",
+						r->nodes[node].inv->name,
+						"state", "done", "msg",
+						"the agent said bye"));
 		r->nodes[node].said_bye = 1;
 		return;
 	}
@@ -1204,6 +1278,8 @@ static void end_stage(struct run *r, int s, enum stage_state st,
 				st == S_DONE ? 0 : 1, "result",
 				stage_state_names[st], "msg", sr->msg, "nodes",
 				nodes));
+	if (st == S_FAILED)
+		alert(r, "stage", "", ps->id, sr->msg);
 	if (st == S_SKIPPED) {
 		snprintf(text, sizeof text, "stage %-18s skipped (%s)", ps->id,
 			 msg);
@@ -1678,6 +1754,29 @@ static void print_summary(struct run *r, FILE *f)
 		r->session, r->session, r->session);
 }
 
+/* --json: the verdict and every item with its evidence, for CI (stdout
+ * holds only this; the lines go to stderr). */
+static void print_json(struct run *r, FILE *f)
+{
+	struct d0_err err = {{0}};
+	json_t *verdict = store_session_get(r->store, "verdict", &err);
+	json_t *failed = json_object_get(verdict, "failed"),
+	       *skipped = json_object_get(verdict, "skipped");
+	json_t *o = json_pack(
+	    "{s:s, s:b, s:b, s:s, s:s, s:o, s:o, s:o}", "verdict",
+	    r->go ? "GO" : "NO-GO", "go", r->go, "cancelled", r->cancelled,
+	    "session", r->session, "playbook", r->pb.name, "items",
+	    run_checklist(r), "failed",
+	    json_is_array(failed) ? json_incref(failed) : json_array(),
+	    "skipped",
+	    json_is_array(skipped) ? json_incref(skipped) : json_array());
+	json_dumpf(o, f, JSON_INDENT(1));
+	fputc('\n', f);
+	fflush(f);
+	json_decref(o);
+	json_decref(verdict);
+}
+
 /* GO or NO-GO, with the reasons apart: what failed (stages, nodes,
  * required items) and what was skipped (required stages that never ran). */
 static void decide(struct run *r)
@@ -1774,6 +1873,13 @@ static int write_manifest(struct run *r)
 	SET("playbook_path", json_string(r->pb.path));
 	SET("inventory", json_incref(r->inv_doc));
 	SET("inventory_path", json_string(r->o->inventory_path));
+	{ /* every node after node-set expansion: the screens' labels */
+		json_t *labels = json_object();
+		for (size_t i = 0; i < r->n_nodes; i++)
+			json_object_set_new(labels, r->nodes[i].inv->name,
+					    json_string(r->nodes[i].inv->labels));
+		SET("labels", labels);
+	}
 	SET("model", json_string(lookup_var(r, "model") ?: ""));
 	SET("work", json_string(r->work));
 	SET("tag", json_string(r->tag));
@@ -1914,6 +2020,12 @@ static void tend_links(struct run *r)
 			    json_pack("{s:s, s:s, s:s, s:s}", "item", "facts",
 				      "status", "fail", "detail", nd->why,
 				      "for", nd->inv->name));
+			alert(r, "node", nd->inv->name, "unreachable", nd->why);
+			/* It stays in the grid, as unreachable and why. */
+			console_event(r, "node",
+				      json_pack("{s:s, s:s, s:s}", "name",
+						nd->inv->name, "state",
+						"unreachable", "msg", nd->why));
 			say(r, "node unreachable", nd->inv->name);
 			link_free(nd->link);
 			nd->link = NULL;
@@ -2753,6 +2865,8 @@ int runner_main(const struct runner_opts *o)
 		commit_and_ack(&r);
 	}
 	print_summary(&r, o->out ? o->out : stdout);
+	if (o->json && !r.incomplete)
+		print_json(&r, stdout);
 	rc = r.incomplete ? EXIT_INCOMPLETE : r.go ? EXIT_OK : EXIT_CHECK_FAILED;
 out:
 	if (r.store && store_close(r.store, &err)) {

@@ -54,6 +54,8 @@ struct runner_opts {
 	char **argv;		   /* the console's own command line */
 	int argc;
 	FILE *out;		   /* headless lines and the summary */
+	int json;		   /* --json: the verdict and items on stdout */
+	const char *notify;	   /* --notify CMD: each alert on its stdin */
 };
 
 /* The session file could not be written for --store-wait seconds: the run

@@ -84,6 +84,15 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	int x = tui_printf(w, 0, 0, cols, tui_attr(ui, ROLE_HEAD),
 			   "node %s (%d/%zu)", n->name, ui->sel_node + 1,
 			   v->nnodes);
+	if (*view_node_labels(v, n->name))
+		x += tui_printf(w, 0, x, cols - x, tui_attr(ui, ROLE_MARK),
+				"  [%s]", view_node_labels(v, n->name));
+	if (n->state[0])
+		x += tui_printf(w, 0, x, cols - x,
+				tui_attr(ui, strcmp(n->state, "done") ? ROLE_FAIL
+								     : ROLE_OK),
+				"  %s%s%s", n->state, n->why[0] ? ": " : "",
+				n->why);
 	x += tui_printf(w, 0, x, cols - x, A_NORMAL,
 			"  host mem %s  rx %s  tx %s", a, b, c_);
 	if (stale) {

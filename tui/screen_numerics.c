@@ -34,6 +34,15 @@ static int later_same(const struct view *v, size_t i)
 	return 0;
 }
 
+/* "-" for a figure the row does not have (ops carry no KL/top-1). */
+static void fig(char *out, size_t max, const char *fmt, double x)
+{
+	if (isnan(x))
+		snprintf(out, max, "-");
+	else
+		snprintf(out, max, fmt, x);
+}
+
 static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 {
 	int rows, cols, y = 1;
@@ -43,50 +52,64 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 			"no numerics results yet (day0-engine validate)");
 		return;
 	}
-	int namew = cols >= 100 ? 32 : 20;
-	int barw = cols - namew - 6 - 40;
+	/* Names whole: as wide as the longest, the bar takes what is left
+	 * (at least 8 columns; a name is cut only then). */
+	int namew = 4;
+	for (size_t i = 0; i < v->num.n; i++) {
+		int l = (int)strlen(VIEW_AT(v->num, i)->name);
+		if (l > namew)
+			namew = l;
+	}
+	const int fixed = 6 + 1 + 10 + 10 + 9 + 7; /* level, spaces, figures */
+	if (namew > cols - fixed - 8)
+		namew = cols - fixed - 8 > 8 ? cols - fixed - 8 : 8;
+	int barw = cols - namew - fixed;
 	if (barw < 4)
 		barw = 4;
+	if (barw > 40)
+		barw = 40;
 	tui_printf(w, 0, 0, cols, tui_attr(ui, ROLE_HEAD),
-		   "%-5s %-*s %-*s %9s %9s %5s", "level", namew, "name", barw,
-		   "max_rel (log 1e-8..1)", "max_abs", "kl", "top1");
+		   "%-5s %-*s %-*s %9s %9s %8s %6s", "level", namew, "name",
+		   barw, barw >= 21 ? "max_rel (log 1e-8..1)" : "max_rel",
+		   "max_rel", "kl", "top-1", "");
 	int skip = ui->scroll;
 	for (size_t i = 0; i < v->num.n && y < rows; i++) {
 		const struct view_num *x = VIEW_AT(v->num, i);
+		char kl[16], top1[16];
 		if (later_same(v, i) || skip-- > 0)
 			continue;
-		if (!strcmp(x->level, "e2e") && !isnan(x->ppl)) {
-			int c = tui_printf(w, y, 0, cols, A_NORMAL,
-					   "%-5s %-*.*s ppl %.4g (ref %.4g)",
-					   x->level, namew, namew, x->name,
-					   x->ppl, x->ppl_ref);
-			(void)c;
-		}
 		double e = !isnan(x->max_rel) ? x->max_rel : x->max_abs;
 		double lg = e > 0 ? log10(e) : -8;
 		if (lg < -8)
 			lg = -8;
 		if (lg > 0)
 			lg = 0;
-		int fill = (int)((lg + 8) / 8 * barw + 0.5);
+		int fill = isnan(e) ? 0 : (int)((lg + 8) / 8 * barw + 0.5);
 		enum tui_role r = e > 1e-2 ? ROLE_FAIL : e > 1e-3 ? ROLE_WARN : ROLE_OK;
-		if (strcmp(x->level, "e2e") || isnan(x->ppl)) {
-			int c = tui_printf(w, y, 0, cols, A_NORMAL, "%-5s %-*.*s ",
-					   x->level, namew, namew, x->name);
-			for (int k = 0; k < barw; k++)
-				tui_put(w, y, c + k, 1,
-					tui_attr(ui, k < fill ? r : ROLE_DIM),
-					k < fill ? ui->g->full : ui->g->empty);
-			c += barw;
+		int c = tui_printf(w, y, 0, cols, A_NORMAL, "%-5s %-*.*s ",
+				   x->level, namew, namew, x->name);
+		for (int k = 0; k < barw; k++)
+			tui_put(w, y, c + k, 1,
+				tui_attr(ui, k < fill ? r : ROLE_DIM),
+				k < fill ? ui->g->full : ui->g->empty);
+		c += barw;
+		if (isnan(e))
+			c += tui_printf(w, y, c, cols - c, A_NORMAL, " %9s", "-");
+		else
 			c += tui_printf(w, y, c, cols - c, tui_attr(ui, r),
 					" %9.2e", e);
+		fig(kl, sizeof kl, "%.2e", x->kl);
+		fig(top1, sizeof top1, "%.1f%%", x->top1); /* a percentage */
+		c += tui_printf(w, y, c, cols - c, A_NORMAL, " %9s %8s", kl,
+				top1);
+		if (!isnan(x->ppl))
 			c += tui_printf(w, y, c, cols - c, A_NORMAL,
-					" %9.2e %5.3f", x->kl, x->top1);
-			const struct view_num *b = base_row(ui->base, x);
-			if (b)
-				tui_delta(ui, w, y, c, cols - c, x->max_rel,
-					  b->max_rel, 0);
-		}
+					"  ppl %.4g (ref %.4g)", x->ppl,
+					x->ppl_ref);
+		const struct view_num *b = base_row(ui->base, x);
+		if (b)
+			tui_delta(ui, w, y, c, cols - c, x->max_rel, b->max_rel,
+				  0);
 		y++;
 	}
 }

@@ -1,10 +1,15 @@
 /*
  * screen_overview.c - one row per node: state, a memory bar per card (used,
- * peak mark, budget = the bar's end; colour by headroom), a bandwidth
- * sparkline and the node's checklist row; folded node sets when the nodes
- * outnumber the rows; the perf line and the alerts line at the bottom.
+ * peak mark, budget = the bar's end; colour by headroom; bars widen with
+ * the terminal), a bandwidth sparkline and the node's checklist row;
+ * folded node sets when the nodes outnumber the rows they get.  Below the
+ * grid, the rows left go to the stage timeline, the checklist by name
+ * with its evidence and the last alerts (overview_panels.c); the perf line
+ * and the alerts line at the bottom.
  */
 #include "tui.h"
+#include "checklist.h"
+#include "console.h"
 
 #include <math.h>
 #include <string.h>
@@ -46,6 +51,10 @@ static enum tui_role node_activity(const struct view *v,
 		else if (s->has_rc && s->rc)
 			bad = s;
 	}
+	if (n->state[0] && strcmp(n->state, "done")) {
+		snprintf(out, max, "%s: %.*s", n->state, (int)(max > 20 ? max - 20 : 1), n->why);
+		return ROLE_FAIL;
+	}
 	if (view_node_stale(v, n, &age)) {
 		char d[24];
 		tui_dur(age, d, sizeof d);
@@ -61,7 +70,7 @@ static enum tui_role node_activity(const struct view *v,
 		snprintf(out, max, "FAIL %s", bad->id);
 		return ROLE_FAIL;
 	}
-	snprintf(out, max, "idle");
+	snprintf(out, max, n->state[0] ? "done" : "idle");
 	return ROLE_OK;
 }
 
@@ -178,6 +187,40 @@ static void perf_line(struct tui *ui, const struct view *v, WINDOW *w, int y,
 			  b->tokens_per_s, 1);
 }
 
+/* The panels share h rows: each gets up to a third, then what the others
+ * leave, in order timeline, checklist, alerts. */
+static void draw_panels(struct tui *ui, const struct view *v, WINDOW *w,
+			int y, int h, int cols)
+{
+	int need[3], got[3], left = h - 2; /* a blank row between panels */
+	int nst = v->npb_stages;
+	if (!nst)
+		for (size_t i = 0; i < v->nstages; i++)
+			nst += !strcmp(v->stages[i].node, CONSOLE_NODE);
+	need[0] = nst ? nst + 1 : 0;
+	need[1] = (int)checklist_n + 1;
+	need[2] = (int)(v->marks.n < 8 ? v->marks.n : 8) + 1;
+	for (int i = 0; i < 3; i++) {
+		got[i] = need[i] < left / 3 ? need[i] : left / 3;
+		if (got[i] < 0)
+			got[i] = 0;
+	}
+	left -= got[0] + got[1] + got[2];
+	for (int i = 0; i < 3 && left > 0; i++) {
+		int more = need[i] - got[i];
+		if (more > left)
+			more = left;
+		if (more > 0) {
+			got[i] += more;
+			left -= more;
+		}
+	}
+	if (got[0])
+		y += overview_timeline(ui, v, w, y, got[0], cols) + 1;
+	y += overview_checklist(ui, v, w, y, got[1], cols) + 1;
+	overview_alerts(ui, v, w, y, got[2] + left, cols);
+}
+
 /* Nodes per row of the last draw (folded node sets), for Enter. */
 static size_t last_group = 1;
 
@@ -193,6 +236,16 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	}
 	if (namew > 16)
 		namew = 16;
+	/* Inventory labels beside the names when the terminal is wide. */
+	int labw = 0;
+	if (cols >= 120)
+		for (size_t i = 0; i < v->nnodes; i++) {
+			int l = (int)strlen(view_node_labels(v, v->nodes[i].name));
+			if (l > labw)
+				labw = l;
+		}
+	if (labw > 24)
+		labw = 24;
 	/* Folded rows need room for "n[001-008]". */
 	int body0 = rows - 1 - (v->perf.n ? 1 : 0) - 1;
 	if (body0 > 0 && v->nnodes > (size_t)body0) {
@@ -206,21 +259,36 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		if (namew > 20)
 			namew = 20;
 	}
-	int statew = cols >= 100 ? 18 : 12;
+	int namew0 = namew;
+	if (labw)
+		namew += labw + 3;
+	int statew = cols >= 140 ? 28 : cols >= 100 ? 20 : 12;
 	int sparkw = cols >= 100 ? 10 : 6;
 	int chkw = cols >= 90 ? TUI_NITEMS : 0;
 	int barx = namew + 1 + statew + 1;
 	int area = cols - barx - sparkw - 1 - (chkw ? chkw + 1 : 0) - 5;
 	int bw = ncards ? (area - (ncards - 1)) / ncards : 0;
 	int gap = 1;
-	if (bw > 12)
-		bw = 12;
+	if (bw > 40)
+		bw = 40;
 	if (bw < 2) {
 		/* One column a card, no gaps: graceful degradation. */
 		bw = 1;
 		gap = 0;
 	}
 	int body = rows - 1 - (v->perf.n ? 1 : 0) - 1; /* heading, perf, alerts */
+	/* The grid keeps its rows when the nodes need them; the panels get
+	 * what a grid of few nodes leaves (at least a third when they fit). */
+	int panels = 0;
+	if (body >= 12) {
+		int want = (int)v->nnodes, keep = body - body / 3;
+		if (want > keep)
+			want = keep;
+		if (want < 1)
+			want = 1;
+		panels = body - want - 1;
+		body = want;
+	}
 	if (!v->nnodes) {
 		tui_put(w, 1, 0, cols, tui_attr(ui, ROLE_DIM),
 			"no node has reported yet");
@@ -274,11 +342,15 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		if (group > 1 && role == ROLE_OK)
 			snprintf(state, sizeof state, "idle x%zu",
 				 last - gi * group + 1);
-		tui_printf(w, y, 0, namew,
+		tui_printf(w, y, 0, namew0,
 			   tui_attr(ui, (int)gi == ui->sel_node ? ROLE_SEL
 					: dim			 ? ROLE_DIM
 								 : ROLE_NORMAL),
-			   "%-*s", namew, name);
+			   "%-*s", namew0, name);
+		if (labw && group == 1 && *view_node_labels(v, n0->name))
+			tui_printf(w, y, namew0 + 1, labw + 2,
+				   tui_attr(ui, ROLE_MARK), "[%s]",
+				   view_node_labels(v, n0->name));
 		tui_put(w, y, namew + 1, statew, tui_attr(ui, role), state);
 		/* Per card: this node's, or per card index the group's
 		 * fullest. */
@@ -315,6 +387,8 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 			checks_row(ui, v, w, y, cols - chkw, chkw, n0->name,
 				   dim);
 	}
+	if (panels > 0)
+		draw_panels(ui, v, w, 1 + body + 1, panels, cols);
 	if (v->perf.n)
 		perf_line(ui, v, w, rows - 2, cols);
 	alerts(ui, v, w, rows - 1, cols);

@@ -335,17 +335,17 @@ static void draw_header(struct tui *ui, const struct view *v)
 	if (*v->playbook && strcmp(v->playbook, v->name))
 		x += tui_printf(stdscr, 0, x, COLS - x, A_NORMAL,
 				"  playbook %s", v->playbook);
-	tui_dur(v->start ? v->t - v->start : 0, el, sizeof el);
+	tui_dur(view_elapsed(v), el, sizeof el);
 	x += tui_printf(stdscr, 0, x, COLS - x, A_NORMAL, "  elapsed %s", el);
 	if (cur) {
-		snprintf(buf, sizeof buf, "  stage %s %.0f%%", cur->id,
-			 cur->progress * 100);
+		/* The agents' progress (the console's stage events carry
+		 * none while the stage runs). */
+		int64_t eta;
+		double p = view_stage_progress(v, cur, &eta);
+		snprintf(buf, sizeof buf, "  stage %s %.0f%%", cur->id, p * 100);
 		x += tui_put(stdscr, 0, x, COLS - x, tui_attr(ui, ROLE_OK), buf);
-		if (cur->progress > 0.01 && cur->progress < 1) {
-			int64_t spent = v->t - cur->first_ts;
-			tui_dur((int64_t)((double)spent * (1 - cur->progress) /
-					  cur->progress),
-				el, sizeof el);
+		if (eta >= 0) {
+			tui_dur(eta, el, sizeof el);
 			x += tui_printf(stdscr, 0, x, COLS - x, A_NORMAL,
 					" ETA %s", el);
 		}
@@ -564,8 +564,17 @@ enum tui_act tui_key(struct tui *ui, const struct view *v, int key,
 		ui->mode = UI_NORMAL;
 		ui->pending = ACT_NONE;
 		if (key == 'y' || key == 'Y') {
-			snprintf(ui->status, sizeof ui->status, "%s",
-				 act == ACT_QUIT ? "quitting" : "asked");
+			/* Say what was sent (the question's own words), not a
+			 * bare word that outlives its context. */
+			char q[sizeof ui->status];
+			snprintf(q, sizeof q, "%s", ui->status);
+			if (act == ACT_QUIT)
+				snprintf(ui->status, sizeof ui->status,
+					 "quitting");
+			else
+				snprintf(ui->status, sizeof ui->status,
+					 "sent: %.200s (any key: the key hints)",
+					 q);
 			*arg = ui->pending_arg;
 			return act;
 		}

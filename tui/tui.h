@@ -95,6 +95,14 @@ struct tui {
 	double cpu_start_s;
 };
 
+/* The Overview's panels (overview_panels.c): each draws rows y..y+h-1
+ * and returns the rows it used. */
+int overview_timeline(struct tui *ui, const struct view *v, WINDOW *w, int y,
+		      int h, int cols);
+int overview_checklist(struct tui *ui, const struct view *v, WINDOW *w, int y,
+		       int h, int cols);
+int overview_alerts(struct tui *ui, const struct view *v, WINDOW *w, int y,
+		    int h, int cols);
 extern const struct tui_screen *const tui_screens[];
 #define TUI_NSCREENS 7
 

@@ -91,6 +91,8 @@ static void view_clear(struct view *v)
 	for (size_t i = 0; i < VIEW_LOG; i++)
 		free(v->log[i].line);
 	json_decref(v->plan);
+	json_decref(v->labels);
+	v->labels = NULL;
 }
 
 void view_free(struct view *v)
@@ -105,6 +107,12 @@ void view_reset(struct view *v)
 {
 	char name[sizeof v->name], model[sizeof v->model],
 	    playbook[sizeof v->playbook];
+	char(*pb)[80] = malloc(sizeof v->pb_stages);
+	int npb = v->npb_stages;
+	json_t *labels = json_incref(v->labels);
+	if (!pb)
+		abort();
+	memcpy(pb, v->pb_stages, sizeof v->pb_stages);
 	memcpy(name, v->name, sizeof name);
 	memcpy(model, v->model, sizeof model);
 	memcpy(playbook, v->playbook, sizeof playbook);
@@ -113,7 +121,28 @@ void view_reset(struct view *v)
 	memcpy(v->name, name, sizeof name);
 	memcpy(v->model, model, sizeof model);
 	memcpy(v->playbook, playbook, sizeof playbook);
+	memcpy(v->pb_stages, pb, sizeof v->pb_stages);
+	v->npb_stages = npb;
+	free(pb);
+	json_decref(v->labels);
+	v->labels = labels;
 }
+
+void view_set_labels(struct view *v, json_t *labels)
+{
+	if (!json_is_object(labels))
+		return;
+	json_decref(v->labels);
+	v->labels = json_incref(labels);
+}
+
+const char *view_node_labels(const struct view *v, const char *node)
+{
+	const char *s = json_string_value(json_object_get(v->labels, node));
+	return s ? s : "";
+}
+
+static const char *jstr(json_t *o, const char *k);
 
 void view_set_manifest(struct view *v, json_t *name, json_t *model,
 		       json_t *playbook)
@@ -131,6 +160,19 @@ void view_set_manifest(struct view *v, json_t *name, json_t *model,
 	else if (json_is_string(playbook))
 		copy(v->playbook, sizeof v->playbook,
 		     json_string_value(playbook));
+	if (json_is_array(json_object_get(playbook, "stages"))) {
+		size_t i;
+		json_t *st;
+		v->npb_stages = 0;
+		json_array_foreach(json_object_get(playbook, "stages"), i, st)
+		{
+			const char *id = jstr(st, "id");
+			if (!*id || v->npb_stages >= VIEW_PB_STAGES)
+				continue;
+			copy(v->pb_stages[v->npb_stages++], sizeof v->pb_stages[0],
+			     id);
+		}
+	}
 }
 
 /* ----------------------------------------------------------------- lookups */
@@ -241,6 +283,41 @@ const struct view_stage *view_current_stage(const struct view *v)
 	return best;
 }
 
+/* Is s an agent's run of console stage id (id itself or an attempt
+ * "id.N")? */
+static int stage_of(const struct view_stage *s, const char *id)
+{
+	size_t n = strlen(id);
+	return strcmp(s->node, CONSOLE_NODE) && !strncmp(s->id, id, n) &&
+	       (!s->id[n] || s->id[n] == '.');
+}
+
+double view_stage_progress(const struct view *v, const struct view_stage *cs,
+			   int64_t *eta_ns)
+{
+	double sum = 0, p;
+	int n = 0;
+	for (size_t i = 0; i < v->nstages; i++)
+		if (stage_of(&v->stages[i], cs->id)) {
+			sum += !strcmp(v->stages[i].state, "end")
+				   ? 1.0
+				   : v->stages[i].progress;
+			n++;
+		}
+	p = !strcmp(cs->state, "end") ? 1.0 : n ? sum / n : cs->progress;
+	if (p < 0)
+		p = 0;
+	if (p > 1)
+		p = 1;
+	if (eta_ns) {
+		int64_t run = v->t - cs->first_ts;
+		*eta_ns = p > 0.01 && p < 1 && run > 0
+			      ? (int64_t)((double)run * (1 - p) / p)
+			      : -1;
+	}
+	return p;
+}
+
 const struct view_line *view_log_get(const struct view *v, size_t i)
 {
 	if (i >= v->nlog)
@@ -257,7 +334,16 @@ int view_node_stale(const struct view *v, const struct view_node *n,
 		a = 0;
 	if (age)
 		*age = a;
+	if (n->state[0] || v->verdict_ts)
+		return 0;
 	return a > VIEW_STALE_NS;
+}
+
+int64_t view_elapsed(const struct view *v)
+{
+	int64_t end = v->verdict_ts && v->verdict_ts < v->t ? v->verdict_ts
+							     : v->t;
+	return v->start && end > v->start ? end - v->start : 0;
 }
 
 /* -------------------------------------------------------------------- fold */
@@ -408,6 +494,7 @@ static void apply_stage(struct view *v, const struct proto_event *ev)
 	} else if (strcmp(s->state, "end"))
 		s->has_rc = 0;
 	copy(s->msg, sizeof s->msg, jstr(o, "msg"));
+	copy(s->result, sizeof s->result, jstr(o, "result"));
 	s->ts = ev->ts;
 	if (!strcmp(s->state, "start"))
 		s->has_rc = 0;
@@ -467,7 +554,7 @@ static void apply_check(struct view *v, const struct proto_event *ev)
 		  sizeof c->threshold);
 	c->ts = ev->ts;
 	if (!strcmp(c->status, "fail"))
-		mark_push(v, VIEW_FAILURE, ev->ts, ev->node, "%s failed: %s",
+		mark_push(v, VIEW_FAILURE, ev->ts, node, "%s failed: %s",
 			  item, c->detail);
 	if (!strcmp(item, "memory.plan")) {
 		json_t *plan = json_object_get(o, "plan");
@@ -645,13 +732,18 @@ void view_apply(struct view *v, const struct proto_event *ev)
 			  jstr(ev->obj, "note"), "");
 	else if (ev->kind == EV_ALERT)
 		apply_alert(v, ev);
-	else if (ev->kind == EV_VERDICT) {
+	else if (ev->kind == EV_NODE && *jstr(ev->obj, "name")) {
+		struct view_node *n = node_get(v, jstr(ev->obj, "name"), ev->ts);
+		copy(n->state, sizeof n->state, jstr(ev->obj, "state"));
+		copy(n->why, sizeof n->why, jstr(ev->obj, "msg"));
+	} else if (ev->kind == EV_VERDICT) {
 		json_t *failed = json_object_get(ev->obj, "failed");
 		size_t i, off = 0;
 		json_t *it;
 		const char *key;
 		json_t *st;
 		v->verdict = json_is_true(json_object_get(ev->obj, "go"));
+		v->verdict_ts = ev->ts;
 		v->held = 0;
 		v->nitems = 0;
 		json_object_foreach(json_object_get(ev->obj, "items"), key, st)
@@ -784,6 +876,8 @@ void view_dump(const struct view *v, FILE *f)
 		fprintf(f, "node %s first=%lld last=%lld sample=%lld stale=%d",
 			n->name, (long long)n->first_ts, (long long)n->last_ts,
 			(long long)n->last_sample_ts, stale);
+		if (n->state[0])
+			fprintf(f, " state=%s why=%s", n->state, n->why);
 		dnum(f, "host", n->host_used);
 		dnum(f, "rx", n->rx);
 		dnum(f, "tx", n->tx);
@@ -860,7 +954,9 @@ void view_dump(const struct view *v, FILE *f)
 	}
 	fprintf(f, "plan %s %s%s\n", v->plan_status, v->plan_detail,
 		v->plan ? " (object)" : "");
-	fprintf(f, "verdict %d %s\n", v->verdict, v->verdict_failed);
+	fprintf(f, "verdict %d %s ts=%lld elapsed=%lld\n", v->verdict,
+		v->verdict_failed, (long long)v->verdict_ts,
+		(long long)view_elapsed(v));
 	for (size_t i = 0; i < v->nitems; i++)
 		fprintf(f, "item %s %s\n", v->items[i].item, v->items[i].status);
 	for (size_t i = 0; i < v->nalerts; i++)
@@ -1010,7 +1106,7 @@ void view_src_manifest(struct view_src *src, struct view *v)
 	sqlite3_stmt *q;
 	if (sqlite3_prepare_v2(src->db,
 			       "SELECT key, value FROM session WHERE key IN"
-			       " ('name', 'model', 'playbook')",
+			       " ('name', 'model', 'playbook', 'labels')",
 			       -1, &q, NULL) != SQLITE_OK)
 		return;
 	json_t *name = NULL, *model = NULL, *pb = NULL;
@@ -1022,7 +1118,10 @@ void view_src_manifest(struct view_src *src, struct view *v)
 			name = j;
 		else if (!strcmp(k, "model"))
 			model = j;
-		else
+		else if (!strcmp(k, "labels")) {
+			view_set_labels(v, j);
+			json_decref(j);
+		} else
 			pb = j;
 	}
 	sqlite3_finalize(q);

@@ -21,8 +21,10 @@
  *            `for`, else the reporting node; stage: the playbook stage of
  *            its stage_id); a failure on "fail"
  *   comm, numerics, perf   rows (bounded, oldest dropped)
- *   marker   (console) the markers; verdict (console) go/no-go and
- *            every item's status as the runner decided it
+ *   marker   (console) the markers; verdict (console) go/no-go, its ts
+ *            and every item's status as the runner decided it
+ *   node     (console) a node's state: unreachable (with why: the node
+ *            appears even without events of its own), excluded, done
  *   alert    (console) refused input per (node, reason); the store's state
  * Nodes appear with their first event of any type (their seq 1 in seek).
  */
@@ -45,6 +47,7 @@
 #define VIEW_MARKS    4096 /* markers and failures kept */
 #define VIEW_ITEMS    64   /* checklist items in the verdict */
 #define VIEW_STALE_NS 5000000000LL /* a node silent this long is stale */
+#define VIEW_PB_STAGES 64 /* playbook stages the timeline lists */
 
 struct proto_event;
 
@@ -73,6 +76,9 @@ struct view_node {
 	int ncards; /* slots: card numbers 0..ncards-1 (some not present) */
 	double host_used, rx, tx;
 	struct view_ring rx_hist, tx_hist;
+	/* The console's word on the node ("node" events): "" (in the run),
+	 * unreachable, excluded or done (its agent said bye), and why. */
+	char state[16], why[160];
 };
 
 struct view_check {
@@ -83,6 +89,7 @@ struct view_check {
 
 struct view_stage {
 	char node[64], id[80], step[40], state[12];
+	char result[12]; /* the console's end: done, failed, skipped, ... */
 	double progress;
 	int has_rc, rc;
 	char msg[160];
@@ -141,6 +148,11 @@ struct view {
 	int64_t t;     /* the time shown (ns); events with ts <= t are in */
 	int64_t start; /* session start (first event), 0 unknown */
 	char name[128], model[256], playbook[128];
+	/* The playbook's stage ids in order (the manifest's playbook): the
+	 * timeline shows the ones that have not started as pending. */
+	char pb_stages[VIEW_PB_STAGES][80];
+	int npb_stages;
+	json_t *labels; /* node -> its inventory labels ("a,b"); manifest */
 
 	struct view_node *nodes; /* sorted by name; never "console" */
 	size_t nnodes, capnodes;
@@ -159,6 +171,7 @@ struct view {
 	char plan_status[12], plan_detail[256];
 	json_t *plan;
 	int verdict; /* -1 none, 0 no-go, 1 go */
+	int64_t verdict_ts; /* 0: none; the run's clock stops there */
 	/* The runner holds a live run whose stages all ended with failures:
 	 * the operator reruns one (r) or ends the run (q). */
 	int held;
@@ -195,6 +208,11 @@ void view_log_push(struct view *v, int64_t ts, const char *line, size_t len);
 void view_set_manifest(struct view *v, json_t *name, json_t *model,
 		       json_t *playbook);
 
+/* The manifest's node -> labels object (a new reference is taken). */
+void view_set_labels(struct view *v, json_t *labels);
+/* A node's inventory labels, "" when none. */
+const char *view_node_labels(const struct view *v, const char *node);
+
 /* Lookups (NULL when absent). */
 const struct view_node *view_node(const struct view *v, const char *name);
 /* The worst of the item's evidence on node over its stages. */
@@ -215,11 +233,22 @@ const struct view_line *view_log_get(const struct view *v, size_t i);
  * alert (NULL when none). */
 uint64_t view_node_refused(const struct view *v, const char *node,
 			   const char **reason);
+/* A stage's progress 0..1 from its agents' stage events (the mean over
+ * the nodes running stage_id or its attempts "ID.n"); the console's own
+ * when no agent has reported one.  *eta_ns (may be NULL): the time left
+ * at the rate so far, -1 when unknown. */
+double view_stage_progress(const struct view *v, const struct view_stage *cs,
+			   int64_t *eta_ns);
 
 /* Is the node silent at v->t (its last sample/event older than the
- * threshold)?  Age in ns through *age. */
+ * threshold)?  Age in ns through *age.  A node the console has a word for
+ * (done, unreachable, excluded) and every node after the verdict are not
+ * silent: there is nothing to wait for. */
 int view_node_stale(const struct view *v, const struct view_node *n,
 		    int64_t *age);
+
+/* The run's elapsed time at v->t: it stops at the verdict. */
+int64_t view_elapsed(const struct view *v);
 
 /* Every field the screens show, as text (tests compare dumps). */
 void view_dump(const struct view *v, FILE *f);

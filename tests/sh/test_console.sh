@@ -35,7 +35,7 @@ JSON
 expect_rc 0 "--check exits 0" "$DAY0" run "$T/pb.json" --inventory "$T/inv.json" --check --work /W
 contains "--check shows the agent's command line" "day0-agent --node local --spool" "$OUT"
 contains "--check shows the mpirun line of the cluster stage" \
-	"mpirun --tag-output --allow-run-as-root -x DAY0_NODE -np 2 day0-engine run /W/m --tp 2 --tokens 1,2,3 --card-mem 1073741824 --dump-logits /W/lg.st --events" "$OUT"
+	"mpirun --tag-output --allow-run-as-root -x DAY0_NODE -x DAY0_STAGE_ID -x DAY0_RANKS -np 2 day0-engine run /W/m --tp 2 --tokens 1,2,3 --card-mem 1073741824 --dump-logits /W/lg.st --events" "$OUT"
 contains "--check shows the agent's JSON command" '"cmd":"run","stage_id":"verify","step":"verify","args":["/W/m"]' "$OUT"
 contains "--check expands playbook vars holding variables" "day0-engine verify /W/m --events" "$OUT"
 check "--check creates no session file" test ! -e "$T/sessions"

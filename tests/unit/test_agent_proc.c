@@ -53,6 +53,26 @@ int main(void)
 	CHECK(proc_environ_rank("A=1\0OMPI_COMM_WORLD_RANK=3\0B=2", 31) == 3);
 	CHECK(proc_environ_rank("A=1\0B=2", 7) == -1);
 	CHECK(proc_environ_rank("OMPI_COMM_WORLD_RANK=x", 22) == -1);
+	/* The rank map of a cluster stage: (node, local index). */
+	CHECKN("rank 0 is n1's card 0", rank_card("n1:2,n2:2", 0, "n1") == 0);
+	CHECKN("rank 3 is n2's card 1", rank_card("n1:2,n2:2", 3, "n2") == 1);
+	CHECKN("rank 2 is not n1's", rank_card("n1:2,n2:2", 2, "n1") == RANK_ELSEWHERE);
+	CHECKN("past the map", rank_card("n1:2,n2:2", 4, "n2") == RANK_UNMAPPED);
+	CHECKN("a name that only starts the same", rank_card("n1:2,n10:2", 2, "n1") == RANK_ELSEWHERE);
+	CHECKN("no map", rank_card("", 0, "n1") == RANK_UNMAPPED);
+	CHECKN("a malformed map", rank_card("n1:x", 0, "n1") == RANK_UNMAPPED);
+	{
+		char v[16];
+		CHECK(proc_environ_get("A=1\0DAY0_RANKS=n1:2\0", 20, "DAY0_RANKS", v, sizeof v) == 0 && !strcmp(v, "n1:2"));
+		CHECK(proc_environ_get("A=1\0DAY0_RANKSX=1\0", 18, "DAY0_RANKS", v, sizeof v) < 0);
+	}
+	{
+		const char *dev = "Inter-|   Receive |  Transmit\n face |bytes\n"
+				  "    lo: 100 0 0 0 0 0 0 0 200 0 0 0 0 0 0 0\n"
+				  "  eth0: 7 0 0 0 0 0 0 0 9 0 0 0 0 0 0 0\n";
+		CHECKN("all but lo by default", proc_netdev_if(dev, NULL, &rx, &tx) == 0 && rx == 7 && tx == 9);
+		CHECKN("--net-if lo: loopback nodes", proc_netdev_if(dev, "lo", &rx, &tx) == 0 && rx == 100 && tx == 200);
+	}
 
 	/* This process's own files parse. */
 	f = fopen("/proc/self/stat", "r");
