@@ -59,6 +59,7 @@ struct cluster {
 struct opts {
 	int64_t ctx, conc, batch_tokens;
 	int wbits, kvbits;
+	int stored; /* weights sized as the checkpoint stores them */
 	const char *wname, *kvname;
 	double margin;
 	int top;
@@ -88,8 +89,12 @@ static void weight_bytes(const struct model_config *c,
 		int st[2], ns;
 		uint64_t b;
 		layout_split(c, d, &t[i], &s);
-		b = layout_slice_numel(&t[i], &s) *
-		    (uint64_t)(role_keeps_f32(t[i].role) ? 32 : wbits);
+		if (wbits == 0) /* as stored: FP8/int values + their scales */
+			b = 8 * quant_stored_bytes(&c->qc, &t[i], c->dtype,
+						   s.axis, s.parts);
+		else
+			b = layout_slice_numel(&t[i], &s) *
+			    (uint64_t)(role_keeps_f32(t[i].role) ? 32 : wbits);
 		ns = layout_tensor_stages(c, d, &t[i], st);
 		for (int k = 0; k < ns; k++) {
 			if (t[i].expert >= 0) {
@@ -135,7 +140,7 @@ static void evaluate(const struct model_config *c, const struct tensor_spec *t,
 		snprintf(p->reason, sizeof p->reason, "%s", err.msg);
 		return;
 	}
-	weight_bytes(c, t, n, d, o->wbits, p->rank_weights);
+	weight_bytes(c, t, n, d, o->stored ? 0 : o->wbits, p->rank_weights);
 	for (int r = 0; r < p->world; r++)
 		if (p->rank_weights[r] > p->weights)
 			p->weights = p->rank_weights[r];
@@ -481,8 +486,13 @@ static int run(int argc, char **argv)
 		free(t);
 		return EXIT_USAGE;
 	}
-	if (!o.wname)
-		o.wname = !strcmp(c.quant, "fp8") ? "fp8" : dtype_user_name(c.dtype);
+	if (!o.wname) { /* default: the checkpoint's own format */
+		o.wname = !strcmp(c.quant, "fp8") ? "fp8"
+			  : c.qc.kind == QUANT_PACKED_INT
+				  ? (c.qc.bits == 4 ? "int4" : "int8")
+				  : dtype_user_name(c.dtype);
+		o.stored = c.qc.kind != QUANT_NONE;
+	}
 	o.wbits = dtype_bits(o.wname);
 	if (!o.kvname)
 		o.kvname = o.wbits == 32 ? "f32" : "bf16";
