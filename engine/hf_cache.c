@@ -58,7 +58,10 @@ int hf_snapshot_open(const char *dir, struct hf_snapshot *s)
 		s->repo = repo;
 		s->blobs = blobs;
 		snprintf(s->revision, sizeof s->revision, "%s", base(real));
+		char *sep;
 		snprintf(s->name, sizeof s->name, "%s", base(repo) + 8);
+		if ((sep = strstr(s->name, "--"))) /* ORG--NAME -> ORG/NAME */
+			memmove(sep + 1, sep + 2, strlen(sep + 2) + 1), *sep = '/';
 		repo = blobs = NULL;
 	}
 	free(real);
