@@ -132,7 +132,7 @@ echo "engine:  $ENGINE"
 
 PLAIN=${PLAIN:-1}
 FP8=${FP8:-1}
-if [ "$PLAIN" = 0 ]; then ARCH=(--arch llama --layers 1 --hidden 256 --heads 2 --kv-heads 2 --ffn 512 --vocab 512); REPS_PLAIN=1; else REPS_PLAIN=$REPS; fi
+if [ "$PLAIN" = 0 ]; then ARCH=(--arch llama --layers 1 --hidden 256 --heads 4 --kv-heads 4 --ffn 512 --vocab 512); REPS_PLAIN=1; else REPS_PLAIN=$REPS; fi
 t0=$(now)
 "$ENGINE" gen-model "${ARCH[@]}" --shards 4 --dtype f32 "$MODEL" >>"$LOG" 2>&1 ||
 	{ tail -n 20 "$LOG" >&2; die "gen-model failed"; }
