@@ -8,6 +8,7 @@
  */
 #include "engine.h"
 
+#include <pthread.h>
 #include <regex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,24 +74,50 @@ const char *quant_describe(const struct quant_config *q, char *buf, size_t n)
 	return buf;
 }
 
+/*
+ * Compiled "re:" patterns, kept for the process: plan asks about every
+ * tensor of every candidate layout (a trillion-parameter MoE has ~70k
+ * weights), and compiling a regex per question would dominate.
+ */
+#define RE_CACHE 64
+static struct {
+	char *pat;
+	regex_t re;
+	int ok;
+} re_cache[RE_CACHE];
+static size_t re_cached;
+static pthread_mutex_t re_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int regex_matches(const char *pat, const char *module)
+{
+	int hit = 0;
+	size_t i;
+	pthread_mutex_lock(&re_mu);
+	for (i = 0; i < re_cached && strcmp(re_cache[i].pat, pat); i++)
+		;
+	if (i == re_cached && i < RE_CACHE) {
+		/* Python's re.match: anchored at the start */
+		size_t len = strlen(pat);
+		char *anchored = malloc(len + 8);
+		snprintf(anchored, len + 8, "^(%s)", pat);
+		re_cache[i].pat = strdup(pat);
+		re_cache[i].ok = regcomp(&re_cache[i].re, anchored,
+					 REG_EXTENDED | REG_NOSUB) == 0;
+		free(anchored);
+		re_cached++;
+	}
+	if (i < re_cached && re_cache[i].ok)
+		hit = regexec(&re_cache[i].re, module, 0, NULL, 0) == 0;
+	pthread_mutex_unlock(&re_mu);
+	return hit;
+}
+
 /* Does one ignore entry name this module? */
 static int ignore_matches(const struct quant_config *q, const char *pat,
 			  const char *module)
 {
-	if (q->regex_ignore && !strncmp(pat, "re:", 3)) {
-		/* Python's re.match: anchored at the start */
-		size_t len = strlen(pat + 3);
-		char *anchored = malloc(len + 8);
-		regex_t re;
-		int hit = 0;
-		snprintf(anchored, len + 8, "^(%s)", pat + 3);
-		if (regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB) == 0) {
-			hit = regexec(&re, module, 0, NULL, 0) == 0;
-			regfree(&re);
-		}
-		free(anchored);
-		return hit;
-	}
+	if (q->regex_ignore && !strncmp(pat, "re:", 3))
+		return regex_matches(pat + 3, module);
 	if (q->regex_ignore)
 		return !strcmp(pat, module);
 	return strstr(module, pat) != NULL; /* transformers' fp8: substring */

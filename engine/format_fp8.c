@@ -69,20 +69,44 @@ double fp8_max(int dtype)
 	return dtype == DT_F8_E5M2 ? 57344.0 : 448.0;
 }
 
+/* e4m3fn from the f32 bits: the mantissa rounded to 3 bits, nearest
+ * even, as f32_to_bf16 rounds to 7; subnormals through the FPU. */
+static uint8_t f32_to_e4m3(float f)
+{
+	uint32_t u;
+	uint8_t sign;
+	memcpy(&u, &f, 4);
+	sign = (uint8_t)((u >> 24) & 0x80);
+	u &= 0x7fffffffu;
+	if (u > 0x7f800000u)
+		return sign | 0x7f; /* NaN */
+	if (u >= 0x43e00000u) /* >= 448: saturate */
+		return sign | 0x7e;
+	if (u < 0x3c800000u) { /* below 2^-6: a multiple of 2^-9 */
+		float a;
+		memcpy(&a, &u, 4);
+		return sign | (uint8_t)nearbyintf(a * 512.0f);
+	}
+	u += 0x7ffffu + ((u >> 20) & 1);
+	if (u >= 0x43e00000u) /* rounded up past 448 */
+		return sign | 0x7e;
+	return sign | (uint8_t)((((u >> 23) - 120) << 3) | ((u >> 20) & 7));
+}
+
 uint8_t f32_to_fp8(int dtype, float f)
 {
-	int e5 = dtype == DT_F8_E5M2;
-	int mbits = e5 ? 2 : 3, bias = e5 ? 15 : 7;
-	int emax_field = e5 ? 30 : 15;
+	int mbits = 2, bias = 15, emax_field = 30;
 	uint8_t sign = signbit(f) ? 0x80 : 0;
 	double a = fabs((double)f), m;
 	int ex;
+	if (dtype != DT_F8_E5M2)
+		return f32_to_e4m3(f);
 	if (isnan(f))
-		return sign | (e5 ? 0x7e : 0x7f);
+		return sign | 0x7e;
 	if (a == 0)
 		return sign;
 	if (a >= fp8_max(dtype)) /* saturate (gen-model scales never reach it) */
-		return sign | (e5 ? 0x7b : 0x7e);
+		return sign | 0x7b;
 	frexp(a, &ex); /* a = fr * 2^ex, fr in [0.5, 1) */
 	ex -= 1;       /* a = 1.x * 2^ex */
 	if (ex < 1 - bias) { /* subnormal: a multiple of 2^(1-bias-mbits) */
@@ -95,7 +119,7 @@ uint8_t f32_to_fp8(int dtype, float f)
 		ex++;
 	}
 	if (ex + bias > emax_field)
-		return sign | (e5 ? 0x7b : 0x7e);
+		return sign | 0x7b;
 	return sign | (uint8_t)((ex + bias) << mbits) |
 	       (uint8_t)((int)m & ((1 << mbits) - 1));
 }
@@ -246,23 +270,51 @@ static void check(const struct quant_config *q, const struct stored_part *p,
 	(void)q;
 }
 
+/*
+ * Walk elements [el0, el0 + n) of a rows x cols weight as runs that share
+ * one scale (the rest of a block's row segment), so the scale lookup and
+ * the divisions happen once a run, not once an element: convert's
+ * FP8 -> bf16 streams gigabytes through here.
+ */
+#define FOR_SCALE_RUNS(q, v, el0, n, BODY)                                    \
+	do {                                                                  \
+		uint64_t br_ = (uint64_t)(q)->block[0];                       \
+		uint64_t bc_ = (uint64_t)(q)->block[1];                       \
+		uint64_t r_ = (el0) / (v)->cols, c_ = (el0) % (v)->cols;      \
+		size_t i0 = 0;                                                \
+		while (i0 < (n)) {                                            \
+			uint64_t cb_ = c_ / bc_, len_ = (cb_ + 1) * bc_ - c_; \
+			double s;                                             \
+			size_t i1;                                            \
+			if (len_ > (v)->cols - c_)                            \
+				len_ = (v)->cols - c_;                        \
+			if (len_ > (n) - i0)                                  \
+				len_ = (n) - i0;                              \
+			s = scale_at((v), (r_ / br_) * (v)->scale_cols + cb_); \
+			i1 = i0 + (size_t)len_;                               \
+			BODY;                                                 \
+			i0 = i1;                                              \
+			c_ += len_;                                           \
+			if (c_ == (v)->cols) {                                \
+				c_ = 0;                                       \
+				r_++;                                         \
+			}                                                     \
+		}                                                             \
+	} while (0)
+
 static int decode(const struct quant_config *q, const struct quant_view *v,
 		  uint64_t el0, size_t n, float *out)
 {
 	const uint8_t *b = v->values;
 	const float *tab;
-	uint64_t br = (uint64_t)q->block[0], bc = (uint64_t)q->block[1];
-	uint64_t r = el0 / v->cols, c = el0 % v->cols;
 	lut_init();
 	tab = lut[q->fp8_dtype == DT_F8_E5M2];
-	for (size_t i = 0; i < n; i++) {
-		double s = scale_at(v, (r / br) * v->scale_cols + c / bc);
-		out[i] = (float)((double)tab[b[i]] * s); /* exact, rounded once */
-		if (++c == v->cols) {
-			c = 0;
-			r++;
-		}
-	}
+	/* the product of a 4-bit significand and a float is exact in double:
+	 * rounded once, to f32 */
+	FOR_SCALE_RUNS(q, v, el0, n, {
+		for (size_t i = i0; i < i1; i++)
+			out[i] = (float)((double)tab[b[i]] * s);
+	});
 	return 0;
 }
 
@@ -270,16 +322,10 @@ static void encode(const struct quant_config *q, const struct quant_view *v,
 		   uint64_t el0, size_t n, const float *in, void *values)
 {
 	uint8_t *b = values;
-	uint64_t br = (uint64_t)q->block[0], bc = (uint64_t)q->block[1];
-	uint64_t r = el0 / v->cols, c = el0 % v->cols;
-	for (size_t i = 0; i < n; i++) {
-		double s = scale_at(v, (r / br) * v->scale_cols + c / bc);
-		b[i] = f32_to_fp8(q->fp8_dtype, (float)(in[i] / s));
-		if (++c == v->cols) {
-			c = 0;
-			r++;
-		}
-	}
+	FOR_SCALE_RUNS(q, v, el0, n, {
+		for (size_t i = i0; i < i1; i++)
+			b[i] = f32_to_fp8(q->fp8_dtype, (float)(in[i] / s));
+	});
 }
 
 const struct weight_format format_fp8 = {

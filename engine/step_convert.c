@@ -91,19 +91,6 @@ static enum dtype target_dtype(const struct conv *c, const struct tensor_spec *t
 	return role_keeps_f32(t->role) ? DT_F32 : c->dtype; /* norms stay f32 */
 }
 
-/* Is name the scale or shape part of a weight being dequantised? */
-static int part_of_dequantised(const struct conv *c, const char *name)
-{
-	for (size_t i = 0; !c->keep && i < c->nspecs; i++) {
-		struct stored_part sp[3];
-		int np = quant_parts(&c->cfg.qc, &c->specs[i], DT_INVALID, sp);
-		for (int p = 1; p < np; p++)
-			if (!strcmp(sp[p].name, name))
-				return 1;
-	}
-	return 0;
-}
-
 /* Read a whole stored tensor (a scale) from shard s. */
 static void *read_whole(struct conv *c, const char *name, int *dtype,
 			uint64_t *cols, struct d0_err *err)
@@ -205,6 +192,7 @@ static int open_source(struct conv *c, const char *dir, struct d0_err *err)
 {
 	char *p = path_join(dir, "config.json");
 	json_t *by_name = json_object();
+	json_t *with_weight = json_object(); /* parts read with their weight */
 	int rc = -1;
 
 	if (model_config_load(p, &c->cfg, err) < 0)
@@ -221,8 +209,10 @@ static int open_source(struct conv *c, const char *dir, struct d0_err *err)
 	for (size_t i = 0; i < c->nspecs; i++) {
 		struct stored_part sp[3];
 		int np = quant_parts(&c->cfg.qc, &c->specs[i], DT_INVALID, sp);
-		for (int k = 0; k < (c->keep ? np : 1); k++)
-			json_object_set_new(by_name, sp[k].name,
+		for (int k = 0; k < np; k++)
+			json_object_set_new(k < (c->keep ? np : 1) ? by_name
+								    : with_weight,
+					    sp[k].name,
 					    json_integer((json_int_t)i * 4 + k));
 	}
 	for (size_t s = 0; s < c->ck.nshards; s++) {
@@ -250,7 +240,7 @@ static int open_source(struct conv *c, const char *dir, struct d0_err *err)
 			const struct st_tensor *t = ord[i];
 			json_t *ix = json_object_get(by_name, t->name);
 			if (!ix) {
-				if (part_of_dequantised(c, t->name))
+				if (json_object_get(with_weight, t->name))
 					continue; /* read with its weight */
 				d0_errf(err, "%s: tensor '%s': not part of a %s "
 					"model per config.json (run verify)",
@@ -279,6 +269,7 @@ static int open_source(struct conv *c, const char *dir, struct d0_err *err)
 out:
 	free(p);
 	json_decref(by_name);
+	json_decref(with_weight);
 	return rc;
 }
 
