@@ -85,6 +85,9 @@ for m in ds.fp8 kimi.fp8 qwen3.fp8 q3moe.fp8 ds.int4 llama.int4; do
 done
 layout kimi.int4 "$T/kimi.int4" 2 1 2
 layout q3moe.int4 "$T/q3moe.int4" 1 2 2
+"$ENGINE" gen-model --arch qwen3 $G --heads 4 --kv-heads 2 --hidden 64 --quant fp8-e5m2 --block 16 "$T/qwen3.e5m2" >/dev/null
+contains "fp8-e5m2: config says fmt e5m2" '"fmt": "e5m2"' "$T/qwen3.e5m2/config.json"
+layout qwen3.e5m2 "$T/qwen3.e5m2" 2 1 1
 
 # A decoder that is wrong shows: the same bytes read as e5m2 are not the model.
 cp -r "$T/qwen3.fp8" "$T/wrongfmt"

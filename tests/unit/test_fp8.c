@@ -274,6 +274,27 @@ static void config_checks(void)
 		CHECK(sp[1].shape[0] == 56 && sp[1].shape[1] == 17);
 	}
 	model_config_free(&c);
+	{
+		/* fp8's modules_to_not_convert: substrings of module names */
+		json_t *doc = json_pack(
+			"{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:{s:s, s:s, "
+			"s:[i,i], s:[s,s]}}",
+			"model_type", "qwen3_moe", "hidden_size", 256,
+			"num_hidden_layers", 2, "num_attention_heads", 4,
+			"num_key_value_heads", 2, "vocab_size", 512,
+			"intermediate_size", 512, "num_experts", 8,
+			"quantization_config", "quant_method", "fp8", "fmt", "e4m3",
+			"weight_block_size", 128, 128, "modules_to_not_convert",
+			"lm_head", "layers.1.self_attn");
+		CHECK(model_config_from_json(doc, "cfg", &c, &err) == 0);
+		t.role = ROLE_Q;
+		snprintf(t.name, sizeof t.name, "model.layers.1.self_attn.q_proj.weight");
+		CHECK(!quant_applies(&c.qc, &t));
+		snprintf(t.name, sizeof t.name, "model.layers.0.self_attn.q_proj.weight");
+		CHECK(quant_applies(&c.qc, &t));
+		model_config_free(&c);
+		json_decref(doc);
+	}
 }
 
 int main(void)
