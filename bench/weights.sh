@@ -296,6 +296,7 @@ line() { # key [reference key]
 
 echo
 echo "results: best of $REPS (ratio = reference time / day0 time, from the best runs)"
+if [ "$PLAIN" != 0 ]; then
 echo "hashing $BYTES shard bytes:"
 line sha256sum
 if [ "$HAVE_OPENSSL" = 1 ]; then line openssl; fi
@@ -313,6 +314,7 @@ line convert cp
 if [ "$WARMUP" != 0 ]; then
 	printf '  warm-up runs (not in the ratio): cp -r%s s; convert%s s\n' \
 		"$(runs_of cp_warmup)" "$(runs_of convert_warmup)"
+fi
 fi
 
 if [ "$FP8" != 0 ]; then
@@ -342,8 +344,9 @@ if [ "$FP8" != 0 ]; then
 		printf '  %-28s %8s MiB  %s\n' "${LABEL[$k]}" "$(mib $((kb * 1024)))" "$note"
 	done
 fi
-echo "peak RSS (max over runs), bound = largest tensor $(mib "$LARGEST") MiB + 64 MiB = $(mib "$BOUND") MiB:"
+[ "$PLAIN" != 0 ] && echo "peak RSS (max over runs), bound = largest tensor $(mib "$LARGEST") MiB + 64 MiB = $(mib "$BOUND") MiB:"
 for k in verify_t1 verify_t2 convert sha256sum cp; do
+	[ "$PLAIN" != 0 ] || break
 	kb=${RSS[$k]}
 	note=""
 	case $k in sha256sum | cp) note="(reference)" ;; esac
@@ -360,10 +363,13 @@ mark() { if ge "$1" "$2"; then echo met; else echo "NOT MET"; fi; }
 r1=$(ratio "$(best sha256sum)" "$(best verify_t1)")
 r2=$(ratio "$(best sha256sum)" "$(best verify_t2)")
 rc=$(ratio "$(best cp)" "$(best convert)")
+if [ "$PLAIN" != 0 ]; then
 row "verify --threads 1 / sha256sum" "${r1}x" ">= 0.95x" "$(mark "$r1" 0.95)"
 row "verify --threads 2 / sha256sum" "${r2}x" ">= 1.70x" "$(mark "$r2" 1.7)"
 row "convert bf16 tp4 / cp" "${rc}x" ">= 0.50x" "$(mark "$rc" 0.5)"
+fi
 for k in verify_t1 verify_t2 convert; do
+	[ "$PLAIN" != 0 ] || break
 	kb=${RSS[$k]}
 	if [ $((kb * 1024)) -le "$BOUND" ]; then m=met; else m="NOT MET"; fi
 	row "peak RSS ${LABEL[$k]#day0 }" "$(mib $((kb * 1024))) MiB" "<= $(mib "$BOUND") MiB" "$m"
