@@ -660,8 +660,10 @@ static json_t *layout_json(struct conv *c, const char *src_dir)
 
 static void conv_free(struct conv *c)
 {
-	for (size_t i = 0; i < c->nitems; i++)
+	for (size_t i = 0; i < c->nitems; i++) {
 		free(c->items[i].slot);
+		free(c->items[i].scale);
+	}
 	free(c->items);
 	for (int r = 0; c->w && r < c->world; r++)
 		st_writer_free(c->w[r]);
@@ -674,8 +676,6 @@ static void conv_free(struct conv *c)
 	free(c->cv_buf);
 	free(c->stage);
 	free(c->f32_buf);
-	for (size_t i = 0; i < c->nitems; i++)
-		free(c->items[i].scale);
 	ckpt_close(&c->ck);
 	model_config_free(&c->cfg);
 }
