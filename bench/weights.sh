@@ -18,9 +18,19 @@
 # for both sides.  It is a benchmark: missed targets are reported, not
 # failed; the exit status is non-zero only when a command fails.
 #
+# FP8 (docs/formats.md), after the f32 model is deleted: a ~2.1 GB FP8
+# checkpoint (llama, e4m3 weights with 128x128 float32 block scales, bf16
+# embeddings and norms) measured the same way:
+#   hashing   openssl dgst -sha256 vs day0-engine verify --threads 1 / 2
+#             (verify also checks every FP8 byte for NaN codes and every
+#             scale on the way);
+#   convert   --dtype keep --tp 4 (FP8 slices with their scale blocks) and
+#             --dtype bf16 --tp 4 (dequantised) vs cp -r;
+#   memory    peak RSS against the largest tensor + 64 MiB.
+#
 # Environment: BUILD (build dir, default build), REPS (default 3),
 # WARMUP=0 to skip the warm-up run (not in the ratio) before each cp and
-# convert run.
+# convert run, PLAIN=0 to skip the f32 part, FP8=0 to skip the FP8 part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -120,6 +130,9 @@ echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 104857
 	"/tmp on $(findmnt -no FSTYPE -T /tmp 2>/dev/null || echo '?')"
 echo "engine:  $ENGINE"
 
+PLAIN=${PLAIN:-1}
+FP8=${FP8:-1}
+if [ "$PLAIN" = 0 ]; then ARCH=(--arch llama --layers 1 --hidden 256 --heads 4 --kv-heads 4 --ffn 512 --vocab 512); REPS_PLAIN=1; else REPS_PLAIN=$REPS; fi
 t0=$(now)
 "$ENGINE" gen-model "${ARCH[@]}" --shards 4 --dtype f32 "$MODEL" >>"$LOG" 2>&1 ||
 	{ tail -n 20 "$LOG" >&2; die "gen-model failed"; }
@@ -170,8 +183,8 @@ if command -v openssl >/dev/null; then
 fi
 
 echo
-echo "hashing: page cache warm, $REPS rounds (interleaved)"
-for ((r = 1; r <= REPS; r++)); do
+echo "hashing: page cache warm, $REPS_PLAIN rounds (interleaved)"
+for ((r = 1; r <= REPS_PLAIN; r++)); do
 	timed sha256sum sha256sum "${SHARDS[@]}"
 	timed verify_t1 "$ENGINE" verify "$MODEL" --threads 1
 	timed verify_t2 "$ENGINE" verify "$MODEL" --threads 2
@@ -206,15 +219,67 @@ convert_run() { # key
 	rm -rf "$TMP/out"
 	sync
 }
-echo "convert: bf16, tp $TP, vs cp to the same filesystem, $REPS rounds (interleaved)"
+echo "convert: bf16, tp $TP, vs cp to the same filesystem, $REPS_PLAIN rounds (interleaved)"
 rm -rf "$TMP/out"
 sync
-for ((r = 1; r <= REPS; r++)); do
+for ((r = 1; r <= REPS_PLAIN; r++)); do
 	if [ "$WARMUP" != 0 ]; then cp_run cp_warmup; fi
 	cp_run cp
 	if [ "$WARMUP" != 0 ]; then convert_run convert_warmup; fi
 	convert_run convert
 done
+
+# ------------------------------------------------------------------- FP8
+# llama, 10 layers, hidden 4096 (32 heads x 128, 8 kv heads), ffn 14336,
+# vocab 8192: 2.0 G FP8 weights + 0.5 M f32 scales + 134 MB bf16
+# embeddings; largest tensor an MLP weight, 14336 x 4096 x 1 B = 56 MiB.
+FP8_ARCH=(--arch llama --layers 10 --hidden 4096 --heads 32 --kv-heads 8
+	--ffn 14336 --vocab 8192 --dtype bf16 --quant fp8 --block 128)
+if [ "$FP8" != 0 ]; then
+	rm -rf "$MODEL"
+	FMODEL=$TMP/fp8
+	t0=$(now)
+	"$ENGINE" gen-model "${FP8_ARCH[@]}" --shards 4 "$FMODEL" >>"$LOG" 2>&1 ||
+		{ tail -n 20 "$LOG" >&2; die "gen-model (fp8) failed"; }
+	FSHARDS=("$FMODEL"/model-*-of-00004.safetensors)
+	FBYTES=0
+	for f in "${FSHARDS[@]}"; do FBYTES=$((FBYTES + $(stat -c %s "$f"))); done
+	FLARGEST=$(largest_tensor "${FSHARDS[@]}")
+	FBOUND=$((FLARGEST + 64 * 1024 * 1024))
+	echo
+	echo "fp8 model: generated in $(awk -v s="$(fsub "$(now)" "$t0")" 'BEGIN { printf "%.1f", s }') s, ${FP8_ARCH[*]}"
+	echo "           4 shards, $FBYTES bytes ($(awk -v b="$FBYTES" 'BEGIN { printf "%.1f MB", b / 1e6 }')), largest tensor $(mib "$FLARGEST") MiB"
+	sync
+	cat "$FMODEL"/* >/dev/null
+	cat "$FMODEL"/* >/dev/null
+	LABEL[f_openssl]="openssl dgst -sha256"
+	LABEL[f_verify_t1]="day0 verify --threads 1"
+	LABEL[f_verify_t2]="day0 verify --threads 2"
+	LABEL[f_cp]="cp -r (4 shards)"
+	LABEL[f_keep]="day0 convert keep tp$TP"
+	LABEL[f_bf16]="day0 convert fp8->bf16 tp$TP"
+	command -v openssl >/dev/null || die "openssl not found (the FP8 hashing reference)"
+	echo "fp8 hashing and converting: $REPS rounds (interleaved)"
+	f_cp_run() {
+		rm -rf "$TMP/cp" && mkdir "$TMP/cp" && sync
+		timed "$1" cp -r "${FSHARDS[@]}" "$TMP/cp/"
+		rm -rf "$TMP/cp" && sync
+	}
+	f_conv_run() { # key dtype
+		timed "$1" "$ENGINE" convert "$FMODEL" "$TMP/out" --dtype "$2" --tp "$TP"
+		rm -rf "$TMP/out" && sync
+	}
+	for ((r = 1; r <= REPS; r++)); do
+		timed f_openssl openssl dgst -sha256 "${FSHARDS[@]}"
+		timed f_verify_t1 "$ENGINE" verify "$FMODEL" --threads 1
+		timed f_verify_t2 "$ENGINE" verify "$FMODEL" --threads 2
+		if [ "$WARMUP" != 0 ]; then f_cp_run f_cp_warmup; fi
+		f_cp_run f_cp
+		if [ "$WARMUP" != 0 ]; then f_conv_run f_keep_warmup keep; fi
+		f_conv_run f_keep keep
+		f_conv_run f_bf16 bf16
+	done
+fi
 
 # ---------------------------------------------------------------- report
 line() { # key [reference key]
@@ -231,6 +296,7 @@ line() { # key [reference key]
 
 echo
 echo "results: best of $REPS (ratio = reference time / day0 time, from the best runs)"
+if [ "$PLAIN" != 0 ]; then
 echo "hashing $BYTES shard bytes:"
 line sha256sum
 if [ "$HAVE_OPENSSL" = 1 ]; then line openssl; fi
@@ -249,9 +315,38 @@ if [ "$WARMUP" != 0 ]; then
 	printf '  warm-up runs (not in the ratio): cp -r%s s; convert%s s\n' \
 		"$(runs_of cp_warmup)" "$(runs_of convert_warmup)"
 fi
+fi
 
-echo "peak RSS (max over runs), bound = largest tensor $(mib "$LARGEST") MiB + 64 MiB = $(mib "$BOUND") MiB:"
+if [ "$FP8" != 0 ]; then
+	fline() { # key [reference key]: like line, over the FP8 bytes
+		local k=$1 ref=${2:-} b extra=""
+		b=$(best "$k")
+		[ -n "$ref" ] && extra="  ratio $(ratio "$(best "$ref")" "$b")x vs ${LABEL[$ref]}"
+		printf '  %-28s %7.2f s %8s MB/s  (runs%s)%s\n' "${LABEL[$k]}" "$b" \
+			"$(mbps "$FBYTES" "$b")" "$(runs_of "$k")" "$extra"
+	}
+	echo "fp8: hashing $FBYTES shard bytes:"
+	fline f_openssl
+	fline f_verify_t1 f_openssl
+	fline f_verify_t2 f_openssl
+	echo "fp8: converting $FBYTES source bytes:"
+	fline f_cp
+	fline f_keep f_cp
+	fline f_bf16 f_cp
+	echo "fp8: peak RSS, bound = largest tensor $(mib "$FLARGEST") MiB + 64 MiB = $(mib "$FBOUND") MiB:"
+	for k in f_verify_t1 f_verify_t2 f_keep f_bf16 f_openssl f_cp; do
+		kb=${RSS[$k]}
+		note=""
+		case $k in f_openssl | f_cp) note="(reference)" ;; esac
+		if [ -z "$note" ]; then
+			if [ $((kb * 1024)) -le "$FBOUND" ]; then note=PASS; else note=MISS; fi
+		fi
+		printf '  %-28s %8s MiB  %s\n' "${LABEL[$k]}" "$(mib $((kb * 1024)))" "$note"
+	done
+fi
+[ "$PLAIN" != 0 ] && echo "peak RSS (max over runs), bound = largest tensor $(mib "$LARGEST") MiB + 64 MiB = $(mib "$BOUND") MiB:"
 for k in verify_t1 verify_t2 convert sha256sum cp; do
+	[ "$PLAIN" != 0 ] || break
 	kb=${RSS[$k]}
 	note=""
 	case $k in sha256sum | cp) note="(reference)" ;; esac
@@ -268,15 +363,33 @@ mark() { if ge "$1" "$2"; then echo met; else echo "NOT MET"; fi; }
 r1=$(ratio "$(best sha256sum)" "$(best verify_t1)")
 r2=$(ratio "$(best sha256sum)" "$(best verify_t2)")
 rc=$(ratio "$(best cp)" "$(best convert)")
+if [ "$PLAIN" != 0 ]; then
 row "verify --threads 1 / sha256sum" "${r1}x" ">= 0.95x" "$(mark "$r1" 0.95)"
 row "verify --threads 2 / sha256sum" "${r2}x" ">= 1.70x" "$(mark "$r2" 1.7)"
 row "convert bf16 tp4 / cp" "${rc}x" ">= 0.50x" "$(mark "$rc" 0.5)"
+fi
 for k in verify_t1 verify_t2 convert; do
+	[ "$PLAIN" != 0 ] || break
 	kb=${RSS[$k]}
 	if [ $((kb * 1024)) -le "$BOUND" ]; then m=met; else m="NOT MET"; fi
 	row "peak RSS ${LABEL[$k]#day0 }" "$(mib $((kb * 1024))) MiB" "<= $(mib "$BOUND") MiB" "$m"
 done
 
+if [ "$FP8" != 0 ]; then
+	f1=$(ratio "$(best f_openssl)" "$(best f_verify_t1)")
+	f2=$(ratio "$(best f_openssl)" "$(best f_verify_t2)")
+	fk=$(ratio "$(best f_cp)" "$(best f_keep)")
+	fb=$(ratio "$(best f_cp)" "$(best f_bf16)")
+	row "fp8 verify --threads 1 / openssl" "${f1}x" ">= 0.95x" "$(mark "$f1" 0.95)"
+	row "fp8 verify --threads 2 / openssl" "${f2}x" ">= 1.90x" "$(mark "$f2" 1.9)"
+	row "fp8 convert keep tp4 / cp" "${fk}x" ">= 0.50x" "$(mark "$fk" 0.5)"
+	row "fp8 convert fp8->bf16 tp4 / cp" "${fb}x" ">= 0.30x" "$(mark "$fb" 0.3)"
+	for k in f_verify_t1 f_keep f_bf16; do
+		kb=${RSS[$k]}
+		if [ $((kb * 1024)) -le "$FBOUND" ]; then m=met; else m="NOT MET"; fi
+		row "fp8 peak RSS ${LABEL[$k]#day0 }" "$(mib $((kb * 1024))) MiB" "<= $(mib "$FBOUND") MiB" "$m"
+	done
+fi
 times >"$TMP/times.1"
 wall=$(fsub "$(now)" "$MEASURE_T0")
 other=$(awk -v b0="$BUSY0" -v b1="$(busy_cpu_s)" -v o0="$(own_cpu_s "$TMP/times.0")" \

@@ -12,6 +12,7 @@
  *   dtype.c        safetensors dtypes, f32 <-> bf16/f16 conversion (RNE)
  *   safetensors.c  strict header parser and a streaming writer
  *   model.c        config.json families and the expected tensor table
+ *   format*.c      how weights are stored: plain, FP8 blocks, packed int
  *   checkpoint.c   a Hugging Face checkpoint directory: index, shards, SUMS
  *   hash.c         SHA-256 of files (OpenSSL EVP), parallel over files
  *   layout.c       TP/PP/EP sharding rules and layout.json
@@ -30,6 +31,7 @@
 #include "step.h"
 #include "weights.h"
 #include "model.h"
+#include "format.h"
 #include "runtime.h"
 #include "inventory.h"
 #include "events.h"

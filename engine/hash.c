@@ -18,8 +18,10 @@
 #define HASH_CHUNK (1u << 20)
 
 static int sha256_fd(int fd, const char *path, char out[65],
-		     uint64_t *progress, uint64_t *total, struct d0_err *err)
+		     uint64_t *progress, uint64_t *total,
+		     const struct hash_job *job, struct d0_err *err)
 {
+	uint64_t off = 0;
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
@@ -40,6 +42,9 @@ static int sha256_fd(int fd, const char *path, char out[65],
 		if (r == 0)
 			break;
 		EVP_DigestUpdate(ctx, buf, (size_t)r);
+		if (job && job->on_bytes)
+			job->on_bytes(job->on_bytes_arg, off, buf, (size_t)r);
+		off += (uint64_t)r;
 		if (total)
 			*total += (uint64_t)r;
 		if (progress)
@@ -78,7 +83,7 @@ int sha256_file(const char *path, char out[65], uint64_t *bytes_done,
 	int fd = open_regular(path, err), rc;
 	if (fd < 0)
 		return -1;
-	rc = sha256_fd(fd, path, out, bytes_done, NULL, err);
+	rc = sha256_fd(fd, path, out, bytes_done, NULL, NULL, err);
 	close(fd);
 	return rc;
 }
@@ -109,7 +114,7 @@ static void *worker(void *arg)
 			j->rc = -1;
 			continue;
 		}
-		j->rc = sha256_fd(fd, j->path, j->hex, p->progress, &j->size,
+		j->rc = sha256_fd(fd, j->path, j->hex, p->progress, &j->size, j,
 				  &j->err);
 		close(fd);
 	}

@@ -542,6 +542,8 @@ int model_config_from_json(json_t *root, const char *path,
 	    json_is_string(json_object_get(q, "quant_method")))
 		snprintf(c->quant, sizeof c->quant, "%s",
 			 json_string_value(json_object_get(q, "quant_method")));
+	if (quant_config_parse(root, path, &c->qc, err) < 0)
+		return -1;
 	if (parse_rope(root, path, c, err) < 0)
 		return -1;
 	return model_config_check(c, path, err); /* config_check.c */
@@ -892,7 +894,8 @@ int model_config_shrink(const struct model_config *real, const char *scale,
 	c->layer_sliding = NULL;
 	c->mlp_only = NULL;
 	c->n_mlp_only = 0;
-	c->quant[0] = 0;
+	c->quant[0] = 0; /* gen-model --like keeps real->qc: the rehearsal
+			  * model is stored the way the release is */
 	c->dtype = DT_F32;
 	hd = H == 128 ? 16 : 64;
 	/* keep MHA as MHA and the GQA ratio (up to 16), with few heads */
@@ -1121,6 +1124,8 @@ json_t *model_config_to_json(const struct model_config *c)
 		SET("topk_group", json_integer(c->topk_group));
 		SET("topk_method", json_string("noaux_tc"));
 	}
+	if (c->qc.kind != QUANT_NONE)
+		SET("quantization_config", quant_config_to_json(&c->qc));
 	SET("torch_dtype", json_string(dtype_torch_name(c->dtype)));
 	SET("transformers_version", json_string("4.51.3"));
 	SET("use_cache", json_true());

@@ -5,6 +5,7 @@
 #ifndef DAY0_MODEL_H
 #define DAY0_MODEL_H
 
+#include "format.h"
 #include "weights.h"
 
 /* ------------------------------------------------------------------ model */
@@ -84,7 +85,8 @@ struct model_config {
 	char scoring[16]; /* softmax | sigmoid */
 	int64_t mtp_layers; /* num_nextn_predict_layers */
 	int rope_interleave;
-	char quant[16]; /* quantization_config.quant_method, "" if none */
+	char quant[32]; /* quantization_config.quant_method, "" if none */
+	struct quant_config qc; /* format.h: how the weights are stored */
 };
 
 /* Families gen-model can write and verify/convert understand. */

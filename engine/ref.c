@@ -16,9 +16,131 @@
 struct weights {
 	struct ckpt ck;
 	int fd_ok;
+	const struct quant_config *q; /* block / group sizes of the format */
 };
 
-/* Tensor name as double[], or NULL if the checkpoint lacks it. */
+/*
+ * The value of an FP8 code, from the OCP 8-bit floating point definition:
+ * sign, exponent, mantissa fields; exponent 0 is subnormal.  e4m3fn (bias
+ * 7) has no infinities and S.1111.111 is NaN; e5m2 (bias 15) is IEEE-like.
+ * Independent of format_fp8.c's table on purpose (tests/unit/test_fp8.c
+ * checks both against all 256 codes).
+ */
+double ref_fp8_value(int e5m2, unsigned code)
+{
+	int ebits = e5m2 ? 5 : 4, mbits = 7 - ebits, bias = e5m2 ? 15 : 7;
+	unsigned e = (code & 0x7f) >> mbits, m = code & ((1u << mbits) - 1);
+	double sign = code & 0x80 ? -1.0 : 1.0, frac = (double)m / (1 << mbits);
+	if (e5m2 && e == 31)
+		return m ? NAN : sign * INFINITY;
+	if (!e5m2 && e == 15 && m == 7)
+		return NAN;
+	if (e == 0)
+		return sign * frac * pow(2.0, 1 - bias);
+	return sign * (1.0 + frac) * pow(2.0, (double)e - bias);
+}
+
+/* A stored tensor's bytes and header entry, or NULL. */
+static unsigned char *raw(struct weights *w, const char *name,
+			  const struct st_tensor **out)
+{
+	for (size_t k = 0; k < w->ck.nshards; k++) {
+		const struct st_tensor *t = st_find(&w->ck.shards[k].st, name);
+		unsigned char *b;
+		int fd;
+		if (!t)
+			continue;
+		b = malloc(t->end - t->begin + 1);
+		fd = open(w->ck.shards[k].path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || pread_full(fd, b, t->end - t->begin,
+					 w->ck.shards[k].st.data_off + t->begin) < 0) {
+			if (fd >= 0)
+				close(fd);
+			free(b);
+			return NULL;
+		}
+		close(fd);
+		*out = t;
+		return b;
+	}
+	return NULL;
+}
+
+static double scalar(const unsigned char *b, enum dtype dt, uint64_t i)
+{
+	float f;
+	uint16_t h;
+	if (dt == DT_F32) {
+		memcpy(&f, b + 4 * i, 4);
+		return f;
+	}
+	memcpy(&h, b + 2 * i, 2);
+	return dt == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+/* W = fp8(q) * scale_inv[i / block_rows][j / block_cols], in double. */
+static double *fp8_weight(struct weights *w, const struct st_tensor *t,
+			  const unsigned char *q, const char *name)
+{
+	char sn[220];
+	const struct st_tensor *st;
+	unsigned char *sc;
+	uint64_t R = t->shape[0], C = t->shape[1];
+	double *d;
+	snprintf(sn, sizeof sn, "%s_scale_inv", name);
+	if (!(sc = raw(w, sn, &st)) || st->ndim != 2)
+		return NULL;
+	d = malloc(R * C * 8 + 8);
+	for (uint64_t i = 0; i < R; i++)
+		for (uint64_t j = 0; j < C; j++)
+			d[i * C + j] = ref_fp8_value(t->dtype == DT_F8_E5M2,
+						     q[i * C + j]) *
+				       scalar(sc, st->dtype,
+					      (i / (uint64_t)w->q->block[0]) *
+						      st->shape[1] +
+					      j / (uint64_t)w->q->block[1]);
+	free(sc);
+	return d;
+}
+
+/* W = (nibble - 2^(bits-1)) * scale[i][j / group] from name_packed. */
+static double *packed_weight(struct weights *w, const char *name)
+{
+	char pn[220], sn[220];
+	const struct st_tensor *pt, *st;
+	unsigned char *pk, *sc;
+	int bits = w->q->bits;
+	uint64_t per = 32 / (uint64_t)bits, R, C, g;
+	double *d;
+	snprintf(pn, sizeof pn, "%s_packed", name);
+	snprintf(sn, sizeof sn, "%s_scale", name);
+	if (!(pk = raw(w, pn, &pt)))
+		return NULL;
+	if (!(sc = raw(w, sn, &st))) {
+		free(pk);
+		return NULL;
+	}
+	R = pt->shape[0];
+	C = pt->shape[1] * per;
+	g = w->q->group ? (uint64_t)w->q->group : C;
+	d = malloc(R * C * 8 + 8);
+	for (uint64_t i = 0; i < R; i++)
+		for (uint64_t j = 0; j < C; j++) {
+			uint32_t word = (uint32_t)pk[4 * (i * pt->shape[1] + j / per)] |
+					(uint32_t)pk[4 * (i * pt->shape[1] + j / per) + 1] << 8 |
+					(uint32_t)pk[4 * (i * pt->shape[1] + j / per) + 2] << 16 |
+					(uint32_t)pk[4 * (i * pt->shape[1] + j / per) + 3] << 24;
+			long v = (long)((word >> (bits * (j % per))) &
+					((1u << bits) - 1)) - (1L << (bits - 1));
+			d[i * C + j] = (double)v *
+				       scalar(sc, st->dtype, i * st->shape[1] + j / g);
+		}
+	free(pk);
+	free(sc);
+	return d;
+}
+
+/* Tensor name as double[] (dequantised exactly), or NULL if absent. */
 static double *get(struct weights *w, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
@@ -26,42 +148,28 @@ static double *get(struct weights *w, const char *fmt, ...)
 static double *get(struct weights *w, const char *fmt, ...)
 {
 	char name[200];
+	const struct st_tensor *t;
+	unsigned char *b;
+	double *d = NULL;
+	uint64_t n;
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(name, sizeof name, fmt, ap);
 	va_end(ap);
-	for (size_t k = 0; k < w->ck.nshards; k++) {
-		const struct st_tensor *t = st_find(&w->ck.shards[k].st, name);
-		uint64_t n;
-		unsigned char *raw;
-		float *f;
-		double *d;
-		int fd;
-		if (!t)
-			continue;
-		n = st_numel(t);
-		raw = malloc(t->end - t->begin + 1);
-		f = malloc(n * 4 + 4);
+	if (!(b = raw(w, name, &t)))
+		return w->q->kind == QUANT_PACKED_INT ? packed_weight(w, name)
+						      : NULL;
+	n = st_numel(t);
+	if (t->dtype == DT_F8_E4M3 || t->dtype == DT_F8_E5M2) {
+		d = t->ndim == 2 ? fp8_weight(w, t, b, name) : NULL;
+	} else if (t->dtype == DT_F32 || t->dtype == DT_BF16 ||
+		   t->dtype == DT_F16) {
 		d = malloc(n * 8 + 8);
-		fd = open(w->ck.shards[k].path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || pread_full(fd, raw, t->end - t->begin,
-					 w->ck.shards[k].st.data_off + t->begin) < 0 ||
-		    dtype_convert(t->dtype, raw, DT_F32, f, n) < 0) {
-			if (fd >= 0)
-				close(fd);
-			free(raw);
-			free(f);
-			free(d);
-			return NULL;
-		}
-		close(fd);
 		for (uint64_t i = 0; i < n; i++)
-			d[i] = f[i];
-		free(raw);
-		free(f);
-		return d;
+			d[i] = scalar(b, t->dtype, i);
 	}
-	return NULL;
+	free(b);
+	return d;
 }
 
 /* y[n] = W[n][k] x[k] (+ b) */
@@ -206,6 +314,7 @@ int ref_forward(const char *dir, const int64_t *tokens, int T,
 		return -1;
 	}
 	free(cp);
+	W.q = &c->qc;
 	if (ckpt_open(dir, &W.ck, err) < 0)
 		return -1;
 	for (size_t k = 0; k < W.ck.nshards; k++) {

@@ -125,17 +125,43 @@ static void allreduce(struct rt *r, float *buf, int n, MPI_Comm comm, int group)
 
 /* ---------------------------------------------------------------- loading */
 
-/* Read tensor `name` (this rank's slice) as f32; NULL if this rank has no
- * part of it.  Errors go to r->over. */
+/*
+ * Where the stored parts of t are in an open safetensors file, as
+ * quant_read_f32 wants them; the number of parts found (a converted file
+ * may hold a quantised weight dequantised: its one plain part).
+ */
+static int part_refs(const struct st_file *st, int fd,
+		     const struct stored_part *sp, int np, struct part_ref *ref)
+{
+	int found = 0;
+	for (int p = 0; p < np; p++) {
+		const struct st_tensor *x = st_find(st, sp[p].name);
+		if (!x)
+			break;
+		ref[p].fd = fd;
+		ref[p].off = st->data_off + x->begin;
+		ref[p].dtype = x->dtype;
+		ref[p].numel = st_numel(x);
+		ref[p].cols = x->ndim == 2 ? x->shape[1] : 1;
+		found++;
+	}
+	return found;
+}
+
+/* Read tensor `name` (this rank's slice) as f32, dequantising FP8 or
+ * packed integers on load; NULL if this rank has no part of it.  Errors
+ * go to r->over. */
 static float *load(struct rt *r, const struct tensor_spec *specs, size_t ns,
 		   const char *name)
 {
 	const struct tensor_spec *t = NULL;
 	struct tensor_split s;
-	const struct st_tensor *st;
-	uint64_t numel;
+	struct stored_part sp[3];
+	struct part_ref ref[3];
+	struct d0_err e;
+	uint64_t numel, rows, cols;
 	float *out;
-	int part;
+	int part, np, quantised;
 	for (size_t i = 0; i < ns && !t; i++)
 		if (!strcmp(specs[i].name, name))
 			t = &specs[i];
@@ -149,58 +175,72 @@ static float *load(struct rt *r, const struct tensor_spec *specs, size_t ns,
 	out = rt_alloc(r, numel * 4, name);
 	if (!out)
 		return NULL;
+	quantised = quant_applies(&r->c.qc, t);
+	np = quant_parts(&r->c.qc, t, DT_F32, sp);
+	rows = t->shape[0];
+	cols = t->ndim == 2 ? t->shape[1] : 1;
 	if (r->converted) {
-		unsigned char *raw;
-		st = st_find(&r->rank_st, name);
-		if (!st || st_numel(st) != numel) {
+		int got = part_refs(&r->rank_st, r->rank_fd, sp, np, ref);
+		if (s.axis >= 0)
+			*(s.axis == 0 ? &rows : &cols) /= (uint64_t)s.parts;
+		if (got == 0 || (got < 2 && ref[0].numel != numel) ||
+		    (quantised && got == 1 && ref[0].dtype != DT_F32 &&
+		     ref[0].dtype != DT_BF16 && ref[0].dtype != DT_F16)) {
 			snprintf(r->over, sizeof r->over, "%s: tensor '%s' missing "
 				 "or mis-sized in the rank file", r->rank_st.path, name);
 			return NULL;
 		}
-		raw = malloc(st->end - st->begin + 1);
-		if (pread_full(r->rank_fd, raw, st->end - st->begin,
-			       r->rank_st.data_off + st->begin) < 0 ||
-		    dtype_convert(st->dtype, raw, DT_F32, out, numel) < 0) {
-			snprintf(r->over, sizeof r->over, "%s: tensor '%s': cannot "
-				 "read %s data", r->rank_st.path, name,
-				 dtype_name(st->dtype));
-			free(raw);
+		if (quant_read_f32(&r->c.qc, quantised && got >= 2, rows, cols,
+				   ref, out, r->rank_st.path, name, &e) < 0) {
+			snprintf(r->over, sizeof r->over, "%.255s", e.msg);
 			return NULL;
 		}
-		free(raw);
 		return out;
 	}
-	/* from the HF checkpoint: read the whole tensor, keep our part */
-	for (size_t k = 0; k < r->ck.nshards; k++) {
-		struct ckpt_shard *sh = &r->ck.shards[k];
-		uint64_t full, outer = 1, row, seg;
-		unsigned char *raw;
+	/* from the HF checkpoint: decode the whole tensor, keep our part */
+	{
+		uint64_t full = rows * cols, outer = 1, row, seg;
+		const char *where = r->dir;
 		float *f;
-		int fd;
-		if (!(st = st_find(&sh->st, name)))
-			continue;
-		full = st_numel(st);
-		raw = malloc(st->end - st->begin + 1);
-		f = malloc(full * 4 + 1);
-		fd = open(sh->path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || pread_full(fd, raw, st->end - st->begin,
-					 sh->st.data_off + st->begin) < 0 ||
-		    dtype_convert(st->dtype, raw, DT_F32, f, full) < 0) {
-			snprintf(r->over, sizeof r->over, "%s: tensor '%s': "
-				 "cannot read", sh->path, name);
-			if (fd >= 0)
-				close(fd);
-			free(raw);
+		int got = 0, rc = 0;
+		for (int p = 0; p < np; p++) {
+			ref[p].fd = -1;
+			for (size_t k = 0; k < r->ck.nshards && ref[p].fd < 0; k++) {
+				struct ckpt_shard *sh = &r->ck.shards[k];
+				if (!st_find(&sh->st, sp[p].name))
+					continue;
+				ref[p].fd = open(sh->path, O_RDONLY | O_CLOEXEC);
+				if (ref[p].fd >= 0 &&
+				    part_refs(&sh->st, ref[p].fd, sp + p, 1, ref + p))
+					got++;
+				if (p == 0)
+					where = sh->path;
+			}
+		}
+		if (got < (quantised ? 2 : 1)) {
+			snprintf(r->over, sizeof r->over, "%s: tensor '%s' %s",
+				 where, name, ref[0].fd < 0 ? "is in no shard"
+							    : "has no scale tensor");
+			rc = -1;
+		}
+		f = rc == 0 ? malloc(full * 4 + 1) : NULL;
+		if (rc == 0 && quant_read_f32(&r->c.qc, quantised, rows, cols, ref,
+					      f, where, name, &e) < 0) {
+			snprintf(r->over, sizeof r->over, "%.255s", e.msg);
+			rc = -1;
+		}
+		for (int p = 0; p < np; p++)
+			if (ref[p].fd >= 0)
+				close(ref[p].fd);
+		if (rc < 0) {
 			free(f);
 			return NULL;
 		}
-		close(fd);
-		free(raw);
 		if (s.axis < 0) {
 			memcpy(out, f, full * 4);
 		} else {
 			for (int a = 0; a < s.axis; a++)
-				outer *= st->shape[a];
+				outer *= t->shape[a];
 			row = full / outer;
 			seg = row / (uint64_t)s.parts;
 			for (uint64_t o = 0; o < outer; o++)
@@ -210,9 +250,6 @@ static float *load(struct rt *r, const struct tensor_spec *specs, size_t ns,
 		free(f);
 		return out;
 	}
-	snprintf(r->over, sizeof r->over, "%s: tensor '%s' is in no shard",
-		 r->dir, name);
-	return NULL;
 }
 
 /* Check layout.json against the runtime; messages say what differs. */

@@ -61,6 +61,8 @@ void rt_close(struct rt *r);
  * logits [T, vocab] and, if layers is non-NULL, every layer's output
  * [layers][T][hidden] (malloc'd).
  */
+/* The reference's own FP8 decoder (e5m2: 1, e4m3fn: 0), for its tests. */
+double ref_fp8_value(int e5m2, unsigned code);
 int ref_forward(const char *dir, const int64_t *tokens, int T, double **logits,
 		double **layers, struct model_config *cfg, struct d0_err *err);
 

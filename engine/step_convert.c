@@ -35,17 +35,28 @@ static int run(int argc, char **argv);
 
 const struct step_entry step_convert = {
 	.name = "convert",
-	.usage = "MODEL_DIR OUT_DIR --dtype bf16|f16|f32 --tp T [--pp P] "
+	.usage = "MODEL_DIR OUT_DIR --dtype bf16|f16|f32|keep --tp T [--pp P] "
 		 "[--ep E] [--verify-source] [--force] [--events]",
 	.summary = "reshard a checkpoint into per-rank safetensors files plus "
 		   "layout.json",
 	.run = run,
 };
 
-/* One source tensor and where its slices go. */
+/*
+ * One source tensor and where its slices go.  A quantised weight kept in
+ * its format is one item per stored part (values, scale), each sliced on
+ * the weight's split axis; dequantised, it is one item whose values are
+ * decoded with the scale tensor held in memory.
+ */
 struct item {
 	const struct st_tensor *src;
 	const struct tensor_spec *spec;
+	const char *name;   /* the stored tensor written (a part's name) */
+	int ndim;
+	uint64_t shape[2];  /* the stored tensor's full shape */
+	int dequant;        /* decode values x scale (quant_view below) */
+	struct quant_view view;
+	void *scale;        /* dequant: the whole scale tensor */
 	struct tensor_split split;
 	enum dtype to;
 	size_t shard;     /* source shard index */
@@ -58,6 +69,7 @@ struct conv {
 	struct model_config cfg;
 	struct layout_dims d;
 	enum dtype dtype;
+	int keep;              /* --dtype keep: the source's stored format */
 	int world;
 	struct tensor_spec *specs;
 	size_t nspecs;
@@ -71,6 +83,7 @@ struct conv {
 	uint64_t total_bytes, done_bytes;
 	/* chunk buffers */
 	unsigned char *src_buf, *cv_buf, *stage;
+	float *f32_buf;
 };
 
 static enum dtype target_dtype(const struct conv *c, const struct tensor_spec *t)
@@ -78,10 +91,108 @@ static enum dtype target_dtype(const struct conv *c, const struct tensor_spec *t
 	return role_keeps_f32(t->role) ? DT_F32 : c->dtype; /* norms stay f32 */
 }
 
+/* Read a whole stored tensor (a scale) from shard s. */
+static void *read_whole(struct conv *c, const char *name, int *dtype,
+			uint64_t *cols, struct d0_err *err)
+{
+	for (size_t s = 0; s < c->ck.nshards; s++) {
+		const struct st_tensor *t = st_find(&c->ck.shards[s].st, name);
+		void *b;
+		int fd;
+		if (!t)
+			continue;
+		b = malloc(t->end - t->begin + 1);
+		fd = open(c->ck.shards[s].path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || pread_full(fd, b, t->end - t->begin,
+					 c->ck.shards[s].st.data_off + t->begin) < 0) {
+			if (fd >= 0)
+				close(fd);
+			free(b);
+			d0_errf(err, "%s: tensor '%s': read failed",
+				c->ck.shards[s].path, name);
+			return NULL;
+		}
+		close(fd);
+		*dtype = t->dtype;
+		*cols = t->ndim == 2 ? t->shape[1] : 1;
+		return b;
+	}
+	d0_errf(err, "%s: tensor '%s' is in no shard (run verify)", c->ck.dir,
+		name);
+	return NULL;
+}
+
+/* Item for stored tensor t of shard s: part `part` of spec sp. */
+static int add_item(struct conv *c, size_t s, const struct st_tensor *t,
+		    const struct tensor_spec *sp, int part, struct d0_err *err)
+{
+	struct stored_part parts[3];
+	int np = quant_parts(&c->cfg.qc, sp, t->dtype, parts);
+	const struct stored_part *p = &parts[part];
+	const char *path = c->ck.shards[s].path;
+	struct item *it;
+	int ok = t->ndim == p->ndim && t->shape[0] == p->shape[0] &&
+		 (p->ndim == 1 || t->shape[1] == p->shape[1]);
+	if (!ok)
+		return d0_errf(err, "%s: tensor '%s': shape does not match "
+			       "config.json (run verify)", path, t->name);
+	if (np == 1 && t->dtype != DT_F32 && t->dtype != DT_BF16 &&
+	    t->dtype != DT_F16)
+		return d0_errf(err, "%s: tensor '%s': dtype %s; convert reads "
+			       "F32, BF16 and F16 (and the formats config.json "
+			       "declares)", path, t->name, dtype_name(t->dtype));
+	if (np > 1 && !(t->dtype == parts[part].dtype ||
+			t->dtype == parts[part].alt_dtype))
+		return d0_errf(err, "%s: tensor '%s': dtype %s where %s stores "
+			       "%s (run verify)", path, t->name,
+			       dtype_name(t->dtype), c->cfg.quant,
+			       dtype_name(parts[part].dtype));
+	it = &c->items[c->nitems++];
+	it->src = t;
+	it->spec = sp;
+	it->shard = s;
+	it->name = t->name;
+	it->ndim = t->ndim;
+	it->shape[0] = t->shape[0];
+	it->shape[1] = t->ndim == 2 ? t->shape[1] : 1;
+	layout_split(&c->cfg, &c->d, sp, &it->split);
+	if (np > 1 && c->keep) {
+		if (quant_split_ok(&c->cfg.qc, sp, it->split.axis,
+				   it->split.parts, err) < 0)
+			return -1;
+		it->to = t->dtype;
+		if (p->kind == PART_SHAPE) { /* whole, on every rank */
+			it->split.axis = -1;
+			it->split.parts = 1;
+		}
+	} else if (np > 1) { /* dequantise */
+		it->to = target_dtype(c, sp);
+		it->dequant = 1;
+		it->view.rows = sp->shape[0];
+		it->view.cols = sp->shape[1];
+		it->scale = read_whole(c, parts[1].name, &it->view.scale_dtype,
+				       &it->view.scale_cols, err);
+		if (!it->scale)
+			return -1;
+		it->view.scale = it->scale;
+		it->ndim = sp->ndim;
+		it->shape[0] = sp->shape[0];
+		it->shape[1] = sp->shape[1];
+	} else {
+		it->to = c->keep ? t->dtype : target_dtype(c, sp);
+	}
+	it->sliced[0] = it->shape[0];
+	it->sliced[1] = it->shape[1];
+	if (it->split.axis >= 0)
+		it->sliced[it->split.axis] /= (uint64_t)it->split.parts;
+	return 0;
+}
+
 static int open_source(struct conv *c, const char *dir, struct d0_err *err)
 {
 	char *p = path_join(dir, "config.json");
 	json_t *by_name = json_object();
+	json_t *with_weight = json_object(); /* parts read with their weight */
 	int rc = -1;
 
 	if (model_config_load(p, &c->cfg, err) < 0)
@@ -92,16 +203,25 @@ static int open_source(struct conv *c, const char *dir, struct d0_err *err)
 		goto out;
 	if (ckpt_open(dir, &c->ck, err) < 0)
 		goto out;
-	for (size_t i = 0; i < c->nspecs; i++)
-		json_object_set_new(by_name, c->specs[i].name,
-				    json_integer((json_int_t)i));
+	/* what is read as an item: every stored part when keeping (or when
+	 * a tensor is not quantised), the values part alone when
+	 * dequantising; index * 4 + part */
+	for (size_t i = 0; i < c->nspecs; i++) {
+		struct stored_part sp[3];
+		int np = quant_parts(&c->cfg.qc, &c->specs[i], DT_INVALID, sp);
+		for (int k = 0; k < np; k++)
+			json_object_set_new(k < (c->keep ? np : 1) ? by_name
+								    : with_weight,
+					    sp[k].name,
+					    json_integer((json_int_t)i * 4 + k));
+	}
 	for (size_t s = 0; s < c->ck.nshards; s++) {
 		struct ckpt_shard *sh = &c->ck.shards[s];
 		if (st_open(sh->path, &sh->st, err) < 0)
 			goto out;
 		sh->parsed = 1;
 	}
-	c->items = calloc(c->nspecs + 1, sizeof *c->items);
+	c->items = calloc(3 * c->nspecs + 1, sizeof *c->items);
 	/* Processing order: shards by name, tensors by data offset. */
 	for (size_t s = 0; s < c->ck.nshards; s++) {
 		struct st_file *st = &c->ck.shards[s].st;
@@ -119,10 +239,9 @@ static int open_source(struct conv *c, const char *dir, struct d0_err *err)
 		for (size_t i = 0; i < st->ntensors; i++) {
 			const struct st_tensor *t = ord[i];
 			json_t *ix = json_object_get(by_name, t->name);
-			const struct tensor_spec *sp;
-			struct item *it;
-			int ok;
 			if (!ix) {
+				if (json_object_get(with_weight, t->name))
+					continue; /* read with its weight */
 				d0_errf(err, "%s: tensor '%s': not part of a %s "
 					"model per config.json (run verify)",
 					c->ck.shards[s].path, t->name,
@@ -130,37 +249,12 @@ static int open_source(struct conv *c, const char *dir, struct d0_err *err)
 				free(ord);
 				goto out;
 			}
-			sp = &c->specs[json_integer_value(ix)];
-			ok = t->ndim == sp->ndim && t->shape[0] == sp->shape[0] &&
-			     (sp->ndim == 1 || t->shape[1] == sp->shape[1]);
-			if (!ok) {
-				d0_errf(err, "%s: tensor '%s': shape does not "
-					"match config.json (run verify)",
-					c->ck.shards[s].path, t->name);
-				free(ord);
-				goto out;
-			}
-			if (t->dtype != DT_F32 && t->dtype != DT_BF16 &&
-			    t->dtype != DT_F16) {
-				d0_errf(err, "%s: tensor '%s': dtype %s; convert "
-					"reads F32, BF16 and F16",
-					c->ck.shards[s].path, t->name,
-					dtype_name(t->dtype));
+			if (add_item(c, s, t, &c->specs[json_integer_value(ix) / 4],
+				     (int)(json_integer_value(ix) % 4), err) < 0) {
 				free(ord);
 				goto out;
 			}
 			json_object_del(by_name, t->name);
-			it = &c->items[c->nitems++];
-			it->src = t;
-			it->spec = sp;
-			it->shard = s;
-			it->to = target_dtype(c, sp);
-			layout_split(&c->cfg, &c->d, sp, &it->split);
-			it->sliced[0] = sp->shape[0];
-			it->sliced[1] = sp->shape[1];
-			if (it->split.axis >= 0)
-				it->sliced[it->split.axis] /=
-					(uint64_t)it->split.parts;
 		}
 		free(ord);
 	}
@@ -175,6 +269,7 @@ static int open_source(struct conv *c, const char *dir, struct d0_err *err)
 out:
 	free(p);
 	json_decref(by_name);
+	json_decref(with_weight);
 	return rc;
 }
 
@@ -213,8 +308,8 @@ static int open_ranks(struct conv *c, const char *out, struct d0_err *err)
 			if (layout_part_for_rank(&c->cfg, &c->d, it->spec,
 						 &it->split, r) < 0)
 				continue;
-			st_writer_add(c->w[r], it->spec->name, it->to,
-				      it->spec->ndim, it->sliced);
+			st_writer_add(c->w[r], it->name, it->to, it->ndim,
+				      it->sliced);
 			it->slot[r] = k++;
 		}
 		snprintf(name, sizeof name, "rank-%05d-of-%05d.safetensors", r,
@@ -246,20 +341,41 @@ static int emit(struct conv *c, struct item *it, int part, uint64_t off,
 	return 0;
 }
 
+/* Source bytes of logical elements [el_off, el_off + n) of it. */
+static uint64_t src_bytes(const struct item *it, uint64_t el)
+{
+	uint64_t numel = it->shape[0] * it->shape[1];
+	uint64_t stored = it->src->end - it->src->begin;
+	if (!it->dequant)
+		return el * dtype_size(it->src->dtype);
+	return numel ? el * stored / numel : 0; /* FP8: 1, int4: 1/2 byte */
+}
+
 static int read_src(struct conv *c, int fd, EVP_MD_CTX *sha, struct item *it,
 		    uint64_t el_off, size_t n, struct d0_err *err)
 {
-	size_t es = dtype_size(it->src->dtype);
-	uint64_t off = c->ck.shards[it->shard].st.data_off + it->src->begin +
-		       el_off * es;
-	if (pread_full(fd, c->src_buf, n * es, off) < 0)
+	uint64_t b0 = src_bytes(it, el_off), b1 = src_bytes(it, el_off + n);
+	uint64_t off = c->ck.shards[it->shard].st.data_off + it->src->begin + b0;
+	if (pread_full(fd, c->src_buf, b1 - b0, off) < 0)
 		return d0_errf(err, "%s: tensor '%s': read failed: %s",
 			       c->ck.shards[it->shard].path, it->src->name,
 			       strerror(errno));
 	if (sha)
-		EVP_DigestUpdate(sha, c->src_buf, n * es);
-	dtype_convert(it->src->dtype, c->src_buf, it->to, c->cv_buf, n);
-	c->done_bytes += n * es;
+		EVP_DigestUpdate(sha, c->src_buf, b1 - b0);
+	if (it->dequant) {
+		it->view.values = c->src_buf;
+		if (format_of(&c->cfg.qc)->decode(&c->cfg.qc, &it->view, el_off,
+						  n, c->f32_buf) < 0)
+			return d0_errf(err, "%s: tensor '%s': cannot decode "
+				       "elements from %llu", c->ck.shards[it->shard].path,
+				       it->src->name, (unsigned long long)el_off);
+		dtype_convert(DT_F32, c->f32_buf, it->to, c->cv_buf, n);
+	} else if (it->src->dtype == it->to) {
+		memcpy(c->cv_buf, c->src_buf, n * dtype_size(it->to));
+	} else {
+		dtype_convert(it->src->dtype, c->src_buf, it->to, c->cv_buf, n);
+	}
+	c->done_bytes += b1 - b0;
 	return 0;
 }
 
@@ -272,13 +388,13 @@ static int read_src(struct conv *c, int fd, EVP_MD_CTX *sha, struct item *it,
 static int convert_tensor(struct conv *c, int fd, EVP_MD_CTX *sha,
 			  struct item *it, struct d0_err *err)
 {
-	const struct st_tensor *t = it->src;
-	uint64_t numel = st_numel(t), outer = 1, seg, row;
+	uint64_t numel = it->shape[0] * (it->ndim == 2 ? it->shape[1] : 1);
+	uint64_t outer = 1, seg, row;
 	int parts = it->split.axis < 0 ? 1 : it->split.parts;
 	size_t es = dtype_size(it->to);
 
 	for (int a = 0; a < it->split.axis; a++)
-		outer *= t->shape[a];
+		outer *= it->shape[a];
 	row = outer ? numel / outer : 0;
 	seg = row / (uint64_t)parts;
 	if (numel == 0)
@@ -351,6 +467,7 @@ static int convert_all(struct conv *c, struct d0_err *err)
 	size_t i = 0;
 	double last = 0;
 	c->src_buf = malloc((size_t)CONV_CHUNK * 4);
+	c->f32_buf = malloc((size_t)CONV_CHUNK * 4);
 	c->cv_buf = malloc((size_t)CONV_CHUNK * 4);
 	c->stage = malloc((size_t)CONV_CHUNK * 4);
 	for (size_t k = 0; k < c->nitems; k++)
@@ -365,7 +482,12 @@ static int convert_all(struct conv *c, struct d0_err *err)
 			return d0_errf(err, "%s: cannot open: %s", sh->path,
 				       strerror(errno));
 		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-		if (c->src_hashed[s]) {
+		if (c->src_hashed[s] && !c->keep &&
+		    c->cfg.qc.kind != QUANT_NONE) {
+			/* scales are read with their weights, out of file
+			 * order: hash the shard on its own */
+			rc = sha256_file(sh->path, c->src_sha[s], NULL, err);
+		} else if (c->src_hashed[s]) {
 			/* tensors tile the data buffer, so header + tensors
 			 * in offset order is the whole file */
 			sha = EVP_MD_CTX_new();
@@ -440,7 +562,23 @@ static json_t *layout_json(struct conv *c, const char *src_dir)
 	json_object_set_new(doc, "pp", json_integer(c->d.pp));
 	json_object_set_new(doc, "ep", json_integer(c->d.ep));
 	json_object_set_new(doc, "rank_order", json_string("tp fastest, then ep, then pp"));
-	json_object_set_new(doc, "dtype", json_string(dtype_user_name(c->dtype)));
+	json_object_set_new(doc, "dtype", json_string(c->keep ? "keep"
+						      : dtype_user_name(c->dtype)));
+	{
+		char fmt[64];
+		json_t *wf = quant_config_to_json(&c->cfg.qc);
+		/* the source's storage format, and whether the rank files
+		 * keep it (FP8 slices with their scale blocks) */
+		json_object_set_new(doc, "weights_format",
+				    json_pack("{s:s, s:s, s:b, s:o}", "source",
+					      quant_describe(&c->cfg.qc, fmt,
+							     sizeof fmt),
+					      "method", c->cfg.quant[0] ? c->cfg.quant
+								     : "plain",
+					      "kept", c->keep || !c->cfg.quant[0],
+					      "quantization_config",
+					      wf ? wf : json_null()));
+	}
 	json_object_set_new(doc, "dtype_policy",
 			    json_pack("{s:s, s:s, s:s}", "default",
 				      dtype_user_name(c->dtype), "norms", "f32",
@@ -491,9 +629,9 @@ static json_t *layout_json(struct conv *c, const char *src_dir)
 	for (size_t i = 0; i < c->nitems; i++) {
 		struct item *it = &c->items[i];
 		json_t *shape = json_array(), *rk = json_array();
-		for (int d = 0; d < it->spec->ndim; d++)
+		for (int d = 0; d < it->ndim; d++)
 			json_array_append_new(shape,
-					      json_integer((json_int_t)it->spec->shape[d]));
+					      json_integer((json_int_t)it->shape[d]));
 		for (int r = 0; r < c->world; r++)
 			if (it->slot[r] >= 0)
 				json_array_append_new(
@@ -503,7 +641,7 @@ static json_t *layout_json(struct conv *c, const char *src_dir)
 							      it->spec, &it->split,
 							      r)));
 		json_object_set_new(
-			tensors, it->spec->name,
+			tensors, it->name,
 			json_pack("{s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, "
 				  "s:s, s:I, s:s, s:o}",
 				  "shape", shape, "dtype", dtype_name(it->to),
@@ -522,8 +660,10 @@ static json_t *layout_json(struct conv *c, const char *src_dir)
 
 static void conv_free(struct conv *c)
 {
-	for (size_t i = 0; i < c->nitems; i++)
+	for (size_t i = 0; i < c->nitems; i++) {
 		free(c->items[i].slot);
+		free(c->items[i].scale);
+	}
 	free(c->items);
 	for (int r = 0; c->w && r < c->world; r++)
 		st_writer_free(c->w[r]);
@@ -535,6 +675,7 @@ static void conv_free(struct conv *c)
 	free(c->src_buf);
 	free(c->cv_buf);
 	free(c->stage);
+	free(c->f32_buf);
 	ckpt_close(&c->ck);
 	model_config_free(&c->cfg);
 }
@@ -577,11 +718,12 @@ static int run(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'd':
-			c.dtype = dtype_from_user(optarg);
+			c.keep = !strcmp(optarg, "keep");
+			c.dtype = c.keep ? DT_F32 : dtype_from_user(optarg);
 			if (c.dtype == DT_INVALID)
 				return step_usage_error(S, "--dtype: expected "
-							"bf16, f16 or f32, got "
-							"'%s'", optarg);
+							"bf16, f16, f32 or keep, "
+							"got '%s'", optarg);
 			break;
 		case 't':
 		case 'p':
@@ -683,7 +825,7 @@ static int run(int argc, char **argv)
 		       "%zu tensors, %s read in %.2f s, dtype %s (norms f32)\n",
 		       src, dst, c.cfg.model_type, c.d.tp, c.d.pp, c.d.ep,
 		       c.world, c.nitems, fmt_bytes(c.total_bytes, a), dt,
-		       dtype_user_name(c.dtype));
+		       c.keep ? "kept as stored" : dtype_user_name(c.dtype));
 	}
 	events_stage("convert", "end", 1, 0, dst);
 	conv_free(&c);

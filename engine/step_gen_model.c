@@ -33,8 +33,19 @@ const struct step_entry step_gen_model = {
 		 "[--qk-nope-dim N] [--v-head-dim N] [--n-group N] "
 		 "[--topk-group N] [--mtp-layers N] [--tie] [--attention-bias] "
 		 "[--rope-scaling TYPE:FACTOR] [--rope-theta X] [--max-pos N] "
-		 "[--dtype f32|bf16|f16] [--shards N] [--seed N] [--force] "
+		 "[--dtype f32|bf16|f16] [--quant fp8|fp8-e5m2|int4|int8|none] "
+		 "[--block N] [--group N] [--shards N] [--seed N] [--force] "
 		 "[--events] OUT_DIR\n"
+		 "  --quant stores the linear weights the way release checkpoints "
+		 "do (docs/formats.md):\n"
+		 "    fp8: FP8 e4m3fn with a float32 scale per --block x --block "
+		 "block (default 128), DeepSeek-V3 style\n"
+		 "    int4/int8: compressed-tensors pack-quantized, a bf16 scale "
+		 "per --group inputs (default 32; 0: per channel)\n"
+		 "  --like writes the format the config declares (blocks and "
+		 "groups scaled down with the model)\n"
+		 "  example: day0-engine gen-model --arch deepseek_v3 --quant fp8 "
+		 "--block 16 /tmp/ds-fp8\n"
 		 "  ARCH: llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, "
 		 "qwen3_moe, deepseek_v3",
 	.summary = "generate a Hugging Face-format checkpoint (tiny, "
@@ -74,6 +85,8 @@ static void fill(float *v, size_t n, struct rng *r, double std, double mean)
 
 struct gen_opts {
 	struct model_config cfg;
+	const char *quant; /* --quant, or NULL */
+	long block, group;
 	long shards;
 	uint64_t seed;
 	int force;
@@ -221,6 +234,8 @@ static void arch_defaults(const char *arch, struct model_config *c)
 	}
 }
 
+static int set_quant(struct gen_opts *o, int like);
+
 static int parse_opts(int argc, char **argv, struct gen_opts *o)
 {
 	static const struct option lo[] = {
@@ -230,6 +245,7 @@ static int parse_opts(int argc, char **argv, struct gen_opts *o)
 		{"rope-scaling", 1, 0, 'r'}, {"rope-theta", 1, 0, 'T'},
 		{"dtype", 1, 0, 'D'}, {"shards", 1, 0, 'N'}, {"seed", 1, 0, 'z'},
 		{"force", 0, 0, 'F'}, {"events", 0, 0, 'e'}, {"help", 0, 0, 'h'},
+		{"quant", 1, 0, 'Q'}, {"block", 1, 0, 'B'}, {"group", 1, 0, 'G'},
 		/* integer options: val = 1000 + index into int_opts */
 #define IO(i) {NULL, 1, 0, 1000 + (i)}
 		IO(0), IO(1), IO(2), IO(3), IO(4), IO(5), IO(6), IO(7), IO(8),
@@ -259,6 +275,8 @@ static int parse_opts(int argc, char **argv, struct gen_opts *o)
 				opts[k].name = int_opts[i].name;
 	memset(o, 0, sizeof *o);
 	o->shards = 1;
+	o->block = -1;
+	o->group = -1;
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -315,6 +333,27 @@ static int parse_opts(int argc, char **argv, struct gen_opts *o)
 							"non-negative integer");
 			break;
 		case 'F': o->force = 1; break;
+		case 'Q':
+			if (strcmp(optarg, "fp8") && strcmp(optarg, "fp8-e5m2") &&
+			    strcmp(optarg, "int4") && strcmp(optarg, "int8") &&
+			    strcmp(optarg, "none"))
+				return step_usage_error(S, "--quant: expected fp8, "
+							"fp8-e5m2, int4, int8 or "
+							"none, got '%s'", optarg);
+			o->quant = optarg;
+			break;
+		case 'B':
+			if (parse_long(optarg, 1, 65536, &o->block) < 0)
+				return step_usage_error(S, "--block: expected "
+							"1..65536, got '%s'",
+							optarg);
+			break;
+		case 'G':
+			if (parse_long(optarg, 0, 1 << 20, &o->group) < 0)
+				return step_usage_error(S, "--group: expected "
+							"0..1048576, got '%s'",
+							optarg);
+			break;
 		case 'e': events = 1; break;
 		case 'h': step_usage(S, stdout); return -1;
 		default:
@@ -400,6 +439,8 @@ static int parse_opts(int argc, char **argv, struct gen_opts *o)
 		c->rope.original_max_pos = (double)c->max_pos;
 	if (theta > 0) c->rope_theta = theta;
 	if (have_dtype || !like) c->dtype = dt;
+	if (set_quant(o, like != NULL) != 0)
+		return EXIT_USAGE;
 	if (c->head_dim == 0 && !c->mla)
 		return step_usage_error(S, "--hidden %lld is not a multiple of "
 					"--heads %lld (or give --head-dim)",
@@ -423,6 +464,76 @@ static int parse_opts(int argc, char **argv, struct gen_opts *o)
 	}
 	json_decref(doc);
 	events_init(stdout, events);
+	return 0;
+}
+
+/*
+ * The storage format: --quant for any family, or what the --like config
+ * declares.  A rehearsal model is far smaller than its release, so --like
+ * scales blocks and groups down with it (several blocks per weight, so
+ * splits on block boundaries are exercised); --block/--group override.
+ */
+static int set_quant(struct gen_opts *o, int like)
+{
+	const struct step_entry *S = &step_gen_model;
+	struct quant_config *q = &o->cfg.qc;
+	char why[200];
+	if (o->quant) {
+		memset(q, 0, sizeof *q);
+		if (!strncmp(o->quant, "fp8", 3)) {
+			q->kind = QUANT_FP8_BLOCK;
+			q->fp8_dtype = strcmp(o->quant, "fp8") ? DT_F8_E5M2
+							      : DT_F8_E4M3;
+			q->block[0] = q->block[1] = 128;
+		} else if (!strncmp(o->quant, "int", 3)) {
+			q->kind = QUANT_PACKED_INT;
+			q->bits = o->quant[3] == '4' ? 4 : 8;
+			q->group = 32;
+			q->regex_ignore = 1;
+			q->nignore = 1;
+			snprintf(q->ignore, sizeof q->ignore, "lm_head");
+		}
+	} else if (like && q->kind != QUANT_NONE) {
+		int64_t cap = o->cfg.hidden / 8;
+		if (q->block[0] > cap)
+			q->block[0] = cap;
+		if (q->block[1] > cap)
+			q->block[1] = cap;
+		if (q->group > cap)
+			q->group = cap;
+	}
+	if (o->block > 0 || o->group >= 0) {
+		if (q->kind == QUANT_NONE)
+			return step_usage_error(S, "--block and --group need "
+						"--quant (or a --like config that "
+						"declares quantization)");
+		if (o->block > 0 && q->kind != QUANT_FP8_BLOCK)
+			return step_usage_error(S, "--block applies to fp8");
+		if (o->group >= 0 && q->kind != QUANT_PACKED_INT)
+			return step_usage_error(S, "--group applies to int4/int8");
+		if (o->block > 0)
+			q->block[0] = q->block[1] = o->block;
+		if (o->group >= 0)
+			q->group = o->group;
+	}
+	if (q->kind != QUANT_NONE) {
+		struct tensor_spec *t = NULL;
+		size_t n = 0;
+		struct d0_err err;
+		const struct weight_format *f = format_of(q);
+		if (model_tensors(&o->cfg, &t, &n, &err) < 0)
+			return step_usage_error(S, "%s", err.msg);
+		for (size_t i = 0; i < n; i++)
+			if (f->unfit && quant_applies(q, &t[i]) &&
+			    f->unfit(q, &t[i], why, sizeof why)) {
+				free(t);
+				return step_usage_error(S, "tensor '%s': %s "
+							"(choose another "
+							"--group)", t[i].name,
+							why);
+			}
+		free(t);
+	}
 	return 0;
 }
 
@@ -456,6 +567,75 @@ static enum dtype stored_dtype(const struct model_config *c,
 	return c->dtype;
 }
 
+static uint64_t part_numel(const struct stored_part *p)
+{
+	return p->shape[0] * (p->ndim == 2 ? p->shape[1] : 1);
+}
+
+/*
+ * Scales of a quantised weight: what a max-abs calibration would give for
+ * values of the tensor's distribution (uniform, amax std * sqrt(3)), times
+ * 1 to 1.5 per block or group, so every block's scale differs.  Rounded to
+ * the part's dtype, since encoding must use the stored scales.
+ */
+static void *gen_scales(const struct gen_opts *o, const struct tensor_spec *t,
+			const struct stored_part *sp, double std)
+{
+	uint64_t n = part_numel(sp);
+	void *out = malloc(n * dtype_size(sp->dtype) + 4);
+	struct rng r;
+	char name[sizeof sp->name];
+	double base = std * sqrt(3.0) / quant_level_max(&o->cfg.qc);
+	snprintf(name, sizeof name, "%s#scale", t->name);
+	rng_seed(&r, o->seed * 0x9e3779b97f4a7c15ULL ^ hash_str64(name));
+	for (uint64_t i = 0; i < n; i++) {
+		float s = (float)(base * (1.0 + 0.5 * rng_uniform(&r)));
+		dtype_convert(DT_F32, &s, sp->dtype, (char *)out +
+			      i * dtype_size(sp->dtype), 1);
+	}
+	return out;
+}
+
+/* Write one quantised weight's parts (declared at k, k+1, ...). */
+static int write_quantised(const struct gen_opts *o, struct st_writer *w,
+			   size_t k, const struct tensor_spec *t,
+			   const struct stored_part *sp, int np, struct rng *r,
+			   double std, float *f, void *conv, uint64_t *done,
+			   struct d0_err *err)
+{
+	const struct quant_config *q = &o->cfg.qc;
+	const struct weight_format *fmt = format_of(q);
+	uint64_t numel = t->shape[0] * t->shape[1], off = 0, vbytes = 0;
+	void *scales = gen_scales(o, t, &sp[1], std);
+	struct quant_view v = {.rows = t->shape[0], .cols = t->shape[1],
+			       .scale = scales, .scale_dtype = sp[1].dtype,
+			       .scale_cols = sp[1].shape[1]};
+	int rc = 0;
+	/* bytes per logical element of the values part, as a fraction */
+	uint64_t vnum = part_numel(&sp[0]) * dtype_size(sp[0].dtype);
+	while (off < numel && rc == 0) {
+		size_t m = numel - off > GEN_CHUNK ? GEN_CHUNK : (size_t)(numel - off);
+		uint64_t b = (off + m) * vnum / numel - off * vnum / numel;
+		fill(f, m, r, std, 0.0);
+		fmt->encode(q, &v, off, m, f, conv);
+		rc = st_writer_put(w, k, vbytes, conv, (size_t)b, err);
+		vbytes += b;
+		off += m;
+	}
+	if (rc == 0)
+		rc = st_writer_put(w, k + 1, 0, scales,
+				   part_numel(&sp[1]) * dtype_size(sp[1].dtype),
+				   err);
+	if (rc == 0 && np == 3) { /* weight_shape */
+		int32_t shp[2] = {(int32_t)t->shape[0], (int32_t)t->shape[1]};
+		rc = st_writer_put(w, k + 2, 0, shp, sizeof shp, err);
+	}
+	for (int i = 0; i < np; i++)
+		*done += part_numel(&sp[i]) * dtype_size(sp[i].dtype);
+	free(scales);
+	return rc;
+}
+
 static int write_shard(const struct gen_opts *o, const struct tensor_spec *t,
 		       size_t n, const int *which, int shard, const char *path,
 		       uint64_t *done, uint64_t total, char hex[65],
@@ -465,15 +645,21 @@ static int write_shard(const struct gen_opts *o, const struct tensor_spec *t,
 	struct st_writer *w = st_writer_new();
 	float *f = malloc(GEN_CHUNK * sizeof *f);
 	void *conv = malloc(GEN_CHUNK * 4);
+	struct stored_part sp[3];
 	size_t k = 0;
 	int rc = 0;
 	if (!f || !conv)
 		abort();
 	st_writer_meta(w, "format", "pt");
-	for (size_t i = 0; i < n; i++)
-		if (which[i] == shard)
-			st_writer_add(w, t[i].name, stored_dtype(c, &t[i]),
-				      t[i].ndim, t[i].shape);
+	for (size_t i = 0; i < n; i++) {
+		int np;
+		if (which[i] != shard)
+			continue;
+		np = quant_parts(&c->qc, &t[i], stored_dtype(c, &t[i]), sp);
+		for (int p = 0; p < np; p++)
+			st_writer_add(w, sp[p].name, sp[p].dtype, sp[p].ndim,
+				      sp[p].shape);
+	}
 	if (st_writer_begin(w, path, err) < 0) {
 		rc = -1;
 		goto out;
@@ -484,25 +670,34 @@ static int write_shard(const struct gen_opts *o, const struct tensor_spec *t,
 		struct rng r;
 		double std = tensor_std(c, &t[i]);
 		double mean = t[i].role == ROLE_NORM ? 1.0 : 0.0;
+		int np;
 		if (which[i] != shard)
 			continue;
-		numel = t[i].shape[0] * (t[i].ndim == 2 ? t[i].shape[1] : 1);
 		rng_seed(&r, o->seed * 0x9e3779b97f4a7c15ULL ^
 				     hash_str64(t[i].name));
-		while (off < numel) {
-			size_t m = numel - off > GEN_CHUNK ? GEN_CHUNK
-							   : (size_t)(numel - off);
-			fill(f, m, &r, std, mean);
-			dtype_convert(DT_F32, f, dt, conv, m);
-			if (st_writer_put(w, k, off * dtype_size(dt), conv,
-					  m * dtype_size(dt), err) < 0) {
-				rc = -1;
-				break;
+		np = quant_parts(&c->qc, &t[i], dt, sp);
+		if (np > 1) {
+			rc = write_quantised(o, w, k, &t[i], sp, np, &r, std, f,
+					     conv, done, err);
+			k += (size_t)np;
+		} else {
+			numel = t[i].shape[0] * (t[i].ndim == 2 ? t[i].shape[1] : 1);
+			while (off < numel) {
+				size_t m = numel - off > GEN_CHUNK
+						   ? GEN_CHUNK
+						   : (size_t)(numel - off);
+				fill(f, m, &r, std, mean);
+				dtype_convert(DT_F32, f, dt, conv, m);
+				if (st_writer_put(w, k, off * dtype_size(dt), conv,
+						  m * dtype_size(dt), err) < 0) {
+					rc = -1;
+					break;
+				}
+				off += m;
+				*done += m * dtype_size(dt);
 			}
-			off += m;
-			*done += m * dtype_size(dt);
+			k++;
 		}
-		k++;
 		if (events_enabled())
 			events_stage("gen-model", "progress",
 				     total ? (double)*done / (double)total : 1.0,
@@ -544,8 +739,8 @@ static int write_checkpoint(struct gen_opts *o, const char *dir,
 	which = calloc(n, sizeof *which);
 	assign_shards(t, n, c, o->shards, which);
 	for (size_t i = 0; i < n; i++)
-		total += t[i].shape[0] * (t[i].ndim == 2 ? t[i].shape[1] : 1) *
-			 dtype_size(stored_dtype(c, &t[i]));
+		total += quant_stored_bytes(&c->qc, &t[i],
+					    stored_dtype(c, &t[i]), -1, 1);
 	files = calloc((size_t)o->shards + 3, sizeof *files);
 	hexes = calloc((size_t)o->shards + 3, sizeof *hexes);
 
@@ -574,13 +769,18 @@ static int write_checkpoint(struct gen_opts *o, const char *dir,
 		if (rc < 0)
 			goto out;
 		files[nfiles++] = strdup(name);
-		for (size_t i = 0; i < n; i++)
-			if (which[i] == s)
-				json_object_set_new(wm, t[i].name,
+		for (size_t i = 0; i < n; i++) {
+			struct stored_part sp[3];
+			int np = quant_parts(&c->qc, &t[i],
+					     stored_dtype(c, &t[i]), sp);
+			for (int j = 0; which[i] == s && j < np; j++)
+				json_object_set_new(wm, sp[j].name,
 						    json_string(name));
+		}
 	}
 	if (o->shards > 1) {
-		const char **keys = calloc(n, sizeof *keys);
+		const char **keys = calloc(json_object_size(wm) + 1,
+					   sizeof *keys);
 		json_t *sorted = json_object();
 		size_t k = 0;
 		const char *key;

@@ -136,6 +136,44 @@ static json_t *structure_json(const struct model_config *c)
 	return o;
 }
 
+/*
+ * Bytes on disk in the format config.json declares (values + scales), and
+ * the footprint once dequantised to bf16 (what a layout that dequantises
+ * on load holds).  MTP layers included: they are in the checkpoint.
+ */
+struct storage {
+	uint64_t disk, scales, quantised, dequant_bf16;
+};
+
+static void storage_bytes(const struct model_config *c,
+			  const struct tensor_spec *t, size_t n,
+			  struct storage *s)
+{
+	memset(s, 0, sizeof *s);
+	for (size_t i = 0; i < n; i++) {
+		struct stored_part sp[3];
+		int np = quant_parts(&c->qc, &t[i], c->dtype, sp);
+		uint64_t numel = t[i].shape[0] * (t[i].ndim == 2 ? t[i].shape[1] : 1);
+		s->disk += quant_stored_bytes(&c->qc, &t[i], c->dtype, -1, 1);
+		for (int p = 1; p < np; p++)
+			s->scales += sp[p].shape[0] * (sp[p].ndim == 2 ? sp[p].shape[1] : 1) *
+				     dtype_size(sp[p].dtype);
+		s->quantised += np > 1 ? numel : 0;
+		s->dequant_bf16 += numel * 2;
+	}
+}
+
+static json_t *storage_json(const struct model_config *c,
+			    const struct storage *s)
+{
+	char fmt[64];
+	return json_pack("{s:s, s:I, s:I, s:I, s:I}", "format",
+			 quant_describe(&c->qc, fmt, sizeof fmt), "disk_bytes",
+			 (json_int_t)s->disk, "scale_bytes", (json_int_t)s->scales,
+			 "quantised_params", (json_int_t)s->quantised,
+			 "dequantised_bf16_bytes", (json_int_t)s->dequant_bf16);
+}
+
 static void print_text(const char *path, const struct model_config *c,
 		       const struct param_count *pc, uint64_t embed_params,
 		       const char **ops, size_t nops)
@@ -180,8 +218,25 @@ static void print_text(const char *path, const struct model_config *c,
 	printf("norm       RMSNorm eps %g; activation %s%s\n", c->rms_eps,
 	       c->hidden_act, strcmp(c->hidden_act, "silu") ? "" : " (SwiGLU)");
 	printf("rope       %s\n", rope);
-	printf("weights    %s%s%s\n\n", dtype_torch_name(c->dtype),
+	printf("weights    %s%s%s\n", dtype_torch_name(c->dtype),
 	       c->quant[0] ? ", quantised " : "", c->quant);
+	{
+		struct tensor_spec *t = NULL;
+		size_t n = 0;
+		struct d0_err err;
+		struct storage s;
+		char f[64], x[32], y[32], z[32];
+		if (model_tensors(c, &t, &n, &err) == 0) {
+			storage_bytes(c, t, n, &s);
+			printf("storage    %s: %s on disk (scales %s); "
+			       "dequantised to bf16 %s\n",
+			       quant_describe(&c->qc, f, sizeof f),
+			       fmt_bytes(s.disk, x), fmt_bytes(s.scales, y),
+			       fmt_bytes(s.dequant_bf16, z));
+		}
+		free(t);
+	}
+	printf("\n");
 
 	printf("%-24s %12s %14s\n", "parameters", "total", "active/token");
 	for (int g = 0; g < GROUP_COUNT; g++)
@@ -294,6 +349,11 @@ static int run(int argc, char **argv)
 		json_object_set_new(doc, "model_type", json_string(c.model_type));
 		json_object_set_new(doc, "structure", structure_json(&c));
 		json_object_set_new(doc, "parameters", params);
+		{
+			struct storage st;
+			storage_bytes(&c, t, n, &st);
+			json_object_set_new(doc, "storage", storage_json(&c, &st));
+		}
 		json_object_set_new(doc, "tensors", json_integer((json_int_t)n));
 		json_object_set_new(doc, "operators", opl);
 		json_object_set_new(doc, "missing", missing);

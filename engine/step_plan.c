@@ -59,6 +59,7 @@ struct cluster {
 struct opts {
 	int64_t ctx, conc, batch_tokens;
 	int wbits, kvbits;
+	int stored; /* weights sized as the checkpoint stores them */
 	const char *wname, *kvname;
 	double margin;
 	int top;
@@ -76,6 +77,38 @@ struct plan {
 	char reason[1100];
 };
 
+/*
+ * Stored bytes of each tensor (values + scales, which a split divides, and
+ * a packed weight_shape, which it does not), worked out once per tensor
+ * table: plan sizes every candidate layout, and a quantised trillion-
+ * parameter MoE has ~70k weights whose format answers cost a regex each.
+ */
+static const struct tensor_spec *stored_for;
+static uint64_t *stored_div, *stored_fix;
+
+static void stored_table(const struct model_config *c,
+			 const struct tensor_spec *t, size_t n)
+{
+	if (stored_for == t)
+		return;
+	free(stored_div);
+	free(stored_fix);
+	stored_div = calloc(n + 1, sizeof *stored_div);
+	stored_fix = calloc(n + 1, sizeof *stored_fix);
+	for (size_t i = 0; i < n; i++) {
+		struct stored_part sp[3];
+		int np = quant_parts(&c->qc, &t[i], c->dtype, sp);
+		for (int p = 0; p < np; p++) {
+			uint64_t b = sp[p].shape[0] *
+				     (sp[p].ndim == 2 ? sp[p].shape[1] : 1) *
+				     dtype_size(sp[p].dtype);
+			*(sp[p].kind == PART_SHAPE ? &stored_fix[i]
+						   : &stored_div[i]) += b;
+		}
+	}
+	stored_for = t;
+}
+
 /* Per-rank weight bytes: layout.c decides which slice each rank holds. */
 static void weight_bytes(const struct model_config *c,
 			 const struct tensor_spec *t, size_t n,
@@ -88,8 +121,13 @@ static void weight_bytes(const struct model_config *c,
 		int st[2], ns;
 		uint64_t b;
 		layout_split(c, d, &t[i], &s);
-		b = layout_slice_numel(&t[i], &s) *
-		    (uint64_t)(role_keeps_f32(t[i].role) ? 32 : wbits);
+		if (wbits == 0) { /* as stored: FP8/int values + their scales */
+			stored_table(c, t, n);
+			b = 8 * (stored_div[i] / (s.axis < 0 ? 1 : (uint64_t)s.parts) +
+				 stored_fix[i]);
+		} else
+			b = layout_slice_numel(&t[i], &s) *
+			    (uint64_t)(role_keeps_f32(t[i].role) ? 32 : wbits);
 		ns = layout_tensor_stages(c, d, &t[i], st);
 		for (int k = 0; k < ns; k++) {
 			if (t[i].expert >= 0) {
@@ -135,7 +173,7 @@ static void evaluate(const struct model_config *c, const struct tensor_spec *t,
 		snprintf(p->reason, sizeof p->reason, "%s", err.msg);
 		return;
 	}
-	weight_bytes(c, t, n, d, o->wbits, p->rank_weights);
+	weight_bytes(c, t, n, d, o->stored ? 0 : o->wbits, p->rank_weights);
 	for (int r = 0; r < p->world; r++)
 		if (p->rank_weights[r] > p->weights)
 			p->weights = p->rank_weights[r];
@@ -481,8 +519,13 @@ static int run(int argc, char **argv)
 		free(t);
 		return EXIT_USAGE;
 	}
-	if (!o.wname)
-		o.wname = !strcmp(c.quant, "fp8") ? "fp8" : dtype_user_name(c.dtype);
+	if (!o.wname) { /* default: the checkpoint's own format */
+		o.wname = !strcmp(c.quant, "fp8") ? "fp8"
+			  : c.qc.kind == QUANT_PACKED_INT
+				  ? (c.qc.bits == 4 ? "int4" : "int8")
+				  : dtype_user_name(c.dtype);
+		o.stored = c.qc.kind != QUANT_NONE;
+	}
 	o.wbits = dtype_bits(o.wname);
 	if (!o.kvname)
 		o.kvname = o.wbits == 32 ? "f32" : "bf16";

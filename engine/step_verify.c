@@ -14,6 +14,7 @@
  */
 #include "engine.h"
 
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -45,6 +46,7 @@ struct report {
 	struct problem *p;
 	size_t n;
 	int warn_no_sums;
+	char warn_why[240];
 	json_t *missing, *unexpected, *misshaped;
 };
 
@@ -192,68 +194,285 @@ static int in_unreadable_shard(const struct ckpt *c, const char *name)
 	return 0;
 }
 
-/* The tensors config.json implies, against what the shards hold. */
+/* Where tensor name is stored: the shard and its header entry. */
+static const struct st_tensor *find_stored(struct ckpt *c, const char *name,
+					   struct ckpt_shard **where)
+{
+	for (size_t s = 0; s < c->nshards; s++) {
+		const struct st_tensor *t;
+		if (c->shards[s].parsed && (t = st_find(&c->shards[s].st, name))) {
+			*where = &c->shards[s];
+			return t;
+		}
+	}
+	return NULL;
+}
+
+static void shape_str(char *buf, size_t n, int ndim, const uint64_t *shape)
+{
+	int o = snprintf(buf, n, "[");
+	for (int d = 0; d < ndim && o < (int)n - 24; d++)
+		o += snprintf(buf + o, n - (size_t)o, "%s%llu", d ? ", " : "",
+			      (unsigned long long)shape[d]);
+	snprintf(buf + o, n - (size_t)o, "]");
+}
+
+/*
+ * FP8 value bytes are checked for NaN codes while they are hashed (one
+ * read of every byte): per shard, the FP8 parts' byte ranges in the file.
+ */
+struct scan_item {
+	uint64_t begin, end; /* file offsets */
+	int dtype;
+	const char *tensor;
+	struct part_check pc;
+};
+struct shard_scan {
+	struct scan_item *it;
+	size_t n;
+	const struct quant_config *q;
+};
+
+static void scan_bytes(void *arg, uint64_t off, const void *buf, size_t n)
+{
+	struct shard_scan *s = arg;
+	for (size_t i = 0; i < s->n; i++) {
+		struct scan_item *x = &s->it[i];
+		uint64_t lo = x->begin > off ? x->begin : off;
+		uint64_t hi = x->end < off + n ? x->end : off + n;
+		struct stored_part p = {.kind = PART_VALUES};
+		if (lo >= hi)
+			continue;
+		format_fp8.check(s->q, &p, x->dtype, (const char *)buf + (lo - off),
+				 hi - lo, lo - x->begin, &x->pc);
+	}
+}
+
+static void free_scans(struct shard_scan *scans, size_t n)
+{
+	for (size_t i = 0; scans && i < n; i++)
+		free(scans[i].it);
+	free(scans);
+}
+
+/* The FP8 value parts config.json says each shard holds. */
+static void plan_scans(struct ckpt *c, const struct model_config *cfg,
+		       struct shard_scan *scans)
+{
+	struct tensor_spec *t = NULL;
+	size_t n = 0;
+	struct d0_err err;
+	if (cfg->qc.kind != QUANT_FP8_BLOCK || model_tensors(cfg, &t, &n, &err) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct ckpt_shard *sh = NULL;
+		const struct st_tensor *x;
+		struct scan_item *it;
+		size_t s;
+		if (!quant_applies(&cfg->qc, &t[i]) ||
+		    !(x = find_stored(c, t[i].name, &sh)) ||
+		    (x->dtype != DT_F8_E4M3 && x->dtype != DT_F8_E5M2))
+			continue;
+		s = (size_t)(sh - c->shards);
+		scans[s].q = &cfg->qc;
+		scans[s].it = realloc(scans[s].it,
+				      (scans[s].n + 1) * sizeof *scans[s].it);
+		it = &scans[s].it[scans[s].n++];
+		memset(it, 0, sizeof *it);
+		it->begin = sh->st.data_off + x->begin;
+		it->end = sh->st.data_off + x->end;
+		it->dtype = x->dtype;
+		it->tensor = x->name;
+	}
+	free(t);
+}
+
+/* Read a whole (small) stored tensor: scales, weight_shape. */
+static void *read_stored(const struct ckpt_shard *sh, const struct st_tensor *x)
+{
+	void *b = malloc(x->end - x->begin + 1);
+	int fd = open(sh->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || pread_full(fd, b, x->end - x->begin,
+				 sh->st.data_off + x->begin) < 0) {
+		if (fd >= 0)
+			close(fd);
+		free(b);
+		return NULL;
+	}
+	close(fd);
+	return b;
+}
+
+static int dtype_ok(const struct stored_part *p, int dt)
+{
+	if (p->dtype == DT_INVALID) /* a plain tensor: any float */
+		return dt == DT_F32 || dt == DT_BF16 || dt == DT_F16;
+	return dt == p->dtype || dt == p->alt_dtype;
+}
+
+/* Values of a scale or weight_shape part. */
+static void check_part_values(const struct model_config *cfg,
+			      const struct tensor_spec *t,
+			      const struct stored_part *p, struct ckpt_shard *sh,
+			      const struct st_tensor *x, struct report *r)
+{
+	void *b = read_stored(sh, x);
+	struct part_check pc = {0};
+	if (!b) {
+		problem(r, CK_METADATA, sh->name, x->name, "cannot read");
+		return;
+	}
+	if (p->kind == PART_SCALE) {
+		format_of(&cfg->qc)->check(&cfg->qc, p, x->dtype, b, st_numel(x),
+					   0, &pc);
+		if (pc.bad)
+			problem(r, CK_METADATA, sh->name, x->name,
+				"%llu of %llu %s (first at element %llu): the "
+				"weight '%s' cannot be dequantised",
+				(unsigned long long)pc.bad,
+				(unsigned long long)st_numel(x), pc.what,
+				(unsigned long long)pc.first, t->name);
+	} else if (p->kind == PART_SHAPE) {
+		int64_t v[2];
+		for (int i = 0; i < 2; i++) {
+			int32_t w;
+			if (x->dtype == DT_I64) {
+				memcpy(&v[i], (char *)b + 8 * i, 8);
+			} else {
+				memcpy(&w, (char *)b + 4 * i, 4);
+				v[i] = w;
+			}
+		}
+		if ((uint64_t)v[0] != t->shape[0] || (uint64_t)v[1] != t->shape[1])
+			problem(r, CK_METADATA, sh->name, x->name,
+				"weight_shape says [%lld, %lld] but config.json "
+				"implies [%llu, %llu] for '%s'", (long long)v[0],
+				(long long)v[1], (unsigned long long)t->shape[0],
+				(unsigned long long)t->shape[1], t->name);
+	}
+	free(b);
+}
+
+/* One stored part of spec t: present, dtype, shape, values. */
+static void check_part(struct ckpt *c, const struct model_config *cfg,
+		       const struct tensor_spec *t, const struct stored_part *p,
+		       int quantised, struct report *r, size_t *unchecked)
+{
+	struct ckpt_shard *sh = NULL;
+	const struct st_tensor *got = find_stored(c, p->name, &sh);
+	char want[64], have[128], fmt[64];
+	int ok;
+	quant_describe(&cfg->qc, fmt, sizeof fmt);
+	if (!got) {
+		if (in_unreadable_shard(c, p->name)) {
+			(*unchecked)++;
+			return;
+		}
+		json_array_append_new(r->missing, json_string(p->name));
+		if (p->kind == PART_VALUES)
+			problem(r, CK_METADATA, "config.json", p->name,
+				"expected by config.json (%s%s%s) but in no shard",
+				cfg->model_type, quantised ? ", " : "",
+				quantised ? fmt : "");
+		else
+			problem(r, CK_METADATA, "config.json", p->name,
+				"missing %s: config.json declares %s, so '%s' "
+				"needs it", p->kind == PART_SCALE ? "scale tensor"
+								  : "weight_shape",
+				fmt, t->name);
+		return;
+	}
+	shape_str(want, sizeof want, p->ndim, p->shape);
+	shape_str(have, sizeof have, got->ndim, got->shape);
+	ok = got->ndim == p->ndim;
+	for (int d = 0; ok && d < got->ndim; d++)
+		ok = got->shape[d] == p->shape[d];
+	if (!ok) {
+		json_array_append_new(r->misshaped,
+				      json_pack("{s:s, s:s, s:s}", "tensor",
+						p->name, "expected", want,
+						"actual", have));
+		if (p->kind == PART_SCALE && cfg->qc.kind == QUANT_FP8_BLOCK)
+			problem(r, CK_METADATA, sh->name, p->name,
+				"scale shape %s, expected %s: ceil(%llu/%lld) x "
+				"ceil(%llu/%lld) blocks of weight '%s'", have,
+				want, (unsigned long long)t->shape[0],
+				(long long)cfg->qc.block[0],
+				(unsigned long long)t->shape[1],
+				(long long)cfg->qc.block[1], t->name);
+		else
+			problem(r, CK_METADATA, sh->name, p->name,
+				"shape %s, config.json implies %s%s%s", have,
+				want, quantised ? " for " : "",
+				quantised ? fmt : "");
+		return;
+	}
+	if (!dtype_ok(p, got->dtype)) {
+		problem(r, CK_METADATA, sh->name, p->name,
+			"stored as %s, %s expects %s%s%s", dtype_name(got->dtype),
+			quantised ? fmt : "an unquantised tensor",
+			p->dtype == DT_INVALID ? "F32, BF16 or F16"
+					       : dtype_name(p->dtype),
+			p->alt_dtype >= 0 ? " or " : "",
+			p->alt_dtype >= 0 ? dtype_name(p->alt_dtype) : "");
+		return;
+	}
+	if (p->kind != PART_VALUES)
+		check_part_values(cfg, t, p, sh, got, r);
+}
+
+/* A scale-like name whose weight the format keeps unquantised. */
+static const char *orphan_scale_base(const char *name, char *base, size_t n)
+{
+	static const char *const suffix[] = {"_scale_inv", "_scale", "_packed",
+					     "_shape"};
+	size_t len = strlen(name);
+	for (size_t i = 0; i < sizeof suffix / sizeof *suffix; i++) {
+		size_t sl = strlen(suffix[i]);
+		if (len > sl && !strcmp(name + len - sl, suffix[i]) &&
+		    len - sl < n) {
+			memcpy(base, name, len - sl);
+			base[len - sl] = 0;
+			return base;
+		}
+	}
+	return NULL;
+}
+
+/* The tensors config.json implies (in the format it declares), against
+ * what the shards hold. */
 static void check_config(struct ckpt *c, const struct model_config *cfg,
-			 struct report *r)
+			 struct report *r, struct shard_scan *scans)
 {
 	struct tensor_spec *t = NULL;
 	size_t n = 0, unchecked = 0;
 	struct d0_err err;
-	json_t *expected = json_object();
+	json_t *expected = json_object(), *specs = json_object();
+	const struct weight_format *f = format_of(&cfg->qc);
+	char why[240];
 
 	if (model_tensors(cfg, &t, &n, &err) < 0) {
 		problem(r, CK_METADATA, "config.json", NULL, "%s", err.msg);
 		json_decref(expected);
+		json_decref(specs);
 		return;
 	}
-	for (size_t i = 0; i < n; i++)
-		json_object_set_new(expected, t[i].name,
-				    json_integer((json_int_t)i));
 	for (size_t i = 0; i < n; i++) {
-		const struct st_tensor *got = NULL;
-		const char *where = NULL;
-		for (size_t s = 0; s < c->nshards && !got; s++)
-			if (c->shards[s].parsed) {
-				got = st_find(&c->shards[s].st, t[i].name);
-				where = c->shards[s].name;
-			}
-		if (!got) {
-			if (in_unreadable_shard(c, t[i].name)) {
-				unchecked++;
-				continue;
-			}
-			json_array_append_new(r->missing, json_string(t[i].name));
-			problem(r, CK_METADATA, "config.json", t[i].name,
-				"expected by config.json (%s) but in no shard",
-				cfg->model_type);
+		struct stored_part sp[3];
+		int np = quant_parts(&cfg->qc, &t[i], DT_INVALID, sp);
+		int quantised = np > 1;
+		json_object_set_new(specs, t[i].name, json_integer(quantised));
+		for (int p = 0; p < np; p++)
+			json_object_set_new(expected, sp[p].name,
+					    json_integer((json_int_t)i));
+		if (quantised && f->unfit &&
+		    f->unfit(&cfg->qc, &t[i], why, sizeof why)) {
+			problem(r, CK_METADATA, "config.json", t[i].name, "%s",
+				why);
 			continue;
 		}
-		int ok = got->ndim == t[i].ndim;
-		for (int d = 0; ok && d < got->ndim; d++)
-			ok = got->shape[d] == t[i].shape[d];
-		if (!ok) {
-			char want[64], have[128];
-			int o = 0;
-			if (t[i].ndim == 2)
-				snprintf(want, sizeof want, "[%llu, %llu]",
-					 (unsigned long long)t[i].shape[0],
-					 (unsigned long long)t[i].shape[1]);
-			else
-				snprintf(want, sizeof want, "[%llu]",
-					 (unsigned long long)t[i].shape[0]);
-			o += snprintf(have + o, sizeof have - (size_t)o, "[");
-			for (int d = 0; d < got->ndim && o < 100; d++)
-				o += snprintf(have + o, sizeof have - (size_t)o,
-					      "%s%llu", d ? ", " : "",
-					      (unsigned long long)got->shape[d]);
-			snprintf(have + o, sizeof have - (size_t)o, "]");
-			json_array_append_new(
-				r->misshaped,
-				json_pack("{s:s, s:s, s:s}", "tensor", t[i].name,
-					  "expected", want, "actual", have));
-			problem(r, CK_METADATA, where, t[i].name,
-				"shape %s, config.json implies %s", have, want);
-		}
+		for (int p = 0; p < np; p++)
+			check_part(c, cfg, &t[i], &sp[p], quantised, r, &unchecked);
 	}
 	if (unchecked)
 		problem(r, CK_METADATA, "config.json", NULL,
@@ -263,23 +482,51 @@ static void check_config(struct ckpt *c, const struct model_config *cfg,
 		struct ckpt_shard *sh = &c->shards[s];
 		if (!sh->parsed)
 			continue;
+		for (size_t i = 0; i < scans[s].n; i++) {
+			const struct scan_item *x = &scans[s].it[i];
+			if (x->pc.bad)
+				problem(r, CK_METADATA, sh->name, x->tensor,
+					"%llu %s (first at element %llu): "
+					"e4m3fn has no Inf, 0x7f/0xff are NaN",
+					(unsigned long long)x->pc.bad, x->pc.what,
+					(unsigned long long)x->pc.first);
+		}
 		for (size_t i = 0; i < sh->st.ntensors; i++) {
 			const char *name = sh->st.tensors[i].name;
+			char base[200];
 			if (json_object_get(expected, name))
 				continue;
 			json_array_append_new(r->unexpected, json_string(name));
+			if (orphan_scale_base(name, base, sizeof base) &&
+			    json_object_get(specs, base)) {
+				if (cfg->qc.kind == QUANT_NONE)
+					problem(r, CK_METADATA, sh->name, name,
+						"unexpected tensor: a quantisation "
+						"scale, but config.json declares no "
+						"quantization_config");
+				else
+					problem(r, CK_METADATA, sh->name, name,
+						"a scale for '%s', which %s keeps "
+						"unquantised (norms, routers, "
+						"embeddings, lm_head and ignored "
+						"modules are not quantised)", base,
+						cfg->quant);
+				continue;
+			}
 			problem(r, CK_METADATA, sh->name, name,
 				"unexpected tensor: config.json (%s) implies "
 				"no such tensor", cfg->model_type);
 		}
 	}
 	json_decref(expected);
+	json_decref(specs);
 	free(t);
 }
 
 /* Hash every shard (and every other file SHA256SUMS lists). */
 static int check_sums(struct ckpt *c, const char *sums_path, int explicit_sums,
-		      int threads, struct report *r, json_t **sums_out)
+		      int threads, struct report *r, json_t **sums_out,
+		      struct shard_scan *scans, int snapshot)
 {
 	json_t *sums = NULL, *v;
 	struct d0_err err;
@@ -296,6 +543,8 @@ static int check_sums(struct ckpt *c, const char *sums_path, int explicit_sums,
 			return -1;
 		}
 		r->warn_no_sums = 1;
+		for (size_t s = 0; snapshot && s < c->nshards; s++)
+			r->warn_no_sums &= !c->shards[s].expected_sha;
 	} else if (sums_load(sums_path, &sums, &err) < 0) {
 		problem(r, CK_INTEGRITY, sums_path, NULL, "%s", err.msg);
 		sums = NULL;
@@ -307,15 +556,20 @@ static int check_sums(struct ckpt *c, const char *sums_path, int explicit_sums,
 	for (size_t s = 0; s < c->nshards; s++) {
 		struct ckpt_shard *sh = &c->shards[s];
 		json_t *e = sums ? json_object_get(sums, sh->name) : NULL;
-		if (e)
+		if (e) {
+			free(sh->expected_sha);
 			sh->expected_sha = strdup(json_string_value(e));
-		else if (sums)
+		} else if (sums && !sh->expected_sha)
 			problem(r, CK_INTEGRITY, sh->name, NULL,
 				"no checksum for this shard in %s", sums_path);
 		struct stat st;
 		if (stat(sh->path, &st) < 0 || !S_ISREG(st.st_mode))
 			continue; /* already reported as missing or not a file */
 		jobs[nj].path = sh->path;
+		if (scans[s].n) {
+			jobs[nj].on_bytes = scan_bytes;
+			jobs[nj].on_bytes_arg = &scans[s];
+		}
 		names[nj++] = sh->name;
 	}
 	nsh = nj; /* jobs past nsh own their path */
@@ -357,8 +611,18 @@ static int check_sums(struct ckpt *c, const char *sums_path, int explicit_sums,
 			continue;
 		}
 		for (size_t s = 0; s < c->nshards; s++)
-			if (!strcmp(c->shards[s].name, names[i]))
+			if (!strcmp(c->shards[s].name, names[i])) {
 				memcpy(c->shards[s].sha, jobs[i].hex, 65);
+				if (!want && c->shards[s].expected_sha) {
+					want = c->shards[s].expected_sha;
+					if (strcmp(want, jobs[i].hex))
+						problem(r, CK_INTEGRITY, names[i], NULL,
+							"SHA-256 mismatch: file has %s, "
+							"its Hugging Face cache blob is "
+							"named %s", jobs[i].hex, want);
+					want = NULL;
+				}
+			}
 		if (want && strcmp(want, jobs[i].hex))
 			problem(r, CK_INTEGRITY, names[i], NULL,
 				"SHA-256 mismatch: file has %s, %s expects %s",
@@ -535,7 +799,12 @@ static int run(int argc, char **argv)
 	struct d0_err err;
 	json_t *sums = NULL;
 	char *cfg_path, *sums_path;
+	struct hf_snapshot snap;
+	struct shard_scan *scans = NULL;
+	int snapshot = 0;
 
+	memset(&snap, 0, sizeof snap);
+	memset(&cfg, 0, sizeof cfg);
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -575,8 +844,21 @@ static int run(int argc, char **argv)
 		report_free(&r);
 		return EXIT_CHECK_FAILED;
 	}
+	snapshot = hf_snapshot_open(path, &snap);
+	scans = calloc(c.nshards + 1, sizeof *scans);
 	for (size_t s = 0; s < c.nshards; s++) {
 		struct ckpt_shard *sh = &c.shards[s];
+		char blob[65];
+		int b = snapshot ? hf_snapshot_blob(&snap, path, sh->name, blob,
+						    &err)
+				 : 0;
+		if (b < 0) { /* a link out of the snapshot: never opened */
+			problem(&r, CK_INTEGRITY, sh->name, NULL, "%s",
+				err.msg + strlen(sh->name) + 2);
+			continue;
+		}
+		if (b == 1)
+			sh->expected_sha = strdup(blob);
 		if (!path_exists(sh->path)) {
 			problem(&r, CK_INTEGRITY, sh->name, NULL,
 				"shard named by the index does not exist");
@@ -594,26 +876,48 @@ static int run(int argc, char **argv)
 	if (c.has_index)
 		check_index(&c, &r);
 
+	/* config first: it says which bytes to scan while hashing */
+	cfg_path = path_join(path, "config.json");
+	{
+		char blob[65];
+		if (snapshot &&
+		    hf_snapshot_blob(&snap, path, "config.json", blob, &err) < 0)
+			problem(&r, CK_METADATA, "config.json", NULL, "%s",
+				err.msg + strlen("config.json") + 2);
+		else if (model_config_load(cfg_path, &cfg, &err) < 0) {
+			const char *m = err.msg + strlen(cfg_path);
+			problem(&r, CK_METADATA, "config.json", NULL, "%s",
+				*m == ':' ? m + 2 : err.msg);
+		} else {
+			cfg_ok = 1;
+			plan_scans(&c, &cfg, scans);
+		}
+	}
+	free(cfg_path);
+
 	sums_path = sums_arg ? strdup(sums_arg) : path_join(path, "SHA256SUMS");
 	rc = check_sums(&c, sums_path, sums_arg != NULL, (int)threads, &r,
-			&sums);
+			&sums, scans, snapshot);
 	free(sums_path);
 	if (rc < 0) {
+		if (cfg_ok)
+			model_config_free(&cfg);
+		free_scans(scans, c.nshards);
+		hf_snapshot_close(&snap);
 		ckpt_close(&c);
 		report_free(&r);
 		return EXIT_USAGE;
 	}
-
-	cfg_path = path_join(path, "config.json");
-	if (model_config_load(cfg_path, &cfg, &err) < 0) {
-		const char *m = err.msg + strlen(cfg_path);
-		problem(&r, CK_METADATA, "config.json", NULL, "%s",
-			*m == ':' ? m + 2 : err.msg);
-	} else {
-		cfg_ok = 1;
-		check_config(&c, &cfg, &r);
-	}
-	free(cfg_path);
+	if (cfg_ok)
+		check_config(&c, &cfg, &r, scans);
+	if (r.warn_no_sums)
+		snprintf(r.warn_why, sizeof r.warn_why,
+			 "checksums not compared: no SHA256SUMS, no "
+			 "--checksums FILE%s",
+			 snapshot ? ", and the Hugging Face cache snapshot's "
+				    "shards are not links to SHA-256-named blobs"
+				  : ", and not a Hugging Face cache snapshot "
+				    "(whose blob names are the SHA-256)");
 
 	for (int ck = 0; ck < 2; ck++) {
 		char detail[512];
@@ -630,10 +934,10 @@ static int run(int argc, char **argv)
 				 first->tensor ? first->tensor : "",
 				 first->tensor ? "'" : "", first->msg);
 		else if (ck == CK_INTEGRITY)
-			snprintf(detail, sizeof detail, "%zu shard%s%s",
+			snprintf(detail, sizeof detail, "%zu shard%s%s%s",
 				 c.nshards, c.nshards == 1 ? "" : "s",
-				 r.warn_no_sums ? ", no SHA256SUMS to compare"
-						: ", sha256 ok");
+				 r.warn_no_sums ? ", " : ", sha256 ok",
+				 r.warn_no_sums ? r.warn_why : "");
 		else
 			snprintf(detail, sizeof detail,
 				 "every tensor matches config.json (%s)",
@@ -668,18 +972,24 @@ static int run(int argc, char **argv)
 	} else if (!events_enabled()) {
 		print_table(&c, &r);
 		for (int ck = 0; ck < 2; ck++)
-			printf("%-18s %s%s\n", check_item[ck],
+			printf("%-18s %s%s%s%s\n", check_item[ck],
 			       status_of(&r, ck),
-			       ck == CK_INTEGRITY && r.warn_no_sums
-				       ? " (no SHA256SUMS: checksums not "
-					 "compared)"
-				       : "");
+			       ck == CK_INTEGRITY && r.warn_no_sums ? " (" : "",
+			       ck == CK_INTEGRITY && r.warn_no_sums ? r.warn_why
+								    : "",
+			       ck == CK_INTEGRITY && r.warn_no_sums ? ")" : "");
+		if (snapshot)
+			printf("%-18s Hugging Face cache %s, revision %s: shard "
+			       "blob names checked as SHA-256\n", "source",
+			       snap.name, snap.revision);
 	}
 	print_problems(path, &r);
 	rc = r.n ? EXIT_CHECK_FAILED : EXIT_OK;
 	events_stage("verify", "end", 1, rc, rc ? "verification failed" : "ok");
 	if (cfg_ok)
 		model_config_free(&cfg);
+	free_scans(scans, c.nshards);
+	hf_snapshot_close(&snap);
 	json_decref(sums);
 	ckpt_close(&c);
 	report_free(&r);

@@ -126,6 +126,26 @@ int sums_load(const char *path, json_t **out, struct d0_err *err);
 
 /* ------------------------------------------------------------------- hash */
 
+/*
+ * A Hugging Face hub cache snapshot (models--ORG--NAME/snapshots/REV):
+ * hf_cache.c.  Shards link to blobs named by their SHA-256.
+ */
+struct hf_snapshot {
+	char *repo;  /* .../models--ORG--NAME (resolved) */
+	char *blobs; /* repo/blobs */
+	char name[256], revision[128];
+};
+/* 1 if dir is such a snapshot (s filled; hf_snapshot_close it), else 0. */
+int hf_snapshot_open(const char *dir, struct hf_snapshot *s);
+void hf_snapshot_close(struct hf_snapshot *s);
+/*
+ * File name of the snapshot dir: 1 and sha filled when it links to a blob
+ * named by a SHA-256; 0 when it is no such link; -1 (err) when the link
+ * resolves outside the repository (refused, not read).
+ */
+int hf_snapshot_blob(const struct hf_snapshot *s, const char *dir,
+		     const char *name, char sha[65], struct d0_err *err);
+
 /* SHA-256 of a file, read in bounded chunks; hex written to out[65]. */
 int sha256_file(const char *path, char out[65], uint64_t *bytes_done,
 		struct d0_err *err);
@@ -136,6 +156,10 @@ struct hash_job {
 	int rc;
 	struct d0_err err;
 	uint64_t size;
+	/* Optional: sees every chunk as it is hashed (file offset, bytes), so
+	 * verify checks values in the same single read. */
+	void (*on_bytes)(void *arg, uint64_t off, const void *buf, size_t n);
+	void *on_bytes_arg;
 };
 /*
  * Hash jobs with up to `threads` threads.  *progress (if non-NULL) is

@@ -145,9 +145,12 @@ static int run(int argc, char **argv)
 	snprintf(model, sizeof model, "%s/model", dir);
 	snprintf(inv, sizeof inv, "%s/inventory.json", dir);
 
-	/* 1. The model: Qwen3-MoE's structure, 8 experts top-2, 4 layers. */
-	fprintf(stderr, "day0 demo: generating a tiny Qwen3-MoE checkpoint in "
-			"%s ...\n",
+	/* 1. The model: Qwen3-MoE's structure, 8 experts top-2, 4 layers,
+	 * stored as the FP8 releases are (e4m3 with block scales), so the
+	 * day runs the quantised path: verify's scale checks, convert's
+	 * dequantisation, the runtime's and the reference's decoders. */
+	fprintf(stderr, "day0 demo: generating a tiny Qwen3-MoE FP8 checkpoint "
+			"in %s ...\n",
 		model);
 	{
 		char *const gen[] = {
@@ -157,6 +160,7 @@ static int run(int argc, char **argv)
 		    "--head-dim",  "32",	"--ffn",      "256",
 		    "--moe-ffn",   "64",	"--experts",  "8",
 		    "--top-k",	   "2",		"--vocab",    "512",
+		    "--quant",	   "fp8",	"--block",    "32",
 		    "--shards",	   "3",		"--force",    model,
 		    NULL};
 		rc = run_engine(engine, gen);

@@ -1,0 +1,340 @@
+/*
+ * format_fp8.c - "fp8": DeepSeek-V3's block-quantised FP8, also used by
+ * Kimi-K2 and the Qwen3 FP8 releases.
+ *
+ * quantization_config: {"quant_method": "fp8", "fmt": "e4m3",
+ * "activation_scheme": "dynamic", "weight_block_size": [128, 128]} and
+ * optionally "modules_to_not_convert" / "ignored_layers" (substrings of
+ * module names, as transformers' fine-grained FP8 reads them).
+ *
+ * A quantised weight W [R, C] is stored as W.weight (F8_E4M3, or F8_E5M2
+ * with fmt "e5m2") and W.weight_scale_inv [ceil(R/br), ceil(C/bc)] (F32,
+ * or BF16 as the Qwen releases write it); W = fp8(W.weight) * scale of the
+ * element's block.  e4m3fn (OCP "fn": finite) has no infinities, codes
+ * 0x7f and 0xff are NaN and the largest value is 448; e5m2 is IEEE-like
+ * (Inf at exponent 31, mantissa 0; NaN above), largest 57344.
+ *
+ * The runtime's decode is a 256-entry table per dtype built from the bit
+ * fields; ref.c decodes the same bytes with its own arithmetic.
+ */
+#include "engine.h"
+
+#include <math.h>
+#include <string.h>
+
+static float lut[2][256];
+static int lut_ready;
+
+/* Value of an 8-bit float with ebits exponent bits and bias. */
+static float fp8_field_value(uint8_t c, int ebits, int bias, int ieee)
+{
+	int mbits = 7 - ebits;
+	int e = (c >> mbits) & ((1 << ebits) - 1), m = c & ((1 << mbits) - 1);
+	float sign = c & 0x80 ? -1.0f : 1.0f;
+	if (ieee && e == (1 << ebits) - 1)
+		return m ? NAN : sign * INFINITY;
+	if (!ieee && e == (1 << ebits) - 1 && m == (1 << mbits) - 1)
+		return NAN;
+	if (e == 0)
+		return sign * ldexpf((float)m, 1 - bias - mbits);
+	return sign * ldexpf((float)(m | (1 << mbits)), e - bias - mbits);
+}
+
+static void lut_init(void)
+{
+	if (__atomic_load_n(&lut_ready, __ATOMIC_ACQUIRE))
+		return;
+	for (int c = 0; c < 256; c++) {
+		lut[0][c] = fp8_field_value((uint8_t)c, 4, 7, 0);  /* e4m3fn */
+		lut[1][c] = fp8_field_value((uint8_t)c, 5, 15, 1); /* e5m2 */
+	}
+	__atomic_store_n(&lut_ready, 1, __ATOMIC_RELEASE);
+}
+
+float fp8_to_f32(int dtype, uint8_t code)
+{
+	lut_init();
+	return lut[dtype == DT_F8_E5M2][code];
+}
+
+int fp8_is_nan(int dtype, uint8_t code)
+{
+	if (dtype == DT_F8_E5M2)
+		return (code & 0x7f) > 0x7c;
+	return (code & 0x7f) == 0x7f;
+}
+
+double fp8_max(int dtype)
+{
+	return dtype == DT_F8_E5M2 ? 57344.0 : 448.0;
+}
+
+/* e4m3fn from the f32 bits: the mantissa rounded to 3 bits, nearest
+ * even, as f32_to_bf16 rounds to 7; subnormals through the FPU. */
+static uint8_t f32_to_e4m3(float f)
+{
+	uint32_t u;
+	uint8_t sign;
+	memcpy(&u, &f, 4);
+	sign = (uint8_t)((u >> 24) & 0x80);
+	u &= 0x7fffffffu;
+	if (u > 0x7f800000u)
+		return sign | 0x7f; /* NaN */
+	if (u >= 0x43e00000u) /* >= 448: saturate */
+		return sign | 0x7e;
+	if (u < 0x3c800000u) { /* below 2^-6: a multiple of 2^-9 */
+		float a;
+		memcpy(&a, &u, 4);
+		return sign | (uint8_t)nearbyintf(a * 512.0f);
+	}
+	u += 0x7ffffu + ((u >> 20) & 1);
+	if (u >= 0x43e00000u) /* rounded up past 448 */
+		return sign | 0x7e;
+	return sign | (uint8_t)((((u >> 23) - 120) << 3) | ((u >> 20) & 7));
+}
+
+uint8_t f32_to_fp8(int dtype, float f)
+{
+	int mbits = 2, bias = 15, emax_field = 30;
+	uint8_t sign = signbit(f) ? 0x80 : 0;
+	double a = fabs((double)f), m;
+	int ex;
+	if (dtype != DT_F8_E5M2)
+		return f32_to_e4m3(f);
+	if (isnan(f))
+		return sign | 0x7e;
+	if (a == 0)
+		return sign;
+	if (a >= fp8_max(dtype)) /* saturate (gen-model scales never reach it) */
+		return sign | 0x7b;
+	frexp(a, &ex); /* a = fr * 2^ex, fr in [0.5, 1) */
+	ex -= 1;       /* a = 1.x * 2^ex */
+	if (ex < 1 - bias) { /* subnormal: a multiple of 2^(1-bias-mbits) */
+		m = nearbyint(ldexp(a, bias - 1 + mbits));
+		return sign | (uint8_t)m; /* m == 2^mbits is the smallest normal */
+	}
+	m = nearbyint(ldexp(a, mbits - ex)); /* in [2^mbits, 2^(mbits+1)] */
+	if (m >= (1 << (mbits + 1))) {
+		m /= 2;
+		ex++;
+	}
+	if (ex + bias > emax_field)
+		return sign | 0x7b;
+	return sign | (uint8_t)((ex + bias) << mbits) |
+	       (uint8_t)((int)m & ((1 << mbits) - 1));
+}
+
+static int parse(json_t *qc, const char *path, struct quant_config *q,
+		 struct d0_err *err)
+{
+	json_t *fmt = json_object_get(qc, "fmt"), *bs, *ig;
+	const char *keys[] = {"modules_to_not_convert", "ignored_layers"};
+	char *at = q->ignore;
+	q->fp8_dtype = DT_F8_E4M3;
+	if (fmt && !json_is_null(fmt)) {
+		const char *s = json_string_value(fmt);
+		if (!s || (strcmp(s, "e4m3") && strcmp(s, "e5m2")))
+			return d0_errf(err, "%s: quantization_config.fmt must be "
+				       "\"e4m3\" or \"e5m2\"", path);
+		if (!strcmp(s, "e5m2"))
+			q->fp8_dtype = DT_F8_E5M2;
+	}
+	bs = json_object_get(qc, "weight_block_size");
+	if (!json_is_array(bs) || json_array_size(bs) != 2 ||
+	    !json_is_integer(json_array_get(bs, 0)) ||
+	    !json_is_integer(json_array_get(bs, 1)))
+		return d0_errf(err, "%s: quantization_config.weight_block_size "
+			       "must be [rows, cols] (per-tensor FP8 is not "
+			       "supported)", path);
+	q->block[0] = json_integer_value(json_array_get(bs, 0));
+	q->block[1] = json_integer_value(json_array_get(bs, 1));
+	if (q->block[0] < 1 || q->block[1] < 1 || q->block[0] > 65536 ||
+	    q->block[1] > 65536)
+		return d0_errf(err, "%s: quantization_config.weight_block_size "
+			       "must be positive", path);
+	for (int k = 0; k < 2; k++) {
+		size_t i;
+		json_t *v;
+		ig = json_object_get(qc, keys[k]);
+		if (!ig || json_is_null(ig))
+			continue;
+		if (!json_is_array(ig))
+			return d0_errf(err, "%s: quantization_config.%s must be "
+				       "a list of module names", path, keys[k]);
+		json_array_foreach(ig, i, v) {
+			const char *s = json_string_value(v);
+			size_t len = s ? strlen(s) : 0;
+			if (!s || !len)
+				return d0_errf(err, "%s: quantization_config.%s[%zu]"
+					       " is not a module name", path,
+					       keys[k], i);
+			if ((size_t)(at - q->ignore) + len + 1 >= sizeof q->ignore)
+				return d0_errf(err, "%s: quantization_config.%s "
+					       "is longer than %d bytes", path,
+					       keys[k], QUANT_IGNORE_BYTES);
+			memcpy(at, s, len + 1);
+			at += len + 1;
+			q->nignore++;
+		}
+	}
+	return 0;
+}
+
+static json_t *to_json(const struct quant_config *q)
+{
+	json_t *o = json_pack("{s:s, s:s, s:s, s:[I,I]}", "activation_scheme",
+			      "dynamic", "fmt",
+			      q->fp8_dtype == DT_F8_E5M2 ? "e5m2" : "e4m3",
+			      "quant_method", "fp8", "weight_block_size",
+			      (json_int_t)q->block[0], (json_int_t)q->block[1]);
+	if (q->nignore) {
+		json_t *a = json_array();
+		const char *p = q->ignore;
+		for (size_t i = 0; i < q->nignore; i++, p += strlen(p) + 1)
+			json_array_append_new(a, json_string(p));
+		json_object_set_new(o, "modules_to_not_convert", a);
+	}
+	return o;
+}
+
+static int parts(const struct quant_config *q, const struct tensor_spec *t,
+		 struct stored_part *out)
+{
+	uint64_t R = t->shape[0], C = t->shape[1];
+	uint64_t br = (uint64_t)q->block[0], bc = (uint64_t)q->block[1];
+	memset(out, 0, 2 * sizeof *out);
+	snprintf(out[0].name, sizeof out[0].name, "%s", t->name);
+	out[0].kind = PART_VALUES;
+	out[0].dtype = q->fp8_dtype;
+	out[0].alt_dtype = -1;
+	out[0].ndim = 2;
+	out[0].shape[0] = R;
+	out[0].shape[1] = C;
+	out[0].unit[0] = out[0].unit[1] = 1;
+	snprintf(out[1].name, sizeof out[1].name, "%s_scale_inv", t->name);
+	out[1].kind = PART_SCALE;
+	out[1].dtype = DT_F32;
+	out[1].alt_dtype = DT_BF16;
+	out[1].ndim = 2;
+	out[1].shape[0] = (R + br - 1) / br;
+	out[1].shape[1] = (C + bc - 1) / bc;
+	out[1].unit[0] = br;
+	out[1].unit[1] = bc;
+	return 2;
+}
+
+static double scale_at(const struct quant_view *v, uint64_t i)
+{
+	if (v->scale_dtype == DT_BF16) {
+		uint16_t h;
+		memcpy(&h, (const char *)v->scale + 2 * i, 2);
+		return bf16_to_f32(h);
+	}
+	float f;
+	memcpy(&f, (const char *)v->scale + 4 * i, 4);
+	return f;
+}
+
+static void check(const struct quant_config *q, const struct stored_part *p,
+		  int dtype, const void *bytes, uint64_t n, uint64_t el0,
+		  struct part_check *c)
+{
+	const uint8_t *b = bytes;
+	if (p->kind == PART_VALUES) {
+		/* runs while verify hashes: a branch-free count first (it
+		 * vectorises), the position only when there is something */
+		uint8_t lo = dtype == DT_F8_E5M2 ? 0x7d : 0x7f;
+		uint64_t k = 0;
+		snprintf(c->what, sizeof c->what, "FP8 bytes that encode NaN");
+		for (uint64_t i = 0; i < n; i++)
+			k += (uint8_t)(b[i] & 0x7f) >= lo;
+		for (uint64_t i = 0; k && i < n; i++)
+			if (fp8_is_nan(dtype, b[i])) {
+				if (c->bad == 0)
+					c->first = el0 + i;
+				break;
+			}
+		c->bad += k;
+		return;
+	}
+	if (p->kind == PART_SCALE) {
+		struct quant_view v = {.scale = bytes, .scale_dtype = dtype};
+		snprintf(c->what, sizeof c->what,
+			 "scales that are not finite and > 0");
+		for (uint64_t i = 0; i < n; i++) {
+			double s = scale_at(&v, i);
+			if (!(isfinite(s) && s > 0) && c->bad++ == 0)
+				c->first = el0 + i;
+		}
+	}
+	(void)q;
+}
+
+/*
+ * Walk elements [el0, el0 + n) of a rows x cols weight as runs that share
+ * one scale (the rest of a block's row segment), so the scale lookup and
+ * the divisions happen once a run, not once an element: convert's
+ * FP8 -> bf16 streams gigabytes through here.
+ */
+#define FOR_SCALE_RUNS(q, v, el0, n, BODY)                                    \
+	do {                                                                  \
+		uint64_t br_ = (uint64_t)(q)->block[0];                       \
+		uint64_t bc_ = (uint64_t)(q)->block[1];                       \
+		uint64_t r_ = (el0) / (v)->cols, c_ = (el0) % (v)->cols;      \
+		size_t i0 = 0;                                                \
+		while (i0 < (n)) {                                            \
+			uint64_t cb_ = c_ / bc_, len_ = (cb_ + 1) * bc_ - c_; \
+			double s;                                             \
+			size_t i1;                                            \
+			if (len_ > (v)->cols - c_)                            \
+				len_ = (v)->cols - c_;                        \
+			if (len_ > (n) - i0)                                  \
+				len_ = (n) - i0;                              \
+			s = scale_at((v), (r_ / br_) * (v)->scale_cols + cb_); \
+			i1 = i0 + (size_t)len_;                               \
+			BODY;                                                 \
+			i0 = i1;                                              \
+			c_ += len_;                                           \
+			if (c_ == (v)->cols) {                                \
+				c_ = 0;                                       \
+				r_++;                                         \
+			}                                                     \
+		}                                                             \
+	} while (0)
+
+static int decode(const struct quant_config *q, const struct quant_view *v,
+		  uint64_t el0, size_t n, float *out)
+{
+	const uint8_t *b = v->values;
+	const float *tab;
+	lut_init();
+	tab = lut[q->fp8_dtype == DT_F8_E5M2];
+	/* the product of a 4-bit significand and a float is exact in double:
+	 * rounded once, to f32 */
+	FOR_SCALE_RUNS(q, v, el0, n, {
+		for (size_t i = i0; i < i1; i++)
+			out[i] = (float)((double)tab[b[i]] * s);
+	});
+	return 0;
+}
+
+static void encode(const struct quant_config *q, const struct quant_view *v,
+		   uint64_t el0, size_t n, const float *in, void *values)
+{
+	uint8_t *b = values;
+	FOR_SCALE_RUNS(q, v, el0, n, {
+		for (size_t i = i0; i < i1; i++)
+			b[i] = f32_to_fp8(q->fp8_dtype, (float)(in[i] / s));
+	});
+}
+
+const struct weight_format format_fp8 = {
+	.method = "fp8",
+	.kind = QUANT_FP8_BLOCK,
+	.parse = parse,
+	.to_json = to_json,
+	.parts = parts,
+	.check = check,
+	.decode = decode,
+	.encode = encode,
+};
