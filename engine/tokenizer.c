@@ -1100,29 +1100,17 @@ static int load_config(struct loader *L, const char *path)
 	return rc;
 }
 
-int tokenizer_load(const char *json_path, const char *config_path,
-		   struct tokenizer **out, struct d0_err *err)
+/* Build from a parsed tokenizer.json (name is what errors call it). */
+static int tokenizer_from_doc(json_t *doc, const char *name,
+			      const char *config_path, struct tokenizer **out,
+			      struct d0_err *err)
 {
-	struct loader L = {calloc(1, sizeof(struct tokenizer)), json_path, err};
-	json_error_t je;
-	json_t *doc = NULL;
-	char *raw;
-	size_t rawn;
+	struct loader L = {calloc(1, sizeof(struct tokenizer)), name, err};
 	int rc = -1;
 	*out = NULL;
 	byte_table_init();
-	if (file_read_all(json_path, 1u << 30, &raw, &rawn, err) < 0)
-		goto out;
-	/* one read, then parse the buffer: jansson's file reader goes a
-	 * character at a time */
-	doc = json_loadb(raw, rawn, 0, &je);
-	free(raw);
-	if (!doc) {
-		d0_errf(err, "%s: line %d: %s", json_path, je.line, je.text);
-		goto out;
-	}
 	if (!json_is_object(doc)) {
-		d0_errf(err, "%s: expected a JSON object", json_path);
+		d0_errf(err, "%s: expected a JSON object", name);
 		goto out;
 	}
 	if (load_model(&L, json_object_get(doc, "model"),
@@ -1141,12 +1129,39 @@ int tokenizer_load(const char *json_path, const char *config_path,
 	}
 	rc = 0;
 out:
-	json_decref(doc);
 	if (rc == 0)
 		*out = L.t;
 	else
 		tokenizer_free(L.t);
 	return rc;
+}
+
+int tokenizer_load(const char *json_path, const char *config_path,
+		   struct tokenizer **out, struct d0_err *err)
+{
+	json_error_t je;
+	json_t *doc;
+	char *raw;
+	size_t rawn;
+	int rc;
+	*out = NULL;
+	if (file_read_all(json_path, 1u << 30, &raw, &rawn, err) < 0)
+		return -1;
+	/* one read, then parse the buffer: jansson's file reader goes a
+	 * character at a time */
+	doc = json_loadb(raw, rawn, 0, &je);
+	free(raw);
+	if (!doc)
+		return d0_errf(err, "%s: line %d: %s", json_path, je.line, je.text);
+	rc = tokenizer_from_doc(doc, json_path, config_path, out, err);
+	json_decref(doc);
+	return rc;
+}
+
+int tokenizer_from_json(json_t *doc, const char *name, struct tokenizer **out,
+			struct d0_err *err)
+{
+	return tokenizer_from_doc(doc, name, NULL, out, err);
 }
 
 int tokenizer_open(const char *dir, struct tokenizer **out, struct d0_err *err)
@@ -1673,6 +1688,20 @@ int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len,
 	*ids = out.v;
 	*n = out.n;
 	return 0;
+}
+
+void tokenizer_pieces(const struct tokenizer *t, const char *text, size_t len,
+		      void (*each)(void *ctx, const char *piece, size_t n),
+		      void *ctx)
+{
+	size_t nn;
+	char *norm = normalize(t, text, len, &nn);
+	struct strs pieces;
+	pre_tokenize(t, norm, nn, 0, &pieces);
+	for (size_t i = 0; i < pieces.n; i++)
+		each(ctx, strs_at(&pieces, i), pieces.len[i]);
+	strs_free(&pieces);
+	free(norm);
 }
 
 /* ----------------------------------------------------------- decoding */

@@ -53,6 +53,26 @@ enum {
 int tokenizer_decode(const struct tokenizer *t, const int32_t *ids, size_t n,
 		     int flags, char **text, size_t *len, struct d0_err *err);
 
+/* Build from a parsed tokenizer.json (no tokenizer_config.json). */
+typedef struct json_t json_t;
+int tokenizer_from_json(json_t *doc, const char *name, struct tokenizer **out,
+			struct d0_err *err);
+
+/* The normalized pre-tokenizer pieces of a text, in the model's alphabet
+ * (what BPE merges are trained on). */
+void tokenizer_pieces(const struct tokenizer *t, const char *text, size_t len,
+		      void (*each)(void *ctx, const char *piece, size_t n),
+		      void *ctx);
+
+/* gen-model: write DIR/tokenizer.json and DIR/tokenizer_config.json in the
+ * format the family ships (Llama-3, Qwen, DeepSeek-V3 byte-level BPE; the
+ * Llama-2 SentencePiece form for mistral/mixtral) with BPE merges trained
+ * deterministically on a built-in text, every id below vocab.  Writes
+ * nothing and returns 0 when vocab is too small for the family's special
+ * tokens (*written = 0). */
+int tokenizer_write_family(const char *dir, const char *model_type,
+			   int64_t vocab, int *written, struct d0_err *err);
+
 void tokenizer_describe(const struct tokenizer *t, struct tokenizer_info *info);
 /* The token string of an id (NULL if none). */
 const char *tokenizer_id_token(const struct tokenizer *t, int64_t id);

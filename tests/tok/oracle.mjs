@@ -1,6 +1,10 @@
 // oracle.mjs - Hugging Face's own JavaScript tokenizer (@huggingface/tokenizers)
 // as the reference day0's C tokenizer is held to.
 //
+//   node oracle.mjs MODULE_DIR TOKENIZER_DIR check FILE...    what `tok_batch DIR check` prints:
+//        per file "E ids-with-template" and "E ids-without"; then for each
+//        ids-without sequence (whole, first half, all but the first id)
+//        "D " + the decoded text as JSON
 //   node oracle.mjs MODULE_DIR TOKENIZER_DIR encode FILE...   one line of ids per file
 //   node oracle.mjs MODULE_DIR TOKENIZER_DIR decode IDS_FILE  one line of JSON text per ids line
 //   node oracle.mjs MODULE_DIR TOKENIZER_DIR bench FILE ROUNDS   prints MB/s of encode
@@ -21,7 +25,26 @@ const tok = new Tokenizer(tj, tc);
 const td = new TextDecoder("utf-8", { ignoreBOM: true });
 const text = (f) => td.decode(readFileSync(f));
 
-if (mode === "encode") {
+const cuts = (ids) => {
+  const h = Math.floor(ids.length / 2);
+  const out = [ids, ids.slice(0, h)];
+  if (ids.length > 1) out.push(ids.slice(1));
+  return out.filter((x) => x.length > 0);
+};
+
+if (mode === "check") {
+  const all = [];
+  for (const f of rest) {
+    const t = text(f);
+    const b = tok.encode(t, { add_special_tokens: false }).ids;
+    process.stdout.write("E " + tok.encode(t).ids.join(",") + "\n");
+    process.stdout.write("E " + b.join(",") + "\n");
+    all.push(b);
+  }
+  for (const ids of all)
+    for (const c of cuts(ids))
+      process.stdout.write("D " + JSON.stringify(tok.decode(c)) + "\n");
+} else if (mode === "encode") {
   for (const f of rest) {
     const t = text(f);
     const a = tok.encode(t).ids.join(",");

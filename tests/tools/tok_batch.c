@@ -3,6 +3,9 @@
  * tokenizer.json takes a second to load), in the formats tests/tok/oracle.mjs
  * prints, so the test compares the two line by line:
  *
+ *   tok_batch DIR check FILE...        what `oracle.mjs check` prints (E and D
+ *                                      lines), then "R FILE ok|DIFF" for
+ *                                      decode(encode(x)) == x on every file
  *   tok_batch DIR encode FILE...       per file: ids with the template, ids without
  *   tok_batch DIR decode IDS_FILE      per line of ids: the decoded text as JSON
  *   tok_batch DIR roundtrip FILE...    per file: "ok" or "DIFF" when
@@ -32,6 +35,67 @@ static void print_ids(const int32_t *ids, size_t n)
 	for (size_t i = 0; i < n; i++)
 		printf(i ? ",%d" : "%d", ids[i]);
 	putchar('\n');
+}
+
+static void print_decoded(const struct tokenizer *t, const int32_t *ids,
+			  size_t n)
+{
+	char *text, *js;
+	size_t tn;
+	struct d0_err err;
+	json_t *s;
+	if (tokenizer_decode(t, ids, n, 0, &text, &tn, &err) < 0) {
+		printf("D ERROR %s\n", err.msg);
+		return;
+	}
+	s = json_stringn(text, tn);
+	js = json_dumps(s, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
+	printf("D %s\n", js);
+	free(js);
+	json_decref(s);
+	free(text);
+}
+
+static int roundtrip(const struct tokenizer *t, const char *path);
+
+/* Encode every file (E lines), decode whole and cut sequences (D lines),
+ * then the round trips (R lines). */
+static int check(const struct tokenizer *t, int n, char **files)
+{
+	int32_t **plain = calloc((size_t)n, sizeof *plain);
+	size_t *np = calloc((size_t)n, sizeof *np);
+	struct d0_err err;
+	int bad = 0;
+	for (int i = 0; i < n; i++) {
+		size_t len, nid;
+		char *d = slurp(files[i], &len);
+		int32_t *ids;
+		tokenizer_encode(t, d, len, 1, &ids, &nid, &err);
+		printf("E ");
+		print_ids(ids, nid);
+		free(ids);
+		tokenizer_encode(t, d, len, 0, &plain[i], &np[i], &err);
+		printf("E ");
+		print_ids(plain[i], np[i]);
+		free(d);
+	}
+	for (int i = 0; i < n; i++) {
+		size_t h = np[i] / 2;
+		if (np[i])
+			print_decoded(t, plain[i], np[i]);
+		if (h)
+			print_decoded(t, plain[i], h);
+		if (np[i] > 1)
+			print_decoded(t, plain[i] + 1, np[i] - 1);
+		free(plain[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		printf("R %s ", files[i]);
+		bad |= roundtrip(t, files[i]);
+	}
+	free(plain);
+	free(np);
+	return bad;
 }
 
 static int roundtrip(const struct tokenizer *t, const char *path)
@@ -71,7 +135,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tok_batch: %s\n", err.msg);
 		return 2;
 	}
-	if (!strcmp(argv[2], "encode")) {
+	if (!strcmp(argv[2], "check")) {
+		bad = check(t, argc - 3, argv + 3);
+	} else if (!strcmp(argv[2], "encode")) {
 		for (int i = 3; i < argc; i++) {
 			size_t n, nid;
 			char *d = slurp(argv[i], &n);
