@@ -34,5 +34,6 @@
 #include "inventory.h"
 #include "events.h"
 #include "proto.h"
+#include "layout_opts.h"
 
 #endif

@@ -1864,6 +1864,8 @@ int tokenizer_decode(const struct tokenizer *t, const int32_t *ids, size_t n,
 	struct buf b = {0};
 	for (size_t i = 0; i < n; i++) {
 		if (ids[i] < 0 || ids[i] >= t->n_ids || !t->tok[ids[i]]) {
+			if (flags & TOK_DECODE_SKIP_UNKNOWN)
+				continue;
 			strs_free(&cur);
 			return d0_errf(err, "id %d is not a token of this "
 				       "tokenizer (ids 0..%d)", ids[i],

@@ -49,6 +49,9 @@ int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len,
 enum {
 	TOK_DECODE_SKIP_SPECIAL = 1, /* drop special tokens */
 	TOK_DECODE_NO_CLEANUP = 2,   /* ignore clean_up_tokenization_spaces */
+	TOK_DECODE_SKIP_UNKNOWN = 4, /* skip ids with no token (a vocabulary
+					padded past the tokenizer's), as the
+					Rust library does */
 };
 int tokenizer_decode(const struct tokenizer *t, const int32_t *ids, size_t n,
 		     int flags, char **text, size_t *len, struct d0_err *err);
