@@ -30,7 +30,7 @@ const char *const playbook_items[] = {
     "facts",	      "weights.integrity", "weights.metadata",
     "ops.coverage",   "memory.plan",	   "comm.groups",
     "comm.bandwidth", "numerics.op",	   "numerics.layer",
-    "numerics.e2e",   "resources.peak",	   "perf.baseline",
+    "numerics.e2e",   "text.generation", "resources.peak",	   "perf.baseline",
     "stability.soak", "repro.manifest",	   NULL,
 };
 

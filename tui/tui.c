@@ -24,7 +24,7 @@ const struct tui_screen *const tui_screens[] = {
 const char *const tui_items[] = {
     "facts",	     "weights.integrity", "weights.metadata", "ops.coverage",
     "memory.plan",   "comm.groups",	  "comm.bandwidth",   "numerics.op",
-    "numerics.layer", "numerics.e2e",	  "resources.peak",   "perf.baseline",
+    "numerics.layer", "numerics.e2e",	  "text.generation", "resources.peak",   "perf.baseline",
     "stability.soak", "repro.manifest",
 };
 
