@@ -411,13 +411,14 @@ static void text_report(const struct text_result *r, int quiet, json_t *doc)
 		       r->clean ? "clean UTF-8" : "holds U+FFFD");
 		printf("  text.generation %s\n", st);
 	}
-	events_emit("log", json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i}",
-				     "level", "info", "msg", "text.generation",
-				     "prompt_text", r->prompt, "text", r->text,
-				     "ref_text", r->ref_text, "agree", r->agree,
-				     "n", r->n));
-	events_check("text.generation", st, d, json_integer(r->agree),
-		     json_integer(r->n));
+	/* the check carries the texts: the console's seek folds checks */
+	if (events_enabled())
+		events_emit("check", json_pack(
+			"{s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:i, s:i}",
+			"item", "text.generation", "status", st, "detail", d,
+			"value", r->agree, "threshold", r->n, "prompt_text",
+			r->prompt, "text", r->text, "ref_text", r->ref_text,
+			"agree", r->agree, "n", r->n));
 	json_object_set_new(doc, "text", json_pack(
 		"{s:s, s:s, s:s, s:i, s:i, s:b, s:b, s:s}", "prompt", r->prompt,
 		"generated", r->text, "reference", r->ref_text, "agree", r->agree,

@@ -710,6 +710,22 @@ static json_t *manifest(struct rctx *c)
 
 /* -------------------------------------------------------------------- load */
 
+/* text.generation's texts: fields of validate's check of that item. */
+static json_t *text_rows(struct rctx *c)
+{
+	return q_rows(c,
+		      "SELECT c.node, json_extract(e.body, '$.prompt_text') AS "
+		      "prompt, json_extract(e.body, '$.text') AS generated, "
+		      "json_extract(e.body, '$.ref_text') AS reference, "
+		      "json_extract(e.body, '$.agree') AS agree, "
+		      "json_extract(e.body, '$.n') AS n, c.status, c.ts FROM "
+		      "checks c JOIN events e ON e.node = c.node AND e.seq = "
+		      "c.seq WHERE c.item = 'text.generation' AND "
+		      "json_extract(e.body, '$.text') IS NOT NULL ORDER BY "
+		      "c.ts, c.node, c.seq",
+		      0, NULL, NULL);
+}
+
 static json_t *nonempty(json_t *a)
 {
 	if (a && json_array_size(a))
@@ -773,6 +789,9 @@ json_t *report_load(const char *path, struct d0_err *err)
 			 0, NULL, NULL)))
 		goto fail;
 	json_object_set_new(doc, "numerics", nonempty(v));
+	if (!(v = text_rows(&c)))
+		goto fail;
+	json_object_set_new(doc, "text", nonempty(v));
 	if (!(v = q_rows(&c,
 			 "SELECT node, stage_id, rank, ttft_ms, tpot_ms, "
 			 "tokens_per_s, prompt_tokens, gen_tokens, ts FROM "
