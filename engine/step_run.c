@@ -180,8 +180,9 @@ static int run_parse(const struct step_entry *S, int argc, char **argv,
 /* The prompt and what was generated, as text (when the model has a
  * tokenizer) and ids: printed, or one `log` event, and the JSON file
  * validate --generated reads. */
-static void report_generation(const struct run_opts *o, const int64_t *seq)
+static int report_generation(const struct run_opts *o, const int64_t *seq)
 {
+	int rc = 0;
 	const struct layout_opts *l = &o->lay;
 	char *ptext = layout_opts_decode(l, l->tokens, l->ntok);
 	char *gtext = layout_opts_decode(l, seq, o->gen);
@@ -206,7 +207,7 @@ static void report_generation(const struct run_opts *o, const int64_t *seq)
 			json_object_set_new(doc, "prompt_text", json_string(ptext));
 		if (gtext)
 			json_object_set_new(doc, "generated_text", json_string(gtext));
-		if (json_write_file(doc, o->dump_generated, 0, &err) < 0)
+		if ((rc = json_write_file(doc, o->dump_generated, 0, &err)) < 0)
 			fprintf(stderr, "day0-engine: %s\n", err.msg);
 		json_decref(doc);
 	}
@@ -223,6 +224,7 @@ static void report_generation(const struct run_opts *o, const int64_t *seq)
 	json_decref(prompt);
 	free(ptext);
 	free(gtext);
+	return rc;
 }
 
 /* Bring every layer's output to rank 0 (stage roots hold them). */
@@ -400,11 +402,11 @@ static int run(int argc, char **argv)
 			printf("run: %s, tp %d pp %d ep %d (%d ranks), %d prompt tokens "
 			       "in %.3f s", c->model_type, o.lay.d.tp, o.lay.d.pp, o.lay.d.ep,
 			       world, T, MPI_Wtime() - t0);
-			if (o.gen)
-				report_generation(&o, seq);
+			if (o.gen && report_generation(&o, seq) < 0)
+				rc = -1;
 			printf("\n");
-		} else if (o.gen) {
-			report_generation(&o, seq);
+		} else if (o.gen && report_generation(&o, seq) < 0) {
+			rc = -1;
 		}
 		events_check("resources.peak", "pass", "every card within its budget",
 			     json_integer((json_int_t)rt_mem_peak(r)),

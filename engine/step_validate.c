@@ -428,12 +428,13 @@ static void text_report(const struct text_result *r, int quiet, json_t *doc)
 
 /* text.generation: the run's greedy continuation (run --dump-generated)
  * equals the reference's for the first n tokens, its text is clean
- * UTF-8, and the prompt survives decode + encode.  1 when it fails. */
+ * UTF-8, and the prompt survives decode + encode.  0 pass (or warn),
+ * 1 fail, 2 unusable input (named on stderr). */
 static int text_level(const char *dir, struct layout_opts *lay,
 		      const char *gen_path, int n_check, int quiet, json_t *doc)
 {
 	int64_t *prompt = NULL, *gen = NULL, *ref = NULL;
-	int np = 0, ng = 0, bad = 1;
+	int np = 0, ng = 0, bad = 2;
 	struct text_result r = {0};
 	struct d0_err err;
 	if (read_generated(gen_path, &prompt, &np, &gen, &ng, &err) < 0)
@@ -730,6 +731,12 @@ static int run(int argc, char **argv)
 		ran[3] = 1;
 		fail[3] = text_level(dir, &lay, gen_path, (int)text_tokens,
 				     json || events_enabled(), doc);
+		if (fail[3] == 2) {
+			events_stage("validate", "end", 1, EXIT_USAGE, gen_path);
+			json_decref(doc);
+			layout_opts_free(&lay);
+			return EXIT_USAGE;
+		}
 	}
 	if (json) {
 		json_object_set_new(doc, "ok", json_boolean(!fail[0] && !fail[1] &&
