@@ -548,38 +548,6 @@ static void raise_fd_limit(void)
 	}
 }
 
-/* The tokenizer files travel with the rank files, so run, perf and soak
- * take --prompt text on a converted directory too. */
-static int copy_tokenizer(const char *src, const char *dst, struct d0_err *err)
-{
-	static const char *const names[] = {"tokenizer.json",
-					    "tokenizer_config.json"};
-	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-		char *from = path_join(src, names[i]), *to, *text;
-		size_t len;
-		int fd, rc = 0;
-		if (!path_exists(from)) {
-			free(from);
-			continue;
-		}
-		rc = file_read_all(from, 1u << 30, &text, &len, err);
-		free(from);
-		if (rc < 0)
-			return -1;
-		to = path_join(dst, names[i]);
-		fd = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd < 0 || write_full(fd, text, len) < 0)
-			rc = d0_errf(err, "%s: write failed", to);
-		if (fd >= 0)
-			close(fd);
-		free(to);
-		free(text);
-		if (rc < 0)
-			return -1;
-	}
-	return 0;
-}
-
 static int run(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -692,7 +660,7 @@ static int run(int argc, char **argv)
 		}
 		free(cfg);
 		if (rc == 0)
-			rc = copy_tokenizer(src, od.partial, &err);
+			rc = tokenizer_copy_files(src, od.partial, &err);
 	}
 	if (rc == 0)
 		rc = outdir_commit(&od, &err);

@@ -561,18 +561,6 @@ static int write_checkpoint(struct gen_opts *o, const char *dir,
 	if (rc < 0)
 		goto out;
 	files[nfiles++] = strdup("config.json");
-	{
-		int wrote;
-		if (tokenizer_write_family(dir, c->model_type, c->vocab, &wrote,
-					   err) < 0) {
-			rc = -1;
-			goto out;
-		}
-		if (wrote) {
-			files[nfiles++] = strdup("tokenizer.json");
-			files[nfiles++] = strdup("tokenizer_config.json");
-		}
-	}
 
 	wm = json_object();
 	for (long s = 0; s < o->shards; s++) {
@@ -620,6 +608,18 @@ static int write_checkpoint(struct gen_opts *o, const char *dir,
 		if (rc < 0)
 			goto out;
 		files[nfiles++] = strdup("model.safetensors.index.json");
+	}
+	{ /* listed last: the shards keep their lines */
+		int wrote;
+		if (tokenizer_write_family(dir, c->model_type, c->vocab, &wrote,
+					   err) < 0) {
+			rc = -1;
+			goto out;
+		}
+		if (wrote) {
+			files[nfiles++] = strdup("tokenizer.json");
+			files[nfiles++] = strdup("tokenizer_config.json");
+		}
 	}
 	p = path_join(dir, "SHA256SUMS");
 	sums = fopen(p, "w");

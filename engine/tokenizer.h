@@ -76,6 +76,10 @@ void tokenizer_pieces(const struct tokenizer *t, const char *text, size_t len,
 int tokenizer_write_family(const char *dir, const char *model_type,
 			   int64_t vocab, int *written, struct d0_err *err);
 
+/* Copy SRC's tokenizer.json and tokenizer_config.json (those present) to
+ * DST. */
+int tokenizer_copy_files(const char *src, const char *dst, struct d0_err *err);
+
 void tokenizer_describe(const struct tokenizer *t, struct tokenizer_info *info);
 /* The token string of an id (NULL if none). */
 const char *tokenizer_id_token(const struct tokenizer *t, int64_t id);

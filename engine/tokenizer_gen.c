@@ -641,3 +641,35 @@ out:
 	free(norm);
 	return rc;
 }
+
+/* The tokenizer files travel with a model's weights (convert's rank
+ * files, merge's checkpoint), so --prompt works on either. */
+int tokenizer_copy_files(const char *src, const char *dst, struct d0_err *err)
+{
+	for (size_t i = 0; i < 2; i++) {
+		const char *name = i ? "tokenizer_config.json" : "tokenizer.json";
+		char *from = path_join(src, name), *to, *text;
+		size_t len;
+		FILE *f;
+		int rc = 0;
+		if (!path_exists(from)) {
+			free(from);
+			continue;
+		}
+		rc = file_read_all(from, 1u << 30, &text, &len, err);
+		free(from);
+		if (rc < 0)
+			return -1;
+		to = path_join(dst, name);
+		f = fopen(to, "wb");
+		if (!f || fwrite(text, 1, len, f) != len)
+			rc = d0_errf(err, "%s: write failed", to);
+		if (f && fclose(f) != 0 && rc == 0)
+			rc = d0_errf(err, "%s: write failed", to);
+		free(to);
+		free(text);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
