@@ -617,7 +617,7 @@ static int load_model(struct loader *L, json_t *model, json_t *added)
 			    "-> id", L->path);
 	if (!json_is_array(added))
 		added = NULL;
-	if (count_ids(L, vocab, added ? added : json_array(), &t->n_ids) < 0)
+	if (count_ids(L, vocab, added, &t->n_ids) < 0) /* added may be NULL */
 		return -1;
 	t->tok = calloc((size_t)t->n_ids + 1, sizeof *t->tok);
 	t->tok_len = calloc((size_t)t->n_ids + 1, sizeof *t->tok_len);
