@@ -17,7 +17,11 @@ CC ?= cc
 DEB_PKGS := build-essential pkg-config libncurses-dev libssh2-1-dev \
 	libjansson-dev libsqlite3-dev sqlite3 libopenblas-dev libopenmpi-dev \
 	openmpi-bin libssl-dev openssh-server openssh-client tmux clang \
-	libclang-rt-14-dev time python3 procps strace
+	libclang-rt-14-dev time python3 procps strace \
+	libpcre2-dev libutf8proc-dev nodejs npm
+# Packages a command on PATH already satisfies: nodesource's nodejs ships its
+# own npm and conflicts with Debian's npm package.
+DEB_BY_COMMAND := npm
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS ?= -O2 -g
@@ -32,8 +36,10 @@ MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null)
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+PCRE2_CFLAGS := $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
+PCRE2_LIBS := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -pthread \
-	$(MPI_CFLAGS) $(BLAS_CFLAGS)
+	$(MPI_CFLAGS) $(BLAS_CFLAGS) $(PCRE2_CFLAGS)
 # The allowed arrows between modules, as include paths: engine/ is the
 # ground (errors, protocol, weights, model, runtime) and sees nothing above
 # it; store/ builds on engine/; agent/ and tui/ build on engine/ (tui also
@@ -45,7 +51,7 @@ INC_agent := -Iengine -Iagent
 INC_tui := -Iengine -Istore -Itui
 INC_tests := -Iengine -Istore -Iagent -Itui
 module_of = $(firstword $(subst /, ,$(patsubst $(BUILD)/%,%,$(1))))
-LIBS := -lsqlite3 -lssh2 -lncursesw -ljansson -lcrypto $(MPI_LIBS) \
+LIBS := -lsqlite3 -lssh2 -lncursesw -ljansson -lcrypto $(PCRE2_LIBS) -lutf8proc $(MPI_LIBS) \
 	$(BLAS_LIBS) -lpthread -lm -ldl
 HEADERS := $(wildcard engine/*.h store/*.h agent/*.h tui/*.h)
 
@@ -72,6 +78,7 @@ build: $(BINS) $(UNIT_BINS) $(TOOL_BINS)
 # Installs every system package the project needs; quiet when all are there.
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
+	  case " $(DEB_BY_COMMAND) " in *" $$p "*) command -v $$p >/dev/null && continue;; esac; \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \

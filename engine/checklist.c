@@ -103,7 +103,7 @@ const struct checklist_item checklist_items[] = {
      "runnable", {"console"}},
     {"service.api", "Service API",
      "Does a request get its response through the serving endpoint?",
-     "service", {"serve", "probe"}},
+     "service", {"load", "serve", "probe"}},
     {"service.load", "Service under load",
      "Does the service hold its concurrency without a batch-scheduling "
      "deadlock or a leak?",
@@ -114,7 +114,7 @@ const struct checklist_item checklist_items[] = {
     {"text.generation", "Text generation",
      "Is the generated text sensible (no positional-encoding "
      "misalignment)?",
-     "correct", {"tokenize", "probe", "run"}},
+     "correct", {"validate", "run"}},
 };
 const size_t checklist_n = sizeof checklist_items / sizeof *checklist_items;
 

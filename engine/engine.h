@@ -37,5 +37,6 @@
 #include "events.h"
 #include "proto.h"
 #include "checklist.h"
+#include "layout_opts.h"
 
 #endif

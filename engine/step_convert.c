@@ -692,8 +692,8 @@ static void raise_fd_limit(void)
 static int run(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"dtype", 1, 0, 'd'}, {"tp", 1, 0, 't'},   {"pp", 1, 0, 'p'},
-		{"ep", 1, 0, 'e'},    {"force", 0, 0, 'f'}, {"events", 0, 0, 'E'},
+		{"dtype", 1, 0, 'd'}, LAYOUT_LONG_OPTS,
+		{"force", 0, 0, 'f'}, {"events", 0, 0, 'E'},
 		{"verify-source", 0, 0, 'V'}, {"help", 0, 0, 'h'},
 		{0, 0, 0, 0},
 	};
@@ -702,20 +702,24 @@ static int run(int argc, char **argv)
 	struct outdir od;
 	struct d0_err err;
 	const char *src, *dst;
-	long v;
+	struct layout_opts lay;
+	char why[256];
 	int ch, force = 0, events = 0, rc;
 	char *p;
 	json_t *doc;
 	double t0 = now_s();
 
 	memset(&c, 0, sizeof c);
-	c.d.tp = 0;
-	c.d.pp = 1;
-	c.d.ep = 1;
 	c.dtype = DT_INVALID;
+	layout_opts_init(&lay);
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		int took = layout_opts_take(&lay, ch, optarg, why, sizeof why);
+		if (took < 0)
+			return step_usage_error(S, "%s", why);
+		if (took)
+			continue;
 		switch (ch) {
 		case 'd':
 			c.keep = !strcmp(optarg, "keep");
@@ -724,18 +728,6 @@ static int run(int argc, char **argv)
 				return step_usage_error(S, "--dtype: expected "
 							"bf16, f16, f32 or keep, "
 							"got '%s'", optarg);
-			break;
-		case 't':
-		case 'p':
-		case 'e':
-			if (parse_long(optarg, 1, 65536, &v) < 0)
-				return step_usage_error(S, "--%s: expected an "
-							"integer >= 1, got '%s'",
-							ch == 't' ? "tp"
-							: ch == 'p' ? "pp" : "ep",
-							optarg);
-			*(ch == 't' ? &c.d.tp : ch == 'p' ? &c.d.pp : &c.d.ep) =
-				(int)v;
 			break;
 		case 'f': force = 1; break;
 		case 'E': events = 1; break;
@@ -750,8 +742,10 @@ static int run(int argc, char **argv)
 		return step_usage_error(S, "expected MODEL_DIR and OUT_DIR");
 	if (c.dtype == DT_INVALID)
 		return step_usage_error(S, "--dtype is required");
-	if (c.d.tp == 0)
+	/* a conversion's layout is never implied: --tp stays required */
+	if (!lay.tp_given)
 		return step_usage_error(S, "--tp is required");
+	c.d = lay.d;
 	src = argv[optind];
 	dst = argv[optind + 1];
 	c.world = c.d.tp * c.d.pp * c.d.ep;
@@ -807,6 +801,8 @@ static int run(int argc, char **argv)
 			rc = -1;
 		}
 		free(cfg);
+		if (rc == 0)
+			rc = tokenizer_copy_files(src, od.partial, &err);
 	}
 	if (rc == 0)
 		rc = outdir_commit(&od, &err);

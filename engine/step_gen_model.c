@@ -4,6 +4,9 @@
  * shards, index, SHA256SUMS) whose structure is exactly what transformers
  * would save for that config, with deterministic weights.
  *
+ * It also writes the family's tokenizer.json + tokenizer_config.json
+ * (tokenizer_gen.c), so a generated model runs on text like a real one.
+ *
  * Each tensor draws from its own generator seeded by (seed, tensor name),
  * so values do not depend on the shard count or the tensor order.  Weights
  * are scaled like a trained network's (linear layers ~ 1/sqrt(fan_in),
@@ -12,6 +15,7 @@
  * chunks: memory does not grow with the model.
  */
 #include "engine.h"
+#include "tokenizer.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -741,8 +745,8 @@ static int write_checkpoint(struct gen_opts *o, const char *dir,
 	for (size_t i = 0; i < n; i++)
 		total += quant_stored_bytes(&c->qc, &t[i],
 					    stored_dtype(c, &t[i]), -1, 1);
-	files = calloc((size_t)o->shards + 3, sizeof *files);
-	hexes = calloc((size_t)o->shards + 3, sizeof *hexes);
+	files = calloc((size_t)o->shards + 5, sizeof *files);
+	hexes = calloc((size_t)o->shards + 5, sizeof *hexes);
 
 	doc = model_config_to_json(c);
 	p = path_join(dir, "config.json");
@@ -804,6 +808,18 @@ static int write_checkpoint(struct gen_opts *o, const char *dir,
 		if (rc < 0)
 			goto out;
 		files[nfiles++] = strdup("model.safetensors.index.json");
+	}
+	{ /* listed last: the shards keep their lines */
+		int wrote;
+		if (tokenizer_write_family(dir, c->model_type, c->vocab, &wrote,
+					   err) < 0) {
+			rc = -1;
+			goto out;
+		}
+		if (wrote) {
+			files[nfiles++] = strdup("tokenizer.json");
+			files[nfiles++] = strdup("tokenizer_config.json");
+		}
 	}
 	p = path_join(dir, "SHA256SUMS");
 	sums = fopen(p, "w");

@@ -17,9 +17,14 @@ static int run(int argc, char **argv);
 
 const struct step_entry step_inspect = {
 	.name = "inspect",
-	.usage = "(MODEL_DIR | CONFIG.json) [--json] [--events]",
-	.summary = "structure, parameter counts and operator coverage from "
-		   "config.json",
+	.usage = "(MODEL_DIR | CONFIG.json) [--json] [--events]\n"
+		 "  reports the structure, parameters and operator coverage "
+		 "from config.json, and the tokenizer.json beside it (type, "
+		 "vocabulary, special tokens) checked against config.json's "
+		 "vocab_size\n"
+		 "example: day0-engine inspect /models/deepseek-v3 --json",
+	.summary = "structure, parameter counts, operator coverage and the "
+		   "tokenizer from config.json",
 	.run = run,
 };
 
@@ -263,6 +268,55 @@ static void print_text(const char *path, const struct model_config *c,
 	}
 }
 
+/*
+ * The tokenizer beside config.json: what it is, and whether the model can
+ * embed every id it produces (vocab_size >= its ids) and knows its eos.
+ * Returns 1 when it cannot (a check failure), 0 otherwise; *tj is the
+ * JSON description (null when there is no tokenizer.json).
+ */
+static int inspect_tokenizer(const char *config_path,
+			     const struct model_config *c, json_t **tj,
+			     char *line, size_t n)
+{
+	char *dir = strdup(config_path), *slash = strrchr(dir, '/');
+	struct tokenizer *t;
+	struct tokenizer_info ti;
+	struct d0_err err;
+	int bad = 0;
+	*tj = json_null();
+	if (slash)
+		*slash = 0;
+	else
+		strcpy(dir, ".");
+	if (tokenizer_open(dir, &t, &err) < 0) {
+		bad = strstr(err.msg, "no tokenizer.json") == NULL;
+		snprintf(line, n, "%s", bad ? err.msg
+			 : "none (no tokenizer.json: text prompts unavailable)");
+		free(dir);
+		return bad;
+	}
+	tokenizer_describe(t, &ti);
+	bad = ti.n_ids > c->vocab || (ti.eos && ti.eos_id < 0);
+	snprintf(line, n, "%s, %lld ids (%lld vocabulary + %lld added, %lld "
+		 "special), %lld merges, bos %s, eos %s%s", ti.kind,
+		 (long long)ti.n_ids, (long long)ti.n_vocab, (long long)ti.n_added,
+		 (long long)ti.n_special, (long long)ti.n_merges,
+		 ti.bos ? ti.bos : "none", ti.eos ? ti.eos : "none",
+		 ti.n_ids > c->vocab ? "; ids exceed config.json's vocab_size"
+				     : "");
+	*tj = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:s?, s:I, s:s?, s:I, "
+			"s:b}", "kind", ti.kind, "ids", (json_int_t)ti.n_ids,
+			"vocab", (json_int_t)ti.n_vocab, "added",
+			(json_int_t)ti.n_added, "special", (json_int_t)ti.n_special,
+			"merges", (json_int_t)ti.n_merges, "bos", ti.bos, "bos_id",
+			(json_int_t)ti.bos_id, "eos", ti.eos, "eos_id",
+			(json_int_t)ti.eos_id, "fits_vocab_size",
+			ti.n_ids <= c->vocab);
+	tokenizer_free(t);
+	free(dir);
+	return bad;
+}
+
 static int run(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -277,7 +331,9 @@ static int run(int argc, char **argv)
 	char scratch[192], *path;
 	size_t n = 0, nops, nmiss = 0, nfb = 0;
 	uint64_t embed = 0;
-	int ch, json = 0, events = 0;
+	int ch, json = 0, events = 0, tok_bad;
+	char tok_line[1100];
+	json_t *tok_json;
 
 	optind = 1;
 	opterr = 0;
@@ -309,6 +365,8 @@ static int run(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	model_count_params(&c, t, n, &pc);
+	tok_bad = inspect_tokenizer(path, &c, &tok_json, tok_line,
+				    sizeof tok_line);
 	for (size_t i = 0; i < n; i++)
 		if (t[i].role == ROLE_EMBED && !t[i].mtp)
 			embed += t[i].shape[0] * t[i].shape[1];
@@ -357,11 +415,19 @@ static int run(int argc, char **argv)
 		json_object_set_new(doc, "tensors", json_integer((json_int_t)n));
 		json_object_set_new(doc, "operators", opl);
 		json_object_set_new(doc, "missing", missing);
+		json_object_set_new(doc, "tokenizer", tok_json);
+		tok_json = NULL;
 		json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		putchar('\n');
 		json_decref(doc);
 	} else if (!events_enabled()) {
 		print_text(path, &c, &pc, embed, ops, nops);
+		printf("\ntokenizer  %s\n", tok_line);
+	}
+	json_decref(tok_json);
+	if (tok_bad) {
+		fprintf(stderr, "day0-engine: %s: tokenizer: %s\n", path, tok_line);
+		events_log("error", "tokenizer: %s", tok_line);
 	}
 	{
 		char detail[512];
@@ -384,9 +450,9 @@ static int run(int argc, char **argv)
 		if (nmiss)
 			fprintf(stderr, "day0-engine: %s: %s\n", path, detail);
 	}
-	events_stage("inspect", "end", 1, nmiss ? 1 : 0, path);
+	events_stage("inspect", "end", 1, nmiss || tok_bad ? 1 : 0, path);
 	free(t);
 	free(path);
 	model_config_free(&c);
-	return nmiss ? EXIT_CHECK_FAILED : EXIT_OK;
+	return nmiss || tok_bad ? EXIT_CHECK_FAILED : EXIT_OK;
 }

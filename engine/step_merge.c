@@ -246,6 +246,8 @@ static int merge_all(struct merge *m, const char *in, const char *out,
 			free(text);
 		}
 	}
+	if (rc == 0)
+		rc = tokenizer_copy_files(in, out, err);
 	if (rc == 0) {
 		p = path_join(out, "SHA256SUMS");
 		sums = fopen(p, "w");
@@ -268,6 +270,17 @@ static int merge_all(struct merge *m, const char *in, const char *out,
 			json_array_foreach(shards, si, sh)
 				fprintf(sums, "%s  %s\n", hex[si],
 					json_string_value(json_object_get(sh, "file")));
+			for (int k = 0; k < 2 && rc == 0; k++) {
+				const char *tf = k ? "tokenizer_config.json"
+						   : "tokenizer.json";
+				p = path_join(out, tf);
+				if (path_exists(p)) {
+					rc = sha256_file(p, h, NULL, err);
+					if (rc == 0)
+						fprintf(sums, "%s  %s\n", h, tf);
+				}
+				free(p);
+			}
 			if (fclose(sums) != 0 && rc == 0)
 				rc = d0_errf(err, "%s/SHA256SUMS: write failed",
 					     out);

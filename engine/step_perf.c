@@ -18,9 +18,18 @@ static int run(int argc, char **argv);
 
 const struct step_entry step_perf = {
 	.name = "perf",
-	.usage = "(MODEL_DIR | CONVERTED_DIR) --tp T [--pp P] [--ep E] "
-		 "--prompt-tokens N --gen-tokens K [--card-mem BYTES] [--json] "
-		 "[--events]  (under mpirun -np T*P*E)",
+	.usage = "(MODEL_DIR | CONVERTED_DIR) [--tp T] [--pp P] [--ep E] "
+		 "(--prompt-tokens N | " PROMPT_USAGE ") --gen-tokens K "
+		 "[--card-mem BYTES] [--json] [--events]  (under mpirun -np "
+		 "T*P*E)\n"
+		 "  --tp/--pp/--ep     the layout (default 1 each)\n"
+		 "  --prompt-tokens N  a prompt of N deterministic pseudo-random "
+		 "ids, or the prompt as --tokens, --prompt or --prompt-file\n"
+		 "  --gen-tokens K     decode steps timed for TPOT\n"
+		 "  --card-mem BYTES   the per-card budget\n"
+		 "  --json             one JSON document on stdout\n"
+		 "example: mpirun -np 2 day0-engine perf /models/m --tp 2 "
+		 "--prompt-tokens 128 --gen-tokens 32",
 	.summary = "TTFT, TPOT, tokens/s and communication share of a layout",
 	.run = run,
 };
@@ -38,16 +47,16 @@ static double comm_seconds(const struct rt *r)
 static int run(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"tp", 1, 0, 't'}, {"pp", 1, 0, 'p'}, {"ep", 1, 0, 'e'},
+		LAYOUT_LONG_OPTS, CARD_MEM_LONG_OPT, PROMPT_LONG_OPTS,
 		{"prompt-tokens", 1, 0, 'n'}, {"gen-tokens", 1, 0, 'g'},
-		{"card-mem", 1, 0, 'm'}, {"json", 0, 0, 'j'},
+		{"json", 0, 0, 'j'},
 		{"events", 0, 0, 'E'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_perf;
-	struct layout_dims d = {0, 1, 1};
+	struct layout_opts lay;
+	char why[sizeof ((struct d0_err *)0)->msg];
 	struct rt *r = NULL;
 	struct d0_err err;
-	long np = 0, ng = 0, v;
-	uint64_t card_mem = 0;
+	long np = 0, ng = 0;
 	int ch, rank, json = 0, events = 0, rc = 0, bad = 0, last, V;
 	int64_t *toks, next = 0;
 	float *logits;
@@ -55,19 +64,19 @@ static int run(int argc, char **argv)
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	layout_opts_init(&lay);
+	why[0] = 0;
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		int took = layout_opts_take(&lay, ch, optarg, why, sizeof why);
+		if (took) {
+			bad |= took < 0;
+			continue;
+		}
 		switch (ch) {
-		case 't': case 'p': case 'e':
-			if (parse_long(optarg, 1, 65536, &v) < 0)
-				bad = 1;
-			else
-				*(ch == 't' ? &d.tp : ch == 'p' ? &d.pp : &d.ep) = (int)v;
-			break;
 		case 'n': bad |= parse_long(optarg, 1, 1 << 20, &np) < 0; break;
 		case 'g': bad |= parse_long(optarg, 1, 1 << 20, &ng) < 0; break;
-		case 'm': bad |= parse_size(optarg, &card_mem) < 0; break;
 		case 'j': json = 1; break;
 		case 'E': events = 1; break;
 		case 'h':
@@ -78,15 +87,29 @@ static int run(int argc, char **argv)
 		default: bad = 1;
 		}
 	}
-	if (bad || optind != argc - 1 || !d.tp || !np || !ng) {
+	if (!bad && optind == argc - 1 && !np && layout_opts_has_prompt(&lay)) {
+		if (layout_opts_prompt(&lay, argv[optind], &err) < 0) {
+			snprintf(why, sizeof why, "%s", err.msg);
+			bad = 1;
+		}
+		np = lay.ntok;
+	} else if (np && layout_opts_has_prompt(&lay)) {
+		snprintf(why, sizeof why, "--prompt-tokens excludes --tokens, "
+			 "--prompt and --prompt-file");
+		bad = 1;
+	}
+	if (bad || optind != argc - 1 || !np || !ng) {
 		if (!rank)
-			step_usage_error(S, "expected MODEL_DIR, --tp, --prompt-tokens "
-					 "and --gen-tokens (positive integers)");
+			step_usage_error(S, "%s", why[0] ? why
+					 : "expected MODEL_DIR, a prompt "
+					   "(--prompt-tokens N or --tokens/"
+					   "--prompt) and --gen-tokens K");
+		layout_opts_free(&lay);
 		MPI_Finalize();
 		return EXIT_USAGE;
 	}
 	events_init(stdout, events && !json);
-	if (rt_open(&r, argv[optind], &d, card_mem, np + ng, &err) < 0)
+	if (rt_open(&r, argv[optind], &lay.d, lay.card_mem, np + ng, &err) < 0)
 		rc = -1;
 	MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
 	if (rc < 0 || rt_over_budget(r)) {
@@ -97,13 +120,29 @@ static int run(int argc, char **argv)
 		else if (rt_over_budget(r))
 			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, rt_over_budget(r));
 		rt_close(r);
+		layout_opts_free(&lay);
 		MPI_Finalize();
 		return rc < 0 ? EXIT_USAGE : EXIT_CHECK_FAILED;
 	}
 	V = (int)rt_config(r)->vocab;
 	last = rt_last_stage_root(r);
 	toks = malloc((size_t)np * sizeof *toks);
-	{
+	if (lay.tokens) {
+		for (long i = 0; i < np; i++) {
+			if (lay.tokens[i] >= V) {
+				if (!rank)
+					fprintf(stderr, "day0-engine: --tokens: id %lld "
+						"is outside the vocabulary (%d)\n",
+						(long long)lay.tokens[i], V);
+				free(toks);
+				rt_close(r);
+				layout_opts_free(&lay);
+				MPI_Finalize();
+				return EXIT_USAGE;
+			}
+			toks[i] = lay.tokens[i];
+		}
+	} else {
 		struct rng g;
 		rng_seed(&g, 17);
 		for (long i = 0; i < np; i++)
@@ -149,14 +188,14 @@ static int run(int argc, char **argv)
 					      "tokens_per_s", tps, "prefill_tokens_per_s",
 					      ptps, "prompt_tokens", (json_int_t)np,
 					      "gen_tokens", (json_int_t)ng, "comm_share",
-					      share, "tp", d.tp, "pp", d.pp, "ep", d.ep);
+					      share, "tp", lay.d.tp, "pp", lay.d.pp, "ep", lay.d.ep);
 			json_dumpf(o, stdout, JSON_INDENT(2));
 			putchar('\n');
 			json_decref(o);
 		} else if (!events_enabled()) {
 			printf("perf: tp %d pp %d ep %d: TTFT %.2f ms (%ld prompt tokens, "
 			       "%.0f tokens/s), TPOT %.3f ms, %.1f tokens/s decode, "
-			       "communication %.1f%% of step time\n", d.tp, d.pp, d.ep,
+			       "communication %.1f%% of step time\n", lay.d.tp, lay.d.pp, lay.d.ep,
 			       ttft * 1e3, np, ptps, tpot, tps, share * 100);
 		}
 		events_emit("perf", json_pack("{s:f, s:f, s:f, s:I, s:I, s:f}", "ttft_ms",
@@ -175,6 +214,7 @@ static int run(int argc, char **argv)
 		fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
 	free(toks);
 	free(logits);
+	layout_opts_free(&lay);
 	rt_close(r);
 	MPI_Finalize();
 	return rc < 0 ? EXIT_CHECK_FAILED : EXIT_OK;

@@ -382,7 +382,7 @@ static int run(int argc, char **argv)
 		{"batch-tokens", 1, 0, 'b'}, {"layout", 1, 0, 'l'},
 		{"top", 1, 0, 't'}, {"json", 0, 0, 'j'}, {"events", 0, 0, 'e'},
 		{"nodes", 1, 0, 'N'}, {"cards", 1, 0, 'C'},
-		{"card-mem", 1, 0, 'M'}, {"intra-gbps", 1, 0, 'I'},
+		CARD_MEM_LONG_OPT, {"intra-gbps", 1, 0, 'I'},
 		{"inter-gbps", 1, 0, 'X'},
 		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_plan;
@@ -397,7 +397,6 @@ static int run(int argc, char **argv)
 	char *path, *end, a[32], b[32], where[96];
 	struct cluster given = {0};
 	int n_given = 0, gbps_given = 0;
-	uint64_t sz;
 	size_t n = 0, np = 0;
 	int ch, json = 0, events = 0, nfit = 0;
 	long v;
@@ -422,14 +421,16 @@ static int run(int argc, char **argv)
 			given.cards_per_node = (int)v;
 			n_given++;
 			break;
-		case 'M':
-			if (parse_size(optarg, &sz) < 0 || !sz)
-				return step_usage_error(S, "--card-mem: expected "
-							"bytes per card (80G, "
-							"85899345920)");
-			given.card_mem = sz;
+		case LOPT_CARD_MEM: {
+			struct layout_opts lay;
+			char why[256];
+			layout_opts_init(&lay);
+			if (layout_opts_take(&lay, ch, optarg, why, sizeof why) < 0)
+				return step_usage_error(S, "%s", why);
+			given.card_mem = lay.card_mem;
 			n_given++;
 			break;
+		}
 		case 'I':
 			if (parse_gbps(optarg, &given.intra_gbps) < 0)
 				return step_usage_error(S, "--intra-gbps: "

@@ -20,34 +20,27 @@ static int run(int argc, char **argv);
 
 const struct step_entry step_run = {
 	.name = "run",
-	.usage = "(MODEL_DIR | CONVERTED_DIR) --tp T [--pp P] [--ep E] "
-		 "--tokens 1,2,3,... [--generate K] [--card-mem BYTES] "
-		 "[--dump-logits FILE] [--dump-layers DIR] [--events]  "
-		 "(under mpirun -np T*P*E)",
+	.usage = "(MODEL_DIR | CONVERTED_DIR) [--tp T] [--pp P] [--ep E] "
+		 PROMPT_USAGE " [--generate K] [--card-mem BYTES] "
+		 "[--dump-logits FILE] [--dump-layers DIR] [--dump-generated FILE] "
+		 "[--events]  (under mpirun -np T*P*E)\n"
+		 "  --tp/--pp/--ep   the layout (default 1 each; world = tp*pp*ep)\n"
+		 "  --tokens IDS     the prompt as token ids\n"
+		 "  --prompt TEXT    the prompt as text, encoded with the model's "
+		 "tokenizer.json\n"
+		 "  --prompt-file F  the prompt text from a file\n"
+		 "  --generate K     greedy-decode K tokens (printed as ids and, "
+		 "with a tokenizer, as text)\n"
+		 "  --card-mem BYTES the per-card memory budget\n"
+		 "  --dump-logits F, --dump-layers DIR  for validate\n"
+		 "  --dump-generated F  the prompt and generated ids as JSON, "
+		 "for validate --generated\n"
+		 "example: mpirun -np 2 day0-engine run /models/m --tp 2 "
+		 "--prompt 'The capital of France is' --generate 8",
 	.summary = "parallel forward pass under Open MPI (TP/PP/EP), greedy "
 		   "decoding, logits and layer dumps",
 	.run = run,
 };
-
-int parse_tokens(const char *s, int64_t **out, int *n)
-{
-	char *dup = strdup(s), *tok, *save = NULL;
-	*out = NULL;
-	*n = 0;
-	for (tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		long v;
-		if (parse_long(tok, 0, 1L << 30, &v) < 0) {
-			free(dup);
-			free(*out);
-			*out = NULL;
-			return -1;
-		}
-		*out = realloc(*out, (size_t)(*n + 1) * sizeof **out);
-		(*out)[(*n)++] = v;
-	}
-	free(dup);
-	return *n ? 0 : -1;
-}
 
 /* Write one F32 tensor [rows, cols] as a safetensors file. */
 int write_f32_tensor(const char *path, const char *name, const float *v,
@@ -130,68 +123,108 @@ static int agree(int rc)
 }
 
 struct run_opts {
-	const char *dir, *dump_logits, *dump_layers, *tokens_arg;
-	struct layout_dims d;
-	int64_t *tokens;
-	int ntok, gen, events;
-	uint64_t card_mem;
+	const char *dir, *dump_logits, *dump_layers, *dump_generated;
+	struct layout_opts lay;
+	int gen, events;
 };
 
-int run_parse(const struct step_entry *S, int argc, char **argv,
-	      struct run_opts *o, int rank);
+/* Usage errors are printed by rank 0 only; every rank returns 2. */
+#define USAGE(...) (rank ? EXIT_USAGE : step_usage_error(S, __VA_ARGS__))
 
-int run_parse(const struct step_entry *S, int argc, char **argv,
-	      struct run_opts *o, int rank)
+static int run_parse(const struct step_entry *S, int argc, char **argv,
+		     struct run_opts *o, int rank)
 {
 	static const struct option lo[] = {
-		{"tp", 1, 0, 't'}, {"pp", 1, 0, 'p'}, {"ep", 1, 0, 'e'},
-		{"tokens", 1, 0, 'k'}, {"generate", 1, 0, 'g'},
-		{"card-mem", 1, 0, 'm'}, {"dump-logits", 1, 0, 'L'},
-		{"dump-layers", 1, 0, 'D'}, {"events", 0, 0, 'E'},
-		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+		LAYOUT_LONG_OPTS, CARD_MEM_LONG_OPT, PROMPT_LONG_OPTS,
+		{"generate", 1, 0, 'g'}, {"dump-logits", 1, 0, 'L'},
+		{"dump-layers", 1, 0, 'D'}, {"dump-generated", 1, 0, 'G'},
+		{"events", 0, 0, 'E'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	struct d0_err err;
+	char why[256];
 	int ch;
 	long v;
 	memset(o, 0, sizeof *o);
-	o->d.pp = o->d.ep = 1;
+	layout_opts_init(&o->lay);
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		int took = layout_opts_take(&o->lay, ch, optarg, why, sizeof why);
+		if (took < 0)
+			return USAGE("%s", why);
+		if (took)
+			continue;
 		switch (ch) {
-		case 't': case 'p': case 'e':
-			if (parse_long(optarg, 1, 65536, &v) < 0)
-				return rank ? EXIT_USAGE : step_usage_error(S, "--%s: expected an integer >= 1",
-						       ch == 't' ? "tp" : ch == 'p' ? "pp" : "ep");
-			*(ch == 't' ? &o->d.tp : ch == 'p' ? &o->d.pp : &o->d.ep) = (int)v;
-			break;
-		case 'k': o->tokens_arg = optarg; break;
 		case 'g':
 			if (parse_long(optarg, 0, 1 << 20, &v) < 0)
-				return rank ? EXIT_USAGE : step_usage_error(S, "--generate: expected a count");
+				return USAGE("--generate: expected a count");
 			o->gen = (int)v;
-			break;
-		case 'm':
-			if (parse_size(optarg, &o->card_mem) < 0)
-				return rank ? EXIT_USAGE : step_usage_error(S, "--card-mem: expected bytes "
-							       "(e.g. 64M, 2G)");
 			break;
 		case 'L': o->dump_logits = optarg; break;
 		case 'D': o->dump_layers = optarg; break;
+		case 'G': o->dump_generated = optarg; break;
 		case 'E': o->events = 1; break;
 		case 'h': if (!rank) step_usage(S, stdout); return -1;
 		default:
-			return rank ? EXIT_USAGE : step_usage_error(S, "unknown or incomplete option '%s'",
-						       argv[optind - 1]);
+			return USAGE("unknown or incomplete option '%s'",
+				     argv[optind - 1]);
 		}
 	}
 	if (optind != argc - 1)
-		return rank ? EXIT_USAGE : step_usage_error(S, "expected one MODEL_DIR or CONVERTED_DIR");
+		return USAGE("expected one MODEL_DIR or CONVERTED_DIR");
 	o->dir = argv[optind];
-	if (!o->d.tp)
-		return rank ? EXIT_USAGE : step_usage_error(S, "--tp is required");
-	if (!o->tokens_arg || parse_tokens(o->tokens_arg, &o->tokens, &o->ntok) < 0)
-		return rank ? EXIT_USAGE : step_usage_error(S, "--tokens: expected a comma list "
-					       "of token ids");
+	if (layout_opts_prompt(&o->lay, o->dir, &err) < 0)
+		return USAGE("%s", err.msg);
 	return 0;
+}
+
+/* The prompt and what was generated, as text (when the model has a
+ * tokenizer) and ids: printed, or one `log` event, and the JSON file
+ * validate --generated reads. */
+static int report_generation(const struct run_opts *o, const int64_t *seq)
+{
+	int rc = 0;
+	const struct layout_opts *l = &o->lay;
+	char *ptext = layout_opts_decode(l, l->tokens, l->ntok);
+	char *gtext = layout_opts_decode(l, seq, o->gen);
+	json_t *gen = json_array(), *prompt = json_array();
+	for (int g = 0; g < o->gen; g++)
+		json_array_append_new(gen, json_integer(seq[g]));
+	for (int i = 0; i < l->ntok; i++)
+		json_array_append_new(prompt, json_integer(l->tokens[i]));
+	if (!o->events) {
+		printf("\ngenerated:");
+		for (int g = 0; g < o->gen; g++)
+			printf(" %lld", (long long)seq[g]);
+		if (ptext)
+			printf("\nprompt text: %s", ptext);
+		if (gtext)
+			printf("\ngenerated text: %s", gtext);
+	}
+	if (o->dump_generated) {
+		json_t *doc = json_pack("{s:O, s:O}", "prompt", prompt, "generated", gen);
+		struct d0_err err;
+		if (ptext)
+			json_object_set_new(doc, "prompt_text", json_string(ptext));
+		if (gtext)
+			json_object_set_new(doc, "generated_text", json_string(gtext));
+		if ((rc = json_write_file(doc, o->dump_generated, 0, &err)) < 0)
+			fprintf(stderr, "day0-engine: %s\n", err.msg);
+		json_decref(doc);
+	}
+	if (o->events) {
+		json_t *ev = json_pack("{s:s, s:s, s:O}", "level", "info", "msg",
+				       "generated", "tokens", gen);
+		if (ptext)
+			json_object_set_new(ev, "prompt_text", json_string(ptext));
+		if (gtext)
+			json_object_set_new(ev, "text", json_string(gtext));
+		events_emit("log", ev);
+	}
+	json_decref(gen);
+	json_decref(prompt);
+	free(ptext);
+	free(gtext);
+	return rc;
 }
 
 /* Bring every layer's output to rank 0 (stage roots hold them). */
@@ -234,13 +267,13 @@ static int run(int argc, char **argv)
 	rc = run_parse(S, argc, argv, &o, rank);
 	if (agree(rc != 0)) {
 		MPI_Finalize();
-		free(o.tokens);
+		layout_opts_free(&o.lay);
 		return rc < 0 ? EXIT_OK : EXIT_USAGE;
 	}
 	events_init(stdout, o.events);
 	if (rank == 0)
 		events_stage("run", "start", 0, 0, o.dir);
-	rc = rt_open(&r, o.dir, &o.d, o.card_mem, o.ntok + o.gen, &err);
+	rc = rt_open(&r, o.dir, &o.lay.d, o.lay.card_mem, o.lay.ntok + o.gen, &err);
 	if (agree(rc < 0)) {
 		if (rc < 0 && !rt_peer_failed(r))
 			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
@@ -248,24 +281,24 @@ static int run(int argc, char **argv)
 			events_stage("run", "end", 1, EXIT_USAGE, "refused");
 		rt_close(r);
 		MPI_Finalize();
-		free(o.tokens);
+		layout_opts_free(&o.lay);
 		return EXIT_USAGE;
 	}
 	if (agree(rt_over_budget(r) != NULL)) {
 		const char *why = rt_over_budget(r);
-		emit_mem(r, o.card_mem);
+		emit_mem(r, o.lay.card_mem);
 		if (why && !rt_peer_failed(r)) {
 			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, why);
 			events_check("resources.peak", "fail", why,
 				     json_integer((json_int_t)rt_mem_peak(r)),
-				     json_integer((json_int_t)o.card_mem));
+				     json_integer((json_int_t)o.lay.card_mem));
 		}
 		if (rank == 0)
 			events_stage("run", "end", 1, EXIT_CHECK_FAILED,
 				     "card memory budget exceeded");
 		rt_close(r);
 		MPI_Finalize();
-		free(o.tokens);
+		layout_opts_free(&o.lay);
 		return EXIT_CHECK_FAILED;
 	}
 	{
@@ -273,22 +306,22 @@ static int run(int argc, char **argv)
 		V = (int)c->vocab;
 		H = (int)c->hidden;
 		L = (int)c->layers;
-		for (int i = 0; i < o.ntok; i++)
-			if (o.tokens[i] >= V) {
+		for (int i = 0; i < o.lay.ntok; i++)
+			if (o.lay.tokens[i] >= V) {
 				if (rank == 0)
 					fprintf(stderr, "day0-engine: --tokens: id %lld is "
 						"outside the vocabulary (%d)\n",
-						(long long)o.tokens[i], V);
+						(long long)o.lay.tokens[i], V);
 				rt_close(r);
 				MPI_Finalize();
-				free(o.tokens);
+				layout_opts_free(&o.lay);
 				return EXIT_USAGE;
 			}
 	}
 	rc = rt_check_groups(r, detail, sizeof detail);
 	if (rank == 0)
 		events_check("comm.groups", rc ? "fail" : "pass", detail, NULL, NULL);
-	T = o.ntok;
+	T = o.lay.ntok;
 	last = rt_last_stage_root(r);
 	logits = calloc((size_t)(T > 0 ? T : 1) * V, 4);
 	if (o.dump_layers) {
@@ -297,13 +330,13 @@ static int run(int argc, char **argv)
 			lo[l] = calloc((size_t)T * H, 4);
 	}
 	t0 = MPI_Wtime();
-	rc = rt_forward(r, o.tokens, T, logits, lo, &err);
+	rc = rt_forward(r, o.lay.tokens, T, logits, lo, &err);
 	if (agree(rc < 0)) {
 		if (rc < 0)
 			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
 		goto out;
 	}
-	emit_comm(r, &o.d, "prefill");
+	emit_comm(r, &o.lay.d, "prefill");
 	if (rank == last && last != 0)
 		MPI_Send(logits, T * V, MPI_FLOAT, 0, 9, MPI_COMM_WORLD);
 	if (rank == 0 && last != 0)
@@ -361,30 +394,23 @@ static int run(int argc, char **argv)
 		}
 	}
 	if (o.gen)
-		emit_comm(r, &o.d, "decode");
-	emit_mem(r, o.card_mem);
+		emit_comm(r, &o.lay.d, "decode");
+	emit_mem(r, o.lay.card_mem);
 	if (rank == 0) {
 		const struct model_config *c = rt_config(r);
 		if (!o.events) {
 			printf("run: %s, tp %d pp %d ep %d (%d ranks), %d prompt tokens "
-			       "in %.3f s", c->model_type, o.d.tp, o.d.pp, o.d.ep,
+			       "in %.3f s", c->model_type, o.lay.d.tp, o.lay.d.pp, o.lay.d.ep,
 			       world, T, MPI_Wtime() - t0);
-			if (o.gen) {
-				printf("\ngenerated:");
-				for (int g = 0; g < o.gen; g++)
-					printf(" %lld", (long long)seq[g]);
-			}
+			if (o.gen && report_generation(&o, seq) < 0)
+				rc = -1;
 			printf("\n");
-		} else if (o.gen) {
-			json_t *a = json_array();
-			for (int g = 0; g < o.gen; g++)
-				json_array_append_new(a, json_integer(seq[g]));
-			events_emit("log", json_pack("{s:s, s:s, s:o}", "level", "info",
-						     "msg", "generated", "tokens", a));
+		} else if (o.gen && report_generation(&o, seq) < 0) {
+			rc = -1;
 		}
 		events_check("resources.peak", "pass", "every card within its budget",
 			     json_integer((json_int_t)rt_mem_peak(r)),
-			     json_integer((json_int_t)o.card_mem));
+			     json_integer((json_int_t)o.lay.card_mem));
 	}
 out:
 	rc = agree(rc != 0);
@@ -396,7 +422,7 @@ out:
 	free(lo);
 	free(seq);
 	free(logits);
-	free(o.tokens);
+	layout_opts_free(&o.lay);
 	rt_close(r);
 	MPI_Finalize();
 	return rc ? EXIT_CHECK_FAILED : EXIT_OK;

@@ -33,25 +33,31 @@ static int run(int argc, char **argv);
 
 const struct step_entry step_soak = {
 	.name = "soak",
-	.usage = "(MODEL_DIR | CONVERTED_DIR) --tp T [--pp P] [--ep E] "
-		 "--tokens 1,2,3,... [--duration SECS] [--iterations N] "
+	.usage = "(MODEL_DIR | CONVERTED_DIR) [--tp T] [--pp P] [--ep E] "
+		 PROMPT_USAGE " [--duration SECS] [--iterations N] "
 		 "[--interval SECS] [--card-mem BYTES] [--max-growth 0.05] "
-		 "[--json] [--events]  (under mpirun -np T*P*E)",
+		 "[--json] [--events]  (under mpirun -np T*P*E)\n"
+		 "  --tp/--pp/--ep   the layout (default 1 each)\n"
+		 "  --tokens IDS | --prompt TEXT | --prompt-file F  the prompt "
+		 "(text needs the model's tokenizer.json)\n"
+		 "  --duration SECS  how long to repeat (default 10), or "
+		 "--iterations N\n"
+		 "  --interval SECS  sample period (default 1)\n"
+		 "  --card-mem BYTES the per-card budget\n"
+		 "  --max-growth F   allowed memory growth (default 0.05)\n"
+		 "example: mpirun -np 2 day0-engine soak /models/m --tp 2 "
+		 "--prompt 'Hello' --duration 30",
 	.summary = "repeat the forward pass: bit-identical logits, no memory "
 		   "growth (stability.soak)",
 	.run = run,
 };
 
-int parse_tokens(const char *s, int64_t **out, int *n); /* step_run.c */
-
 struct soak_opts {
-	const char *dir, *tokens_arg;
-	struct layout_dims d;
-	int64_t *tokens;
-	int ntok, events, json;
+	const char *dir;
+	struct layout_opts lay;
+	int events, json;
 	long iterations; /* 0: until --duration */
 	double duration, interval, max_growth;
-	uint64_t card_mem;
 };
 
 static int parse_secs(const char *s, double min, double *out)
@@ -68,30 +74,29 @@ static int soak_parse(const struct step_entry *S, int argc, char **argv,
 		      struct soak_opts *o, int rank)
 {
 	static const struct option lo[] = {
-		{"tp", 1, 0, 't'}, {"pp", 1, 0, 'p'}, {"ep", 1, 0, 'e'},
-		{"tokens", 1, 0, 'k'}, {"duration", 1, 0, 'D'},
+		LAYOUT_LONG_OPTS, CARD_MEM_LONG_OPT, PROMPT_LONG_OPTS,
+		{"duration", 1, 0, 'D'},
 		{"iterations", 1, 0, 'n'}, {"interval", 1, 0, 'i'},
-		{"card-mem", 1, 0, 'm'}, {"max-growth", 1, 0, 'g'},
+		{"max-growth", 1, 0, 'g'},
 		{"json", 0, 0, 'j'}, {"events", 0, 0, 'E'},
 		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	struct d0_err err;
+	char why[256];
 	int ch;
-	long v;
 	memset(o, 0, sizeof *o);
-	o->d.pp = o->d.ep = 1;
+	layout_opts_init(&o->lay);
 	o->duration = 10;
 	o->interval = 1;
 	o->max_growth = 0.05;
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		int took = layout_opts_take(&o->lay, ch, optarg, why, sizeof why);
+		if (took < 0)
+			return USAGE("%s", why);
+		if (took)
+			continue;
 		switch (ch) {
-		case 't': case 'p': case 'e':
-			if (parse_long(optarg, 1, 65536, &v) < 0)
-				return USAGE("--%s: expected an integer >= 1",
-					     ch == 't' ? "tp" : ch == 'p' ? "pp" : "ep");
-			*(ch == 't' ? &o->d.tp : ch == 'p' ? &o->d.pp : &o->d.ep) = (int)v;
-			break;
-		case 'k': o->tokens_arg = optarg; break;
 		case 'D':
 			if (parse_secs(optarg, 0.001, &o->duration) < 0)
 				return USAGE("--duration: expected seconds > 0");
@@ -103,10 +108,6 @@ static int soak_parse(const struct step_entry *S, int argc, char **argv,
 		case 'i':
 			if (parse_secs(optarg, 0.01, &o->interval) < 0)
 				return USAGE("--interval: expected seconds >= 0.01");
-			break;
-		case 'm':
-			if (parse_size(optarg, &o->card_mem) < 0)
-				return USAGE("--card-mem: expected bytes (e.g. 64M, 2G)");
 			break;
 		case 'g':
 			if (parse_secs(optarg, 0, &o->max_growth) < 0)
@@ -124,10 +125,8 @@ static int soak_parse(const struct step_entry *S, int argc, char **argv,
 	if (optind != argc - 1)
 		return USAGE("expected one MODEL_DIR or CONVERTED_DIR");
 	o->dir = argv[optind];
-	if (!o->d.tp)
-		return USAGE("--tp is required");
-	if (!o->tokens_arg || parse_tokens(o->tokens_arg, &o->tokens, &o->ntok) < 0)
-		return USAGE("--tokens: expected a comma list of token ids");
+	if (layout_opts_prompt(&o->lay, o->dir, &err) < 0)
+		return USAGE("%s", err.msg);
 	return 0;
 }
 
@@ -192,7 +191,7 @@ static void finish(const struct soak_opts *o, struct soak_result *res,
 	int pass = !res->why[0] && res->mismatched == 0 &&
 		   res->growth <= o->max_growth;
 	double tps = res->fwd_seconds > 0
-			 ? (double)o->ntok * (double)res->iters / res->fwd_seconds
+			 ? (double)o->lay.ntok * (double)res->iters / res->fwd_seconds
 			 : 0;
 	if (rank)
 		return;
@@ -210,8 +209,8 @@ static void finish(const struct soak_opts *o, struct soak_result *res,
 			 fmt_bytes((uint64_t)res->rss_first, b1),
 			 fmt_bytes((uint64_t)res->rss_last, b2),
 			 o->max_growth * 100, fmt_bytes(res->peak, b3),
-			 o->card_mem ? " of " : "",
-			 o->card_mem ? fmt_bytes(o->card_mem, b4) : "");
+			 o->lay.card_mem ? " of " : "",
+			 o->lay.card_mem ? fmt_bytes(o->lay.card_mem, b4) : "");
 	events_check("stability.soak", pass ? "pass" : "fail", detail,
 		     json_real(res->growth), json_real(o->max_growth));
 	events_stage("soak", "end", 1, pass ? EXIT_OK : EXIT_CHECK_FAILED,
@@ -225,9 +224,9 @@ static void finish(const struct soak_opts *o, struct soak_result *res,
 		    "mismatched", (json_int_t)res->mismatched, "max_logit_diff",
 		    res->max_diff, "memory_growth", res->growth, "rss_first",
 		    res->rss_first, "rss_last", res->rss_last, "peak_bytes",
-		    (json_int_t)res->peak, "card_mem", (json_int_t)o->card_mem,
-		    "tokens_per_s", tps, "tp", o->d.tp, "pp", o->d.pp, "ep",
-		    o->d.ep);
+		    (json_int_t)res->peak, "card_mem", (json_int_t)o->lay.card_mem,
+		    "tokens_per_s", tps, "tp", o->lay.d.tp, "pp", o->lay.d.pp, "ep",
+		    o->lay.d.ep);
 		if (res->why[0])
 			json_object_set_new(doc, "error", json_string(res->why));
 		json_dumpf(doc, stdout, JSON_INDENT(2));
@@ -235,8 +234,8 @@ static void finish(const struct soak_opts *o, struct soak_result *res,
 		json_decref(doc);
 	} else if (!events_enabled()) {
 		printf("soak: tp %d pp %d ep %d, %d prompt tokens, %.0f tokens/s "
-		       "(forward only)\nstability.soak  %s: %s\n", o->d.tp,
-		       o->d.pp, o->d.ep, o->ntok, tps, pass ? "pass" : "FAIL",
+		       "(forward only)\nstability.soak  %s: %s\n", o->lay.d.tp,
+		       o->lay.d.pp, o->lay.d.ep, o->lay.ntok, tps, pass ? "pass" : "FAIL",
 		       detail);
 	}
 }
@@ -262,7 +261,7 @@ static int run(int argc, char **argv)
 	rc = soak_parse(S, argc, argv, &o, rank);
 	if (agree(rc != 0)) {
 		MPI_Finalize();
-		free(o.tokens);
+		layout_opts_free(&o.lay);
 		return rc < 0 ? EXIT_OK : EXIT_USAGE;
 	}
 	memset(&res, 0, sizeof res);
@@ -280,7 +279,7 @@ static int run(int argc, char **argv)
 		/* One runtime for the whole soak: each iteration starts a new
 		 * sequence (rt_reset), so growth inside forward passes shows. */
 		if (reopen)
-			rc = rt_open(&r, o.dir, &o.d, o.card_mem, o.ntok, &err);
+			rc = rt_open(&r, o.dir, &o.lay.d, o.lay.card_mem, o.lay.ntok, &err);
 		else
 			rc = (rt_reset(r), 0);
 		if (agree(rc < 0)) {
@@ -293,7 +292,7 @@ static int run(int argc, char **argv)
 				if (rank == 0)
 					events_stage("soak", "end", 1, EXIT_USAGE,
 						     "refused");
-				free(o.tokens);
+				layout_opts_free(&o.lay);
 				MPI_Finalize();
 				return EXIT_USAGE;
 			}
@@ -303,7 +302,7 @@ static int run(int argc, char **argv)
 		}
 		if (agree(rt_over_budget(r) != NULL)) {
 			const char *why = rt_over_budget(r);
-			emit_mem(rank, rt_mem_used(r), rt_mem_peak(r), o.card_mem,
+			emit_mem(rank, rt_mem_used(r), rt_mem_peak(r), o.lay.card_mem,
 				 rss_now());
 			if (why && !rt_peer_failed(r))
 				fprintf(stderr, "day0-engine: rank %d: %s\n", rank, why);
@@ -313,7 +312,7 @@ static int run(int argc, char **argv)
 			if (rank == 0 && !why)
 				snprintf(res.why, sizeof res.why, "card memory budget "
 					 "exceeded on another rank (--card-mem %llu)",
-					 (unsigned long long)o.card_mem);
+					 (unsigned long long)o.lay.card_mem);
 			rt_close(r);
 			r = NULL;
 			break;
@@ -321,25 +320,25 @@ static int run(int argc, char **argv)
 		if (!logits) {
 			int bad = 0;
 			V = (int)rt_config(r)->vocab;
-			for (int i = 0; i < o.ntok; i++)
-				bad |= o.tokens[i] >= V;
+			for (int i = 0; i < o.lay.ntok; i++)
+				bad |= o.lay.tokens[i] >= V;
 			if (bad) {
 				if (rank == 0)
 					fprintf(stderr, "day0-engine: --tokens: an id is "
 						"outside the vocabulary (%d)\n", V);
 				rt_close(r);
 				r = NULL;
-				free(o.tokens);
+				layout_opts_free(&o.lay);
 				MPI_Finalize();
 				return EXIT_USAGE;
 			}
-			logits = calloc((size_t)o.ntok * V, 4);
-			first = calloc((size_t)o.ntok * V, 4);
+			logits = calloc((size_t)o.lay.ntok * V, 4);
+			first = calloc((size_t)o.lay.ntok * V, 4);
 		}
 		last = rt_last_stage_root(r);
 		MPI_Barrier(MPI_COMM_WORLD);
 		t1 = MPI_Wtime();
-		rc = rt_forward(r, o.tokens, o.ntok, logits, NULL, &err);
+		rc = rt_forward(r, o.lay.tokens, o.lay.ntok, logits, NULL, &err);
 		fwd += MPI_Wtime() - t1;
 		if (agree(rc < 0)) {
 			if (rc < 0)
@@ -355,7 +354,7 @@ static int run(int argc, char **argv)
 		}
 		/* the last stage's root holds the logits: compare bits */
 		if (rank == last) {
-			size_t n = (size_t)o.ntok * V;
+			size_t n = (size_t)o.lay.ntok * V;
 			if (res.iters == 0)
 				memcpy(first, logits, n * 4);
 			else if (memcmp(first, logits, n * 4)) {
@@ -382,7 +381,7 @@ static int run(int argc, char **argv)
 			int flags[2] = {go, 0}; /* continue, report now */
 			if (rank == 0) {
 				double now = MPI_Wtime(),
-				       tps = fwd > 0 ? o.ntok * res.iters / fwd : 0;
+				       tps = fwd > 0 ? o.lay.ntok * res.iters / fwd : 0;
 				flags[0] = now - t0 < o.duration &&
 					   (!o.iterations || res.iters < o.iterations);
 				flags[1] = now >= next_report || !flags[0];
@@ -402,7 +401,7 @@ static int run(int argc, char **argv)
 			MPI_Bcast(flags, 2, MPI_INT, 0, MPI_COMM_WORLD);
 			go = flags[0];
 			if (flags[1])
-				emit_mem(rank, used, peak, o.card_mem, r_now);
+				emit_mem(rank, used, peak, o.lay.card_mem, r_now);
 		}
 	}
 	rt_close(r);
@@ -446,7 +445,7 @@ static int run(int argc, char **argv)
 	free(rss);
 	free(logits);
 	free(first);
-	free(o.tokens);
+	layout_opts_free(&o.lay);
 	MPI_Finalize();
 	return rc ? EXIT_OK : EXIT_CHECK_FAILED;
 }

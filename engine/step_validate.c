@@ -26,15 +26,27 @@ static int run(int argc, char **argv);
 
 const struct step_entry step_validate = {
 	.name = "validate",
-	.usage = "MODEL_DIR [--tokens 1,2,3,...] [--logits FILE] "
-		 "[--layers-dir DIR] [--levels op,layer,e2e] [--max-rel X] "
-		 "[--kl-max Y] [--json] [--events]",
+	.usage = "MODEL_DIR [" PROMPT_USAGE "] [--logits FILE] "
+		 "[--layers-dir DIR] [--generated FILE] [--text-tokens N] "
+		 "[--levels op,layer,e2e,text] [--max-rel X] [--kl-max Y] "
+		 "[--json] [--events]\n"
+		 "  --tokens/--prompt/--prompt-file  the prompt run was given "
+		 "(text is encoded with MODEL_DIR's tokenizer.json)\n"
+		 "  --logits FILE     run --dump-logits (e2e level)\n"
+		 "  --layers-dir DIR  run --dump-layers (layer level)\n"
+		 "  --generated FILE  run --dump-generated (text level: "
+		 "text.generation)\n"
+		 "  --text-tokens N   how many generated tokens must equal the "
+		 "reference's greedy ones (default: all)\n"
+		 "  --levels L,...    op, layer, e2e, text (default: all four; "
+		 "a level without its input is skipped)\n"
+		 "  --max-rel X, --kl-max Y  e2e and layer bounds\n"
+		 "example: day0-engine validate /models/m --prompt 'Hello' "
+		 "--logits lg.st --generated gen.json --text-tokens 8",
 	.summary = "numerics at operator, layer and end-to-end level against "
 		   "a float64 reference",
 	.run = run,
 };
-
-int parse_tokens(const char *s, int64_t **out, int *n);
 
 struct err_stat {
 	double max_abs, max_rel;
@@ -287,29 +299,223 @@ static int cmp_d(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* ------------------------------------------------------ the text level */
+
+static int64_t argmax_d(const double *row, int V)
+{
+	int64_t best = 0;
+	for (int v = 1; v < V; v++)
+		if (row[v] > row[best])
+			best = v;
+	return best;
+}
+
+/* The float64 reference's greedy continuation of prompt, n tokens. */
+static int ref_greedy(const char *dir, const int64_t *prompt, int T, int n,
+		      int64_t *out, struct d0_err *err)
+{
+	int64_t *seq = malloc((size_t)(T + n) * sizeof *seq);
+	memcpy(seq, prompt, (size_t)T * sizeof *seq);
+	for (int g = 0; g < n; g++) {
+		struct model_config c;
+		double *lg = NULL;
+		if (ref_forward(dir, seq, T + g, &lg, NULL, &c, err) < 0) {
+			free(seq);
+			return -1;
+		}
+		out[g] = argmax_d(lg + (size_t)(T + g - 1) * c.vocab, (int)c.vocab);
+		seq[T + g] = out[g];
+		free(lg);
+		model_config_free(&c);
+	}
+	free(seq);
+	return 0;
+}
+
+/* run --dump-generated: {"prompt": [ids], "generated": [ids]} */
+static int read_generated(const char *path, int64_t **prompt, int *np,
+			  int64_t **gen, int *ng, struct d0_err *err)
+{
+	json_error_t je;
+	json_t *doc = json_load_file(path, 0, &je), *p, *g;
+	size_t i;
+	json_t *v;
+	if (!doc)
+		return d0_errf(err, "%s: line %d: %s", path, je.line, je.text);
+	p = json_object_get(doc, "prompt");
+	g = json_object_get(doc, "generated");
+	if (!json_is_array(p) || !json_is_array(g) || !json_array_size(p)) {
+		json_decref(doc);
+		return d0_errf(err, "%s: expected {\"prompt\": [ids], "
+			       "\"generated\": [ids]} (run --dump-generated)", path);
+	}
+	*np = (int)json_array_size(p);
+	*ng = (int)json_array_size(g);
+	*prompt = malloc((size_t)*np * sizeof **prompt);
+	*gen = malloc((size_t)(*ng ? *ng : 1) * sizeof **gen);
+	json_array_foreach(p, i, v) (*prompt)[i] = json_integer_value(v);
+	json_array_foreach(g, i, v) (*gen)[i] = json_integer_value(v);
+	json_decref(doc);
+	return 0;
+}
+
+/* Decoding the prompt and encoding it again gives the same ids. */
+static int prompt_round_trip(const struct tokenizer *t, const int64_t *ids,
+			     int n)
+{
+	int32_t *v = malloc((size_t)n * sizeof *v), *back = NULL;
+	char *text = NULL;
+	size_t len, nb = 0;
+	struct d0_err err;
+	int same = 0;
+	for (int i = 0; i < n; i++)
+		v[i] = (int32_t)ids[i];
+	if (tokenizer_decode(t, v, (size_t)n, TOK_DECODE_NO_CLEANUP, &text, &len,
+			     &err) == 0 &&
+	    tokenizer_encode(t, text, len, 0, &back, &nb, &err) == 0)
+		same = nb == (size_t)n && !memcmp(back, v, (size_t)n * sizeof *v);
+	free(v);
+	free(back);
+	free(text);
+	return same;
+}
+
+struct text_result {
+	int n, agree, clean, round_trip;
+	char *prompt, *text, *ref_text;
+};
+
+static const char *text_status(const struct text_result *r)
+{
+	if (r->agree < r->n || !r->round_trip)
+		return "fail";
+	return r->clean ? "pass" : "warn";
+}
+
+static void text_report(const struct text_result *r, int quiet, json_t *doc)
+{
+	char d[900];
+	const char *st = text_status(r);
+	snprintf(d, sizeof d, "%d of %d greedy tokens equal the reference's%s%s; "
+		 "\"%.160s\" -> \"%.160s\" (reference \"%.160s\")",
+		 r->agree, r->n, r->round_trip ? "" : "; the decoded prompt "
+		 "does not encode back to its ids", r->clean ? "" : "; the "
+		 "generated text is not clean UTF-8 (U+FFFD)", r->prompt,
+		 r->text, r->ref_text);
+	if (!quiet) {
+		printf("text (greedy continuation vs float64)\n");
+		printf("  prompt:    %s\n  run:       %s\n  reference: %s\n",
+		       r->prompt, r->text, r->ref_text);
+		printf("  %d of %d tokens equal, prompt round trip %s, text %s\n",
+		       r->agree, r->n, r->round_trip ? "ok" : "FAILS",
+		       r->clean ? "clean UTF-8" : "holds U+FFFD");
+		printf("  text.generation %s\n", st);
+	}
+	/* the check carries the texts: the console's seek folds checks */
+	if (events_enabled())
+		events_emit("check", json_pack(
+			"{s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:i, s:i}",
+			"item", "text.generation", "status", st, "detail", d,
+			"value", r->agree, "threshold", r->n, "prompt_text",
+			r->prompt, "text", r->text, "ref_text", r->ref_text,
+			"agree", r->agree, "n", r->n));
+	json_object_set_new(doc, "text", json_pack(
+		"{s:s, s:s, s:s, s:i, s:i, s:b, s:b, s:s}", "prompt", r->prompt,
+		"generated", r->text, "reference", r->ref_text, "agree", r->agree,
+		"n", r->n, "clean_utf8", r->clean, "prompt_round_trip",
+		r->round_trip, "status", st));
+}
+
+/* text.generation: the run's greedy continuation (run --dump-generated)
+ * equals the reference's for the first n tokens, its text is clean
+ * UTF-8, and the prompt survives decode + encode.  0 pass (or warn),
+ * 1 fail, 2 unusable input (named on stderr). */
+static int text_level(const char *dir, struct layout_opts *lay,
+		      const char *gen_path, int n_check, int quiet, json_t *doc)
+{
+	int64_t *prompt = NULL, *gen = NULL, *ref = NULL;
+	int np = 0, ng = 0, bad = 2;
+	struct text_result r = {0};
+	struct d0_err err;
+	if (read_generated(gen_path, &prompt, &np, &gen, &ng, &err) < 0)
+		goto out;
+	if (lay->tokens && (np != lay->ntok ||
+			    memcmp(prompt, lay->tokens, (size_t)np * sizeof *prompt))) {
+		d0_errf(&err, "%s: its prompt is not the one given to validate",
+			gen_path);
+		goto out;
+	}
+	if (!lay->tok) {
+		d0_errf(&err, "%s: no tokenizer.json: the text level needs one", dir);
+		goto out;
+	}
+	r.n = n_check > 0 && n_check < ng ? n_check : ng;
+	ref = malloc((size_t)(r.n ? r.n : 1) * sizeof *ref);
+	if (ref_greedy(dir, prompt, np, r.n, ref, &err) < 0)
+		goto out;
+	while (r.agree < r.n && ref[r.agree] == gen[r.agree])
+		r.agree++;
+	r.prompt = layout_opts_decode(lay, prompt, np);
+	r.text = layout_opts_decode(lay, gen, r.n);
+	r.ref_text = layout_opts_decode(lay, ref, r.n);
+	r.clean = utf8_clean(r.text, strlen(r.text));
+	r.round_trip = prompt_round_trip(lay->tok, prompt, np);
+	text_report(&r, quiet, doc);
+	bad = strcmp(text_status(&r), "fail") == 0;
+out:
+	if (!r.text)
+		fprintf(stderr, "day0-engine: %s\n", err.msg);
+	free(prompt);
+	free(gen);
+	free(ref);
+	free(r.prompt);
+	free(r.text);
+	free(r.ref_text);
+	return bad;
+}
+
 static int run(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"tokens", 1, 0, 't'}, {"logits", 1, 0, 'l'},
+		PROMPT_LONG_OPTS, {"logits", 1, 0, 'l'},
+		{"generated", 1, 0, 'g'}, {"text-tokens", 1, 0, 'n'},
 		{"layers-dir", 1, 0, 'L'}, {"levels", 1, 0, 'v'},
 		{"max-rel", 1, 0, 'r'}, {"kl-max", 1, 0, 'k'},
 		{"json", 0, 0, 'j'}, {"events", 0, 0, 'e'}, {"help", 0, 0, 'h'},
 		{0, 0, 0, 0}};
 	const struct step_entry *S = &step_validate;
-	const char *dir, *logits_path = NULL, *layers_dir = NULL, *levels = "op,layer,e2e";
-	const char *tok_arg = NULL;
+	const char *dir, *logits_path = NULL, *layers_dir = NULL;
+	const char *levels = "op,layer,e2e,text", *gen_path = NULL;
+	struct layout_opts lay;
+	char why[256];
+	long text_tokens = 0;
 	double max_rel = 1e-5, kl_max = 1e-6;
-	int ch, json = 0, events = 0, ntok = 0, fail[3] = {0, 0, 0}, ran[3] = {0, 0, 0};
+	int ch, json = 0, events = 0, ntok = 0, fail[4] = {0}, ran[4] = {0};
 	int64_t *tokens = NULL;
 	char *end;
 	struct d0_err err;
 	json_t *doc = json_object();
 
+	layout_opts_init(&lay);
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		int took = layout_opts_take(&lay, ch, optarg, why, sizeof why);
+		if (took < 0) {
+			json_decref(doc);
+			return step_usage_error(S, "%s", why);
+		}
+		if (took)
+			continue;
 		switch (ch) {
-		case 't': tok_arg = optarg; break;
+		case 'g': gen_path = optarg; break;
+		case 'n':
+			if (parse_long(optarg, 1, 1 << 20, &text_tokens) < 0) {
+				json_decref(doc);
+				return step_usage_error(S, "--text-tokens: expected a "
+							"count >= 1");
+			}
+			break;
 		case 'l': logits_path = optarg; break;
 		case 'L': layers_dir = optarg; break;
 		case 'v': levels = optarg; break;
@@ -337,6 +543,14 @@ static int run(int argc, char **argv)
 		return step_usage_error(S, "expected one MODEL_DIR");
 	}
 	dir = argv[optind];
+	if (layout_opts_has_prompt(&lay) &&
+	    layout_opts_prompt(&lay, dir, &err) < 0) {
+		json_decref(doc);
+		layout_opts_free(&lay);
+		return step_usage_error(S, "%s", err.msg);
+	}
+	tokens = lay.tokens;
+	ntok = lay.ntok;
 	events_init(stdout, events && !json);
 	events_stage("validate", "start", 0, 0, dir);
 
@@ -371,17 +585,18 @@ static int run(int argc, char **argv)
 		struct model_config c;
 		double *ref_logits = NULL, *ref_layers = NULL;
 		int H, V, T;
-		if (!tok_arg || parse_tokens(tok_arg, &tokens, &ntok) < 0) {
+		if (!tokens) {
 			json_decref(doc);
-			return step_usage_error(S, "--tokens is required for the layer "
-						"and e2e levels");
+			layout_opts_free(&lay);
+			return step_usage_error(S, "--tokens (or --prompt) is required "
+						"for the layer and e2e levels");
 		}
 		if (ref_forward(dir, tokens, ntok, &ref_logits,
 				(strstr(levels, "layer") && layers_dir) ? &ref_layers : NULL,
 				&c, &err) < 0) {
 			fprintf(stderr, "day0-engine: %s\n", err.msg);
 			json_decref(doc);
-			free(tokens);
+			layout_opts_free(&lay);
 			return EXIT_USAGE;
 		}
 		H = (int)c.hidden;
@@ -515,20 +730,32 @@ static int run(int argc, char **argv)
 		free(ref_layers);
 		model_config_free(&c);
 	}
+	if (strstr(levels, "text") && gen_path) {
+		ran[3] = 1;
+		fail[3] = text_level(dir, &lay, gen_path, (int)text_tokens,
+				     json || events_enabled(), doc);
+		if (fail[3] == 2) {
+			events_stage("validate", "end", 1, EXIT_USAGE, gen_path);
+			json_decref(doc);
+			layout_opts_free(&lay);
+			return EXIT_USAGE;
+		}
+	}
 	if (json) {
-		json_object_set_new(doc, "ok", json_boolean(!fail[0] && !fail[1] && !fail[2]));
+		json_object_set_new(doc, "ok", json_boolean(!fail[0] && !fail[1] &&
+							    !fail[2] && !fail[3]));
 		json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		putchar('\n');
 	}
 	json_decref(doc);
-	free(tokens);
-	if (!ran[0] && !ran[1] && !ran[2]) {
+	layout_opts_free(&lay);
+	if (!ran[0] && !ran[1] && !ran[2] && !ran[3]) {
 		fprintf(stderr, "day0-engine: validate: nothing to check (give --logits "
 			"and/or --layers-dir with --tokens, or --levels op)\n");
 		return EXIT_USAGE;
 	}
 	{
-		int bad = fail[0] || fail[1] || fail[2];
+		int bad = fail[0] || fail[1] || fail[2] || fail[3];
 		if (!json && !events_enabled())
 			printf("%s\n", bad ? "numerics: FAIL" : "numerics: pass");
 		events_stage("validate", "end", 1, bad, dir);

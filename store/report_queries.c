@@ -65,6 +65,16 @@ static const char *const query_sql[STORE_Q_COUNT] = {
     [STORE_Q_SERIES_POINTS] =
 	"SELECT ts, value FROM sample_points WHERE "
 	"series = ?1 AND ?2 + ?3 > 0 ORDER BY ts, seq",
+    [STORE_Q_TEXT_GENERATION] =
+	"SELECT c.node, json_extract(e.body, '$.prompt_text') AS "
+	"prompt, json_extract(e.body, '$.text') AS generated, "
+	"json_extract(e.body, '$.ref_text') AS reference, "
+	"json_extract(e.body, '$.agree') AS agree, "
+	"json_extract(e.body, '$.n') AS n, c.status, c.ts FROM "
+	"checks c JOIN events e ON e.node = c.node AND e.seq = "
+	"c.seq WHERE c.item = 'text.generation' AND "
+	"json_extract(e.body, '$.text') IS NOT NULL ORDER BY "
+	"c.ts, c.node, c.seq",
     [STORE_Q_REFUSED] =
 	"SELECT json_extract(body, '$.for') AS node, "
 	"json_extract(body, '$.kind') AS kind, "

@@ -548,6 +548,12 @@ static json_t *manifest(struct rctx *c)
 
 /* -------------------------------------------------------------------- load */
 
+/* text.generation's texts: fields of validate's check of that item. */
+static json_t *text_rows(struct rctx *c)
+{
+	return q_rows(c, STORE_Q_TEXT_GENERATION, 0, NULL, NULL);
+}
+
 static json_t *nonempty(json_t *a)
 {
 	if (a && json_array_size(a))
@@ -601,6 +607,9 @@ json_t *report_load(const char *path, struct d0_err *err)
 			 0, NULL, NULL)))
 		goto fail;
 	json_object_set_new(doc, "numerics", nonempty(v));
+	if (!(v = text_rows(&c)))
+		goto fail;
+	json_object_set_new(doc, "text", nonempty(v));
 	if (!(v = q_rows(&c,
 			 STORE_Q_PERF,
 			 0, NULL, NULL)))

@@ -759,6 +759,20 @@ static void h_manifest(FILE *f, json_t *m)
 	}
 }
 
+/* text.generation: the prompt and the two greedy texts side by side. */
+static void h_text(FILE *f, json_t *rows)
+{
+	static const char *const head[] = {"prompt", "generated", "reference",
+					   "equal", "of", "node", NULL};
+	static const char *const keys[] = {"prompt", "generated", "reference",
+					   "agree", "n", "node", NULL};
+	if (!json_array_size(rows))
+		return;
+	fputs("<h3>Text generation (greedy, against the float64 "
+	      "reference)</h3>\n", f);
+	html_table(f, rows, head, keys);
+}
+
 int report_write_html(FILE *f, json_t *doc)
 {
 	static const char *const chead[] = {
@@ -804,6 +818,7 @@ int report_write_html(FILE *f, json_t *doc)
 	fputs("<h2>Numerics</h2>\n", f);
 	chart_layers(f, json_object_get(doc, "numerics"));
 	html_table(f, json_object_get(doc, "numerics"), nhead, nkeys);
+	h_text(f, json_object_get(doc, "text"));
 	fputs("<h2>Performance baseline</h2>\n", f);
 	html_table(f, json_object_get(doc, "perf"), phead, pkeys);
 	if (json_object_get(doc, "refused")) {

@@ -465,6 +465,17 @@ static void md_manifest(FILE *f, json_t *m)
 	}
 }
 
+/* text.generation: the prompt and the two greedy texts side by side. */
+static void md_generation(FILE *f, json_t *rows)
+{
+	static const char *const head[] = {"prompt", "generated", "reference",
+					   "equal", "of", "node", NULL};
+	static const char *const keys[] = {"prompt", "generated", "reference",
+					   "agree", "n", "node", NULL};
+	md_table(f, "Text generation (greedy, against the float64 reference)",
+		 rows, head, keys);
+}
+
 int report_write_md(FILE *f, json_t *doc)
 {
 	static const char *const nhead[] = {"level", "name", "max_abs",
@@ -507,6 +518,7 @@ int report_write_md(FILE *f, json_t *doc)
 	}
 	md_table(f, "Numerics", json_object_get(doc, "numerics"), nhead,
 		 nkeys);
+	md_generation(f, json_object_get(doc, "text"));
 	md_table(f, "Performance baseline", json_object_get(doc, "perf"),
 		 phead, pkeys);
 	{

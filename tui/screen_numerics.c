@@ -2,7 +2,8 @@
  * screen_numerics.c - numerical validation: per op/layer the error against
  * the reference as a bar on a log scale (1e-8 .. 1), KL divergence and
  * top-1 agreement, the end-to-end perplexities; --baseline deltas on the
- * relative error.
+ * relative error.  Above them, once validate has checked text.generation:
+ * the prompt and the run's greedy text beside the reference's.
  */
 #include "tui.h"
 
@@ -43,7 +44,45 @@ static void fig(char *out, size_t max, const char *fmt, double x)
 		snprintf(out, max, fmt, x);
 }
 
+/* The text block: prompt, run, reference; returns the rows it took. */
+static int draw_text(struct tui *ui, const struct view *v, WINDOW *w,
+		     int cols)
+{
+	const struct view_text *x = &v->text;
+	enum tui_role r = x->agree == x->n ? ROLE_OK : ROLE_FAIL;
+	if (!x->n)
+		return 0;
+	tui_printf(w, 0, 0, cols, tui_attr(ui, ROLE_HEAD),
+		   "text.generation  %d of %d greedy tokens equal the "
+		   "reference's (%s)", x->agree, x->n, x->node);
+	tui_printf(w, 1, 0, cols, A_NORMAL, "  prompt    %s", x->prompt);
+	tui_printf(w, 2, 0, cols, tui_attr(ui, r), "  run       %s", x->text);
+	tui_printf(w, 3, 0, cols, A_NORMAL, "  reference %s", x->ref_text);
+	return 5;
+}
+
+static void draw_table(struct tui *ui, const struct view *v, WINDOW *w);
+
 static void draw(struct tui *ui, const struct view *v, WINDOW *w)
+{
+	int rows, cols, top;
+	WINDOW *sub;
+	getmaxyx(w, rows, cols);
+	top = draw_text(ui, v, w, cols);
+	if (!top || rows <= top + 2) {
+		draw_table(ui, v, w);
+		return;
+	}
+	sub = derwin(w, rows - top, cols, top, 0);
+	if (!sub) {
+		draw_table(ui, v, w);
+		return;
+	}
+	draw_table(ui, v, sub);
+	delwin(sub);
+}
+
+static void draw_table(struct tui *ui, const struct view *v, WINDOW *w)
 {
 	int rows, cols, y = 1;
 	getmaxyx(w, rows, cols);

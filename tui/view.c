@@ -666,6 +666,22 @@ uint64_t view_node_refused(const struct view *v, const char *node,
 	return n;
 }
 
+/* validate's text.generation check carries the texts. */
+static void apply_text(struct view *v, const struct proto_event *ev)
+{
+	json_t *o = ev->obj;
+	struct view_text *x = &v->text;
+	if (strcmp(jstr(o, "item"), "text.generation") ||
+	    !json_object_get(o, "text"))
+		return;
+	copy(x->node, sizeof x->node, ev->node);
+	copy(x->prompt, sizeof x->prompt, jstr(o, "prompt_text"));
+	copy(x->text, sizeof x->text, jstr(o, "text"));
+	copy(x->ref_text, sizeof x->ref_text, jstr(o, "ref_text"));
+	x->agree = (int)jint(o, "agree", 0);
+	x->n = (int)jint(o, "n", 0);
+}
+
 void view_apply(struct view *v, const struct proto_event *ev)
 {
 	int console = !strcmp(ev->node, CONSOLE_NODE);
@@ -709,6 +725,7 @@ void view_apply(struct view *v, const struct proto_event *ev)
 		return;
 	case EV_CHECK:
 		apply_check(v, ev);
+		apply_text(v, ev);
 		return;
 	case EV_COMM:
 		apply_comm(v, ev);

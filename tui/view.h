@@ -132,6 +132,14 @@ struct view_alert {
 	int rate; /* kind "rate" (deferred, not refused) */
 };
 
+/* text.generation: the prompt, the run's greedy text and the float64
+ * reference's (fields of validate's text.generation check); the last
+ * one wins.  n == 0: none yet. */
+struct view_text {
+	char node[64], prompt[256], text[256], ref_text[256];
+	int agree, n;
+};
+
 struct view_line {
 	int64_t ts;
 	char *line; /* the event line as received (malloc'd) */
@@ -163,6 +171,7 @@ struct view {
 	VIEW_VEC(struct view_comm) comm;
 	VIEW_VEC(struct view_num) num;
 	VIEW_VEC(struct view_perf) perf;
+	struct view_text text;
 	VIEW_VEC(struct view_mark) marks; /* markers and failures, in order */
 	struct view_line log[VIEW_LOG];
 	size_t nlog, loghead;

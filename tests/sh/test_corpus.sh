@@ -232,7 +232,7 @@ NOT_IN="$S1: SHA-256" vcase "dir: one flipped byte: checksum mismatch names that
 fresh sums-garbage-line
 echo "this is not a checksum line" >>"$D/SHA256SUMS"
 vcase "dir: SHA256SUMS line that is not a checksum" 1 \
-	"$D/SHA256SUMS: line 5: expected '<64 hex digits>  <file name>'" "$D"
+	"$D/SHA256SUMS: line $(wc -l <"$D/SHA256SUMS"): expected '<64 hex digits>  <file name>'" "$D"
 
 fresh sums-short-hash
 sed -i "s/^[0-9a-f]\([0-9a-f]*  $S1\)$/\1/" "$D/SHA256SUMS"
@@ -242,13 +242,13 @@ vcase "dir: SHA256SUMS line with 63 hex digits" 1 \
 fresh sums-path
 printf '%064d  ../x\n' 0 >>"$D/SHA256SUMS"
 vcase "dir: SHA256SUMS naming a path is refused" 1 \
-	"$D/SHA256SUMS: line 5: '../x' is not a plain file name in the model directory" "$D"
+	"$D/SHA256SUMS: line $(wc -l <"$D/SHA256SUMS"): '../x' is not a plain file name in the model directory" "$D"
 
 fresh sums-twice
 line=$(grep -F "  $S1" "$D/SHA256SUMS")
 echo "$line" >>"$D/SHA256SUMS"
 vcase "dir: SHA256SUMS naming a file twice" 1 \
-	"$D/SHA256SUMS: line 5: '$S1' listed twice" "$D"
+	"$D/SHA256SUMS: line $(wc -l <"$D/SHA256SUMS"): '$S1' listed twice" "$D"
 
 fresh sums-nul
 printf 'abc\0def\n' >>"$D/SHA256SUMS"
@@ -261,9 +261,9 @@ vcase "dir: SHA256SUMS without a shard's checksum" 1 \
 	"$D/$S1: no checksum for this shard in $D/SHA256SUMS" "$D"
 
 fresh sums-missing-file
-printf '%064d  tokenizer.json\n' 0 >>"$D/SHA256SUMS"
+printf '%064d  vocab.txt\n' 0 >>"$D/SHA256SUMS"
 vcase "dir: SHA256SUMS lists a missing file" 1 \
-	"$D/tokenizer.json: listed in $D/SHA256SUMS but missing" "$D"
+	"$D/vocab.txt: listed in $D/SHA256SUMS but missing" "$D"
 
 # config.json against the tensors.
 fresh config-missing

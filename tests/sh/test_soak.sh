@@ -62,7 +62,8 @@ contains "the stage ends with rc 1" '"state":"end","progress":1.0,"rc":1' "$OUT"
 # usage and input errors: exit 2
 expect_rc 2 "no --tokens" mpi 1 soak "$T/m" --tp 1
 contains "names --tokens" "--tokens" "$ERR"
-expect_rc 2 "no --tp" mpi 1 soak "$T/m" --tokens "$TOK"
+expect_rc 0 "no --tp: one rank is tp 1" mpi 1 soak "$T/m" --tokens "$TOK" --iterations 1
+contains "no --tp: tp 1" "tp 1 pp 1 ep 1" "$OUT"
 expect_rc 2 "--max-growth -0.1" mpi 1 soak "$T/m" --tp 1 --tokens "$TOK" --max-growth -0.1
 contains "names --max-growth" "--max-growth: expected a fraction >= 0" "$ERR"
 expect_rc 2 "--duration 0" mpi 1 soak "$T/m" --tp 1 --tokens "$TOK" --duration 0
