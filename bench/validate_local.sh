@@ -8,13 +8,13 @@
 #           oversubscribed and says so)
 # The layer dumps are made up (right shape, finite; bench/fake_dumps.py):
 # this measures memory and time, not error, so validate's exit 1 is
-# expected.  Knobs: LAYERS (38), HIDDEN (2048), FFN (5632), VOCAB (32768),
+# expected.  Knobs: LAYERS (40), HIDDEN (2048), FFN (5632), VOCAB (32768),
 # BOUND_MIB (512), RANKS (4), TOKENS (4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 E="$BUILD/day0-engine"
-LAYERS=${LAYERS:-38} HIDDEN=${HIDDEN:-2048} FFN=${FFN:-5632} VOCAB=${VOCAB:-32768}
+LAYERS=${LAYERS:-40} HIDDEN=${HIDDEN:-2048} FFN=${FFN:-5632} VOCAB=${VOCAB:-32768}
 BOUND_MIB=${BOUND_MIB:-512} RANKS=${RANKS:-4} NT=${TOKENS:-4}
 W=$(mktemp -d /tmp/day0-vlocal.XXXXXX)
 trap 'rm -rf "$W"' EXIT INT TERM
