@@ -6,6 +6,7 @@
  * semantics written out as plainly as possible.
  */
 #include "engine.h"
+#include "ref_hooks.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -301,6 +302,16 @@ int ref_forward(const char *dir, const int64_t *tokens, int T,
 		double **logits_out, double **layers_out,
 		struct model_config *cfg, struct d0_err *err)
 {
+	return ref_forward_hooked(dir, tokens, T, logits_out, layers_out, cfg,
+				  NULL, err);
+}
+
+int ref_forward_hooked(const char *dir, const int64_t *tokens, int T,
+		       double **logits_out, double **layers_out,
+		       struct model_config *cfg, const struct ref_hooks *hk,
+		       struct d0_err *err)
+{
+	int stopped = 0;
 	struct weights W;
 	struct model_config *c = cfg;
 	char *cp = path_join(dir, "config.json");
@@ -346,7 +357,7 @@ int ref_forward(const char *dir, const int64_t *tokens, int T,
 	}
 	h = calloc((size_t)T * H, 8);
 	x = calloc((size_t)T * H, 8);
-	{
+	if (!(hk && hk->no_embed)) {
 		double *emb = get(&W, "model.embed_tokens.weight");
 		for (int t = 0; t < T; t++)
 			memcpy(h + (size_t)t * H, emb + tokens[t] * H, (size_t)H * 8);
@@ -354,8 +365,14 @@ int ref_forward(const char *dir, const int64_t *tokens, int T,
 	}
 	if (layers_out)
 		*layers_out = malloc((size_t)c->layers * T * H * 8);
-	for (int l = 0; l < c->layers; l++) {
+	for (int l = 0; l < c->layers && !stopped; l++) {
 		const char *p = "model.layers";
+		if (hk && hk->skip && hk->skip(hk->ctx, l))
+			continue;
+		if (hk && hk->layer_in && hk->layer_in(hk->ctx, l, h, err) < 0) {
+			stopped = 1;
+			break;
+		}
 		double *in_n = get(&W, "%s.%d.input_layernorm.weight", p, l);
 		double *post_n = get(&W, "%s.%d.post_attention_layernorm.weight", p, l);
 		double *Q = calloc((size_t)T * nh * dqk, 8), *K = calloc((size_t)T * nkv * dqk, 8);
@@ -509,6 +526,8 @@ int ref_forward(const char *dir, const int64_t *tokens, int T,
 				double *xt = x + (size_t)t * H;
 				mv(lg, router, xt, NULL, E, H);
 				route(c, lg, rb, idx, wt);
+				if (hk && hk->route)
+					hk->route(hk->ctx, l, t, router, rb, xt, lg);
 				memset(acc, 0, (size_t)H * 8);
 				for (int j = 0; j < Kk; j++) {
 					int e = idx[j];
@@ -553,8 +572,11 @@ int ref_forward(const char *dir, const int64_t *tokens, int T,
 		free(post_n);
 		if (layers_out)
 			memcpy(*layers_out + (size_t)l * T * H, h, (size_t)T * H * 8);
+		if (hk && hk->layer_out)
+			hk->layer_out(hk->ctx, l, h);
 	}
-	{
+	logits = NULL;
+	if (!stopped && !(hk && hk->no_head)) {
 		double *fn = get(&W, "model.norm.weight");
 		double *head = get(&W, c->tie_embeddings ? "model.embed_tokens.weight"
 							 : "lm_head.weight");
@@ -571,5 +593,9 @@ int ref_forward(const char *dir, const int64_t *tokens, int T,
 	free(x);
 	free(inv);
 	ckpt_close(&W.ck);
-	return 0;
+	if (stopped && layers_out) {
+		free(*layers_out);
+		*layers_out = NULL;
+	}
+	return stopped ? -1 : 0;
 }

@@ -16,6 +16,7 @@
  */
 #include "engine.h"
 #include "tokenizer.h"
+#include "shrink_layout.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -28,7 +29,8 @@ static int run(int argc, char **argv);
 
 const struct step_entry step_gen_model = {
 	.name = "gen-model",
-	.usage = "(--arch ARCH | --like CONFIG.json [--scale tiny|small]) "
+	.usage = "(--arch ARCH | --like CONFIG.json [--scale tiny|small] "
+		 "[--for-layout TP,PP,EP]) "
 		 "[--layers N] [--hidden N] [--heads N] [--kv-heads N] "
 		 "[--head-dim N] [--ffn N] [--vocab N] [--experts N] [--top-k N] "
 		 "[--moe-ffn N] [--shared-ffn N] [--shared-experts N] "
@@ -51,7 +53,11 @@ const struct step_entry step_gen_model = {
 		 "  example: day0-engine gen-model --arch deepseek_v3 --quant fp8 "
 		 "--block 16 /tmp/ds-fp8\n"
 		 "  ARCH: llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, "
-		 "qwen3_moe, deepseek_v3",
+		 "qwen3_moe, deepseek_v3\n"
+		 "  --for-layout: the smallest model of CONFIG's structure "
+		 "that run --tp TP --pp PP --ep EP can split\n"
+		 "  example: gen-model --like deepseek-v3.json --for-layout "
+		 "8,2,4 /tmp/like",
 	.summary = "generate a Hugging Face-format checkpoint (tiny, "
 		   "deterministic, real structure; --like mirrors a real config)",
 	.run = run,
@@ -250,6 +256,7 @@ static int parse_opts(int argc, char **argv, struct gen_opts *o)
 		{"dtype", 1, 0, 'D'}, {"shards", 1, 0, 'N'}, {"seed", 1, 0, 'z'},
 		{"force", 0, 0, 'F'}, {"events", 0, 0, 'e'}, {"help", 0, 0, 'h'},
 		{"quant", 1, 0, 'Q'}, {"block", 1, 0, 'B'}, {"group", 1, 0, 'G'},
+		{"for-layout", 1, 0, 'L'},
 		/* integer options: val = 1000 + index into int_opts */
 #define IO(i) {NULL, 1, 0, 1000 + (i)}
 		IO(0), IO(1), IO(2), IO(3), IO(4), IO(5), IO(6), IO(7), IO(8),
@@ -266,6 +273,8 @@ static int parse_opts(int argc, char **argv, struct gen_opts *o)
 	int given[O_COUNT] = {0};
 	int ch, events = 0, tie = 0, bias = 0, have_dtype = 0;
 	const char *arch = NULL, *like = NULL, *scale = "tiny", *mol = NULL;
+	const char *for_layout = NULL;
+	struct layout_dims fl;
 	struct rope_scaling rope;
 	double theta = 0;
 	enum dtype dt = DT_F32;
@@ -336,6 +345,14 @@ static int parse_opts(int argc, char **argv, struct gen_opts *o)
 				return step_usage_error(S, "--seed: expected a "
 							"non-negative integer");
 			break;
+		case 'L':
+			if (layout_dims_parse(optarg, &fl) < 0)
+				return step_usage_error(S, "--for-layout: "
+							"expected TP,PP,EP "
+							"positive integers, "
+							"got '%s'", optarg);
+			for_layout = optarg;
+			break;
 		case 'F': o->force = 1; break;
 		case 'Q':
 			if (strcmp(optarg, "fp8") && strcmp(optarg, "fp8-e5m2") &&
@@ -372,6 +389,9 @@ static int parse_opts(int argc, char **argv, struct gen_opts *o)
 		return step_usage_error(S, "give exactly one of --arch and "
 					"--like (--arch is required without "
 					"--like)");
+	if (for_layout && !like)
+		return step_usage_error(S, "--for-layout needs --like CONFIG "
+					"(it sizes a model of that structure)");
 	if (like) {
 		struct model_config real;
 		if (model_config_load(like, &real, &err) < 0) {
@@ -384,6 +404,13 @@ static int parse_opts(int argc, char **argv, struct gen_opts *o)
 			model_config_free(&real);
 			return step_usage_error(S, "%s", err.msg);
 		}
+		if (for_layout &&
+		    model_config_fit_layout(&real, &fl, c, &err) < 0) {
+			model_config_free(&real);
+			return step_usage_error(S, "%s", err.msg);
+		}
+		if (for_layout && given[O_LAYERS]) /* at least pp of them */
+			ival[O_LAYERS] = c->layers;
 		model_config_free(&real);
 		for (int i = 0; i < O_COUNT; i++)
 			if (given[i] && i != O_LAYERS)

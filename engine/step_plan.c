@@ -12,6 +12,7 @@
  * their formulas are in docs/plan.md.
  */
 #include "engine.h"
+#include "plan_rank.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -28,7 +29,14 @@ const struct step_entry step_plan = {
 		 "[--concurrency C] [--weights-dtype f32|bf16|f16|fp8|int8|int4] "
 		 "[--kv-dtype f32|bf16|f16|fp8] [--margin 0.1] "
 		 "[--batch-tokens N] [--layout TP,PP,EP[,DP]] [--top N] "
-		 "[--json] [--events]",
+		 "[--objective cards|throughput|latency] [--card-tflops X] "
+		 "[--card-hbm-tbps X] [--json] [--events]\n"
+		 "  --objective: rank what fits by the fewest cards (default), "
+		 "by tokens/s of full steps, or by the decode step (TPOT) at "
+		 "--concurrency; --card-tflops/--card-hbm-tbps: the card's dense "
+		 "bf16 TFLOP/s and HBM TB/s (default 989 and 4.8, an H200)\n"
+		 "  example: plan deepseek-v3.json --inventory h200-8x8.json "
+		 "--objective latency --ctx 32768 --concurrency 16",
 	.summary = "rank TP x PP x EP x DP layouts by per-card memory and "
 		   "communication",
 	.run = run,
@@ -63,6 +71,8 @@ struct opts {
 	const char *wname, *kvname;
 	double margin;
 	int top;
+	enum plan_objective objective;
+	double tflops, hbm_tbps;
 };
 
 struct plan {
@@ -75,6 +85,7 @@ struct plan {
 	int fits, tp_in_node;
 	double comm_token, inter_token; /* bytes per token (per rank) */
 	char reason[1100];
+	struct serve_score serve; /* --objective throughput|latency */
 };
 
 /*
@@ -108,6 +119,7 @@ static void stored_table(const struct model_config *c,
 	}
 	stored_for = t;
 }
+static enum plan_objective rank_objective; /* cmp_plan's key (qsort) */
 
 /* Per-rank weight bytes: layout.c decides which slice each rank holds. */
 static void weight_bytes(const struct model_config *c,
@@ -253,11 +265,44 @@ static void evaluate(const struct model_config *c, const struct tensor_spec *t,
 	}
 }
 
+/* --objective: each fitting layout's serving step (plan_rank.c). */
+static void score_plans(const struct model_config *c,
+			const struct tensor_spec *t, size_t n,
+			const struct cluster *cl, const struct opts *o,
+			struct plan *plans, size_t np)
+{
+	struct serve_model m;
+	struct serve_hw hw = {
+		.hbm_Bps = o->hbm_tbps * 1e12, .flops = o->tflops * 1e12,
+		/* links in Gbit/s; an inventory without them: NVLink, NDR */
+		.intra_Bps = (cl->intra_gbps > 0 ? cl->intra_gbps : 7200) * 1e9 / 8,
+		.inter_Bps = (cl->inter_gbps > 0 ? cl->inter_gbps : 400) * 1e9 / 8,
+		.alpha_intra_s = 10e-6, .alpha_inter_s = 30e-6,
+		.cards_per_node = cl->cards_per_node,
+	};
+	struct serve_load load = {o->objective, o->ctx, o->conc,
+				  o->batch_tokens};
+	serve_model_from(c, t, n, &m);
+	for (size_t i = 0; i < np; i++) {
+		const struct plan *p = &plans[i];
+		struct serve_layout l = {
+			p->d.tp, p->d.pp, p->d.ep, p->dp, p->cards,
+			p->tp_in_node, p->weights, p->kv_per_token,
+			p->kv_capacity, p->comm_token, p->inter_token,
+		};
+		if (p->fits)
+			serve_score_layout(&m, &hw, &load, &l, &plans[i].serve);
+	}
+}
+
 static int cmp_plan(const void *x, const void *y)
 {
 	const struct plan *a = x, *b = y;
 	if (a->fits != b->fits)
 		return b->fits - a->fits;
+	if (rank_objective != OBJ_CARDS && a->fits &&
+	    a->serve.score != b->serve.score)
+		return a->serve.score > b->serve.score ? -1 : 1;
 	if (a->tp_in_node != b->tp_in_node)
 		return b->tp_in_node - a->tp_in_node;
 	if (a->cards != b->cards)
@@ -335,6 +380,16 @@ static json_t *plan_json(const struct plan *p, int with_ranks)
 		"inter_node_bytes_per_token", p->inter_token);
 	if (p->reason[0])
 		json_object_set_new(o, "reason", json_string(p->reason));
+	if (rank_objective != OBJ_CARDS && p->fits)
+		json_object_set_new(
+			o, "serve",
+			json_pack("{s:f, s:f, s:f, s:f, s:f, s:I, s:s}", "score",
+				  p->serve.score, "tpot_ms", p->serve.tpot_s * 1e3,
+				  "tokens_per_s", p->serve.tokens_s, "bubble",
+				  p->serve.bubble, "comm_share",
+				  p->serve.comm_share, "kv_seqs",
+				  (json_int_t)p->serve.kv_seqs, "why",
+				  p->serve.why));
 	if (with_ranks) {
 		json_t *a = json_array();
 		for (int r = 0; r < p->world; r++)
@@ -383,11 +438,13 @@ static int run(int argc, char **argv)
 		{"top", 1, 0, 't'}, {"json", 0, 0, 'j'}, {"events", 0, 0, 'e'},
 		{"nodes", 1, 0, 'N'}, {"cards", 1, 0, 'C'},
 		CARD_MEM_LONG_OPT, {"intra-gbps", 1, 0, 'I'},
-		{"inter-gbps", 1, 0, 'X'},
+		{"inter-gbps", 1, 0, 'X'}, {"objective", 1, 0, 'O'},
+		{"card-tflops", 1, 0, 'F'}, {"card-hbm-tbps", 1, 0, 'B'},
 		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_plan;
 	struct opts o = {.ctx = 0, .conc = 1, .batch_tokens = 8192,
-			 .margin = 0.1, .top = 5};
+			 .margin = 0.1, .top = 5, .objective = OBJ_CARDS,
+			 .tflops = 989, .hbm_tbps = 4.8};
 	struct model_config c;
 	struct cluster cl;
 	struct tensor_spec *t = NULL;
@@ -475,6 +532,23 @@ static int run(int argc, char **argv)
 							"fraction in [0, 1)");
 			break;
 		case 'l': layout = optarg; break;
+		case 'O':
+			if (plan_objective_parse(optarg, &o.objective) < 0)
+				return step_usage_error(S, "--objective: expected "
+							"cards, throughput or "
+							"latency, got '%s'",
+							optarg);
+			break;
+		case 'F':
+		case 'B':
+			if (parse_gbps(optarg, ch == 'F' ? &o.tflops
+							 : &o.hbm_tbps) < 0 ||
+			    (ch == 'F' ? o.tflops : o.hbm_tbps) <= 0)
+				return step_usage_error(S, "--%s: expected a "
+							"number > 0",
+							ch == 'F' ? "card-tflops"
+								  : "card-hbm-tbps");
+			break;
 		case 't':
 			if (parse_long(optarg, 1, 1000, &v) < 0)
 				return step_usage_error(S, "--top: expected "
@@ -572,6 +646,9 @@ static int run(int argc, char **argv)
 		evaluate(&c, t, n, &cl, &o, &plans[i]);
 		nfit += plans[i].fits;
 	}
+	rank_objective = o.objective;
+	if (o.objective != OBJ_CARDS)
+		score_plans(&c, t, n, &cl, &o, plans, np);
 	qsort(plans, np, sizeof *plans, cmp_plan);
 	/* the rejected: closest to fitting first, invalid layouts last */
 	qsort(plans + nfit, np - (size_t)nfit, sizeof *plans, cmp_rejected);
@@ -593,11 +670,12 @@ static int run(int argc, char **argv)
 				  "heterogeneous", cl.heterogeneous));
 		json_object_set_new(
 			doc, "settings",
-			json_pack("{s:s, s:s, s:I, s:I, s:I, s:f}", "weights_dtype",
+			json_pack("{s:s, s:s, s:I, s:I, s:I, s:f, s:s}", "weights_dtype",
 				  o.wname, "kv_dtype", o.kvname, "ctx",
 				  (json_int_t)o.ctx, "concurrency",
 				  (json_int_t)o.conc, "batch_tokens",
-				  (json_int_t)o.batch_tokens, "margin", o.margin));
+				  (json_int_t)o.batch_tokens, "margin", o.margin,
+				  "objective", plan_objective_name(o.objective)));
 		json_object_set_new(doc, "feasible", ok);
 		json_object_set_new(doc, "rejected", rej);
 		json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -623,6 +701,9 @@ static int run(int argc, char **argv)
 		for (size_t i = 0; i < np && shown < o.top; i++)
 			if (plans[i].fits || layout) {
 				print_row(++shown, &plans[i]);
+				if (o.objective != OBJ_CARDS && plans[i].fits)
+					printf("      why: %s\n",
+					       plans[i].serve.why);
 			}
 		if (!nfit && !layout)
 			printf("      (no layout fits)\n");

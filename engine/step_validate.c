@@ -14,6 +14,7 @@
  * row), which stays meaningful where single elements are near zero.
  */
 #include "engine.h"
+#include "validate_layer.h"
 
 #include <fcntl.h>
 #include <getopt.h>
@@ -41,6 +42,14 @@ const struct step_entry step_validate = {
 		 "  --levels L,...    op, layer, e2e, text (default: all four; "
 		 "a level without its input is skipped)\n"
 		 "  --max-rel X, --kl-max Y  e2e and layer bounds\n"
+		 "  or:  [mpirun -np N] validate MODEL_DIR --local --tokens ... "
+		 "--layers-dir DIR [--logits FILE] [--compute-dtype f32|bf16|f16] "
+		 "[--max-flips F] [--max-rel X] [--kl-max Y]\n"
+		 "  --local: each layer recomputed in float64 from the run's own "
+		 "input of that layer (one layer in memory, layers split over "
+		 "ranks); MoE tokens whose routing the compute dtype cannot "
+		 "resolve are reported as flips (fail above F of routed rows, "
+		 "default 0.25)\n"
 		 "example: day0-engine validate /models/m --prompt 'Hello' "
 		 "--logits lg.st --generated gen.json --text-tokens 8",
 	.summary = "numerics at operator, layer and end-to-end level against "
@@ -482,14 +491,17 @@ static int run(int argc, char **argv)
 		{"layers-dir", 1, 0, 'L'}, {"levels", 1, 0, 'v'},
 		{"max-rel", 1, 0, 'r'}, {"kl-max", 1, 0, 'k'},
 		{"json", 0, 0, 'j'}, {"events", 0, 0, 'e'}, {"help", 0, 0, 'h'},
-		{0, 0, 0, 0}};
+		{"local", 0, 0, 'P'}, {"compute-dtype", 1, 0, 'C'},
+		{"max-flips", 1, 0, 'F'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_validate;
 	const char *dir, *logits_path = NULL, *layers_dir = NULL;
 	const char *levels = "op,layer,e2e,text", *gen_path = NULL;
 	struct layout_opts lay;
 	char why[256];
 	long text_tokens = 0;
-	double max_rel = 1e-5, kl_max = 1e-6;
+	double max_rel = 1e-5, kl_max = 1e-6, max_flips = 0.25;
+	enum dtype compute = DT_F32;
+	int local = 0;
 	int ch, json = 0, events = 0, ntok = 0, fail[4] = {0}, ran[4] = {0};
 	int64_t *tokens = NULL;
 	char *end;
@@ -531,6 +543,25 @@ static int run(int argc, char **argv)
 			break;
 		case 'j': json = 1; break;
 		case 'e': events = 1; break;
+		case 'P': local = 1; break;
+		case 'C':
+			compute = dtype_from_user(optarg);
+			if (compute != DT_F32 && compute != DT_BF16 &&
+			    compute != DT_F16) {
+				json_decref(doc);
+				return step_usage_error(S, "--compute-dtype: "
+							"expected f32, bf16 or "
+							"f16, got '%s'", optarg);
+			}
+			break;
+		case 'F':
+			max_flips = strtod(optarg, &end);
+			if (*end || !(max_flips >= 0) || !(max_flips <= 1)) {
+				json_decref(doc);
+				return step_usage_error(S, "--max-flips: expected "
+							"a fraction in [0, 1]");
+			}
+			break;
 		case 'h': step_usage(S, stdout); json_decref(doc); return EXIT_OK;
 		default:
 			json_decref(doc);
@@ -551,6 +582,25 @@ static int run(int argc, char **argv)
 	}
 	tokens = lay.tokens;
 	ntok = lay.ntok;
+	if (local) { /* validate_layer.c */
+		struct vl_opts vo = {dir, layers_dir, logits_path, NULL, 0,
+				     max_rel, kl_max, max_flips, compute, json};
+		int rc;
+		json_decref(doc);
+		if (!ntok || !layers_dir) {
+			layout_opts_free(&lay);
+			return step_usage_error(S, "--local needs --tokens and "
+						"--layers-dir (the run's dumps)");
+		}
+		vo.tokens = tokens;
+		vo.T = ntok;
+		events_init(stdout, events && !json);
+		events_stage("validate", "start", 0, 0, dir);
+		rc = validate_local(&vo);
+		events_stage("validate", "end", 1, rc, dir);
+		layout_opts_free(&lay);
+		return rc;
+	}
 	events_init(stdout, events && !json);
 	events_stage("validate", "start", 0, 0, dir);
 

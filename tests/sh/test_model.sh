@@ -34,10 +34,13 @@ published qwen3-30b-a3b 30.5e9 - - "Qwen3-30B-A3B model card: 30.5B in total"
 published qwen2.5-7b 7.61e9 - - "Qwen2.5-7B model card: 7.61B"
 published qwen3-8b 8.2e9 - - "Qwen3-8B model card: 8.2B"
 published mistral-7b 7.24e9 - - "Hugging Face model page (safetensors count): 7.24B"
+published llama-3.1-70b 70.6e9 - - "Llama 3.1 model card: 70B (70.6B in the safetensors count)"
+published qwen3-235b-a22b 235e9 - - "Qwen3-235B-A22B model card: 235B total"
 # Mistral's own "7.3B" (website) and Qwen3-30B-A3B's "3.3B activated" are
 # rounded past 0.5% (the configs give 7.24B and 3.35B): Mistral is held to
 # the safetensors count above, Qwen3's active count to its exact value.
 check "mistral-7b: exactly 7,241,732,096 parameters" grep -q '"total": 7241732096,' "$T/mistral-7b.json"
+within "qwen3-235b-a22b active (published 22B, truncated)" "$(jget "$T/qwen3-235b-a22b.json" active)" 22.19e9 0.1
 within "qwen3-30b-a3b active (published 3.3B, truncated)" "$(jget "$T/qwen3-30b-a3b.json" active)" 3.353e9 0.1
 check "deepseek-v3 lists its 14B multi-token-prediction module separately" \
 	bash -c "grep -q '\"mtp\": 13463426304' '$T/deepseek-v3.json'"

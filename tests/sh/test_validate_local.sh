@@ -1,0 +1,85 @@
+# validate --local: each layer from the run's own input, layers over
+# mpirun ranks, MoE routing flips apart, memory bounded by one layer.
+. "$(dirname "$0")/../lib.sh"
+TOK=1,42,7,31,5,99,11,23
+MPI="timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none"
+
+# an f32 MoE run (tp 2, ep 2): every layer within 1e-5, alone and on 2 ranks
+"$ENGINE" gen-model --arch mixtral --layers 3 "$T/m" >/dev/null
+run $MPI -np 4 "$ENGINE" run "$T/m" --tp 2 --ep 2 --tokens $TOK --dump-logits "$T/m.st" --dump-layers "$T/ml"
+check "f32 run dumps its layers" test -f "$T/ml/layer-002.safetensors"
+expect_rc 0 "--local, one process: every layer within 1e-5 of float64" \
+	"$ENGINE" validate "$T/m" --local --tokens $TOK --layers-dir "$T/ml" --logits "$T/m.st" --json
+cp "$OUT" "$T/one.json"
+expect_rc 0 "--local under mpirun -np 2: the layers split over the ranks" \
+	$MPI -np 2 "$ENGINE" validate "$T/m" --local --tokens $TOK --layers-dir "$T/ml" --logits "$T/m.st" --json
+cp "$OUT" "$T/two.json"
+check "2 ranks gather the same per-layer figures as 1" \
+	test "$(jq -c '.layer' "$T/one.json")" = "$(jq -c '.layer' "$T/two.json")"
+check "the document says how many ranks computed it" test "$(jq .ranks "$T/two.json")" = 2
+check "every layer is reported" test "$(jq '.layer | length' "$T/one.json")" = 3
+# layer 0 has the same input in both modes: the same error
+run "$ENGINE" validate "$T/m" --tokens $TOK --layers-dir "$T/ml" --levels layer --json
+check "layer 0: the whole-model and layer-local errors agree" \
+	test "$(jq '.layer[0].max_rel' "$OUT")" = "$(jq '.layer[0].max_rel' "$T/one.json")"
+# the table shows what --json holds
+run "$ENGINE" validate "$T/m" --local --tokens $TOK --layers-dir "$T/ml"
+rel1=$(jq -r '.layer[1].max_rel' "$T/one.json")
+if awk -v want="$rel1" '$1 == "layer" && $2 == 1 { d = ($4 - want) / want; exit !(d < 1e-2 && d > -1e-2) } END {}' "$OUT"; then
+	ok "the table's layer 1 matches --json ($rel1)"
+else
+	fail "the table's layer 1 matches --json" "$(grep 'layer 1' "$OUT")"
+fi
+
+# a routing flip bf16 cannot resolve: experts 0 and 1 of layer 0's router
+# are one expert in bf16, two in float64
+"$ENGINE" gen-model --arch mixtral --top-k 1 "$T/f" >/dev/null
+python3 "$DAY0_ROOT/tests/sh/flip_router.py" "$T/f/model.safetensors" 0
+"$ENGINE" convert "$T/f" "$T/fc" --dtype bf16 --tp 1 >/dev/null
+run "$ENGINE" run "$T/fc" --tp 1 --tokens $TOK --dump-logits "$T/f.st" --dump-layers "$T/fl"
+expect_rc 1 "the whole-model check fails at bf16's 2e-2 where routing flipped" \
+	"$ENGINE" validate "$T/f" --tokens $TOK --layers-dir "$T/fl" --levels layer --max-rel 2e-2
+expect_rc 0 "--local --compute-dtype bf16: flips apart, the rest within 2e-2" \
+	"$ENGINE" validate "$T/f" --local --tokens $TOK --layers-dir "$T/fl" --logits "$T/f.st" \
+	--max-rel 2e-2 --kl-max 1e-3 --compute-dtype bf16
+contains "the flip is reported with its layer, token and margin" "routing flip at layer 0 token 0, margin" "$OUT"
+expect_rc 1 "more flips than --max-flips fails" \
+	"$ENGINE" validate "$T/f" --local --tokens $TOK --layers-dir "$T/fl" --max-rel 2e-2 \
+	--compute-dtype bf16 --max-flips 0.05
+expect_rc 1 "--compute-dtype f32 does not excuse a bf16 flip" \
+	"$ENGINE" validate "$T/f" --local --tokens $TOK --layers-dir "$T/fl" --max-rel 2e-2
+run "$ENGINE" validate "$T/f" --local --tokens $TOK --layers-dir "$T/fl" --max-rel 2e-2 --compute-dtype bf16 --events
+check "--events: numerics.layer passes and names the flips" \
+	grep -q '"item":"numerics.layer","status":"pass","detail":"[^"]*2 routing flips of 16 routed' "$OUT"
+check "--events: a log event per flip" grep -q '"msg":"routing flip at layer 0 token 0' "$OUT"
+
+# bad input
+expect_rc 2 "--local needs --layers-dir" "$ENGINE" validate "$T/m" --local --tokens $TOK
+expect_rc 2 "--compute-dtype takes f32, bf16 or f16" "$ENGINE" validate "$T/m" --local --tokens $TOK \
+	--layers-dir "$T/ml" --compute-dtype int8
+rm "$T/ml/layer-001.safetensors"
+expect_rc 2 "a missing dump is an input error" "$ENGINE" validate "$T/m" --local --tokens $TOK --layers-dir "$T/ml"
+contains "naming the file" "layer-001.safetensors: cannot open" "$ERR"
+
+# memory: one layer at a time (bench/validate_local.sh: 8x under a bound)
+"$ENGINE" gen-model --arch llama --layers 6 --hidden 512 --heads 8 --ffn 2048 --vocab 16384 "$T/big" >/dev/null
+"$ENGINE" run "$T/big" --tp 1 --tokens 1,2,3 --dump-layers "$T/bl" >/dev/null
+ck=$(stat -c %s "$T/big/model.safetensors")
+rss() { # OUTFILE CMD...: peak RSS in bytes (tests/tools/maxrss)
+	local o=$1; shift
+	"$BUILD/tests/maxrss" "$@" >/dev/null 2>"$T/rss.err"
+	echo $(($(sed -n 's/^maxrss_kib //p' "$T/rss.err") * 1024)) >"$o"
+}
+rss "$T/rss.local" "$ENGINE" validate "$T/big" --local --tokens 1,2,3 --layers-dir "$T/bl"
+rss "$T/rss.full" "$ENGINE" validate "$T/big" --tokens 1,2,3 --layers-dir "$T/bl" --levels layer
+rl=$(cat "$T/rss.local") rf=$(cat "$T/rss.full")
+case "$BUILD" in
+*asan*) # ASan's shadow memory and quarantine swamp RSS: only the order
+	bound=$((1 << 62)) ;;
+*) bound=$((ck / 3)) ;;
+esac
+if [ "$rl" -lt "$bound" ] && [ "$rl" -lt "$rf" ]; then
+	ok "--local peak RSS $((rl >> 20)) MiB: under a third of the $((ck >> 20)) MiB checkpoint (whole-model: $((rf >> 20)) MiB)"
+else
+	fail "--local peak RSS bounded" "local $rl, whole-model $rf, checkpoint $ck bytes"
+fi
