@@ -17,7 +17,8 @@ CC ?= cc
 DEB_PKGS := build-essential pkg-config libncurses-dev libssh2-1-dev \
 	libjansson-dev libsqlite3-dev sqlite3 libopenblas-dev libopenmpi-dev \
 	openmpi-bin libssl-dev openssh-server openssh-client tmux clang \
-	libclang-rt-14-dev time python3 procps strace
+	libclang-rt-14-dev time python3 procps strace libmicrohttpd-dev \
+	libcurl4-openssl-dev curl apache2-utils
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS ?= -O2 -g
@@ -32,9 +33,12 @@ MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null)
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+# HTTP: libmicrohttpd serves (`serve`), libcurl drives (`load`, `probe`).
+HTTP_CFLAGS := $(shell pkg-config --cflags libmicrohttpd libcurl 2>/dev/null)
+HTTP_LIBS := $(shell pkg-config --libs libmicrohttpd libcurl 2>/dev/null || echo -lmicrohttpd -lcurl)
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -pthread \
-	-Iengine -Istore -Iagent -Itui $(MPI_CFLAGS) $(BLAS_CFLAGS)
-LIBS := -lsqlite3 -lssh2 -lncursesw -ljansson -lcrypto $(MPI_LIBS) \
+	-Iengine -Istore -Iagent -Itui $(MPI_CFLAGS) $(BLAS_CFLAGS) $(HTTP_CFLAGS)
+LIBS := -lsqlite3 -lssh2 -lncursesw -ljansson -lcrypto $(HTTP_LIBS) $(MPI_LIBS) \
 	$(BLAS_LIBS) -lpthread -lm -ldl
 HEADERS := $(wildcard engine/*.h store/*.h agent/*.h tui/*.h)
 

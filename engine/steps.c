@@ -20,6 +20,7 @@ extern const struct step_entry step_convert;
 extern const struct step_entry step_merge;
 extern const struct step_entry step_comm;
 extern const struct step_entry step_soak;
+extern const struct step_entry step_serve;
 
 const struct step_entry *const step_table[] = {
 	&step_gen_model,
@@ -34,6 +35,7 @@ const struct step_entry *const step_table[] = {
 	&step_merge,
 	&step_comm,
 	&step_soak,
+	&step_serve,
 	NULL,
 };
 
