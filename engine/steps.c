@@ -21,6 +21,7 @@ extern const struct step_entry step_merge;
 extern const struct step_entry step_comm;
 extern const struct step_entry step_soak;
 extern const struct step_entry step_serve;
+extern const struct step_entry step_load;
 
 const struct step_entry *const step_table[] = {
 	&step_gen_model,
@@ -36,6 +37,7 @@ const struct step_entry *const step_table[] = {
 	&step_comm,
 	&step_soak,
 	&step_serve,
+	&step_load,
 	NULL,
 };
 
