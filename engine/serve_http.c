@@ -234,7 +234,7 @@ struct upload {
 static const char *const known_fields[] = {
 	"model", "prompt", "max_tokens", "temperature", "seed", "stream",
 	"stream_options", "logprobs", "echo", "n", "top_p", "user",
-	"return_token_ids", "ignore_eos", NULL};
+	"return_token_ids", "return_tokens_as_token_ids", "ignore_eos", NULL};
 
 static int field_known(const char *k)
 {
@@ -265,7 +265,8 @@ static int parse_completion(struct srv *s, json_t *doc, struct srv_req *q,
 			REFUSE(400, k, "unknown field '%s' (this server accepts: "
 			       "model, prompt, max_tokens, temperature, seed, stream, "
 			       "stream_options, logprobs, echo, n, top_p, user, "
-			       "return_token_ids, ignore_eos)", k);
+			       "return_token_ids, return_tokens_as_token_ids, "
+			       "ignore_eos)", k);
 	if ((v = json_object_get(doc, "model")) && !json_is_null(v)) {
 		if (!json_is_string(v))
 			REFUSE(400, "model", "model: expected a string");
@@ -368,6 +369,7 @@ static int parse_completion(struct srv *s, json_t *doc, struct srv_req *q,
 		int dummy = 0;
 		BOOLFIELD("return_token_ids", dummy)
 		BOOLFIELD("ignore_eos", dummy) /* no EOS stops a day0 sequence */
+		BOOLFIELD("return_tokens_as_token_ids", dummy) /* always */
 		(void)dummy;
 	}
 	if ((v = json_object_get(doc, "stream_options")) && !json_is_null(v)) {

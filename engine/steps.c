@@ -22,6 +22,7 @@ extern const struct step_entry step_comm;
 extern const struct step_entry step_soak;
 extern const struct step_entry step_serve;
 extern const struct step_entry step_load;
+extern const struct step_entry step_probe;
 
 const struct step_entry *const step_table[] = {
 	&step_gen_model,
@@ -38,6 +39,7 @@ const struct step_entry *const step_table[] = {
 	&step_soak,
 	&step_serve,
 	&step_load,
+	&step_probe,
 	NULL,
 };
 
