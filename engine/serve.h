@@ -77,6 +77,7 @@ void srv_hist_add(struct srv_hist *h, double v);
 struct srv_metrics {
 	uint64_t req_ok, req_cancelled, req_rejected[6]; /* 400 404 405 413 503 other */
 	uint64_t prompt_tokens, gen_tokens, steps, batch_tokens;
+	int kv_peak, queue_peak; /* most slots in use, longest queue */
 	struct srv_hist ttft, tpot, e2e;
 };
 

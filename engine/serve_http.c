@@ -149,13 +149,19 @@ static char *metrics_text(struct srv *s)
 		   "# TYPE day0_kv_sequences gauge\nday0_kv_sequences %d\n"
 		   "# HELP day0_kv_sequences_max KV-cache slots per card.\n"
 		   "# TYPE day0_kv_sequences_max gauge\nday0_kv_sequences_max %d\n"
+		   "# HELP day0_kv_sequences_peak Most KV-cache slots ever in use.\n"
+		   "# TYPE day0_kv_sequences_peak gauge\nday0_kv_sequences_peak %d\n"
+		   "# HELP day0_requests_waiting_peak Longest queue seen.\n"
+		   "# TYPE day0_requests_waiting_peak gauge\n"
+		   "day0_requests_waiting_peak %d\n"
 		   "# HELP day0_kv_tokens Tokens held in the KV cache.\n"
 		   "# TYPE day0_kv_tokens gauge\nday0_kv_tokens %lld\n"
 		   "# HELP day0_kv_usage_ratio Share of the KV-cache slots in use.\n"
 		   "# TYPE day0_kv_usage_ratio gauge\nday0_kv_usage_ratio %.6f\n"
 		   "# HELP day0_kv_card_bytes KV-cache bytes allocated per card.\n"
 		   "# TYPE day0_kv_card_bytes gauge\nday0_kv_card_bytes %llu\n",
-		s->nqueued, s->nrunning, used, s->slots, (long long)kv_tokens,
+		s->nqueued, s->nrunning, used, s->slots, s->m.kv_peak,
+		s->m.queue_peak, (long long)kv_tokens,
 		s->slots ? (double)used / s->slots : 0.0,
 		(unsigned long long)(s->kv_seq_bytes * (uint64_t)s->slots));
 	hist_text(&buf, &len, f, "day0_time_to_first_token_seconds",
@@ -229,6 +235,7 @@ struct upload {
 	char *body;
 	size_t len;
 	int too_big;
+	int answered; /* refused from the headers alone */
 };
 
 static const char *const known_fields[] = {
@@ -481,9 +488,12 @@ static json_t *choice_obj(const struct srv_req *q, int from, int to, int echo,
 static json_t *completion_obj(struct srv *s, const struct srv_req *q,
 			      json_t *choice)
 {
-	return json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", q->id, "object",
+	json_t *choices = json_array();
+	if (choice)
+		json_array_append_new(choices, choice);
+	return json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", q->id, "object",
 			 "text_completion", "created", (json_int_t)q->created,
-			 "model", s->model_name, "choices", choice);
+			 "model", s->model_name, "choices", choices);
 }
 
 /* ------------------------------------------------------------ streaming */
@@ -509,31 +519,35 @@ static void pend_event(struct stream_ctx *c, json_t *doc)
 	json_decref(doc);
 }
 
-/* Format what the request has that the client has not seen (locked). */
+/*
+ * Format what the request has that the client has not seen (locked): one
+ * event per generated token, as vLLM streams (the first also carries the
+ * echoed prompt), the finish_reason on the last, then usage and [DONE].
+ */
 static void stream_fill(struct stream_ctx *c)
 {
 	struct srv *s = c->s;
 	struct srv_req *q = c->q;
-	if (q->nout > c->sent || (q->echo && !c->echo_done && q->prefilled)) {
+	while (c->sent < q->nout) {
 		int echo = q->echo && !c->echo_done;
-		int to = q->nout;
-		const char *fin = q->state == SRV_DONE && to == q->nout ? q->finish : NULL;
-		pend_event(c, completion_obj(s, q, choice_obj(q, c->sent, to, echo,
-							      fin)));
-		c->sent = to;
+		int last = q->state == SRV_DONE && c->sent + 1 == q->nout;
+		pend_event(c, completion_obj(s, q, choice_obj(q, c->sent, c->sent + 1,
+							      echo,
+							      last ? q->finish : NULL)));
+		c->sent++;
 		c->echo_done = 1;
-		if (fin)
+		if (last)
 			c->finished = 1;
 	}
 	if (q->state == SRV_DONE && !c->finished) {
-		pend_event(c, completion_obj(s, q, choice_obj(q, c->sent, c->sent, 0,
+		pend_event(c, completion_obj(s, q, choice_obj(q, c->sent, c->sent,
+							      q->echo && !c->echo_done,
 							      q->finish)));
 		c->finished = 1;
 	}
 	if (c->finished == 1) {
 		if (q->include_usage) {
 			json_t *u = completion_obj(s, q, NULL);
-			json_object_set_new(u, "choices", json_array());
 			json_object_set_new(u, "usage", usage_obj(q));
 			pend_event(c, u);
 		}
@@ -604,7 +618,8 @@ static void enqueue(struct srv *s, struct srv_req *q)
 	else
 		s->queue_head = q;
 	s->queue_tail = q;
-	s->nqueued++;
+	if (++s->nqueued > s->m.queue_peak)
+		s->m.queue_peak = s->nqueued;
 	pthread_cond_signal(&s->work);
 }
 
@@ -691,8 +706,16 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c,
 							     "Content-Length");
 		u = calloc(1, sizeof *u);
 		*con_cls = u;
-		if (cl && strtoull(cl, NULL, 10) > s->max_body)
-			u->too_big = 1;
+		if (cl && strtoull(cl, NULL, 10) > s->max_body) {
+			/* refuse before reading it (no 100 Continue) */
+			u->answered = 1;
+			return send_error(s, c, 413, NULL, "request body of %s bytes "
+					  "is larger than %zu", cl, s->max_body);
+		}
+		return MHD_YES;
+	}
+	if (u->answered) { /* drop whatever of the body still arrives */
+		*upload_len = 0;
 		return MHD_YES;
 	}
 	if (*upload_len) {

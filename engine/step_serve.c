@@ -332,7 +332,8 @@ static void admit(struct srv *s, int room)
 		q->pos = 0;
 		q->next = s->running;
 		s->running = q;
-		s->nrunning++;
+		if (++s->nrunning > s->m.kv_peak)
+			s->m.kv_peak = s->nrunning;
 		room -= q->nprompt;
 	}
 }
