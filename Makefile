@@ -37,7 +37,18 @@ BLAS_LIBS := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 HTTP_CFLAGS := $(shell pkg-config --cflags libmicrohttpd libcurl 2>/dev/null)
 HTTP_LIBS := $(shell pkg-config --libs libmicrohttpd libcurl 2>/dev/null || echo -lmicrohttpd -lcurl)
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -pthread \
-	-Iengine -Istore -Iagent -Itui $(MPI_CFLAGS) $(BLAS_CFLAGS) $(HTTP_CFLAGS)
+	$(MPI_CFLAGS) $(BLAS_CFLAGS) $(HTTP_CFLAGS)
+# The allowed arrows between modules, as include paths: engine/ is the
+# ground (errors, protocol, weights, model, runtime) and sees nothing above
+# it; store/ builds on engine/; agent/ and tui/ build on engine/ (tui also
+# on store/); nothing but agent/ itself sees agent/.  tests/sh/test_modules.sh
+# holds the sources to the same arrows.
+INC_engine := -Iengine
+INC_store := -Iengine -Istore
+INC_agent := -Iengine -Iagent
+INC_tui := -Iengine -Istore -Itui
+INC_tests := -Iengine -Istore -Iagent -Itui
+module_of = $(firstword $(subst /, ,$(patsubst $(BUILD)/%,%,$(1))))
 LIBS := -lsqlite3 -lssh2 -lncursesw -ljansson -lcrypto $(HTTP_LIBS) $(MPI_LIBS) \
 	$(BLAS_LIBS) -lpthread -lm -ldl
 HEADERS := $(wildcard engine/*.h store/*.h agent/*.h tui/*.h)
@@ -80,7 +91,7 @@ Q := $(if $(V),,@)
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(ALL_CFLAGS) $(INC_$(call module_of,$@)) -c -o $@ $<
 
 define module_lib
 $(BUILD)/libday0$(1).a: $(patsubst %.c,$(BUILD)/%.o,$(call lib_src,$(1)))
@@ -104,12 +115,12 @@ $(BUILD)/day0: $(BUILD)/tui/main.o $(MODULE_LIBS)
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(MODULE_LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $< $(MODULE_LIBS) $(LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(INC_tests) -Itests/unit $(LDFLAGS) -o $@ $< $(MODULE_LIBS) $(LIBS)
 
 $(BUILD)/tests/%: tests/tools/%.c $(MODULE_LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(MODULE_LIBS) $(LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(INC_tests) $(LDFLAGS) -o $@ $< $(MODULE_LIBS) $(LIBS)
 
 # `test` and `demo` install dependencies first, then re-enter make so the
 # build sees the freshly installed tools.
@@ -131,7 +142,7 @@ fuzz: deps
 	$(FUZZ_PROTO_BIN) -max_total_time=$${FUZZ_SECONDS:-60} \
 	  -dict=tests/fuzz/proto.dict build/fuzz/corpus-proto tests/fuzz/proto-corpus
 
-$(FUZZ_BIN): tests/fuzz/fuzz_safetensors.c $(ENGINE_SRC) engine/engine.h
+$(FUZZ_BIN): tests/fuzz/fuzz_safetensors.c $(ENGINE_SRC) $(wildcard engine/*.h)
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iengine \
 	  -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_safetensors.c \
@@ -139,12 +150,12 @@ $(FUZZ_BIN): tests/fuzz/fuzz_safetensors.c $(ENGINE_SRC) engine/engine.h
 
 # The wire protocol's line parsers and the store's JSON scanner (which it
 # holds to jansson's verdicts); util.c brings d0_errf.
-$(FUZZ_PROTO_BIN): tests/fuzz/fuzz_proto.c agent/proto.c agent/proto.h \
-		store/json_scan.c store/json_scan.h engine/util.c engine/engine.h
+$(FUZZ_PROTO_BIN): tests/fuzz/fuzz_proto.c engine/proto.c engine/proto.h \
+		engine/json_scan.c engine/json_scan.h engine/util.c engine/util.h
 	@mkdir -p $(dir $@)
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iengine -Iagent -Istore \
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iengine \
 	  -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_proto.c \
-	  agent/proto.c store/json_scan.c engine/util.c $(LIBS)
+	  engine/proto.c engine/json_scan.c engine/util.c $(LIBS)
 
 bench: deps
 	@$(MAKE) --no-print-directory build

@@ -180,10 +180,11 @@ int main(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'n':
-			if (!*optarg || strlen(optarg) >= sizeof a.cfg.node ||
+			if (!*optarg || strlen(optarg) > PROTO_MAX_NODE ||
 			    !proto_utf8_valid(optarg, strlen(optarg), NULL))
-				return bad("--node: expected a name of 1-255 "
-					   "bytes, got '%s'",
+				return bad("--node: expected a name of 1-63 "
+					   "bytes (the protocol's limit), got "
+					   "'%s'",
 					   optarg);
 			snprintf(a.cfg.node, sizeof a.cfg.node, "%s", optarg);
 			break;
@@ -272,6 +273,7 @@ int main(int argc, char **argv)
 	if (!a.cfg.node[0] &&
 	    gethostname(a.cfg.node, sizeof a.cfg.node - 1) < 0)
 		snprintf(a.cfg.node, sizeof a.cfg.node, "localhost");
+	a.cfg.node[PROTO_MAX_NODE] = 0; /* a long host name, cut to fit */
 	if (spool) {
 		snprintf(a.cfg.spool_dir, sizeof a.cfg.spool_dir, "%s", spool);
 	} else {

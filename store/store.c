@@ -6,7 +6,9 @@
  *   - open: the file is created 0600 by us (sqlite would use 0644) before
  *     sqlite opens it; WAL; application_id marks it as a day0 session and
  *     user_version holds the schema version, upgraded by `migrations`;
- *   - ingest: one parse of the line (jansson), then prepared statements: the
+ *   - ingest: one allocation-free scan of the line (engine/json_scan.c) and
+ *     the protocol's one envelope check (proto_envelope_scan), then
+ *     prepared statements: the
  *     event row (INSERT OR IGNORE: a stored (node, seq) is a duplicate), the
  *     node's seq bookkeeping (gaps), and the type's derived row; all inside
  *     the open batch transaction;
@@ -712,12 +714,12 @@ static int series_id(struct store *s, const char *node, int64_t card,
 
 /* The derived row of one new event. */
 static int derive(struct store *s, const struct jscan *j, const char *node,
-		  int64_t seq, int64_t ts, const char *type, const char *line,
-		  size_t len, struct d0_err *err)
+		  int64_t seq, int64_t ts, enum proto_event_kind kind,
+		  const char *line, size_t len, struct d0_err *err)
 {
 	sqlite3_stmt *st;
 	int q;
-	if (!strcmp(type, "sample")) {
+	if (kind == EV_SAMPLE) {
 		const struct jmember *card = F("card"), *metric = F("metric");
 		const struct jmember *v = F("value"), *vs = F("values");
 		static double vals[PROTO_MAX_VALUES];
@@ -760,28 +762,24 @@ static int derive(struct store *s, const struct jscan *j, const char *node,
 		}
 		return 0;
 	}
-	if (!strcmp(type, "hello") || !strcmp(type, "facts")) {
+	if (kind == EV_HELLO || kind == EV_FACTS) {
 		char key[300];
 		snprintf(key, sizeof key, "%s/%s",
-			 type[0] == 'h' ? "agent" : "facts", node);
+			 kind == EV_HELLO ? "agent" : "facts", node);
 		st = s->q[Q_SESSION_PUT];
 		sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
 		sqlite3_bind_text(st, 2, line, (int)len, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 3, ts);
 		return step_done(s, st, err, "recording the session");
 	}
-	if (!strcmp(type, "stage"))
-		q = Q_STAGE;
-	else if (!strcmp(type, "check"))
-		q = Q_CHECK;
-	else if (!strcmp(type, "comm"))
-		q = Q_COMM;
-	else if (!strcmp(type, "numerics"))
-		q = Q_NUMERICS;
-	else if (!strcmp(type, "perf"))
-		q = Q_PERF;
-	else
-		return 0;
+	switch (kind) {
+	case EV_STAGE: q = Q_STAGE; break;
+	case EV_CHECK: q = Q_CHECK; break;
+	case EV_COMM: q = Q_COMM; break;
+	case EV_NUMERICS: q = Q_NUMERICS; break;
+	case EV_PERF: q = Q_PERF; break;
+	default: return 0;
+	}
 	st = s->q[q];
 	sqlite3_bind_text(st, 1, node, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, seq);
@@ -1108,7 +1106,8 @@ int store_ingest(struct store *s, const char *line, size_t len,
 		 struct d0_err *err)
 {
 	struct jscan j;
-	const struct jmember *v, *mseq, *mts, *mnode, *mtype;
+	struct proto_envelope env;
+	struct d0_err why;
 	const char *node, *type;
 	size_t nlen, tlen;
 	int64_t seq, ts;
@@ -1122,20 +1121,10 @@ int store_ingest(struct store *s, const char *line, size_t len,
 		return bad_event(s, err, "event: %s", "line too long");
 	if (json_scan_object(line, len, &j) < 0)
 		return bad_event(s, err, "event: not a JSON object: %s", j.err);
-	v = jscan_get(&j, "v");
-	mseq = jscan_get(&j, "seq");
-	mts = jscan_get(&j, "ts");
-	mnode = jscan_get(&j, "node");
-	mtype = jscan_get(&j, "type");
-	if (!v || v->kind != J_INT || jscan_int(v) != 1 || !mseq ||
-	    mseq->kind != J_INT || jscan_int(mseq) < 1 || !mts ||
-	    mts->kind != J_INT || jscan_int(mts) < 0 || !mnode ||
-	    mnode->kind != J_STR || mnode->vlen == 0 ||
-	    mnode->vlen >= sizeof((struct store_node *)0)->node || !mtype ||
-	    mtype->kind != J_STR || mtype->vlen == 0)
-		return bad_event(s, err, "event: %s",
-				 "envelope incomplete (needs v=1, seq >= 1, "
-				 "ts >= 0, node, type)");
+	if (proto_envelope_scan(&j, &env, &why) < 0)
+		return bad_event(s, err, "%s", why.msg);
+	const struct jmember *mnode = jscan_get(&j, "node"),
+			     *mtype = jscan_get(&j, "type");
 	/* Decoded strings never outgrow the line: one reservation per event
 	 * keeps every pointer into the scratch buffer valid. */
 	if (s->scratch_cap < len + 2 * JSCAN_MAX_MEMBERS + 2) {
@@ -1154,8 +1143,10 @@ int store_ingest(struct store *s, const char *line, size_t len,
 	s->scratch_len += tlen + 1;
 	if (strlen(node) != nlen || strlen(type) != tlen)
 		return bad_event(s, err, "event: %s", "NUL in node or type");
-	seq = jscan_int(mseq);
-	ts = jscan_int(mts);
+	seq = env.seq;
+	ts = env.ts;
+	if (env.type_esc) /* its kind from the decoded name, as jansson's */
+		env.kind = proto_event_kind_of(type, tlen);
 	if (!s->in_txn) {
 		if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) !=
 		    SQLITE_OK) {
@@ -1189,7 +1180,7 @@ int store_ingest(struct store *s, const char *line, size_t len,
 		}
 	}
 	if (track_seq(s, n, seq, ts, err) < 0 ||
-	    derive(s, &j, node, seq, ts, type, line, len, err) < 0)
+	    derive(s, &j, node, seq, ts, env.kind, line, len, err) < 0)
 		return batch_failed(s, s->pending + 1, err);
 	s->pending++;
 	s->stats.added++;

@@ -31,7 +31,7 @@
 
 #include <jansson.h>
 
-#include "engine.h"
+#include "util.h"
 
 #define STORE_SCHEMA_VERSION 1
 

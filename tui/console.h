@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "engine.h"
+#include "util.h"
 
 struct console_cmd {
 	const char *name;

@@ -30,7 +30,8 @@
 #include <poll.h>
 #include <stddef.h>
 
-#include "engine.h"
+#include "inventory.h"
+#include "util.h"
 
 enum link_phase {
 	LINK_CONNECTING, /* TCP connect in progress (ssh) */

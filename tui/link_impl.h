@@ -3,7 +3,7 @@
  * link.c.  Not for the rest of the console: use link.h.
  *
  * link.c owns the common state: phase, error text, the outgoing queue,
- * line framing of the agent's stdout (agent/proto's proto_lines) and the
+ * line framing of the agent's stdout (engine/proto's proto_lines) and the
  * tail of its stderr.  A transport moves bytes: it reads what it can and
  * hands it to link_got_stdout()/link_got_stderr(), and writes from
  * link_out_peek()/link_out_consume().

@@ -24,6 +24,7 @@
  * (`--spool ~/.cache/day0/spool`).
  */
 #include "link_impl.h"
+#include "weights.h"
 
 #include <errno.h>
 #include <fcntl.h>

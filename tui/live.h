@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine.h"
+#include "util.h"
 
 struct store;
 struct live;

@@ -10,6 +10,8 @@
  * file and the JSON path of the offending value.
  */
 #include "playbook.h"
+#include "inventory.h"
+#include "step.h"
 
 #include <ctype.h>
 #include <stdarg.h>

@@ -51,7 +51,7 @@
 
 #include <jansson.h>
 
-#include "engine.h"
+#include "util.h"
 
 enum pb_on { PB_ON_ALL, PB_ON_FIRST, PB_ON_CLUSTER, PB_ON_SET };
 

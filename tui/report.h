@@ -22,7 +22,7 @@
 
 #include <jansson.h>
 
-#include "engine.h"
+#include "util.h"
 
 /*
  * The session summary `day0 ls` shows (and the report's "session"

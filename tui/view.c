@@ -510,14 +510,13 @@ static void apply_perf(struct view *v, const struct proto_event *ev)
 
 void view_apply(struct view *v, const struct proto_event *ev)
 {
-	const char *type = ev->type;
 	int console = !strcmp(ev->node, CONSOLE_NODE);
 	v->applied++;
 	if (!v->start || ev->ts < v->start)
 		v->start = ev->ts;
 	if (ev->ts > v->t)
 		v->t = ev->ts;
-	if (!strcmp(type, "sample")) {
+	if (ev->kind == EV_SAMPLE) {
 		json_t *c = json_object_get(ev->obj, "card");
 		json_t *vs = json_object_get(ev->obj, "values"), *x;
 		size_t i;
@@ -536,29 +535,44 @@ void view_apply(struct view *v, const struct proto_event *ev)
 	}
 	if (!console) {
 		struct view_node *n = node_get(v, ev->node, ev->ts);
-		if ((!strcmp(type, "stage") || !strcmp(type, "check") ||
-		     !strcmp(type, "comm") || !strcmp(type, "numerics") ||
-		     !strcmp(type, "perf")) &&
-		    ev->ts > n->last_ts)
-			n->last_ts = ev->ts;
+		switch (ev->kind) {
+		case EV_STAGE: case EV_CHECK: case EV_COMM: case EV_NUMERICS:
+		case EV_PERF:
+			if (ev->ts > n->last_ts)
+				n->last_ts = ev->ts;
+			break;
+		default:
+			break;
+		}
 	}
-	if (!strcmp(type, "stage"))
+	switch (ev->kind) {
+	case EV_STAGE:
 		apply_stage(v, ev);
-	else if (!strcmp(type, "check"))
+		return;
+	case EV_CHECK:
 		apply_check(v, ev);
-	else if (!strcmp(type, "comm"))
+		return;
+	case EV_COMM:
 		apply_comm(v, ev);
-	else if (!strcmp(type, "numerics"))
+		return;
+	case EV_NUMERICS:
 		apply_num(v, ev);
-	else if (!strcmp(type, "perf"))
+		return;
+	case EV_PERF:
 		apply_perf(v, ev);
-	else if (console && !strcmp(type, "hold")) {
+		return;
+	default:
+		break;
+	}
+	if (!console) /* hold, marker, verdict: the console's decisions only */
+		return;
+	if (ev->kind == EV_HOLD) {
 		v->held = 1;
 		copy(v->held_msg, sizeof v->held_msg, jstr(ev->obj, "msg"));
-	} else if (console && !strcmp(type, "marker"))
+	} else if (ev->kind == EV_MARKER)
 		mark_push(v, VIEW_MARKER, ev->ts, ev->node, "%s%s",
 			  jstr(ev->obj, "note"), "");
-	else if (console && !strcmp(type, "verdict")) {
+	else if (ev->kind == EV_VERDICT) {
 		json_t *failed = json_object_get(ev->obj, "failed");
 		size_t i, off = 0;
 		json_t *it;
@@ -588,98 +602,54 @@ void view_apply(struct view *v, const struct proto_event *ev)
  */
 
 /* The `values` form: cards card, card+1, ... in one line. */
-static int sample_many(struct view *v, const char *line, size_t len,
-		       const struct jmember *mn, const struct jmember *mm,
-		       const struct jmember *mc, const struct jmember *mvs,
-		       const struct jmember *mt, const struct jmember *ms,
-		       const struct jmember *mver)
-{
-	static double vals[PROTO_MAX_VALUES];
-	char node[64], metric[32];
-	int n;
-	int64_t ts, card;
-	if (!mn || !mm || !mc || !mt || !ms || !mver || mn->kind != J_STR ||
-	    mn->vesc || mn->vlen == 0 || mn->vlen >= sizeof node ||
-	    mm->kind != J_STR || mm->vesc || mm->vlen >= sizeof metric ||
-	    mc->kind != J_INT || mt->kind != J_INT || ms->kind != J_INT ||
-	    mver->kind != J_INT || jscan_int(mver) != PROTO_VERSION ||
-	    jscan_int(ms) < 1 || jscan_int(mt) < 0)
-		return -1;
-	n = jscan_numbers(mvs, vals, PROTO_MAX_VALUES);
-	if (n < 1)
-		return -1;
-	memcpy(node, mn->val, mn->vlen);
-	node[mn->vlen] = 0;
-	memcpy(metric, mm->val, mm->vlen);
-	metric[mm->vlen] = 0;
-	ts = jscan_int(mt);
-	card = jscan_int(mc);
-	v->applied++;
-	if (!v->start || ts < v->start)
-		v->start = ts;
-	if (ts > v->t)
-		v->t = ts;
-	if (strcmp(node, CONSOLE_NODE) && card >= 0 &&
-	    card + n <= INT32_MAX)
-		for (int i = 0; i < n; i++)
-			view_sample(v, node, (int)card + i, metric, ts,
-				    vals[i]);
-	if (!v->no_log)
-		view_log_push(v, ts, line, len);
-	return 0;
-}
-
+/*
+ * The hot path for sample lines: the scanner (no tree), the protocol's one
+ * envelope check, then the sample's own fields.  Anything unusual (escapes,
+ * odd types) returns -1 and takes the general path through jansson, which
+ * decides the same way.
+ */
 static int sample_fast(struct view *v, const char *line, size_t len)
 {
+	static double vals[PROTO_MAX_VALUES];
 	struct jscan j;
-	const struct jmember *m;
-	char node[64], metric[32];
-	if (json_scan_object(line, len, &j) < 0)
+	struct proto_envelope env;
+	char node[PROTO_MAX_NODE + 1], metric[32];
+	int n = 1;
+	if (json_scan_object(line, len, &j) < 0 ||
+	    proto_envelope_scan(&j, &env, NULL) < 0 || env.kind != EV_SAMPLE ||
+	    env.node_esc)
 		return -1;
-	m = jscan_get(&j, "type");
-	if (!m || m->kind != J_STR || m->vlen != 6 ||
-	    memcmp(m->val, "sample", 6))
-		return -1;
-	const struct jmember *mn = jscan_get(&j, "node"),
-			     *mm = jscan_get(&j, "metric"),
+	const struct jmember *mm = jscan_get(&j, "metric"),
 			     *mc = jscan_get(&j, "card"),
 			     *mv = jscan_get(&j, "value"),
-			     *mvs = jscan_get(&j, "values"),
-			     *mt = jscan_get(&j, "ts"), *ms = jscan_get(&j, "seq"),
-			     *mver = jscan_get(&j, "v");
-	if (!mv && mvs)
-		return sample_many(v, line, len, mn, mm, mc, mvs, mt, ms, mver);
-	if (!mn || !mm || !mc || !mv || !mt || !ms || !mver ||
-	    mn->kind != J_STR || mn->vesc || mn->vlen == 0 ||
-	    mn->vlen >= sizeof node || mm->kind != J_STR || mm->vesc ||
-	    mm->vlen >= sizeof metric || mc->kind != J_INT ||
-	    mt->kind != J_INT || ms->kind != J_INT || mver->kind != J_INT ||
-	    (mv->kind != J_INT && mv->kind != J_REAL))
+			     *mvs = jscan_get(&j, "values");
+	if (!mm || !mc || mm->kind != J_STR || mm->vesc ||
+	    mm->vlen >= sizeof metric || mc->kind != J_INT || !mv == !mvs)
 		return -1;
-	if (jscan_int(mver) != PROTO_VERSION || jscan_int(ms) < 1 ||
-	    jscan_int(mt) < 0)
+	if (mv) {
+		if (mv->kind != J_INT && mv->kind != J_REAL)
+			return -1;
+		vals[0] = jscan_real(mv);
+	} else if ((n = jscan_numbers(mvs, vals, PROTO_MAX_VALUES)) < 1) {
 		return -1;
-	memcpy(node, mn->val, mn->vlen);
-	node[mn->vlen] = 0;
+	}
+	memcpy(node, env.node, env.node_len);
+	node[env.node_len] = 0;
 	memcpy(metric, mm->val, mm->vlen);
 	metric[mm->vlen] = 0;
-	char num[64];
-	if (mv->vlen >= sizeof num)
-		return -1;
-	memcpy(num, mv->val, mv->vlen);
-	num[mv->vlen] = 0;
-	int64_t ts = jscan_int(mt);
 	int64_t card = jscan_int(mc);
 	v->applied++;
-	if (!v->start || ts < v->start)
-		v->start = ts;
-	if (ts > v->t)
-		v->t = ts;
-	if (strcmp(node, CONSOLE_NODE) && card >= INT32_MIN &&
-	    card <= INT32_MAX)
-		view_sample(v, node, (int)card, metric, ts, strtod(num, NULL));
+	if (!v->start || env.ts < v->start)
+		v->start = env.ts;
+	if (env.ts > v->t)
+		v->t = env.ts;
+	if (strcmp(node, CONSOLE_NODE) && card >= (mv ? INT32_MIN : 0) &&
+	    card + n <= INT32_MAX)
+		for (int i = 0; i < n; i++)
+			view_sample(v, node, (int)card + i, metric, env.ts,
+				    vals[i]);
 	if (!v->no_log)
-		view_log_push(v, ts, line, len);
+		view_log_push(v, env.ts, line, len);
 	return 0;
 }
 

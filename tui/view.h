@@ -31,7 +31,7 @@
 
 #include <jansson.h>
 
-#include "engine.h"
+#include "util.h"
 
 #define VIEW_HIST     120  /* mem.used / net values kept per series */
 #define VIEW_LOG      2000 /* event lines in the log ring */

@@ -6,7 +6,7 @@
  * picks, so lines straddle reads), and every line goes through both
  * proto_cmd_parse and proto_event_parse, which must accept or refuse with
  * a message, never crash.  The whole input also goes through the store's
- * JSON scanner (store/json_scan.c), which must agree with jansson about
+ * JSON scanner (engine/json_scan.c), which must agree with jansson about
  * what is a JSON object and about every top-level value it reports.
  *
  *   make fuzz FUZZ_SECONDS=60    (seeded with tests/fuzz/proto-corpus)

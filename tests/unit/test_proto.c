@@ -4,6 +4,7 @@
  * its messages, event validation, event formatting.
  */
 #include "proto.h"
+#include "json_scan.h"
 #include "unit.h"
 
 #include <stdlib.h>
@@ -273,6 +274,55 @@ static void test_events(void)
 		CHECKN(t->name, t->fields && t->summary);
 }
 
+/*
+ * One envelope rule, two readers: jansson's tree (proto_event_parse) and the
+ * scanner the store and the view use (proto_envelope_scan) must agree on
+ * every line, and on the event's kind.
+ */
+static void test_envelope_one_rule(void)
+{
+	static const char *const lines[] = {
+	    "{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":\"log\",\"level\":\"info\",\"msg\":\"x\"}",
+	    "{\"v\":1,\"seq\":3,\"ts\":5,\"node\":\"console\",\"type\":\"verdict\"}",
+	    "{\"v\":1,\"seq\":3,\"ts\":5,\"node\":\"n\",\"type\":\"future\"}",
+	    "{\"v\":2,\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":\"log\"}",
+	    "{\"v\":1,\"seq\":0,\"ts\":0,\"node\":\"n\",\"type\":\"log\"}",
+	    "{\"v\":1,\"seq\":1,\"ts\":-1,\"node\":\"n\",\"type\":\"log\"}",
+	    "{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"\",\"type\":\"log\"}",
+	    "{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":\"\"}",
+	    "{\"v\":1,\"seq\":1.5,\"ts\":0,\"node\":\"n\",\"type\":\"log\"}",
+	    "{\"v\":\"1\",\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":\"log\"}",
+	    "{\"v\":1,\"seq\":1,\"ts\":0,\"node\":7,\"type\":\"log\"}",
+	    "{\"v\":1,\"seq\":1,\"ts\":0,\"type\":\"log\"}",
+	    "{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"0123456789012345678901234567890123456789012345678901234567890123\",\"type\":\"log\"}",
+	    "{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"012345678901234567890123456789012345678901234567890123456789012\",\"type\":\"heartbeat2\"}",
+	    "{\"v\":1,\"seq\":2,\"ts\":1,\"node\":\"n\",\"type\":\"sample\",\"card\":0,\"metric\":\"mem.used\",\"value\":1}",
+	};
+	for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
+		struct proto_event ev;
+		struct proto_envelope env;
+		struct jscan j;
+		struct d0_err e1, e2;
+		char name[96];
+		int tree = proto_event_parse(lines[i], strlen(lines[i]), &ev, &e1);
+		int scan = json_scan_object(lines[i], strlen(lines[i]), &j) == 0
+			       ? proto_envelope_scan(&j, &env, &e2)
+			       : -1;
+		snprintf(name, sizeof name, "envelope line %zu: tree %d == scanner %d",
+			 i, tree, scan);
+		CHECKN(name, tree == scan);
+		if (tree == 0 && scan == 0) {
+			snprintf(name, sizeof name, "envelope line %zu: kind %s",
+				 i, proto_event_kind_name(ev.kind));
+			CHECKN(name, ev.kind == env.kind);
+		}
+		proto_event_free(&ev);
+	}
+	CHECK(proto_event_kind_of("verdict", 7) == EV_VERDICT);
+	CHECK(proto_event_kind_of("verdic", 6) == EV_UNKNOWN);
+	CHECK(!strcmp(proto_event_kind_name(EV_SAMPLE), "sample"));
+}
+
 static void test_format(void)
 {
 	struct d0_err err;
@@ -317,5 +367,6 @@ int main(void)
 	test_commands();
 	test_events();
 	test_format();
+	test_envelope_one_rule();
 	return unit_done();
 }

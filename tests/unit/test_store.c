@@ -8,7 +8,7 @@
 #include "store.h"
 #include "unit.h"
 
-#include "../../store/json_scan.h"
+#include "json_scan.h"
 
 #include <sqlite3.h>
 #include <stdlib.h>

@@ -11,6 +11,7 @@
  * refusal fills the error with the field and what was expected.
  */
 #include "proto.h"
+#include "json_scan.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -597,40 +598,115 @@ static int sample_values_check(json_t *o, struct d0_err *err)
 	return 0;
 }
 
+static const char *const kind_names[EV_KINDS] = {
+    [EV_UNKNOWN] = "", [EV_HELLO] = "hello", [EV_FACTS] = "facts",
+    [EV_SAMPLE] = "sample", [EV_STAGE] = "stage", [EV_CHECK] = "check",
+    [EV_COMM] = "comm", [EV_NUMERICS] = "numerics", [EV_PERF] = "perf",
+    [EV_LOG] = "log", [EV_ERROR] = "error", [EV_HEARTBEAT] = "heartbeat",
+    [EV_BYE] = "bye", [EV_HOLD] = "hold", [EV_MARKER] = "marker",
+    [EV_VERDICT] = "verdict",
+};
+
+enum proto_event_kind proto_event_kind_of(const char *type, size_t len)
+{
+	for (int k = 1; k < EV_KINDS; k++)
+		if (strlen(kind_names[k]) == len &&
+		    !memcmp(kind_names[k], type, len))
+			return (enum proto_event_kind)k;
+	return EV_UNKNOWN;
+}
+
+const char *proto_event_kind_name(enum proto_event_kind k)
+{
+	return k > EV_UNKNOWN && k < EV_KINDS ? kind_names[k] : "unknown";
+}
+
+int proto_envelope_check(struct proto_envelope *e, struct d0_err *err)
+{
+	if (!e->have_v)
+		return d0_errf(err, "event: field 'v': expected an integer");
+	if (e->v != PROTO_VERSION)
+		return d0_errf(err, "event: protocol version %lld, expected %d",
+			       (long long)e->v, PROTO_VERSION);
+	if (!e->have_seq || e->seq < 1)
+		return d0_errf(err, "event: field 'seq': expected an integer "
+				    ">= 1");
+	if (!e->have_ts || e->ts < 0)
+		return d0_errf(err, "event: field 'ts': expected an integer "
+				    ">= 0 (unix ns)");
+	if (!e->node || e->node_len == 0)
+		return d0_errf(err, "event: field 'node': expected a "
+				    "non-empty string");
+	if (e->node_len > PROTO_MAX_NODE)
+		return d0_errf(err, "event: field 'node': %zu bytes, at most "
+				    "%d",
+			       e->node_len, PROTO_MAX_NODE);
+	if (!e->type || e->type_len == 0)
+		return d0_errf(err, "event: field 'type': expected a "
+				    "non-empty string");
+	if (memchr(e->node, 0, e->node_len) || memchr(e->type, 0, e->type_len))
+		return d0_errf(err, "event: NUL in node or type");
+	e->kind = e->type_esc ? EV_UNKNOWN
+			      : proto_event_kind_of(e->type, e->type_len);
+	return 0;
+}
+
+int proto_envelope_scan(const struct jscan *j, struct proto_envelope *e,
+			struct d0_err *err)
+{
+	const struct jmember *v = jscan_get(j, "v"), *seq = jscan_get(j, "seq"),
+			     *ts = jscan_get(j, "ts"),
+			     *node = jscan_get(j, "node"),
+			     *type = jscan_get(j, "type");
+	memset(e, 0, sizeof *e);
+	if (v && v->kind == J_INT)
+		e->have_v = 1, e->v = jscan_int(v);
+	if (seq && seq->kind == J_INT)
+		e->have_seq = 1, e->seq = jscan_int(seq);
+	if (ts && ts->kind == J_INT)
+		e->have_ts = 1, e->ts = jscan_int(ts);
+	if (node && node->kind == J_STR)
+		e->node = node->val, e->node_len = node->vlen,
+		e->node_esc = node->vesc;
+	if (type && type->kind == J_STR)
+		e->type = type->val, e->type_len = type->vlen,
+		e->type_esc = type->vesc;
+	return proto_envelope_check(e, err);
+}
+
 int proto_event_check(json_t *o, struct proto_event *ev, struct d0_err *err)
 {
 	json_t *v = json_object_get(o, "v"), *seq = json_object_get(o, "seq"),
 	       *ts = json_object_get(o, "ts"),
 	       *node = json_object_get(o, "node"),
 	       *type = json_object_get(o, "type");
+	struct proto_envelope e = {0};
 	const struct proto_type *t;
-	if (!json_is_integer(v))
-		return d0_errf(err, "event: field 'v': expected an integer");
-	if (json_integer_value(v) != PROTO_VERSION)
-		return d0_errf(err, "event: protocol version %lld, expected %d",
-			       (long long)json_integer_value(v), PROTO_VERSION);
-	if (!json_is_integer(seq) || json_integer_value(seq) < 1)
-		return d0_errf(err, "event: field 'seq': expected an integer "
-				    ">= 1");
-	if (!json_is_integer(ts) || json_integer_value(ts) < 0)
-		return d0_errf(err, "event: field 'ts': expected an integer "
-				    ">= 0 (unix ns)");
-	if (!json_is_string(node) || json_string_length(node) == 0)
-		return d0_errf(err, "event: field 'node': expected a "
-				    "non-empty string");
-	if (!json_is_string(type) || json_string_length(type) == 0)
-		return d0_errf(err, "event: field 'type': expected a "
-				    "non-empty string");
-	t = proto_event_type(json_string_value(type));
+	if (json_is_integer(v))
+		e.have_v = 1, e.v = json_integer_value(v);
+	if (json_is_integer(seq))
+		e.have_seq = 1, e.seq = json_integer_value(seq);
+	if (json_is_integer(ts))
+		e.have_ts = 1, e.ts = json_integer_value(ts);
+	if (json_is_string(node))
+		e.node = json_string_value(node),
+		e.node_len = json_string_length(node);
+	if (json_is_string(type))
+		e.type = json_string_value(type),
+		e.type_len = json_string_length(type);
+	if (proto_envelope_check(&e, err) < 0)
+		return -1;
+	t = proto_event_type(e.type);
 	if (t && proto_check_fields(t, o, 0, err) < 0)
 		return -1;
-	if (t && !strcmp(t->name, "sample") && sample_values_check(o, err) < 0)
+	if (e.kind == EV_SAMPLE && sample_values_check(o, err) < 0)
 		return -1;
 	if (ev) {
-		ev->type = json_string_value(type);
-		ev->node = json_string_value(node);
-		ev->seq = json_integer_value(seq);
-		ev->ts = json_integer_value(ts);
+		ev->type = e.type;
+		ev->node = e.node;
+		ev->seq = e.seq;
+		ev->ts = e.ts;
+		ev->kind = e.kind;
 		ev->known = t != NULL;
 	}
 	return 0;

@@ -30,7 +30,7 @@
 
 #include <jansson.h>
 
-#include "engine.h"
+#include "util.h"
 
 #define PROTO_VERSION  DAY0_PROTO_VERSION
 #define PROTO_MAX_LINE 65536 /* bytes of one line, newline excluded */
@@ -160,11 +160,66 @@ double proto_num(json_t *obj, const char *key, double dflt);
 
 /* ------------------------------------------------------------------ events */
 
+/*
+ * Every event type by kind, so consumers dispatch with a switch (or a table
+ * indexed by kind) instead of strcmp chains.  The agent's types are those of
+ * proto_event_types; the console's own decisions (node "console") add hold,
+ * marker and verdict.  EV_UNKNOWN: a type this build does not know (newer
+ * agents may add types; they are stored, not folded).
+ */
+enum proto_event_kind {
+	EV_UNKNOWN,
+	EV_HELLO,
+	EV_FACTS,
+	EV_SAMPLE,
+	EV_STAGE,
+	EV_CHECK,
+	EV_COMM,
+	EV_NUMERICS,
+	EV_PERF,
+	EV_LOG,
+	EV_ERROR,
+	EV_HEARTBEAT,
+	EV_BYE,
+	EV_HOLD,    /* console */
+	EV_MARKER,  /* console */
+	EV_VERDICT, /* console */
+	EV_KINDS
+};
+/* The kind of type name type[0..len) (EV_UNKNOWN when not one of ours). */
+enum proto_event_kind proto_event_kind_of(const char *type, size_t len);
+const char *proto_event_kind_name(enum proto_event_kind k);
+
+/* Longest node name, in bytes (the store and the screens size to it). */
+#define PROTO_MAX_NODE 63
+
+/*
+ * The envelope as read, by either parser (jansson's tree or the fast
+ * scanner the store and the view use for the hot path): a field absent or
+ * of the wrong JSON type leaves its have_ flag 0 / pointer NULL.
+ * proto_envelope_check() is the ONE place the envelope's rules live.
+ */
+struct proto_envelope {
+	int have_v, have_seq, have_ts; /* present as JSON integers */
+	int64_t v, seq, ts;
+	const char *node, *type; /* raw spans (scanner) or C strings */
+	size_t node_len, type_len;
+	int node_esc, type_esc; /* scanner: span holds escapes */
+	enum proto_event_kind kind;
+};
+int proto_envelope_check(struct proto_envelope *e, struct d0_err *err);
+
+struct jscan;
+/* Fill e from a scanned object (engine/json_scan.h); then check it. */
+int proto_envelope_scan(const struct jscan *j, struct proto_envelope *e,
+			struct d0_err *err);
+
 struct proto_event {
 	json_t *obj;	  /* owned */
 	const char *type; /* point into obj */
 	const char *node;
 	int64_t seq, ts;
+	enum proto_event_kind kind;
 	int known; /* type is in proto_event_types */
 };
 

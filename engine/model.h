@@ -1,0 +1,185 @@
+/*
+ * model.h - config.json families and the one tensor table (model.c), parameter
+ * counts, and the operator registry with its kernels (ops.c).
+ */
+#ifndef DAY0_MODEL_H
+#define DAY0_MODEL_H
+
+#include "weights.h"
+
+/* ------------------------------------------------------------------ model */
+
+/* What a tensor is, which decides how it is sharded. */
+enum tensor_role {
+	ROLE_EMBED,    /* [V, H] vocab-parallel on axis 0 */
+	ROLE_LM_HEAD,  /* [V, H] vocab-parallel on axis 0 */
+	ROLE_NORM,     /* replicated, kept f32 */
+	ROLE_Q,        /* column-parallel by heads */
+	ROLE_KV,       /* column-parallel by kv heads, replicated below tp */
+	ROLE_O,        /* row-parallel (axis 1) */
+	ROLE_COL,      /* column-parallel (gate/up, w1/w3) */
+	ROLE_ROW,      /* row-parallel (down, w2) */
+	ROLE_ROUTER,   /* replicated */
+	ROLE_ROUTER_BIAS, /* replicated, kept f32 (e_score_correction_bias) */
+	ROLE_REPL,     /* replicated, model dtype (e.g. shared_expert_gate) */
+};
+
+/* Where a tensor's parameters are counted (inspect's breakdown). */
+enum tensor_group {
+	GROUP_EMBED, GROUP_ATTN, GROUP_DENSE_MLP, GROUP_EXPERTS, GROUP_SHARED,
+	GROUP_ROUTER, GROUP_NORM, GROUP_LM_HEAD, GROUP_COUNT
+};
+
+struct tensor_spec {
+	char name[160];
+	int ndim;
+	uint64_t shape[2];
+	enum tensor_role role;
+	enum tensor_group group;
+	int layer;  /* -1 for embeddings, final norm, lm_head */
+	int expert; /* -1 unless a routed expert's weight */
+	int mtp;    /* part of a multi-token-prediction layer */
+};
+
+/* Roles whose weights stay f32 whatever the target dtype. */
+int role_keeps_f32(enum tensor_role r);
+
+struct rope_scaling {
+	char type[16]; /* "" none, linear, dynamic, yarn, llama3, or other */
+	double factor;
+	double original_max_pos;
+	double low_freq_factor, high_freq_factor; /* llama3 */
+	double beta_fast, beta_slow;              /* yarn */
+	double mscale, mscale_all_dim;            /* yarn (deepseek) */
+	double attention_factor;                  /* yarn, 0: derived */
+	int truncate;                             /* yarn, default 1 */
+};
+
+struct model_config {
+	char model_type[32]; /* the family (kimi_k2 is read as deepseek_v3) */
+	int64_t hidden, layers, heads, kv_heads, head_dim, ffn, vocab;
+	int64_t experts, top_k, moe_ffn, shared_ffn;
+	int64_t decoder_sparse_step;
+	int64_t *mlp_only; size_t n_mlp_only;
+	int tie_embeddings;
+	int attention_bias; /* q/k/v(/o for llama) biases; qwen2_moe: q/k/v */
+	int mlp_bias;       /* llama's mlp_bias */
+	int norm_topk_prob;
+	double rms_eps, rope_theta;
+	int64_t max_pos;
+	struct rope_scaling rope;
+	enum dtype dtype; /* torch_dtype */
+	char hidden_act[32];
+	int64_t window; /* sliding-window attention span, 0 if none */
+	int64_t max_window_layers;      /* qwen: which layers use the window */
+	unsigned char *layer_sliding;   /* explicit layer_types, or NULL */
+	/* deepseek_v3: MLA and its router */
+	int mla;
+	int64_t q_lora_rank; /* 0: q_proj without compression */
+	int64_t kv_lora_rank, qk_rope_dim, qk_nope_dim, v_head_dim;
+	int64_t shared_experts; /* n_shared_experts (sizes: shared_ffn) */
+	int64_t first_dense, moe_layer_freq;
+	int64_t n_group, topk_group;
+	double routed_scaling;
+	char scoring[16]; /* softmax | sigmoid */
+	int64_t mtp_layers; /* num_nextn_predict_layers */
+	int rope_interleave;
+	char quant[16]; /* quantization_config.quant_method, "" if none */
+};
+
+/* Families gen-model can write and verify/convert understand. */
+int model_arch_known(const char *model_type);
+/* "llama, mistral, ..." for messages and --help. */
+const char *model_arch_list(void);
+/* Parse config.json; messages name path and key. */
+int model_config_load(const char *path, struct model_config *cfg,
+		      struct d0_err *err);
+int model_config_from_json(json_t *root, const char *path,
+			   struct model_config *cfg, struct d0_err *err);
+void model_config_free(struct model_config *cfg);
+/* Sliding-window span of layer l's attention (0: full causal). */
+int64_t model_layer_window(const struct model_config *cfg, int64_t l);
+/* Is layer l a sparse (MoE) layer? */
+int model_layer_is_moe(const struct model_config *cfg, int64_t l);
+/* The full tensor table the config implies, in checkpoint order. */
+int model_tensors(const struct model_config *cfg, struct tensor_spec **out,
+		  size_t *n, struct d0_err *err);
+/*
+ * A small model with the structure of `real` (gen-model --like): same
+ * family and every operator feature (attention kind and GQA ratio, MoE
+ * routing kind, shared experts, dense-first layers, MLA, qk-norm, rope
+ * scaling, tie, biases), with small dimensions.  scale: "tiny" or "small";
+ * layers 0 picks enough layers to show every layer kind.
+ */
+int model_config_shrink(const struct model_config *real, const char *scale,
+			int64_t layers, struct model_config *out,
+			struct d0_err *err);
+/* Config as transformers writes it (for gen-model). */
+json_t *model_config_to_json(const struct model_config *cfg);
+
+/* Parameter counts from the tensor table (inspect). */
+struct param_count {
+	uint64_t total, active;          /* main model, MTP layers excluded */
+	uint64_t group[GROUP_COUNT];     /* total per group */
+	uint64_t group_active[GROUP_COUNT];
+	uint64_t mtp;                    /* multi-token-prediction layers */
+};
+void model_count_params(const struct model_config *cfg,
+			const struct tensor_spec *t, size_t n,
+			struct param_count *out);
+const char *tensor_group_name(enum tensor_group g);
+
+/* -------------------------------------------------------------- operators */
+
+enum op_kind { OP_NATIVE, OP_FALLBACK };
+struct op_entry {
+	const char *name;
+	enum op_kind kind;
+	const char *uses; /* fallback: comma list of the native ops it composes */
+	const char *what;
+	void (*impl)(void); /* native: the implementing function */
+};
+/* The registry: the single declaration of what the runtime can execute. */
+extern const struct op_entry op_registry[];
+const struct op_entry *op_find(const char *name);
+enum op_status { OP_MISSING, OP_IS_NATIVE, OP_IS_FALLBACK };
+enum op_status op_status(const char *name);
+/*
+ * The operators a model needs, in order.  list must hold 32 entries;
+ * names built from the config (rope.<type>, glu.<act>) live in scratch
+ * (128 bytes or more).  Returns the count.
+ */
+size_t model_operators(const struct model_config *cfg, const char **list,
+		       char *scratch, size_t scratch_len);
+
+/* Kernels (float32, row-major).  y[m,n] = x[m,k] . w[n,k]^T (+ b). */
+void op_linear(float *y, const float *x, const float *w, const float *b,
+	       int m, int n, int k);
+void op_rms_norm(float *y, const float *x, const float *w, int n, double eps);
+void op_embedding(float *y, const float *table, int64_t id, int h);
+void op_softmax(float *x, int n);
+void op_sigmoid(float *x, int n);
+void op_swiglu(float *y, const float *gate, const float *up, int n);
+/* Inverse frequencies for dim rotary dims (dim/2 values) and the factor
+ * cos/sin are scaled by; -1 for a rope type the engine lacks. */
+int op_rope_inv_freq(const struct model_config *c, int dim, int64_t seq_len,
+		     double *inv_freq, double *attn_factor);
+/* Rotate the first rot_dim dims of each of n_heads heads of x at pos. */
+void op_rope(float *x, int n_heads, int head_dim, int rot_dim, int64_t pos,
+	     const double *inv_freq, double attn_factor);
+void op_rope_deinterleave(float *x, int n_heads, int head_dim, int rot_dim);
+/*
+ * Causal attention: q [n_q, nh, dqk] at positions pos0.., k [n_kv, nkv,
+ * dqk], v [n_kv, nkv, dv] at positions 0..; out [n_q, nh, dv].  window > 0
+ * limits each query to the last `window` positions.
+ */
+void op_attention(float *out, const float *q, const float *k, const float *v,
+		  int n_q, int n_kv, int64_t pos0, int nh, int nkv, int dqk,
+		  int dv, double scale, int window);
+void op_router_softmax_topk(const float *logits, int E, int k, int renorm,
+			    int *idx, float *w);
+void op_router_sigmoid_group_topk(const float *logits, const float *bias,
+				  int E, int k, int n_group, int topk_group,
+				  int renorm, double scaling, int *idx, float *w);
+
+#endif
