@@ -598,7 +598,7 @@ static void run_level(const struct load_opts *o, struct workload *w,
 	curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)lv->conc + 4);
 	for (;;) {
 		double now = now_s();
-		int running, left, more;
+		int running, left, more, finished = 0;
 		CURLMsg *msg;
 		more = target ? launched < target : now - t0 < o->duration;
 		if (!more && !inflight)
@@ -618,6 +618,7 @@ static void run_level(const struct load_opts *o, struct workload *w,
 				continue;
 			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&q);
 			account(o, q, msg->data.result);
+			finished++;
 			for (int i = 0; i < inflight; i++)
 				if (fl[i] == q) {
 					fl[i] = fl[--inflight];
@@ -654,7 +655,8 @@ static void run_level(const struct load_opts *o, struct workload *w,
 			if (o->rate && more && next_arrival > now)
 				wait = (int)((next_arrival - now) * 1000) < wait
 					       ? (int)((next_arrival - now) * 1000) : wait;
-			if (inflight || wait > 0)
+			/* a finished transfer frees a place: refill before waiting */
+			if (!finished && (inflight || wait > 0))
 				curl_multi_poll(m, NULL, 0, wait > 0 ? wait : 0, NULL);
 		}
 	}
