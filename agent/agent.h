@@ -166,6 +166,11 @@ struct stage {
 	struct pid_rank *pr; /* pid -> rank cache for samplers */
 	size_t npr, cappr;
 	char *runfile;
+	/* a service (`ready`): the URL polled until it answers, then the
+	 * stage reports progress "ready" and keeps running */
+	char *ready_url;
+	double ready_timeout, ready_next;
+	int ready_done;
 };
 
 struct pid_rank {

@@ -315,6 +315,7 @@ static const struct proto_field cmd_run[] = {
     {"timeout", PF_NUM, 0, NULL},
     {"np", PF_INT, 0, NULL},
     {"mpirun_args", PF_STRARR, 0, NULL},
+    {"ready", PF_OBJ, 0, NULL}, /* a service: {url, timeout} polled */
     END};
 static const struct proto_field cmd_cancel[] = {{"stage_id", PF_STR, 1, NULL},
 						END};

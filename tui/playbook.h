@@ -82,6 +82,9 @@ struct pb_stage {
 	double timeout;	     /* seconds; 0 = none */
 	int retries;	     /* extra attempts after a failure */
 	int required;	     /* default 1 */
+	int service;	     /* kept running until the playbook ends */
+	char ready_url[1024]; /* service: polled until it answers ("" none) */
+	double ready_timeout; /* seconds to come up (default 300) */
 	struct pb_check *checks;
 	size_t n_checks;
 };

@@ -27,7 +27,8 @@ const char *const report_checklist_ids[] = {
     "ops.coverage",   "memory.plan",	   "comm.groups",
     "comm.bandwidth", "numerics.op",	   "numerics.layer",
     "numerics.e2e",   "resources.peak",	   "perf.baseline",
-    "stability.soak", "repro.manifest",	   NULL,
+    "stability.soak", "service.api",
+    "service.load",   "numerics.endpoint", "repro.manifest",	   NULL,
 };
 
 int report_status_rank(const char *s)

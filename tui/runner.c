@@ -436,6 +436,15 @@ static json_t *task_command(struct run *r, struct task *t, struct d0_err *err)
 	}
 	if (st->timeout > 0)
 		json_object_set_new(c, "timeout", json_real(st->timeout));
+	if (st->ready_url[0]) {
+		char *url = expand(r, st->ready_url, "ready", err);
+		if (!url)
+			goto fail;
+		json_object_set_new(c, "ready",
+				    json_pack("{s:s, s:f}", "url", url, "timeout",
+					      st->ready_timeout));
+		free(url);
+	}
 	if (st->on == PB_ON_CLUSTER && strcmp(st->step, "exec")) {
 		int np = st->np ? st->np : cluster_world(r);
 		json_object_set_new(c, "np", json_integer(np));
@@ -905,8 +914,19 @@ static void absorb(struct run *r, int node, struct proto_event *ev)
 		t = find_task(r, node, sid);
 		if (!t || !state)
 			return;
-		if (!strcmp(state, "start") && !is_final(t))
+		if (!strcmp(state, "start") && !is_final(t)) {
 			t->st = T_RUNNING;
+			/* a service without a ready URL is up once started */
+			if (r->pb.stages[t->stage].service &&
+			    !r->pb.stages[t->stage].ready_url[0])
+				task_ended(r, t, 0, NULL, "service started");
+		} else if (!strcmp(state, "progress") && !is_final(t) &&
+			   json_is_true(json_object_get(o, "ready")) &&
+			   r->pb.stages[t->stage].service)
+			/* up: later stages may start; it runs on until the
+			 * playbook ends (bye stops it) */
+			task_ended(r, t, 0, NULL,
+				   json_string_value(json_object_get(o, "msg")));
 		else if (!strcmp(state, "end") && !is_final(t))
 			task_ended(
 			    r, t, (int)json_integer_value(json_object_get(o, "rc")),
@@ -1425,7 +1445,8 @@ static const char *const checklist[] = {
     "ops.coverage",    "memory.plan",	    "comm.groups",
     "comm.bandwidth",  "numerics.op",	    "numerics.layer",
     "numerics.e2e",    "resources.peak",    "perf.baseline",
-    "stability.soak",  "repro.manifest",    NULL,
+    "stability.soak",  "service.api",
+    "service.load",   "numerics.endpoint", "repro.manifest",    NULL,
 };
 
 static int status_rank(const char *s)
@@ -2029,6 +2050,10 @@ static void print_check(struct run *r, FILE *f)
 			for (size_t j = 0; j < ps->n_needs; j++)
 				fprintf(f, " %s", r->pb.stages[ps->needs[j]].id);
 		}
+		if (ps->service)
+			fprintf(f, "; service: kept running until the playbook "
+				"ends%s%s", ps->ready_url[0] ? ", ready when " : "",
+				ps->ready_url[0] ? "its URL answers" : "");
 		fputc('\n', f);
 		if (!nodes) {
 			fprintf(f, "error: %s\n", err.msg);

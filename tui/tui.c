@@ -25,7 +25,8 @@ const char *const tui_items[] = {
     "facts",	     "weights.integrity", "weights.metadata", "ops.coverage",
     "memory.plan",   "comm.groups",	  "comm.bandwidth",   "numerics.op",
     "numerics.layer", "numerics.e2e",	  "resources.peak",   "perf.baseline",
-    "stability.soak", "repro.manifest",
+    "stability.soak", "service.api",	  "service.load",     "numerics.endpoint",
+    "repro.manifest",
 };
 
 static const struct tui_glyphs glyphs_utf8 = {

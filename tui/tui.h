@@ -142,6 +142,6 @@ void tui_fold_name(const char *first, const char *last, char *out,
 		   size_t max);
 /* The checklist items in their contract order. */
 extern const char *const tui_items[];
-#define TUI_NITEMS 14
+#define TUI_NITEMS 17
 
 #endif
