@@ -256,6 +256,13 @@ static const char *lookup_var(void *arg, const char *name)
 		return r->work;
 	if (!strcmp(name, "session"))
 		return r->name;
+	if (!strcmp(name, "service_port")) {
+		/* a service's port, per session (the same on --resume), so two
+		 * sessions on one machine do not collide: 20000..39999 */
+		snprintf(r->buf, sizeof r->buf, "%llu",
+			 20000 + (unsigned long long)(hash_str64(r->name) % 20000));
+		return r->buf;
+	}
 	if (!strcmp(name, "node"))
 		return nd ? nd->inv->name : "";
 	if (!strcmp(name, "cards") && nd) {
