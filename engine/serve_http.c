@@ -779,7 +779,8 @@ int srv_http_start(struct srv *s, const char *host, int port,
 	if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
 		return d0_errf(err, "--host %s: expected an IPv4 address", host);
 	s->daemon = MHD_start_daemon(
-		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD,
+		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+			MHD_USE_ITC,
 		(uint16_t)port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &a,
 		MHD_OPTION_NOTIFY_COMPLETED, completed, s,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
