@@ -165,6 +165,7 @@ bench: deps
 	bash bench/forward.sh
 	bash bench/fanout.sh
 	bash bench/tui.sh
+	bash bench/serve.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory build
