@@ -779,7 +779,7 @@ static int load(int argc, char **argv)
 	struct workload w = {0};
 	struct d0_err err = {{0}};
 	char model[256], detail[1024], api_detail[1024] = "", *url;
-	json_t *levels = json_array(), *doc;
+	json_t *levels, *doc;
 	int rc = parse(argc, argv, &o), api_fail = 0, load_fail = 0, tty;
 	int judged = -1;
 	if (rc)
@@ -789,6 +789,11 @@ static int load(int argc, char **argv)
 	rng_seed(&w.rng, o.seed);
 	if (o.dataset && dataset_load(o.dataset, &w, &err) < 0) {
 		fprintf(stderr, "day0-engine: %s\n", err.msg);
+		for (size_t i = 0; i < w.n; i++)
+			json_decref(w.prompts[i]);
+		free(w.prompts);
+		free(w.max_tokens);
+		curl_global_cleanup();
 		return EXIT_USAGE;
 	}
 	tty = isatty(2) && !o.events;
@@ -801,6 +806,10 @@ static int load(int argc, char **argv)
 			events_check("service.api", "fail", "GET /v1/models gave no model",
 				     NULL, NULL);
 			events_stage("load", "end", 1, EXIT_CHECK_FAILED, "no model");
+			for (size_t i = 0; i < w.n; i++)
+				json_decref(w.prompts[i]);
+			free(w.prompts);
+			free(w.max_tokens);
 			curl_global_cleanup();
 			return EXIT_CHECK_FAILED;
 		}
@@ -821,6 +830,7 @@ static int load(int argc, char **argv)
 			printf("service.api: %s: %s\n", api_fail ? "FAIL" : "pass",
 			       api_detail);
 	}
+	levels = json_array();
 	url = http_url(o.url, o.get_path ? o.get_path : "/v1/completions");
 	for (int i = 0; i < o.nconc; i++) {
 		struct level lv = {.conc = o.conc[i], .rate = o.rate};

@@ -133,7 +133,7 @@ check "… and the server still answers" test "$(post "$A" '{"prompt":[1,2,3],"m
 # --- 64 concurrent clients against the KV budget of 8 sequences
 rss() { for p in $(pgrep -f "day0-engine serve $T/m --tp 2"); do awk '/VmRSS/ {print $2}' /proc/$p/status; done | sort -n | tail -1; }
 expect_rc 0 "load: 64 clients, 128 requests, no errors, no stalls" "$ENGINE" load --url "$A" \
-	--concurrency 64 --requests 128 --input-len 4:24 --output-len 8:24 --vocab 128 --stall 20 --json
+	--concurrency 64 --requests 128 --input-len 4:24 --output-len 8:24 --vocab 128 --stall 120 --json
 cp "$OUT" "$T/load1.json"
 check "… all 128 completed" test "$(js "$T/load1.json" "d['levels'][0]['ok'], d['levels'][0]['errors'], d['levels'][0]['stalls']")" = "128 0 0"
 check "… service.api passed on the way" test "$(js "$T/load1.json" "d['service.api']['status']")" = pass
@@ -141,12 +141,14 @@ check "never more than 8 sequences in the KV cache, and requests queued" \
 	test "$(metric "$A" day0_kv_sequences_peak) $(( $(metric "$A" day0_requests_waiting_peak) > 8 ))" = "8 1"
 r1=$(rss)
 expect_rc 0 "load again (64 clients, streaming, events)" "$ENGINE" load --url "$A" \
-	--concurrency 64 --requests 128 --input-len 4:24 --output-len 8:24 --vocab 128 --stall 20 --events --no-api-check
+	--concurrency 64 --requests 128 --input-len 4:24 --output-len 8:24 --vocab 128 --stall 120 --events --no-api-check
 check "… load's events are valid protocol lines" "$TOOLS/jsonl_check" "$OUT" \
 	type=check,item=service.load,status=pass type=perf
 r2=$(rss)
+# (AddressSanitizer's allocator settles more slowly: a quarter there)
+case $BUILD in *asan*) slack=4 ;; *) slack=10 ;; esac
 check "serve's resident memory is flat across the two rounds ($r1 -> $r2 KiB)" \
-	test "$r2" -le $((r1 + r1 / 10))
+	test "$r2" -le $((r1 + r1 / slack))
 check "after the load: no request holds KV" test "$(metric "$A" day0_kv_sequences)" = 0
 
 # --- clients that disconnect mid-stream free their KV
