@@ -23,7 +23,7 @@ js() { # python3 expression over the JSON document in file $1 (as d)
 start_serve() {
 	local name=$1 np=$2; shift 2
 	rm -f "$T/$name.port"
-	timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
+	timeout 900 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
 		"$ENGINE" serve "$@" --port 0 --port-file "$T/$name.port" \
 		>"$T/$name.out" 2>"$T/$name.err" &
 	PIDS="$PIDS $!"
