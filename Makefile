@@ -18,7 +18,8 @@ DEB_PKGS := build-essential pkg-config libncurses-dev libssh2-1-dev \
 	libjansson-dev libsqlite3-dev sqlite3 libopenblas-dev libopenmpi-dev \
 	openmpi-bin libssl-dev openssh-server openssh-client tmux clang \
 	libclang-rt-14-dev time python3 procps strace \
-	libpcre2-dev libutf8proc-dev nodejs npm
+	libpcre2-dev libutf8proc-dev nodejs npm libmicrohttpd-dev \
+	libcurl4-openssl-dev curl apache2-utils
 # Packages a command on PATH already satisfies: nodesource's nodejs ships its
 # own npm and conflicts with Debian's npm package.
 DEB_BY_COMMAND := npm
@@ -38,8 +39,11 @@ BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 PCRE2_CFLAGS := $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
 PCRE2_LIBS := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
+# HTTP: libmicrohttpd serves (`serve`), libcurl drives (`load`, `probe`).
+HTTP_CFLAGS := $(shell pkg-config --cflags libmicrohttpd libcurl 2>/dev/null)
+HTTP_LIBS := $(shell pkg-config --libs libmicrohttpd libcurl 2>/dev/null || echo -lmicrohttpd -lcurl)
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -pthread \
-	$(MPI_CFLAGS) $(BLAS_CFLAGS) $(PCRE2_CFLAGS)
+	$(MPI_CFLAGS) $(BLAS_CFLAGS) $(PCRE2_CFLAGS) $(HTTP_CFLAGS)
 # The allowed arrows between modules, as include paths: engine/ is the
 # ground (errors, protocol, weights, model, runtime) and sees nothing above
 # it; store/ builds on engine/; agent/ and tui/ build on engine/ (tui also
@@ -51,7 +55,7 @@ INC_agent := -Iengine -Iagent
 INC_tui := -Iengine -Istore -Itui
 INC_tests := -Iengine -Istore -Iagent -Itui
 module_of = $(firstword $(subst /, ,$(patsubst $(BUILD)/%,%,$(1))))
-LIBS := -lsqlite3 -lssh2 -lncursesw -ljansson -lcrypto $(PCRE2_LIBS) -lutf8proc $(MPI_LIBS) \
+LIBS := -lsqlite3 -lssh2 -lncursesw -ljansson -lcrypto $(PCRE2_LIBS) -lutf8proc $(HTTP_LIBS) $(MPI_LIBS) \
 	$(BLAS_LIBS) -lpthread -lm -ldl
 HEADERS := $(wildcard engine/*.h store/*.h agent/*.h tui/*.h)
 
@@ -195,6 +199,7 @@ bench: deps
 	bash bench/fanout.sh
 	bash bench/tui.sh
 	bash bench/resume_soak.sh
+	bash bench/serve.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory build

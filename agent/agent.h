@@ -196,6 +196,11 @@ struct stage {
 	char *ranks; /* cluster stage: the rank map ("n1:2,n2:2"), else NULL */
 	int rehearsal; /* the console said so: checks become rehearsal.ITEM */
 	struct stage_cause cause;
+	/* a service (`ready`): the URL polled until it answers, then the
+	 * stage reports progress "ready" and keeps running */
+	char *ready_url;
+	double ready_timeout, ready_next;
+	int ready_done;
 };
 
 struct pid_rank {

@@ -34,6 +34,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #define KILL_GRACE_S 2.0
 #define PIPE_GRACE_S 2.0
 
@@ -73,6 +75,7 @@ void stage_free(struct stage *st)
 	free(st->pr);
 	free(st->runfile);
 	free(st->ranks);
+	free(st->ready_url);
 	free(st);
 }
 
@@ -182,6 +185,12 @@ static char *av_join(const struct argv_builder *b)
 		strcat(s, b->v[i]);
 	}
 	return s;
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *arg)
+{
+	(void)p, (void)arg;
+	return size * n;
 }
 
 static void emit_stage(struct agent *a, struct stage *st, const char *state,
@@ -362,6 +371,17 @@ struct stage *stage_start(struct agent *a, json_t *cmd)
 	st->mpi = !st->exec && (np > 1 || margs);
 	st->np = st->exec ? 1 : (int)np;
 	st->timeout_s = timeout;
+	if ((v = json_object_get(cmd, "ready")) && json_is_object(v)) {
+		const char *url = proto_str(v, "url", "");
+		if (strncmp(url, "http://", 7)) {
+			agent_error(a, "run", NULL, 0, "run: ready.url '%.80s': "
+				    "expected http://HOST:PORT/PATH", url);
+			free(st);
+			return NULL;
+		}
+		st->ready_url = strdup(url);
+		st->ready_timeout = proto_num(v, "timeout", 300);
+	}
 	st->out.fd = st->err.fd = -1;
 	if (st->mpi && *proto_str(cmd, "ranks", ""))
 		st->ranks = strdup(proto_str(cmd, "ranks", ""));
@@ -829,10 +849,51 @@ void stage_stop(struct agent *a, struct stage *st, enum stage_stop why)
 	(void)a;
 }
 
+/* Does url answer 200 within a short wait?  (Blocks the loop at most
+ * READY_POLL_MS, twice a second, only while a service comes up.) */
+#define READY_POLL_MS 250L
+static int url_answers(const char *url)
+{
+	CURL *c = curl_easy_init();
+	long code = 0;
+	if (!c)
+		return 0;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_NOBODY, 0L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, READY_POLL_MS);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_easy_cleanup(c);
+	return code == 200;
+}
+
+/* A service stage: poll its ready URL; report "ready" once, or stop it
+ * when it does not come up within ready.timeout. */
+static void poll_ready(struct agent *a, struct stage *st, double now)
+{
+	if (!st->ready_url || st->ready_done || st->stop || st->exited ||
+	    now < st->ready_next)
+		return;
+	st->ready_next = now + 0.5;
+	if (url_answers(st->ready_url)) {
+		char msg[600];
+		st->ready_done = 1;
+		snprintf(msg, sizeof msg, "ready: %.500s answers", st->ready_url);
+		emit_stage(a, st, "progress",
+			   json_pack("{s:s, s:b}", "msg", msg, "ready", 1));
+	} else if (now - st->t_start > st->ready_timeout) {
+		st->timeout_s = st->ready_timeout;
+		stage_stop(a, st, STOP_TIMEOUT);
+	}
+}
+
 void stage_tick(struct agent *a, struct stage *st, double now)
 {
 	if (!st->stop && st->deadline && now >= st->deadline)
 		stage_stop(a, st, STOP_TIMEOUT);
+	poll_ready(a, st, now);
 	if (st->kill_at && now >= st->kill_at) {
 		/* Past the grace: everything left in the session dies. */
 		session_kill(st->pid, st->start_ticks, SIGKILL);

@@ -320,6 +320,7 @@ static const struct proto_field cmd_run[] = {
     {"ssh_config", PF_STR, 0, NULL},
     {"known_hosts", PF_STR, 0, NULL},
     {"rehearsal", PF_BOOL, 0, NULL},
+    {"ready", PF_OBJ, 0, NULL}, /* a service: {url, timeout} polled */
     END};
 static const struct proto_field cmd_cancel[] = {{"stage_id", PF_STR, 1, NULL},
 						END};

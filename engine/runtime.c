@@ -22,6 +22,7 @@
  * are timed (rt->stats) for `comm` events and perf's communication share.
  */
 #include "engine.h"
+#include "rt_batch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,7 +45,7 @@ struct rt_layer {
 	float *router, *router_bias;
 	float **e_gate, **e_up, **e_down; /* [experts], NULL if not ours */
 	float *sh_gate, *sh_up, *sh_down, *sh_gate_w;
-	float *kc, *vc; /* cache [max_ctx][nkv_l][dqk|dv] */
+	float *kc, *vc; /* cache [slots][max_ctx][nkv_l][dqk|dv] */
 };
 
 struct rt {
@@ -60,6 +61,10 @@ struct rt {
 	double *inv_freq, attn_factor;
 	int rot_dim;
 	int64_t max_ctx, pos;
+	int slots; /* sequences the KV cache holds (run: 1; serve: its budget) */
+	/* the batch in flight: token runs of one sequence each */
+	const struct rt_seg *seg;
+	int nseg;
 	uint64_t budget, used, peak;
 	char over[256];
 	int peer_failed; /* another rank's failure, agreed at start-up */
@@ -500,6 +505,13 @@ static int open_local(struct rt *r, const char *dir, const struct layout_dims *d
 int rt_open(struct rt **out, const char *dir, const struct layout_dims *d,
 	    uint64_t card_mem, int64_t max_ctx, struct d0_err *err)
 {
+	return rt_open_slots(out, dir, d, card_mem, max_ctx, 1, err);
+}
+
+int rt_open_slots(struct rt **out, const char *dir,
+		  const struct layout_dims *d, uint64_t card_mem,
+		  int64_t max_ctx, int slots, struct d0_err *err)
+{
 	struct rt *r = calloc(1, sizeof *r);
 	char *cfg = path_join(dir, "config.json");
 	int color;
@@ -509,6 +521,7 @@ int rt_open(struct rt **out, const char *dir, const struct layout_dims *d,
 	r->d = *d;
 	r->budget = card_mem;
 	r->max_ctx = max_ctx;
+	r->slots = slots > 0 ? slots : 1;
 	MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &r->world);
 	{
@@ -564,9 +577,9 @@ int rt_open(struct rt **out, const char *dir, const struct layout_dims *d,
 		return d0_errf(err, "activation '%s' is not implemented by the "
 			       "runtime (only silu / SwiGLU)", r->c.hidden_act);
 	load_layers(r, err);
-	/* the KV cache for the whole context, up front */
+	/* the KV cache for the whole context of every slot, up front */
 	for (int i = 0; i < r->nl && !r->over[0]; i++) {
-		size_t per = (size_t)max_ctx * (size_t)r->nkv_l;
+		size_t per = (size_t)r->slots * (size_t)max_ctx * (size_t)r->nkv_l;
 		r->L[i].kc = rt_alloc(r, per * (size_t)r->dqk * 4, "KV cache (keys)");
 		r->L[i].vc = rt_alloc(r, per * (size_t)r->dv * 4, "KV cache (values)");
 	}
@@ -601,6 +614,17 @@ struct scratch {
 	float *a, *b, *c, *q, *k, *v, *att, *tmp;
 };
 
+/* Position of the batch's token t in its own sequence. */
+static int64_t token_pos(const struct rt *r, int t)
+{
+	for (int g = 0; g < r->nseg; g++) {
+		if (t < r->seg[g].len)
+			return r->seg[g].pos0 + t;
+		t -= r->seg[g].len;
+	}
+	return -1; /* not reached: the segments cover the batch */
+}
+
 static void attention(struct rt *r, struct rt_layer *y, int T, const float *x,
 		      float *out, struct scratch *s)
 {
@@ -631,7 +655,7 @@ static void attention(struct rt *r, struct rt_layer *y, int T, const float *x,
 		for (int t = 0; t < T; t++) {
 			float *kr = ckv + (size_t)t * (kvl + rd) + kvl;
 			float *qt = q + (size_t)t * nh * dqk;
-			int64_t pos = r->pos + t;
+			int64_t pos = token_pos(r, t);
 			if (r->c.rope_interleave) {
 				op_rope_deinterleave(kr, 1, rd, rd);
 				for (int h = 0; h < nh; h++)
@@ -663,15 +687,26 @@ static void attention(struct rt *r, struct rt_layer *y, int T, const float *x,
 					op_rms_norm(kt + (size_t)h * dqk, kt + (size_t)h * dqk,
 						    y->k_norm, dqk, r->c.rms_eps);
 			}
-			op_rope(qt, nh, dqk, rd, r->pos + t, r->inv_freq, r->attn_factor);
-			op_rope(kt, nkv, dqk, rd, r->pos + t, r->inv_freq, r->attn_factor);
+			op_rope(qt, nh, dqk, rd, token_pos(r, t), r->inv_freq,
+				r->attn_factor);
+			op_rope(kt, nkv, dqk, rd, token_pos(r, t), r->inv_freq,
+				r->attn_factor);
 		}
 	}
-	/* append to the cache, attend over everything so far */
-	memcpy(y->kc + (size_t)r->pos * nkv * dqk, k, (size_t)T * nkv * dqk * 4);
-	memcpy(y->vc + (size_t)r->pos * nkv * dv, v, (size_t)T * nkv * dv * 4);
-	op_attention(s->att, q, y->kc, y->vc, T, (int)(r->pos + T), r->pos, nh,
-		     nkv, dqk, dv, r->scale, (int)y->window);
+	/* each sequence appends to its slot's cache and attends over
+	 * everything it has so far (run: one segment, slot 0) */
+	for (int g = 0, t0 = 0; g < r->nseg; t0 += r->seg[g].len, g++) {
+		const struct rt_seg *sg = &r->seg[g];
+		size_t base = (size_t)sg->slot * (size_t)r->max_ctx;
+		float *kc = y->kc + base * nkv * dqk, *vc = y->vc + base * nkv * dv;
+		memcpy(kc + (size_t)sg->pos0 * nkv * dqk, k + (size_t)t0 * nkv * dqk,
+		       (size_t)sg->len * nkv * dqk * 4);
+		memcpy(vc + (size_t)sg->pos0 * nkv * dv, v + (size_t)t0 * nkv * dv,
+		       (size_t)sg->len * nkv * dv * 4);
+		op_attention(s->att + (size_t)t0 * nh * dv, q + (size_t)t0 * nh * dqk,
+			     kc, vc, sg->len, (int)(sg->pos0 + sg->len), sg->pos0,
+			     nh, nkv, dqk, dv, r->scale, (int)y->window);
+	}
 	op_linear(out, s->att, y->wo, NULL, T, H, nh * dv); /* partial: row-parallel */
 }
 
@@ -815,8 +850,9 @@ static void moe(struct rt *r, struct rt_layer *y, int T, const float *x,
 	free(logits);
 }
 
-int rt_forward(struct rt *r, const int64_t *tokens, int T, float *logits,
-	       float **layer_out, struct d0_err *err)
+/* The forward pass of T tokens laid out as r->seg describes. */
+static int forward(struct rt *r, const int64_t *tokens, int T, float *logits,
+		   float **layer_out, struct d0_err *err)
 {
 	int H = (int)r->c.hidden, V = (int)r->c.vocab;
 	int maxd = r->dqk > r->dv ? r->dqk : r->dv;
@@ -830,15 +866,25 @@ int rt_forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 	int prev = r->pp_rank > 0 ? layout_rank(&r->d, r->pp_rank - 1, r->ep_rank, r->tp_rank) : -1;
 	int next = r->pp_rank < r->d.pp - 1 ? layout_rank(&r->d, r->pp_rank + 1, r->ep_rank, r->tp_rank) : -1;
 
-	if (r->pos + T > r->max_ctx)
-		return d0_errf(err, "context of %lld tokens exceeds the %lld "
-			       "allocated", (long long)(r->pos + T),
-			       (long long)r->max_ctx);
+	int64_t longest = 0;
+	for (int g = 0; g < r->nseg; g++) {
+		const struct rt_seg *sg = &r->seg[g];
+		if (sg->slot < 0 || sg->slot >= r->slots)
+			return d0_errf(err, "sequence slot %d outside the %d the KV "
+				       "cache holds", sg->slot, r->slots);
+		if (sg->pos0 + sg->len > r->max_ctx)
+			return d0_errf(err, "context of %lld tokens exceeds the %lld "
+				       "allocated", (long long)(sg->pos0 + sg->len),
+				       (long long)r->max_ctx);
+		if (sg->pos0 + sg->len > longest)
+			longest = sg->pos0 + sg->len;
+	}
 	/* dynamic NTK: transformers recomputes the frequencies whenever the
 	 * sequence outgrows max_position_embeddings (keys already cached keep
-	 * their rotation), so do the same for positions up to pos + T */
+	 * their rotation), so do the same for positions up to pos + T (a
+	 * batch of several sequences uses its longest) */
 	if (!strcmp(r->c.rope.type, "dynamic"))
-		op_rope_inv_freq(&r->c, r->rot_dim, r->pos + T, r->inv_freq,
+		op_rope_inv_freq(&r->c, r->rot_dim, longest, r->inv_freq,
 				 &r->attn_factor);
 	s.a = malloc(big * 4 + 64);
 	s.b = malloc(big * 4 + 64);
@@ -912,11 +958,59 @@ int rt_forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 		free(loc);
 		free(all);
 	}
-	r->pos += T;
 	free(h); free(xn); free(part);
 	free(s.a); free(s.b); free(s.c); free(s.q); free(s.k); free(s.v);
 	free(s.att); free(s.tmp);
 	return 0;
+}
+
+int rt_forward(struct rt *r, const int64_t *tokens, int T, float *logits,
+	       float **layer_out, struct d0_err *err)
+{
+	struct rt_seg one = {.slot = 0, .pos0 = r->pos, .len = T};
+	int rc;
+	r->seg = &one;
+	r->nseg = 1;
+	rc = forward(r, tokens, T, logits, layer_out, err);
+	r->seg = NULL;
+	r->nseg = 0;
+	if (rc == 0)
+		r->pos += T;
+	return rc;
+}
+
+int rt_forward_batch(struct rt *r, const int64_t *tokens,
+		     const struct rt_seg *segs, int nseg, float *logits,
+		     struct d0_err *err)
+{
+	int T = 0, rc;
+	for (int g = 0; g < nseg; g++)
+		T += segs[g].len;
+	if (T <= 0)
+		return d0_errf(err, "an empty batch");
+	r->seg = segs;
+	r->nseg = nseg;
+	rc = forward(r, tokens, T, logits, NULL, err);
+	r->seg = NULL;
+	r->nseg = 0;
+	return rc;
+}
+
+int rt_slots(const struct rt *r) { return r->slots; }
+int64_t rt_max_ctx(const struct rt *r) { return r->max_ctx; }
+
+uint64_t rt_kv_seq_bytes(const struct model_config *c,
+			 const struct layout_dims *d, int64_t max_ctx)
+{
+	/* the same per-rank sizes rt_open uses, on the stage with most layers */
+	int64_t first, count, nkv;
+	int64_t dqk = c->mla ? c->qk_nope_dim + c->qk_rope_dim : c->head_dim;
+	int64_t dv = c->mla ? c->v_head_dim : c->head_dim;
+	layout_stage_layers(c->layers, d->pp, 0, &first, &count);
+	nkv = c->mla ? c->heads / d->tp
+		     : (c->kv_heads >= d->tp ? c->kv_heads / d->tp : 1);
+	return (uint64_t)count * (uint64_t)max_ctx * (uint64_t)nkv *
+	       (uint64_t)(dqk + dv) * 4;
 }
 
 int rt_last_stage_root(const struct rt *r)

@@ -21,6 +21,9 @@ extern const struct step_entry step_merge;
 extern const struct step_entry step_comm;
 extern const struct step_entry step_soak;
 extern const struct step_entry step_tokenize;
+extern const struct step_entry step_serve;
+extern const struct step_entry step_load;
+extern const struct step_entry step_probe;
 
 const struct step_entry *const step_table[] = {
 	&step_gen_model,
@@ -36,6 +39,9 @@ const struct step_entry *const step_table[] = {
 	&step_comm,
 	&step_soak,
 	&step_tokenize,
+	&step_serve,
+	&step_load,
+	&step_probe,
 	NULL,
 };
 

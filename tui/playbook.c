@@ -23,7 +23,7 @@
 /* The variables the runner defines on every node (playbook.h). */
 const char *const playbook_builtins[] = {
     "model", "work",  "session", "node", "cards",
-    "card_mem", "world", "nodes", NULL,
+    "card_mem", "world", "nodes", "service_port", NULL,
 };
 
 /* Keys of the agent's facts `require` (agent/cmd_facts.c). */
@@ -37,7 +37,7 @@ static const char *const stage_keys[] = {
     "id",   "step",	   "description", "on",	      "needs",
     "args", "argv",	   "mpirun_args", "cwd",      "require",
     "np",   "timeout", "retries",	  "required", "checks",
-    "rehearsal", NULL};
+    "rehearsal", "service", "ready", NULL};
 static const char *const check_keys[] = {"required", "min", "max", NULL};
 static const char *const policy_keys[] = {"fail_fast", "max_fail_percentage",
 					  NULL};
@@ -444,6 +444,55 @@ static int get_int(struct ctx *c, json_t *o, const char *key, long min,
 	return 0;
 }
 
+/*
+ * service: true keeps the stage's process running until the playbook ends
+ * (then the agent stops its process group); ready {url, timeout} (or just
+ * the URL) is polled by the agent, and the stage counts as done for the
+ * stages that need it once the URL answers 200.
+ */
+static int parse_service(struct ctx *c, json_t *o, struct pb_stage *s,
+			 const char *sp, int is_facts)
+{
+	char where[192];
+	json_t *v = json_object_get(o, "service"), *r = json_object_get(o, "ready");
+	if (v) {
+		snprintf(where, sizeof where, "%s.service", sp);
+		if (!json_is_boolean(v))
+			return perr(c->err, c->file, where, "expected true or false");
+		if (is_facts && json_is_true(v))
+			return perr(c->err, c->file, where,
+				    "facts stages cannot be services");
+		s->service = json_is_true(v);
+	}
+	if (!r)
+		return 0;
+	snprintf(where, sizeof where, "%s.ready", sp);
+	if (!s->service)
+		return perr(c->err, c->file, where,
+			    "only a service stage ('service': true) has 'ready'");
+	s->ready_timeout = 300;
+	if (json_is_object(r)) {
+		json_t *u = json_object_get(r, "url"), *t = json_object_get(r, "timeout");
+		const char *k;
+		json_t *x;
+		json_object_foreach(r, k, x)
+			if (strcmp(k, "url") && strcmp(k, "timeout"))
+				return perr(c->err, c->file, where,
+					    "unknown key '%.64s' (known: url, timeout)", k);
+		if (t && (!json_is_number(t) || json_number_value(t) <= 0))
+			return perr(c->err, c->file, where,
+				    "timeout: expected seconds > 0");
+		if (t)
+			s->ready_timeout = json_number_value(t);
+		r = u;
+	}
+	if (!json_is_string(r) || strncmp(json_string_value(r), "http://", 7))
+		return perr(c->err, c->file, where,
+			    "expected a URL http://HOST:PORT/PATH (or {url, timeout})");
+	snprintf(s->ready_url, sizeof s->ready_url, "%s", json_string_value(r));
+	return 0;
+}
+
 static int parse_stage(struct ctx *c, json_t *o, size_t idx)
 {
 	struct pb_stage *s = &c->pb->stages[idx];
@@ -611,7 +660,7 @@ static int parse_stage(struct ctx *c, json_t *o, size_t idx)
 	if ((v = json_object_get(o, "checks")) &&
 	    parse_checks(c, v, s, sp) < 0)
 		return -1;
-	return 0;
+	return parse_service(c, o, s, sp, is_facts);
 }
 
 /* needs: resolve ids to indices (all stages are known by now). */

@@ -84,6 +84,9 @@ struct pb_stage {
 	int required;	     /* default 1 */
 	int rehearsal;	     /* a shape-validation rehearsal: its checks are
 				rehearsal.ITEM, never the real item */
+	int service;	     /* kept running until the playbook ends */
+	char ready_url[1024]; /* service: polled until it answers ("" none) */
+	double ready_timeout; /* seconds to come up (default 300) */
 	struct pb_check *checks;
 	size_t n_checks;
 };

@@ -297,6 +297,13 @@ static const char *lookup_var(void *arg, const char *name)
 		return nd ? node_work(r, nd) : r->work;
 	if (!strcmp(name, "session"))
 		return r->name;
+	if (!strcmp(name, "service_port")) {
+		/* a service's port, per session (the same on --resume), so two
+		 * sessions on one machine do not collide: 20000..39999 */
+		snprintf(r->buf, sizeof r->buf, "%llu",
+			 20000 + (unsigned long long)(hash_str64(r->name) % 20000));
+		return r->buf;
+	}
 	if (!strcmp(name, "node"))
 		return nd ? nd->inv->name : "";
 	if (!strcmp(name, "cards") && nd) {
@@ -506,6 +513,15 @@ static json_t *task_command(struct run *r, struct task *t, struct d0_err *err)
 		json_object_set_new(c, "timeout", json_real(st->timeout));
 	if (st->rehearsal)
 		json_object_set_new(c, "rehearsal", json_true());
+	if (st->ready_url[0]) {
+		char *url = expand(r, st->ready_url, "ready", err);
+		if (!url)
+			goto fail;
+		json_object_set_new(c, "ready",
+				    json_pack("{s:s, s:f}", "url", url, "timeout",
+					      st->ready_timeout));
+		free(url);
+	}
 	if (st->on == PB_ON_CLUSTER && strcmp(st->step, "exec")) {
 		int np = st->np ? st->np : cluster_world(r);
 		json_object_set_new(c, "np", json_integer(np));
@@ -1074,7 +1090,19 @@ static void absorb(struct run *r, int node, struct proto_event *ev)
 				json_decref(t->argv);
 				t->argv = json_incref(json_object_get(o, "argv"));
 			}
-		} else if (!strcmp(state, "end") && !is_final(t))
+			/* a service without a ready URL is up once started */
+			if (r->pb.stages[t->stage].service &&
+			    !r->pb.stages[t->stage].ready_url[0])
+				task_ended(r, t, 0, NULL, "service started", NULL);
+		} else if (!strcmp(state, "progress") && !is_final(t) &&
+			   json_is_true(json_object_get(o, "ready")) &&
+			   r->pb.stages[t->stage].service)
+			/* up: later stages may start; it runs on until the
+			 * playbook ends (bye stops it) */
+			task_ended(r, t, 0, NULL,
+				   json_string_value(json_object_get(o, "msg")),
+				   NULL);
+		else if (!strcmp(state, "end") && !is_final(t))
 			task_ended(
 			    r, t, (int)json_integer_value(json_object_get(o, "rc")),
 			    json_string_value(json_object_get(o, "reason")),
@@ -2429,6 +2457,10 @@ static void print_check(struct run *r, FILE *f)
 			for (size_t j = 0; j < ps->n_needs; j++)
 				fprintf(f, " %s", r->pb.stages[ps->needs[j]].id);
 		}
+		if (ps->service)
+			fprintf(f, "; service: kept running until the playbook "
+				"ends%s%s", ps->ready_url[0] ? ", ready when " : "",
+				ps->ready_url[0] ? "its URL answers" : "");
 		fputc('\n', f);
 		if (!nodes) {
 			fprintf(f, "error: %s\n", err.msg);

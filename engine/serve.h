@@ -1,0 +1,117 @@
+/*
+ * serve.h - `day0-engine serve`: an OpenAI-compatible HTTP endpoint over
+ * the parallel runtime, with continuous batching.
+ *
+ * Two halves meet at one locked queue (struct srv):
+ *   serve_http.c   rank 0's HTTP side (libmicrohttpd, one thread per
+ *                  connection): parses and validates requests, waits for
+ *                  their tokens, writes JSON or server-sent events, keeps
+ *                  the metrics; a client that goes away marks its request
+ *                  cancelled.
+ *   step_serve.c   the scheduler on rank 0's main thread and the step every
+ *                  rank runs: each iteration admits queued requests into
+ *                  free KV slots, builds one batch (whole prompts being
+ *                  prefilled + one token per running sequence), broadcasts
+ *                  it, runs rt_forward_batch on every rank, then samples and
+ *                  computes logprobs for each sequence on rank 0.
+ * MPI is only ever called from the main threads; the HTTP threads touch
+ * nothing but struct srv under its mutex.
+ */
+#ifndef DAY0_SERVE_H
+#define DAY0_SERVE_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+#define SRV_MAX_TOP 20 /* top logprobs per position, as OpenAI's limit */
+
+enum srv_state { SRV_QUEUED, SRV_RUNNING, SRV_DONE };
+
+/* One completion request.  Fields under "state" are guarded by srv.lock. */
+struct srv_req {
+	char id[48];
+	int64_t created;
+	/* what was asked */
+	int64_t *prompt;
+	int nprompt;
+	int max_tokens;
+	double temperature;
+	uint64_t seed;
+	int has_seed;
+	int top_logprobs; /* -1: no logprobs */
+	int echo, stream, include_usage;
+	/* state */
+	enum srv_state state;
+	int cancelled; /* the client went away: free the slot */
+	int slot, prefilled;
+	int64_t pos; /* tokens in the KV cache */
+	int64_t *out; /* generated token ids */
+	int nout;
+	float *out_lp;       /* [nout] logprob of each generated token */
+	int *out_top_id;     /* [nout][top_logprobs] */
+	float *out_top_lp;
+	float *p_lp;         /* [nprompt] prompt logprobs (echo; [0] unused) */
+	int *p_top_id;       /* [nprompt][top_logprobs] */
+	float *p_top_lp;
+	const char *finish;  /* "length", NULL while running */
+	double t_arrive, t_first, t_last;
+	struct rng rng;
+	int refs; /* HTTP side + scheduler */
+	struct srv_req *next; /* queue / running list */
+	pthread_cond_t wake;  /* new tokens or done */
+};
+
+/* Metrics (Prometheus text at /metrics). */
+#define SRV_HIST_BUCKETS 12
+struct srv_hist {
+	double le[SRV_HIST_BUCKETS];
+	uint64_t count[SRV_HIST_BUCKETS + 1]; /* last: +Inf */
+	double sum;
+	uint64_t n;
+};
+void srv_hist_init(struct srv_hist *h, const double *le);
+void srv_hist_add(struct srv_hist *h, double v);
+
+struct srv_metrics {
+	uint64_t req_ok, req_cancelled, req_rejected[6]; /* 400 404 405 413 503 other */
+	uint64_t prompt_tokens, gen_tokens, steps, batch_tokens;
+	int kv_peak, queue_peak; /* most slots in use, longest queue */
+	struct srv_hist ttft, tpot, e2e;
+};
+
+struct srv {
+	pthread_mutex_t lock;
+	pthread_cond_t work; /* a request arrived or was cancelled */
+	struct srv_req *queue_head, *queue_tail;
+	struct srv_req *running;
+	int nqueued, nrunning;
+	int slots, max_queue;
+	unsigned char *slot_used;
+	int64_t max_ctx, vocab;
+	uint64_t kv_seq_bytes; /* per card, one slot */
+	uint64_t next_id;
+	const char *model_name;
+	size_t max_body;
+	volatile int stopping;
+	struct srv_metrics m;
+	/* text prompts: set when a tokenizer exists (engine/tokenizer.c);
+	 * NULL makes a string prompt a 400 */
+	int (*tokenize)(void *ctx, const char *text, int64_t **ids, int *n,
+			struct d0_err *err);
+	void *tokenize_ctx;
+	struct MHD_Daemon *daemon;
+	int port;
+};
+
+int srv_init(struct srv *s);
+void srv_destroy(struct srv *s);
+/* Start HTTP on host:port (port 0: any); s->port gets the bound port. */
+int srv_http_start(struct srv *s, const char *host, int port,
+		   struct d0_err *err);
+void srv_http_stop(struct srv *s);
+/* Drop one reference (under s->lock); frees the request at zero. */
+void srv_req_unref(struct srv_req *q);
+
+#endif

@@ -1,0 +1,899 @@
+/*
+ * step_load.c - `day0-engine load --url URL`: a load generator for any
+ * OpenAI-compatible completions endpoint (vLLM, SGLang, TGI, llama.cpp's
+ * server, day0's own `serve`).
+ *
+ * One thread, one libcurl multi handle, many transfers: each level of a
+ * sweep keeps --concurrency requests in flight (or starts them at Poisson
+ * --rate arrivals, the concurrency then being a cap) until --requests have
+ * finished or --duration has passed.  Streamed answers are timed per
+ * server-sent event: TTFT (start to the first token), inter-token latency
+ * (between events), TPOT ((e2e - TTFT) / (tokens - 1)) and end-to-end.
+ * Failures are classed: http_NNN, timeout, connect, broken (a stream that
+ * ends without [DONE]), stall (no token for --stall seconds: the deadlock
+ * check; the transfer is dropped).  Before measuring it runs the service.api
+ * pass (http_load.c); after, service.load: no errors, no stalls, and the
+ * --slo met by at least --slo-min of the requests at --slo-at concurrency.
+ */
+#include "http_load.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+static int load(int argc, char **argv);
+
+const struct step_entry step_load = {
+	.name = "load",
+	.usage = "--url URL [--model NAME] [--concurrency 1,8,32] [--rate R] "
+		 "[--requests N | --duration S] [--input-len N|LO:HI] "
+		 "[--output-len N|LO:HI] [--dataset FILE.jsonl] [--vocab N] "
+		 "[--slo ttft=MS,tpot=MS] [--slo-min F] [--slo-at C] [--stall S] "
+		 "[--timeout S] [--no-stream] [--ignore-eos] [--get PATH] "
+		 "[--no-api-check] [--seed N] [--json] [--events]\n"
+		 "  --url URL            the endpoint's base (http://host:port)\n"
+		 "  --model NAME         model id to send (default: the first of "
+		 "/v1/models)\n"
+		 "  --concurrency LIST   requests kept in flight, one level each "
+		 "(default 1)\n"
+		 "  --rate R             Poisson arrivals, R requests/s "
+		 "(concurrency is then a cap)\n"
+		 "  --requests N         requests per level (default 32)\n"
+		 "  --duration S         or: seconds per level\n"
+		 "  --input-len D        prompt tokens: N or LO:HI uniform "
+		 "(default 32)\n"
+		 "  --output-len D       max_tokens: N or LO:HI (default 32)\n"
+		 "  --dataset FILE       JSONL lines {\"prompt\": [ids] | \"text\", "
+		 "\"max_tokens\": N}, used in turn\n"
+		 "  --vocab N            random prompt ids are in [1, N) (default "
+		 "100)\n"
+		 "  --slo ttft=MS,tpot=MS  goodput: requests meeting both\n"
+		 "  --slo-min F          share of good requests service.load needs "
+		 "(default 0.9)\n"
+		 "  --slo-at C           the level the SLO is judged at (default: "
+		 "the highest)\n"
+		 "  --stall S            no token for S seconds is a stall "
+		 "(default 30)\n"
+		 "  --timeout S          whole-request timeout (default 600)\n"
+		 "  --no-stream          ask for whole answers (TTFT = e2e)\n"
+		 "  --ignore-eos         send ignore_eos (vLLM/SGLang: fixed output "
+		 "lengths)\n"
+		 "  --get PATH           raw mode: GET PATH, count 200s (overhead "
+		 "benchmarks)\n"
+		 "  --no-api-check       skip the service.api pass\n"
+		 "  --json               one JSON document on stdout\n"
+		 "  --events             JSON-lines events (stage, sample, perf, "
+		 "check)\n"
+		 "example: day0-engine load --url http://127.0.0.1:8000 --concurrency "
+		 "1,8,32 --requests 64 --slo ttft=500,tpot=50",
+	.summary = "load generator for OpenAI-compatible endpoints: TTFT/TPOT/ITL "
+		   "percentiles, goodput, errors, stalls (service.api, "
+		   "service.load)",
+	.run = load,
+};
+
+struct dist {
+	int lo, hi;
+};
+
+struct load_opts {
+	const char *url, *model, *dataset, *get_path;
+	int conc[64], nconc;
+	double rate, duration, stall, timeout, slo_ttft, slo_tpot, slo_min;
+	int requests, vocab, stream, ignore_eos, api_check, json, events;
+	int slo_at;
+	uint64_t seed;
+	struct dist in, out;
+};
+
+/* One transfer in flight. */
+struct lreq {
+	CURL *h;
+	struct curl_slist *hdr;
+	char *body;
+	double t0, t_first, t_last;
+	int ntok, done_marker, stalled;
+	char *line;     /* SSE bytes not yet ending in a newline */
+	size_t line_len;
+	struct http_buf raw; /* unstreamed answer */
+	struct level *lv;
+};
+
+/* One level's results. */
+struct series {
+	double *v;
+	size_t n, cap;
+};
+
+struct level {
+	int conc;
+	double rate, wall;
+	int sent, ok, stalls, timeouts, connect, broken, http_other;
+	int http[6]; /* 400 404 413 429 500 503 */
+	uint64_t in_tokens, out_tokens;
+	int good;
+	struct series ttft, tpot, itl, e2e;
+};
+
+static void series_add(struct series *s, double v)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? 2 * s->cap : 256;
+		s->v = realloc(s->v, s->cap * sizeof *s->v);
+	}
+	s->v[s->n++] = v;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of a sorted series (0 when empty). */
+static double pct(const struct series *s, double p)
+{
+	size_t k;
+	if (!s->n)
+		return 0;
+	k = (size_t)ceil(p / 100.0 * (double)s->n);
+	return s->v[k ? k - 1 : 0];
+}
+
+static int parse_dist(const char *s, struct dist *d)
+{
+	char *end;
+	long lo = strtol(s, &end, 10), hi = lo;
+	if (end == s || lo < 1)
+		return -1;
+	if (*end == ':') {
+		char *e2;
+		hi = strtol(end + 1, &e2, 10);
+		if (e2 == end + 1 || *e2 || hi < lo)
+			return -1;
+	} else if (*end) {
+		return -1;
+	}
+	if (hi > 1 << 20)
+		return -1;
+	d->lo = (int)lo;
+	d->hi = (int)hi;
+	return 0;
+}
+
+static int draw(struct rng *r, const struct dist *d)
+{
+	return d->lo + (int)(rng_uniform(r) * (d->hi - d->lo + 1));
+}
+
+static int parse_slo(const char *s, struct load_opts *o)
+{
+	char *dup = strdup(s), *tok, *save = NULL;
+	int rc = 0;
+	for (tok = strtok_r(dup, ",", &save); tok && !rc;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '='), *end;
+		double v;
+		if (!eq)
+			rc = -1;
+		else if ((v = strtod(eq + 1, &end)) <= 0 || *end)
+			rc = -1;
+		else if (!strncmp(tok, "ttft", (size_t)(eq - tok)) && eq - tok == 4)
+			o->slo_ttft = v / 1000;
+		else if (!strncmp(tok, "tpot", (size_t)(eq - tok)) && eq - tok == 4)
+			o->slo_tpot = v / 1000;
+		else
+			rc = -1;
+	}
+	free(dup);
+	return rc;
+}
+
+static int parse(int argc, char **argv, struct load_opts *o)
+{
+	static const struct option lo[] = {
+		{"url", 1, 0, 'u'}, {"model", 1, 0, 'M'}, {"concurrency", 1, 0, 'c'},
+		{"rate", 1, 0, 'r'}, {"requests", 1, 0, 'n'}, {"duration", 1, 0, 'd'},
+		{"input-len", 1, 0, 'i'}, {"output-len", 1, 0, 'o'},
+		{"dataset", 1, 0, 'D'}, {"vocab", 1, 0, 'V'}, {"slo", 1, 0, 'S'},
+		{"slo-min", 1, 0, 'g'}, {"slo-at", 1, 0, 'a'}, {"stall", 1, 0, 's'},
+		{"timeout", 1, 0, 'T'}, {"no-stream", 0, 0, 'N'},
+		{"ignore-eos", 0, 0, 'I'}, {"get", 1, 0, 'G'},
+		{"no-api-check", 0, 0, 'A'}, {"seed", 1, 0, 'z'}, {"json", 0, 0, 'j'},
+		{"events", 0, 0, 'E'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	const struct step_entry *S = &step_load;
+	int ch;
+	long v;
+	char *end;
+	memset(o, 0, sizeof *o);
+	o->conc[0] = 1;
+	o->nconc = 1;
+	o->requests = 32;
+	o->vocab = 100;
+	o->stream = 1;
+	o->api_check = 1;
+	o->stall = 30;
+	o->timeout = 600;
+	o->slo_min = 0.9;
+	o->in = (struct dist){32, 32};
+	o->out = (struct dist){32, 32};
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'u': o->url = optarg; break;
+		case 'M': o->model = optarg; break;
+		case 'c': {
+			char *dup = strdup(optarg), *tok, *save = NULL;
+			o->nconc = 0;
+			for (tok = strtok_r(dup, ",", &save); tok;
+			     tok = strtok_r(NULL, ",", &save)) {
+				if (o->nconc == 64 || parse_long(tok, 1, 100000, &v) < 0) {
+					free(dup);
+					return step_usage_error(S, "--concurrency: expected a "
+								"comma list of counts >= 1");
+				}
+				o->conc[o->nconc++] = (int)v;
+			}
+			free(dup);
+			if (!o->nconc)
+				return step_usage_error(S, "--concurrency: empty list");
+			break;
+		}
+		case 'r': case 'd': case 's': case 'T': case 'g': {
+			double x = strtod(optarg, &end);
+			if (end == optarg || *end || x <= 0 || (ch == 'g' && x > 1))
+				return step_usage_error(S, "--%s: expected a positive "
+							"number%s", ch == 'r' ? "rate"
+							: ch == 'd' ? "duration" : ch == 's' ? "stall"
+							: ch == 'T' ? "timeout" : "slo-min",
+							ch == 'g' ? " <= 1" : "");
+			*(ch == 'r' ? &o->rate : ch == 'd' ? &o->duration
+				: ch == 's' ? &o->stall : ch == 'T' ? &o->timeout
+				: &o->slo_min) = x;
+			break;
+		}
+		case 'n':
+			if (parse_long(optarg, 1, 100000000, &v) < 0)
+				return step_usage_error(S, "--requests: expected a count >= 1");
+			o->requests = (int)v;
+			break;
+		case 'i': case 'o':
+			if (parse_dist(optarg, ch == 'i' ? &o->in : &o->out) < 0)
+				return step_usage_error(S, "--%s-len: expected N or LO:HI "
+							"(tokens >= 1)", ch == 'i' ? "input" : "output");
+			break;
+		case 'D': o->dataset = optarg; break;
+		case 'V':
+			if (parse_long(optarg, 2, 1 << 30, &v) < 0)
+				return step_usage_error(S, "--vocab: expected a count >= 2");
+			o->vocab = (int)v;
+			break;
+		case 'S':
+			if (parse_slo(optarg, o) < 0)
+				return step_usage_error(S, "--slo: expected ttft=MS,tpot=MS "
+							"(either or both, positive)");
+			break;
+		case 'a':
+			if (parse_long(optarg, 1, 100000, &v) < 0)
+				return step_usage_error(S, "--slo-at: expected a concurrency");
+			o->slo_at = (int)v;
+			break;
+		case 'N': o->stream = 0; break;
+		case 'I': o->ignore_eos = 1; break;
+		case 'G': o->get_path = optarg; break;
+		case 'A': o->api_check = 0; break;
+		case 'z':
+			if (parse_long(optarg, 0, 1L << 62, &v) < 0)
+				return step_usage_error(S, "--seed: expected an integer");
+			o->seed = (uint64_t)v;
+			break;
+		case 'j': o->json = 1; break;
+		case 'E': o->events = 1; break;
+		case 'h': step_usage(S, stdout); return -1;
+		default:
+			return step_usage_error(S, "unknown or incomplete option '%s'",
+						argv[optind - 1]);
+		}
+	}
+	if (optind != argc)
+		return step_usage_error(S, "unexpected argument '%s'", argv[optind]);
+	if (!o->url)
+		return step_usage_error(S, "--url is required");
+	if (strncmp(o->url, "http://", 7) && strncmp(o->url, "https://", 8))
+		return step_usage_error(S, "--url: expected http://HOST:PORT");
+	if (o->duration && o->requests != 32)
+		return step_usage_error(S, "--requests and --duration: give one");
+	if (o->get_path && o->get_path[0] != '/')
+		return step_usage_error(S, "--get: expected a path such as /health");
+	return 0;
+}
+
+/* ---------------------------------------------------------- the workload */
+
+struct workload {
+	json_t **prompts; /* dataset prompts, or NULL */
+	int *max_tokens;
+	size_t n, next;
+	struct rng rng;
+};
+
+static int dataset_load(const char *path, struct workload *w,
+			struct d0_err *err)
+{
+	FILE *f = fopen(path, "r");
+	char *line = NULL;
+	size_t cap = 0, ln = 0;
+	if (!f)
+		return d0_errf(err, "%s: cannot open", path);
+	while (getline(&line, &cap, f) > 0) {
+		json_t *doc, *p, *m;
+		ln++;
+		if (line[strspn(line, " \t\r\n")] == 0)
+			continue;
+		doc = json_loads(line, 0, NULL);
+		p = json_object_get(doc, "prompt");
+		m = json_object_get(doc, "max_tokens");
+		if (!p || !(json_is_array(p) || json_is_string(p)) ||
+		    (m && (!json_is_integer(m) || json_integer_value(m) < 1))) {
+			json_decref(doc);
+			free(line);
+			fclose(f);
+			return d0_errf(err, "%s:%zu: expected {\"prompt\": [ids] or "
+				       "\"text\", \"max_tokens\": N >= 1}", path, ln);
+		}
+		w->prompts = realloc(w->prompts, (w->n + 1) * sizeof *w->prompts);
+		w->max_tokens = realloc(w->max_tokens, (w->n + 1) * sizeof(int));
+		w->prompts[w->n] = json_incref(p);
+		w->max_tokens[w->n++] = m ? (int)json_integer_value(m) : 0;
+		json_decref(doc);
+	}
+	free(line);
+	fclose(f);
+	if (!w->n)
+		return d0_errf(err, "%s: no requests in the dataset", path);
+	return 0;
+}
+
+/* The next request body (malloc'd); *in_tokens counts its prompt ids. */
+static char *next_body(const struct load_opts *o, struct workload *w,
+		       int *in_tokens)
+{
+	json_t *doc = json_object(), *prompt;
+	int mt;
+	char *s;
+	if (w->n) {
+		size_t k = w->next++ % w->n;
+		prompt = json_incref(w->prompts[k]);
+		mt = w->max_tokens[k] ? w->max_tokens[k] : draw(&w->rng, &o->out);
+	} else {
+		int n = draw(&w->rng, &o->in);
+		prompt = json_array();
+		for (int i = 0; i < n; i++)
+			json_array_append_new(prompt, json_integer(
+				1 + (json_int_t)(rng_uniform(&w->rng) * (o->vocab - 1))));
+		mt = draw(&w->rng, &o->out);
+	}
+	*in_tokens = json_is_array(prompt) ? (int)json_array_size(prompt) : 0;
+	if (o->model)
+		json_object_set_new(doc, "model", json_string(o->model));
+	json_object_set_new(doc, "prompt", prompt);
+	json_object_set_new(doc, "max_tokens", json_integer(mt));
+	json_object_set_new(doc, "temperature", json_real(0));
+	if (o->stream)
+		json_object_set_new(doc, "stream", json_true());
+	if (o->ignore_eos)
+		json_object_set_new(doc, "ignore_eos", json_true());
+	s = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	return s;
+}
+
+/* ---------------------------------------------------------- transfers */
+
+/* One SSE data line: count its tokens, time them. */
+static void sse_data(struct lreq *q, const char *data, size_t n)
+{
+	json_t *doc, *ch, *ids;
+	int k = 0;
+	double now = now_s();
+	if (n == 6 && !strncmp(data, "[DONE]", 6)) {
+		q->done_marker = 1;
+		return;
+	}
+	doc = json_loadb(data, n, 0, NULL);
+	ch = json_array_get(json_object_get(doc, "choices"), 0);
+	ids = json_object_get(ch, "token_ids");
+	if (json_is_array(ids))
+		k = (int)json_array_size(ids);
+	else if (json_string_length(json_object_get(ch, "text")) > 0)
+		k = 1;
+	json_decref(doc);
+	if (!k)
+		return;
+	if (!q->ntok)
+		q->t_first = now;
+	else
+		series_add(&q->lv->itl, now - q->t_last);
+	q->t_last = now;
+	q->ntok += k;
+}
+
+static size_t on_stream(char *p, size_t size, size_t nm, void *arg)
+{
+	struct lreq *q = arg;
+	size_t n = size * nm, start = 0;
+	q->line = realloc(q->line, q->line_len + n + 1);
+	memcpy(q->line + q->line_len, p, n);
+	q->line_len += n;
+	for (size_t i = 0; i < q->line_len; i++)
+		if (q->line[i] == '\n') {
+			char *l = q->line + start;
+			size_t len = i - start;
+			if (len && l[len - 1] == '\r')
+				len--;
+			if (len > 6 && !strncmp(l, "data: ", 6))
+				sse_data(q, l + 6, len - 6);
+			start = i + 1;
+		}
+	memmove(q->line, q->line + start, q->line_len - start);
+	q->line_len -= start;
+	return n;
+}
+
+static struct lreq *start_req(CURLM *m, const struct load_opts *o,
+			      struct workload *w, struct level *lv,
+			      const char *url)
+{
+	struct lreq *q = calloc(1, sizeof *q);
+	int in = 0;
+	q->lv = lv;
+	q->h = curl_easy_init();
+	curl_easy_setopt(q->h, CURLOPT_URL, url);
+	curl_easy_setopt(q->h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(q->h, CURLOPT_PRIVATE, q);
+	curl_easy_setopt(q->h, CURLOPT_TIMEOUT_MS, (long)(o->timeout * 1000));
+	curl_easy_setopt(q->h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+	if (!o->get_path) {
+		q->body = next_body(o, w, &in);
+		q->hdr = curl_slist_append(NULL, "Content-Type: application/json");
+		curl_easy_setopt(q->h, CURLOPT_HTTPHEADER, q->hdr);
+		curl_easy_setopt(q->h, CURLOPT_POSTFIELDS, q->body);
+	}
+	if (o->stream && !o->get_path) {
+		curl_easy_setopt(q->h, CURLOPT_WRITEFUNCTION, on_stream);
+		curl_easy_setopt(q->h, CURLOPT_WRITEDATA, q);
+	} else {
+		curl_easy_setopt(q->h, CURLOPT_WRITEFUNCTION, http_buf_write);
+		curl_easy_setopt(q->h, CURLOPT_WRITEDATA, &q->raw);
+	}
+	lv->in_tokens += (uint64_t)in;
+	lv->sent++;
+	q->t0 = q->t_last = now_s();
+	curl_multi_add_handle(m, q->h);
+	return q;
+}
+
+static void end_req(CURLM *m, struct lreq *q)
+{
+	curl_multi_remove_handle(m, q->h);
+	curl_easy_cleanup(q->h);
+	curl_slist_free_all(q->hdr);
+	free(q->body);
+	free(q->line);
+	free(q->raw.data);
+	free(q);
+}
+
+/* A finished transfer: classify it and record its timings. */
+static void account(const struct load_opts *o, struct lreq *q, CURLcode rc)
+{
+	struct level *lv = q->lv;
+	static const int codes[6] = {400, 404, 413, 429, 500, 503};
+	long st = 0;
+	double now = now_s(), e2e = now - q->t0, ttft, tpot = 0;
+	if (rc == CURLE_OPERATION_TIMEDOUT) {
+		lv->timeouts++;
+		return;
+	}
+	if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST) {
+		lv->connect++;
+		return;
+	}
+	curl_easy_getinfo(q->h, CURLINFO_RESPONSE_CODE, &st);
+	if (rc != CURLE_OK && st == 200) {
+		lv->broken++;
+		return;
+	}
+	if (st != 200 || rc != CURLE_OK) {
+		int k = -1;
+		for (int i = 0; i < 6; i++)
+			if (codes[i] == st)
+				k = i;
+		if (k >= 0)
+			lv->http[k]++;
+		else if (rc != CURLE_OK)
+			lv->broken++;
+		else
+			lv->http_other++;
+		return;
+	}
+	if (o->get_path) {
+		lv->ok++;
+		return;
+	}
+	if (o->stream) {
+		if (!q->done_marker || !q->ntok) {
+			lv->broken++;
+			return;
+		}
+		ttft = q->t_first - q->t0;
+		if (q->ntok > 1)
+			tpot = (q->t_last - q->t_first) / (q->ntok - 1);
+		e2e = q->t_last - q->t0;
+	} else {
+		json_t *doc = json_loads(q->raw.data ? q->raw.data : "", 0, NULL);
+		json_t *u = json_object_get(json_object_get(doc, "usage"),
+					    "completion_tokens");
+		if (!json_is_integer(u)) {
+			json_decref(doc);
+			lv->broken++;
+			return;
+		}
+		q->ntok = (int)json_integer_value(u);
+		json_decref(doc);
+		ttft = e2e;
+		if (q->ntok > 1)
+			tpot = e2e / q->ntok;
+	}
+	lv->ok++;
+	lv->out_tokens += (uint64_t)q->ntok;
+	series_add(&lv->ttft, ttft);
+	series_add(&lv->e2e, e2e);
+	if (q->ntok > 1)
+		series_add(&lv->tpot, tpot);
+	if ((!o->slo_ttft || ttft <= o->slo_ttft) &&
+	    (!o->slo_tpot || tpot <= o->slo_tpot))
+		lv->good++;
+}
+
+static int errors_of(const struct level *lv)
+{
+	int n = lv->timeouts + lv->connect + lv->broken + lv->http_other;
+	for (int i = 0; i < 6; i++)
+		n += lv->http[i];
+	return n;
+}
+
+static void progress(const struct load_opts *o, const struct level *lv,
+		     int target, double t0, int inflight)
+{
+	int done = lv->ok + errors_of(lv) + lv->stalls, w = 30, fill;
+	double el = now_s() - t0;
+	double frac = target ? (double)done / target : el / o->duration;
+	char bar[64];
+	if (frac > 1)
+		frac = 1;
+	fill = (int)(frac * w);
+	for (int i = 0; i < w; i++)
+		bar[i] = i < fill ? '#' : '.';
+	bar[w] = 0;
+	fprintf(stderr, "\r  c=%-5d [%s] %6d done %4d in flight %5d err %4d stall "
+		"%8.1f req/s", lv->conc, bar, done, inflight, errors_of(lv),
+		lv->stalls, el > 0 ? lv->ok / el : 0.0);
+}
+
+/* Run one level of the sweep. */
+static void run_level(const struct load_opts *o, struct workload *w,
+		      struct level *lv, const char *url, int tty)
+{
+	CURLM *m = curl_multi_init();
+	struct lreq **fl = calloc((size_t)lv->conc + 1, sizeof *fl);
+	int inflight = 0, launched = 0, target = o->duration ? 0 : o->requests;
+	double t0 = now_s(), next_arrival = t0, last_prog = 0, last_ev = t0;
+	curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)lv->conc + 4);
+	for (;;) {
+		double now = now_s();
+		int running, left, more, finished = 0;
+		CURLMsg *msg;
+		more = target ? launched < target : now - t0 < o->duration;
+		if (!more && !inflight)
+			break;
+		while (more && inflight < lv->conc &&
+		       (!o->rate || now >= next_arrival)) {
+			fl[inflight++] = start_req(m, o, w, lv, url);
+			launched++;
+			if (o->rate)
+				next_arrival += -log(1 - rng_uniform(&w->rng)) / o->rate;
+			more = target ? launched < target : now - t0 < o->duration;
+		}
+		curl_multi_perform(m, &running);
+		while ((msg = curl_multi_info_read(m, &left))) {
+			struct lreq *q = NULL;
+			if (msg->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&q);
+			account(o, q, msg->data.result);
+			finished++;
+			for (int i = 0; i < inflight; i++)
+				if (fl[i] == q) {
+					fl[i] = fl[--inflight];
+					break;
+				}
+			end_req(m, q);
+		}
+		now = now_s();
+		for (int i = 0; !o->get_path && i < inflight; i++)
+			if (now - fl[i]->t_last > o->stall) {
+				lv->stalls++;
+				end_req(m, fl[i]);
+				fl[i--] = fl[--inflight];
+			}
+		if (tty && now - last_prog > 0.2) {
+			progress(o, lv, target, t0, inflight);
+			last_prog = now;
+		}
+		if (o->events && now - last_ev > 1.0) {
+			double el = now - t0;
+			events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1,
+							"metric", "load.inflight",
+							"value", inflight));
+			events_emit("sample", json_pack("{s:i, s:s, s:f}", "card", -1,
+							"metric", "load.tokens_per_s",
+							"value", lv->out_tokens / el));
+			events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1,
+							"metric", "load.errors", "value",
+							errors_of(lv) + lv->stalls));
+			last_ev = now;
+		}
+		{
+			int wait = 20;
+			if (o->rate && more && next_arrival > now)
+				wait = (int)((next_arrival - now) * 1000) < wait
+					       ? (int)((next_arrival - now) * 1000) : wait;
+			/* a finished transfer frees a place: refill before waiting */
+			if (!finished && (inflight || wait > 0))
+				curl_multi_poll(m, NULL, 0, wait > 0 ? wait : 0, NULL);
+		}
+	}
+	lv->wall = now_s() - t0;
+	if (tty) {
+		progress(o, lv, target, t0, 0);
+		fputc('\n', stderr);
+	}
+	free(fl);
+	curl_multi_cleanup(m);
+	qsort(lv->ttft.v, lv->ttft.n, sizeof(double), cmp_d);
+	qsort(lv->tpot.v, lv->tpot.n, sizeof(double), cmp_d);
+	qsort(lv->itl.v, lv->itl.n, sizeof(double), cmp_d);
+	qsort(lv->e2e.v, lv->e2e.n, sizeof(double), cmp_d);
+}
+
+/* ------------------------------------------------------------- report */
+
+static json_t *pcts_ms(const struct series *s)
+{
+	return json_pack("{s:f, s:f, s:f}", "p50", pct(s, 50) * 1e3, "p90",
+			 pct(s, 90) * 1e3, "p99", pct(s, 99) * 1e3);
+}
+
+static json_t *level_json(const struct level *lv)
+{
+	static const char *codes[6] = {"http_400", "http_404", "http_413",
+				       "http_429", "http_500", "http_503"};
+	json_t *err = json_pack("{s:i, s:i, s:i, s:i, s:i}", "timeout",
+				lv->timeouts, "connect", lv->connect, "broken",
+				lv->broken, "http_other", lv->http_other, "stall",
+				lv->stalls);
+	json_t *t;
+	double mean = 0;
+	for (int i = 0; i < 6; i++)
+		json_object_set_new(err, codes[i], json_integer(lv->http[i]));
+	t = json_pack("{s:i, s:f, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:I, s:I, "
+		      "s:i, s:f, s:o, s:o, s:o, s:o, s:o}",
+		      "concurrency", lv->conc, "rate", lv->rate, "requests", lv->sent,
+		      "ok", lv->ok, "errors", errors_of(lv), "stalls", lv->stalls,
+		      "seconds", lv->wall, "requests_per_s",
+		      lv->wall > 0 ? lv->ok / lv->wall : 0.0, "output_tokens_per_s",
+		      lv->wall > 0 ? lv->out_tokens / lv->wall : 0.0, "input_tokens",
+		      (json_int_t)lv->in_tokens, "output_tokens",
+		      (json_int_t)lv->out_tokens, "good", lv->good, "goodput",
+		      lv->ok ? (double)lv->good / lv->ok : 0.0, "ttft_ms",
+		      pcts_ms(&lv->ttft), "tpot_ms", pcts_ms(&lv->tpot), "itl_ms",
+		      pcts_ms(&lv->itl), "e2e_ms", pcts_ms(&lv->e2e), "error_classes",
+		      err);
+	/* means, for the perf event */
+	json_object_set_new(json_object_get(t, "itl_ms"), "mean", json_real(0));
+	json_object_set_new(json_object_get(t, "e2e_ms"), "mean", json_real(0));
+	for (size_t i = 0; i < lv->tpot.n; i++)
+		mean += lv->tpot.v[i];
+	json_object_set_new(json_object_get(t, "tpot_ms"), "mean",
+			    json_real(lv->tpot.n ? mean / lv->tpot.n * 1e3 : 0));
+	mean = 0;
+	for (size_t i = 0; i < lv->ttft.n; i++)
+		mean += lv->ttft.v[i];
+	json_object_set_new(json_object_get(t, "ttft_ms"), "mean",
+			    json_real(lv->ttft.n ? mean / lv->ttft.n * 1e3 : 0));
+	return t;
+}
+
+static void print_table(const struct load_opts *o, json_t *levels)
+{
+	size_t i;
+	json_t *l;
+	printf("load: %s%s\n", o->url, o->get_path ? o->get_path : "/v1/completions");
+	printf("%6s %7s %6s %5s %5s %9s %9s %9s %9s %9s %9s %9s %9s %8s\n", "conc",
+	       "reqs", "ok", "err", "stall", "req/s", "tok/s", "ttft50", "ttft99",
+	       "tpot50", "tpot99", "itl99", "e2e99", "goodput");
+	json_array_foreach(levels, i, l) {
+#define G(k, s) json_real_value(json_object_get(json_object_get(l, k), s))
+#define N(k) json_number_value(json_object_get(l, k))
+		printf("%6d %7d %6d %5d %5d %9.1f %9.1f %9.2f %9.2f %9.2f %9.2f "
+		       "%9.2f %9.2f %7.0f%%\n",
+		       (int)N("concurrency"), (int)N("requests"), (int)N("ok"),
+		       (int)N("errors"), (int)N("stalls"), N("requests_per_s"),
+		       N("output_tokens_per_s"), G("ttft_ms", "p50"), G("ttft_ms", "p99"),
+		       G("tpot_ms", "p50"), G("tpot_ms", "p99"), G("itl_ms", "p99"),
+		       G("e2e_ms", "p99"), N("goodput") * 100);
+#undef G
+#undef N
+	}
+	printf("(latencies in ms)\n");
+}
+
+/* The model to name in requests: --model, else /v1/models' first id. */
+static const char *find_model(const struct load_opts *o, char *buf, size_t n)
+{
+	struct http_buf b = {0};
+	struct d0_err e;
+	long st;
+	char *u;
+	json_t *doc;
+	const char *id;
+	if (o->model)
+		return o->model;
+	u = http_url(o->url, "/v1/models");
+	if (http_request(u, NULL, 30, &st, &b, &e) < 0 || st != 200) {
+		free(u);
+		free(b.data);
+		return NULL;
+	}
+	free(u);
+	doc = json_loads(b.data, 0, NULL);
+	free(b.data);
+	id = json_string_value(json_object_get(
+		json_array_get(json_object_get(doc, "data"), 0), "id"));
+	if (id)
+		snprintf(buf, n, "%s", id);
+	json_decref(doc);
+	return id ? buf : NULL;
+}
+
+static int load(int argc, char **argv)
+{
+	struct load_opts o;
+	struct workload w = {0};
+	struct d0_err err = {{0}};
+	char model[256], detail[1024], api_detail[1024] = "", *url;
+	json_t *levels, *doc;
+	int rc = parse(argc, argv, &o), api_fail = 0, load_fail = 0, tty;
+	int judged = -1;
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	events_init(stdout, o.events);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	rng_seed(&w.rng, o.seed);
+	if (o.dataset && dataset_load(o.dataset, &w, &err) < 0) {
+		fprintf(stderr, "day0-engine: %s\n", err.msg);
+		for (size_t i = 0; i < w.n; i++)
+			json_decref(w.prompts[i]);
+		free(w.prompts);
+		free(w.max_tokens);
+		curl_global_cleanup();
+		return EXIT_USAGE;
+	}
+	tty = isatty(2) && !o.events;
+	events_stage("load", "start", 0, 0, o.url);
+	if (!o.get_path) {
+		o.model = find_model(&o, model, sizeof model);
+		if (!o.model) {
+			fprintf(stderr, "day0-engine: %s: GET /v1/models gave no model "
+				"(is the server up?); pass --model\n", o.url);
+			events_check("service.api", "fail", "GET /v1/models gave no model",
+				     NULL, NULL);
+			events_stage("load", "end", 1, EXIT_CHECK_FAILED, "no model");
+			for (size_t i = 0; i < w.n; i++)
+				json_decref(w.prompts[i]);
+			free(w.prompts);
+			free(w.max_tokens);
+			curl_global_cleanup();
+			return EXIT_CHECK_FAILED;
+		}
+	}
+	if (o.api_check && !o.get_path) {
+		char prompt[256];
+		int n = 0;
+		n += snprintf(prompt + n, sizeof prompt - (size_t)n, "[");
+		for (int i = 0; i < 8; i++)
+			n += snprintf(prompt + n, sizeof prompt - (size_t)n, "%s%d",
+				      i ? "," : "", 1 + (i * 7) % (o.vocab - 1));
+		snprintf(prompt + n, sizeof prompt - (size_t)n, "]");
+		api_fail = service_api_check(o.url, o.model, prompt, api_detail,
+					     sizeof api_detail);
+		events_check("service.api", api_fail ? "fail" : "pass", api_detail,
+			     NULL, NULL);
+		if (!o.json && !o.events)
+			printf("service.api: %s: %s\n", api_fail ? "FAIL" : "pass",
+			       api_detail);
+	}
+	levels = json_array();
+	url = http_url(o.url, o.get_path ? o.get_path : "/v1/completions");
+	for (int i = 0; i < o.nconc; i++) {
+		struct level lv = {.conc = o.conc[i], .rate = o.rate};
+		json_t *lj;
+		run_level(&o, &w, &lv, url, tty);
+		lj = level_json(&lv);
+		json_array_append(levels, lj);
+		if (errors_of(&lv) || lv.stalls)
+			load_fail = 1;
+		if (o.conc[i] == (o.slo_at ? o.slo_at : o.conc[o.nconc - 1]))
+			judged = i;
+		events_emit("perf", json_pack(
+			"{s:f, s:f, s:f, s:I, s:I, s:i, s:f}", "ttft_ms",
+			json_real_value(json_object_get(json_object_get(lj, "ttft_ms"), "mean")),
+			"tpot_ms",
+			json_real_value(json_object_get(json_object_get(lj, "tpot_ms"), "mean")),
+			"tokens_per_s", lv.wall > 0 ? lv.out_tokens / lv.wall : 0.0,
+			"prompt_tokens", (json_int_t)lv.in_tokens, "gen_tokens",
+			(json_int_t)lv.out_tokens, "concurrency", lv.conc,
+			"requests_per_s", lv.wall > 0 ? lv.ok / lv.wall : 0.0));
+		events_stage("load", "progress", (double)(i + 1) / o.nconc, 0, NULL);
+		json_decref(lj);
+		free(lv.ttft.v); free(lv.tpot.v); free(lv.itl.v); free(lv.e2e.v);
+	}
+	free(url);
+	{
+		json_t *jl = json_array_get(levels, judged >= 0 ? (size_t)judged : 0);
+		double gp = json_number_value(json_object_get(jl, "goodput"));
+		int errs = 0, stalls = 0, slo_fail;
+		size_t i;
+		json_t *l;
+		json_array_foreach(levels, i, l) {
+			errs += (int)json_integer_value(json_object_get(l, "errors"));
+			stalls += (int)json_integer_value(json_object_get(l, "stalls"));
+		}
+		slo_fail = (o.slo_ttft || o.slo_tpot) && (judged < 0 || gp < o.slo_min);
+		snprintf(detail, sizeof detail, "%d levels, %d errors, %d stalls%s; "
+			 "goodput %.0f%% at concurrency %d (need %.0f%%%s)",
+			 o.nconc, errs, stalls, stalls ? " (no token within --stall)" : "",
+			 gp * 100, judged >= 0 ? o.conc[judged] : 0, o.slo_min * 100,
+			 (o.slo_ttft || o.slo_tpot) ? "" : ", no --slo given");
+		load_fail |= slo_fail;
+		events_check("service.load", load_fail ? "fail" : "pass", detail,
+			     json_real(gp), json_real(o.slo_min));
+		doc = json_pack("{s:s, s:s?, s:o, s:{s:s, s:s}, s:{s:s, s:s}}", "url",
+				o.url, "model", o.model, "levels", levels, "service.api",
+				"status", api_fail ? "fail" : o.api_check ? "pass" : "skip",
+				"detail", api_detail, "service.load", "status",
+				load_fail ? "fail" : "pass", "detail", detail);
+		if (o.json)
+			json_dumpf(doc, stdout, JSON_INDENT(2)), printf("\n");
+		else if (!o.events) {
+			print_table(&o, levels);
+			printf("service.load: %s: %s\n", load_fail ? "FAIL" : "pass", detail);
+		}
+		json_decref(doc);
+	}
+	rc = api_fail || load_fail ? EXIT_CHECK_FAILED : EXIT_OK;
+	events_stage("load", "end", 1, rc, o.url);
+	for (size_t i = 0; i < w.n; i++)
+		json_decref(w.prompts[i]);
+	free(w.prompts);
+	free(w.max_tokens);
+	curl_global_cleanup();
+	return rc;
+}

@@ -1,0 +1,209 @@
+# day0-engine serve under real mpirun, driven over loopback HTTP by curl,
+# `load` and `probe`: the API as documented, greedy == run --generate,
+# streamed == unstreamed, 64 clients against a KV budget of 8 sequences,
+# disconnects free their KV, bad requests get 4xx while others are served,
+# probe passes on the real weights and fails on a perturbed copy.
+. "$(dirname "$0")/../lib.sh"
+TOOLS="$BUILD/tests"
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0"
+PIDS=""
+cleanup() {
+	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
+	for p in $PIDS; do wait "$p" 2>/dev/null; done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+for tool in curl python3; do
+	command -v $tool >/dev/null || { fail "$tool is installed" "missing (make deps)"; exit 1; }
+done
+js() { # python3 expression over the JSON document in file $1 (as d)
+	python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+# start serve: NAME NP ARGS...; sets URL_NAME (waits for the port file)
+start_serve() {
+	local name=$1 np=$2; shift 2
+	rm -f "$T/$name.port"
+	timeout 900 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
+		"$ENGINE" serve "$@" --port 0 --port-file "$T/$name.port" \
+		>"$T/$name.out" 2>"$T/$name.err" &
+	PIDS="$PIDS $!"
+	eval "${name}_PID=$!"
+	for _ in $(seq 300); do [ -s "$T/$name.port" ] && break; sleep 0.1; done
+	eval "URL_$name=http://127.0.0.1:$(cat "$T/$name.port" 2>/dev/null)"
+}
+metric() { # URL NAME -> value
+	curl -s "$1/metrics" | awk -v n="$2" '$1 == n { print $2 }'
+}
+post() { # URL BODY OUTFILE -> http status on stdout
+	curl -s -o "$3" -w '%{http_code}' "$1/v1/completions" -H 'Content-Type: application/json' -d "$2"
+}
+
+# --help and usage errors
+for step in serve load probe; do
+	expect_rc 0 "$step --help" "$ENGINE" $step --help
+	contains "$step --help shows usage and an example" "example: " "$OUT"
+done
+expect_rc 2 "load without --url is a usage error" "$ENGINE" load
+expect_rc 2 "probe without --model is a usage error" "$ENGINE" probe --url http://127.0.0.1:1
+expect_rc 2 "serve with --kv-seqs and --kv-mem is a usage error" "$ENGINE" serve /x --tp 1 --kv-seqs 2 --kv-mem 1M
+expect_rc 1 "load against nothing listening fails service.api" "$ENGINE" load --url http://127.0.0.1:9 --requests 1
+
+"$ENGINE" gen-model --arch llama --layers 2 --heads 4 --kv-heads 2 --hidden 64 --vocab 128 \
+	--shards 2 "$T/m" >/dev/null
+# The KV budget for exactly 8 sequences of 128 tokens at tp 2: 2 layers x
+# 128 positions x 1 kv head x (16 + 16) x 4 bytes = 32 KiB a sequence.
+start_serve a 2 "$T/m" --tp 2 --max-ctx 128 --kv-mem 256K --max-queue 256 --events
+A=$URL_a
+check "serve tp2 listens (port file written)" test -s "$T/a.port"
+
+# --- the API as documented
+check "GET /health is 200" test "$(curl -s -o /dev/null -w '%{http_code}' "$A/health")" = 200
+curl -s "$A/v1/models" >"$T/models.json"
+check "GET /v1/models lists the model with its context" \
+	test "$(js "$T/models.json" "d['data'][0]['id'], d['data'][0]['max_model_len']")" = "m 128"
+check "the KV budget holds 8 sequences" test "$(metric "$A" day0_kv_sequences_max)" = 8
+check "POST /v1/completions is 200" test "$(post "$A" '{"model":"m","prompt":[1,5,9,3,7],"max_tokens":8,"temperature":0}' "$T/c1.json")" = 200
+check "… a text_completion with token_ids, finish_reason and usage" test \
+	"$(js "$T/c1.json" "d['object'], len(d['choices'][0]['token_ids']), d['choices'][0]['finish_reason'], d['usage']['completion_tokens'], d['usage']['prompt_tokens']")" \
+	= "text_completion 8 length 8 5"
+
+# --- greedy == run --generate, for three prompts served at the same time
+i=0
+for p in 1,5,9,3,7 60,2,11,4 8,8,8,100,3,2,1; do
+	i=$((i + 1))
+	post "$A" "{\"prompt\":[$p],\"max_tokens\":10,\"temperature\":0}" "$T/g$i.json" >/dev/null &
+	gpids="${gpids:-} $!"
+done
+for p in $gpids; do wait "$p"; done
+i=0
+for p in 1,5,9,3,7 60,2,11,4 8,8,8,100,3,2,1; do
+	i=$((i + 1))
+	want=$("$ENGINE" run "$T/m" --tp 1 --tokens "$p" --generate 10 | sed -n 's/^generated: //p')
+	got=$(js "$T/g$i.json" "' '.join(map(str, d['choices'][0]['token_ids']))")
+	check "greedy tokens for [$p] (batched) equal run --generate" test -n "$want" -a "$want" = "$got"
+done
+
+# --- streamed == unstreamed, with logprobs and echo
+body='{"prompt":[3,1,4,1,5,9,2,6],"max_tokens":12,"temperature":0,"logprobs":3,"echo":true'
+post "$A" "$body}" "$T/u.json" >/dev/null
+curl -s -N "$A/v1/completions" -d "$body,\"stream\":true}" >"$T/s.sse"
+python3 - "$T/u.json" "$T/s.sse" >"$T/cmp.txt" <<'EOF'
+import json, sys
+u = json.load(open(sys.argv[1]))
+ids, lps, done, n = [], [], False, 0
+for line in open(sys.argv[2]):
+    if not line.startswith("data: "):
+        continue
+    if line.strip() == "data: [DONE]":
+        done = True; continue
+    c = json.loads(line[6:])["choices"][0]; n += 1
+    ids += c["token_ids"]
+    if c["logprobs"]:
+        lps += c["logprobs"]["token_logprobs"]
+uc = u["choices"][0]
+print("same" if ids == uc["token_ids"] and lps == uc["logprobs"]["token_logprobs"] else "differ",
+      "done" if done else "no-done", n > 1,
+      len(uc["logprobs"]["token_logprobs"]), uc["logprobs"]["token_logprobs"][0],
+      uc["prompt_token_ids"] == [3,1,4,1,5,9,2,6],
+      all(len(t) == 3 for t in uc["logprobs"]["top_logprobs"][1:]))
+EOF
+check "streamed tokens and logprobs equal the unstreamed answer, [DONE] at the end" \
+	test "$(cat "$T/cmp.txt")" = "same done True 20 None True True"
+
+# --- malformed requests: 4xx naming the field; the server keeps serving
+check "malformed JSON -> 400" test "$(post "$A" '{"prompt": [1, 2' "$T/e1.json")" = 400
+check "… an OpenAI error object" test "$(js "$T/e1.json" "d['error']['type']")" = invalid_request_error
+check "unknown field -> 400 naming it" test "$(post "$A" '{"prompt":[1],"bogus":1}' "$T/e2.json")" = 400
+check "… param bogus" test "$(js "$T/e2.json" "d['error']['param']")" = bogus
+check "negative max_tokens -> 400 naming max_tokens" test \
+	"$(post "$A" '{"prompt":[1],"max_tokens":-3}' "$T/e3.json") $(js "$T/e3.json" "d['error']['param']")" = "400 max_tokens"
+long=$(python3 -c "print(','.join(['1']*200))")
+check "a prompt over the context -> 413 naming prompt" test \
+	"$(post "$A" "{\"prompt\":[$long]}" "$T/e4.json") $(js "$T/e4.json" "d['error']['param']")" = "413 prompt"
+check "a token outside the vocabulary -> 400" test "$(post "$A" '{"prompt":[1,128]}' "$T/e5.json")" = 400
+check "a text prompt without a tokenizer -> 400 that says so" test \
+	"$(post "$A" '{"prompt":"hello"}' "$T/e6.json") $(js "$T/e6.json" "'tokenizer' in d['error']['message']")" = "400 True"
+head -c 100000000 /dev/zero >"$T/big"
+check "a 100 MB body -> 413" test "$(curl -s -o /dev/null -w '%{http_code}' "$A/v1/completions" --data-binary @"$T/big")" = 413
+rm -f "$T/big"
+check "unknown path -> 404, wrong method -> 405" test \
+	"$(curl -s -o /dev/null -w '%{http_code}' "$A/v2/x") $(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$A/v1/completions")" = "404 405"
+check "… and the server still answers" test "$(post "$A" '{"prompt":[1,2,3],"max_tokens":2}' "$T/after.json")" = 200
+
+# --- 64 concurrent clients against the KV budget of 8 sequences
+rss() { for p in $(pgrep -f "day0-engine serve $T/m --tp 2"); do awk '/VmRSS/ {print $2}' /proc/$p/status; done | sort -n | tail -1; }
+expect_rc 0 "load: 64 clients, 128 requests, no errors, no stalls" "$ENGINE" load --url "$A" \
+	--concurrency 64 --requests 128 --input-len 4:24 --output-len 8:24 --vocab 128 --stall 120 --json
+cp "$OUT" "$T/load1.json"
+check "… all 128 completed" test "$(js "$T/load1.json" "d['levels'][0]['ok'], d['levels'][0]['errors'], d['levels'][0]['stalls']")" = "128 0 0"
+check "… service.api passed on the way" test "$(js "$T/load1.json" "d['service.api']['status']")" = pass
+check "never more than 8 sequences in the KV cache, and requests queued" \
+	test "$(metric "$A" day0_kv_sequences_peak) $(( $(metric "$A" day0_requests_waiting_peak) > 8 ))" = "8 1"
+r1=$(rss)
+expect_rc 0 "load again (64 clients, streaming, events)" "$ENGINE" load --url "$A" \
+	--concurrency 64 --requests 128 --input-len 4:24 --output-len 8:24 --vocab 128 --stall 120 --events --no-api-check
+check "… load's events are valid protocol lines" "$TOOLS/jsonl_check" "$OUT" \
+	type=check,item=service.load,status=pass type=perf
+r2=$(rss)
+# (AddressSanitizer's allocator settles more slowly: a quarter there)
+case $BUILD in *asan*) slack=4 ;; *) slack=10 ;; esac
+check "serve's resident memory is flat across the two rounds ($r1 -> $r2 KiB)" \
+	test "$r2" -le $((r1 + r1 / slack))
+check "after the load: no request holds KV" test "$(metric "$A" day0_kv_sequences)" = 0
+
+# --- clients that disconnect mid-stream free their KV
+c0=$(metric "$A" 'day0_requests_total{status="cancelled"}')
+g0=$(metric "$A" day0_generation_tokens_total)
+cpids=""
+for i in 1 2 3 4 5 6; do
+	# a stream of 120 tokens, dropped after its first event
+	(curl -s -N "$A/v1/completions" -d '{"prompt":[1,2,3],"max_tokens":120,"stream":true}' | head -c 10 >/dev/null) &
+	cpids="$cpids $!"
+done
+for p in $cpids; do wait "$p"; done
+for _ in $(seq 200); do [ "$(metric "$A" day0_kv_sequences)" = 0 ] && break; sleep 0.1; done
+check "after 6 disconnects the KV gauge returns to 0" test "$(metric "$A" day0_kv_sequences)" = 0
+# (a stream that the scheduler finished before the server saw the closed
+# socket counts as ok: on a busy machine that can happen to a few)
+c1=$(metric "$A" 'day0_requests_total{status="cancelled"}')
+check "… counted as cancelled requests ($((c1 - c0)) of 6)" test $((c1 - c0)) -ge 1
+g1=$(metric "$A" day0_generation_tokens_total)
+check "… that stopped generating early ($((g1 - g0)) of 720 tokens)" test $((g1 - g0)) -lt 720
+
+# --- probe: endpoint numerics against float64
+expect_rc 0 "probe on serve: passes" "$ENGINE" probe --url "$A" --model "$T/m" --json
+cp "$OUT" "$T/probe.json"
+check "… top-1 100%, logprob error within the f32 bound" \
+	test "$(js "$T/probe.json" "d['top1'] == 1.0 and d['max_abs'] < 1e-4 and d['positions'] == 64")" = True
+# a perturbed copy: one tensor of the weights scaled by 1.05
+cp -r "$T/m" "$T/p"
+python3 - "$T/p" <<'EOF'
+import json, struct, sys, os, glob
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.safetensors"))):
+    b = bytearray(open(f, "rb").read())
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    name = next((k for k in h if k.endswith("mlp.down_proj.weight")), None)
+    if not name:
+        continue
+    s, e = h[name]["data_offsets"]
+    vals = struct.unpack("<%df" % ((e - s) // 4), b[8 + n + s:8 + n + e])
+    b[8 + n + s:8 + n + e] = struct.pack("<%df" % len(vals), *[v * 1.05 for v in vals])
+    open(f, "wb").write(b)
+    break
+EOF
+rm -f "$T/p/SHA256SUMS"
+start_serve b 1 "$T/p" --tp 1 --max-ctx 64 --kv-seqs 2 --served-model-name m
+expect_rc 1 "probe fails when serve runs a perturbed copy of the weights" \
+	"$ENGINE" probe --url "$URL_b" --model "$T/m" --events
+check "… with a numerics.endpoint fail event" "$TOOLS/jsonl_check" "$OUT" \
+	type=check,item=numerics.endpoint,status=fail
+
+# --- stop: SIGTERM (mpirun forwards it) ends every rank
+kill -TERM "$a_PID"
+wait "$a_PID"
+for _ in $(seq 100); do pgrep -f "[d]ay0-engine serve $T/m " >/dev/null || break; sleep 0.1; done
+check "no rank is left after SIGTERM" bash -c "! pgrep -f '[d]ay0-engine serve $T/m ' >/dev/null"
+# (the stage's end event can be lost in mpirun's own teardown: not checked)
+check "serve's events are valid protocol lines" "$TOOLS/jsonl_check" "$T/a.out" \
+	type=stage,stage=serve,state=start type=log,msg=serving type=sample,metric=serve.queue

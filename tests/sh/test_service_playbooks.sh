@@ -1,0 +1,65 @@
+# Service stages in playbooks: the vendor recipes under --check, `service`
+# and `ready` validated, and serve-day0.json run for real (serve up until the
+# playbook ends, probe and load against it): the headless checklist against
+# the session file, and no server left behind.
+. "$(dirname "$0")/../lib.sh"
+DAY0="$BUILD/day0"
+export DAY0_SESSIONS="$T/sessions"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+PB="$DAY0_ROOT/playbooks"
+command -v sqlite3 >/dev/null || { fail "sqlite3 is installed" "missing (make deps)"; exit 1; }
+cat >"$T/inv.json" <<'JSON'
+{"name": "one", "nodes": [{"name": "local", "transport": "local", "cards": 2, "card_mem": "1GiB"}]}
+JSON
+cat >"$T/inv8.json" <<'JSON'
+{"name": "gpu", "nodes": [{"name": "g1", "transport": "local", "cards": 8, "card_mem": "80GiB"}]}
+JSON
+
+# --- the vendor recipes, as --check shows them
+expect_rc 0 "serve-vllm.json --check" "$DAY0" run "$PB/serve-vllm.json" --inventory "$T/inv8.json" \
+	--model /models/DeepSeek-V3 --check --work /W
+contains "… vLLM's launch line for 8 cards" "vllm serve /models/DeepSeek-V3 --tensor-parallel-size 8" "$OUT"
+contains "… a service, ready when its URL answers" "service: kept running until the playbook ends, ready when its URL answers" "$OUT"
+contains "… the agent polls /health" '"ready":{"url":"http://127.0.0.1:8000/health","timeout":3600.0}' "$OUT"
+contains "… probe with vendor bounds" "day0-engine probe --url http://127.0.0.1:8000 --model /models/DeepSeek-V3 --top 5 --max-abs 0.5" "$OUT"
+contains "… load with ignore_eos and the SLO" "--ignore-eos --slo ttft=2000,tpot=100" "$OUT"
+expect_rc 0 "serve-sglang.json --check" "$DAY0" run "$PB/serve-sglang.json" --inventory "$T/inv8.json" \
+	--model /models/DeepSeek-V3 --check --work /W
+contains "… SGLang's launch line" "python3 -m sglang.launch_server --model-path /models/DeepSeek-V3 --tp 8" "$OUT"
+expect_rc 0 "serve-day0.json --check" "$DAY0" run "$PB/serve-day0.json" --inventory "$T/inv.json" \
+	--model /M -e tp=2 -e ep=1 --check --work /W
+contains "… serve under mpirun on every card" "-np 2 day0-engine serve /M --tp 2 --pp 1 --ep 1 --port" "$OUT"
+
+# --- service and ready are validated
+bad() { # NAME STAGE-JSON WANT
+	printf '{"name":"x","stages":[%s]}' "$2" >"$T/bad.json"
+	expect_rc 2 "$1" "$DAY0" run "$T/bad.json" --inventory "$T/inv.json" --check
+	contains "… $3" "$3" "$ERR"
+}
+bad "ready without service is refused" \
+	'{"id":"s","step":"exec","argv":["x"],"ready":"http://127.0.0.1:1/"}' \
+	"stages[0].ready: only a service stage"
+bad "a ready URL must be http" \
+	'{"id":"s","step":"exec","argv":["x"],"service":true,"ready":{"url":"ftp://x"}}' \
+	"stages[0].ready: expected a URL"
+bad "service must be a boolean" \
+	'{"id":"s","step":"exec","argv":["x"],"service":"yes"}' "stages[0].service: expected true or false"
+
+# --- serve-day0 for real: serve stays up while probe and load run
+"$BUILD/day0-engine" gen-model --arch qwen3 --layers 2 --hidden 64 --heads 4 --kv-heads 2 \
+	--vocab 128 "$T/m" >/dev/null
+expect_rc 0 "serve-day0.json runs to GO" timeout 300 "$DAY0" run "$PB/serve-day0.json" \
+	--inventory "$T/inv.json" --model "$T/m" -e tp=2 -e ep=1 -e concurrency=1,8 -e requests=16 \
+	--headless
+cp "$OUT" "$T/headless.txt"
+db=$(ls "$T"/sessions/*.db | head -1)
+for item in numerics.endpoint service.api service.load; do
+	row=$(awk -v i="$item" '$1 == i { print $2 }' "$T/headless.txt")
+	stored=$(sqlite3 "$db" "select status from checks where item = '$item' order by ts desc limit 1")
+	check "$item: the headless table ($row) is the session file's ($stored)" \
+		test -n "$row" -a "$row" = "$stored" -a "$row" = pass
+done
+check "the serve stage reported ready before probe started" test "$(sqlite3 "$db" \
+	"select count(*) from events where type = 'stage' and body like '%\"ready\":true%'")" = 1
+check "… and the server was stopped when the playbook ended" \
+	bash -c "! pgrep -f '[d]ay0-engine serve $T/m' >/dev/null"
