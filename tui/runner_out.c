@@ -1,0 +1,326 @@
+/*
+ * runner_out.c - the playbook runner, part: headless output: the folded progress lines, the CHECK table, the verdict and its reasons, --json.
+ * runner_int.h says how the parts fit.
+ */
+#include "runner_int.h"
+
+const char *const stage_state_names[] = {"waiting", "running", "done",
+					   "failed", "skipped"};
+
+/* ---------------------------------------------------------------- output */
+
+double since(struct run *r, int64_t ts)
+{
+	return (double)(ts - r->t_start) / 1e9;
+}
+
+/* Headless: queue one line's text for a node; equal texts within a short
+ * window print once with the nodes folded ("node[1-8]"). */
+void say(struct run *r, const char *text, const char *node)
+{
+	json_t *a;
+	if (!r->out || r->replaying)
+		return;
+	a = json_object_get(r->pending, text);
+	if (!a) {
+		a = json_array();
+		json_object_set_new(r->pending, text, a);
+	}
+	json_array_append_new(a, json_string(node));
+	if (!r->pending_since)
+		r->pending_since = now_ns();
+}
+
+char *fold_array(json_t *a)
+{
+	size_t n = json_array_size(a), i;
+	char **names = calloc(n ? n : 1, sizeof *names);
+	json_t *v;
+	char *s;
+	json_array_foreach(a, i, v) names[i] = (char *)json_string_value(v);
+	s = nodeset_fold(names, n);
+	free(names);
+	return s;
+}
+
+void flush_said(struct run *r, int force)
+{
+	const char *text;
+	json_t *a;
+	void *tmp;
+	if (!r->out || !r->pending_since)
+		return;
+	if (!force && now_ns() - r->pending_since < 300000000)
+		return;
+	json_object_foreach_safe(r->pending, tmp, text, a)
+	{
+		char *set = fold_array(a);
+		fprintf(r->out, "[%7.1fs] %-44s %s\n", since(r, now_ns()), text,
+			set ? set : "?");
+		free(set);
+		json_object_del(r->pending, text);
+	}
+	fflush(r->out);
+	r->pending_since = 0;
+}
+
+/* ----------------------------------------------------------- summary */
+
+/* The checklist of this run (verdict.h): the playbook's stages with what
+ * became of them, folded with the evidence. */
+json_t *run_checklist(struct run *r)
+{
+	struct verdict_stage *vs = calloc(r->pb.n + 1, sizeof *vs);
+	json_t *rows = json_array(), *v, *items;
+	const char *k;
+	json_object_foreach(r->evidence, k, v) json_array_append(rows, v);
+	for (size_t s = 0; s < r->pb.n; s++) {
+		const struct pb_stage *ps = &r->pb.stages[s];
+		vs[s].id = ps->id;
+		vs[s].rehearsal = ps->rehearsal;
+		vs[s].outcome = verdict_outcome(stage_state_names[r->stages[s].st]);
+		vs[s].checks = json_object();
+		for (size_t c = 0; c < ps->n_checks; c++)
+			json_object_set_new(
+			    vs[s].checks, ps->checks[c].item,
+			    json_pack("{s:b}", "required",
+				      ps->checks[c].required && ps->required));
+	}
+	items = verdict_items(vs, r->pb.n, rows);
+	for (size_t s = 0; s < r->pb.n; s++)
+		json_decref(vs[s].checks);
+	free(vs);
+	json_decref(rows);
+	return items;
+}
+
+/* The item's evidence rows, folded by (stage, status, detail) over nodes. */
+void print_item(FILE *f, json_t *it)
+{
+	json_t *groups = json_array(), *e, *g;
+	size_t i, j;
+	json_array_foreach(json_object_get(it, "evidence"), i, e)
+	{
+		json_t *found = NULL;
+		json_array_foreach(groups, j, g)
+		{
+			if (json_equal(json_object_get(g, "stage"),
+				       json_object_get(e, "stage")) &&
+			    json_equal(json_object_get(g, "status"),
+				       json_object_get(e, "status")) &&
+			    json_equal(json_object_get(g, "detail"),
+				       json_object_get(e, "detail"))) {
+				found = g;
+				break;
+			}
+		}
+		if (!found) {
+			found = json_pack("{s:O, s:O, s:O, s:[]}", "stage",
+					  json_object_get(e, "stage"), "status",
+					  json_object_get(e, "status"), "detail",
+					  json_object_get(e, "detail"), "nodes");
+			json_array_append_new(groups, found);
+		}
+		if (strcmp(json_string_value(json_object_get(e, "node")) ?: "-",
+			   "-"))
+			json_array_append(json_object_get(found, "nodes"),
+					  json_object_get(e, "node"));
+	}
+	json_array_foreach(groups, i, g)
+	{
+		char *set = json_array_size(json_object_get(g, "nodes"))
+				? fold_array(json_object_get(g, "nodes"))
+				: strdup("-");
+		/* The item and its verdict on the first row; each further
+		 * piece of evidence below it, with its own status. */
+		fprintf(f, "%-24s %-7s %-14s %-16s %.100s\n",
+			i ? "" : json_string_value(json_object_get(it, "item")),
+			i ? json_string_value(json_object_get(g, "status"))
+			  : json_string_value(json_object_get(it, "status")),
+			*json_string_value(json_object_get(g, "stage"))
+			    ? json_string_value(json_object_get(g, "stage"))
+			    : "-",
+			set ? set : "?",
+			json_string_value(json_object_get(g, "detail")) ?: "");
+		free(set);
+	}
+	json_decref(groups);
+}
+
+/* The checklist table: each item's verdict and its evidence per (stage,
+ * node), then the rehearsal's evidence in a block of its own. */
+void print_checklist(struct run *r, FILE *f)
+{
+	json_t *items = run_checklist(r), *it;
+	size_t i;
+	int rehearsal = 0;
+	fprintf(f, "\n%-24s %-7s %-14s %-16s %s\n", "CHECK", "STATUS", "STAGE",
+		"NODES", "DETAIL");
+	json_array_foreach(items, i, it)
+	{
+		if (json_is_true(json_object_get(it, "rehearsal")) &&
+		    !rehearsal++)
+			fprintf(f, "\n%-24s %-7s %-14s %-16s %s\n",
+				"REHEARSAL", "STATUS", "STAGE", "NODES",
+				"DETAIL (a shape-validation model: never the "
+				"real model's)");
+		print_item(f, it);
+	}
+	json_decref(items);
+}
+
+/* "failed: a, b": one line of the NO-GO's reasons. */
+void print_reasons(FILE *f, const char *what, json_t *list)
+{
+	size_t i;
+	json_t *v;
+	if (!json_array_size(list))
+		return;
+	fprintf(f, "%s", what);
+	json_array_foreach(list, i, v)
+	    fprintf(f, "%s%s", i ? ", " : " ", json_string_value(v));
+	fputc('\n', f);
+}
+
+void print_summary(struct run *r, FILE *f)
+{
+	size_t unreachable = 0;
+	struct d0_err err = {{0}};
+	json_t *verdict;
+	print_checklist(r, f);
+	fprintf(f, "\n%-18s %-8s %s\n", "STAGE", "RESULT", "NOTE");
+	for (size_t k = 0; k < r->pb.n; k++) {
+		int s = (int)r->pb.order[k];
+		struct stage_rt *sr = &r->stages[s];
+		fprintf(f, "%-18s %-8s %.300s\n", r->pb.stages[s].id,
+			stage_state_names[sr->st],
+			sr->st == S_DONE && !strcmp(sr->msg, "ok") ? "" : sr->msg);
+	}
+	for (size_t i = 0; i < r->n_nodes; i++)
+		if (r->nodes[i].failed) {
+			if (!unreachable++)
+				fprintf(f, "\nunreachable:\n");
+			fprintf(f, "  %s: %s\n", r->nodes[i].inv->name,
+				r->nodes[i].why);
+		}
+	if (r->incomplete) {
+		int64_t t0 = 0;
+		const char *why = intake_stall(r->intake, &t0);
+		fprintf(f,
+			"\nverdict: INCOMPLETE (STORE: %s for %d s: the "
+			"session file does not hold every event)\n"
+			"session: %s\nthe agents keep what was not stored; "
+			"make room, then:\n  day0 run --resume %s\n",
+			why ? why : "not writable", r->o->store_wait_s,
+			r->session, r->session);
+		return;
+	}
+	fprintf(f, "\nverdict: %s%s\n", r->go ? "GO" : "NO-GO",
+		r->cancelled ? " (cancelled)" : "");
+	verdict = store_session_get(r->store, "verdict", &err);
+	print_reasons(f, "failed:", json_object_get(verdict, "failed"));
+	print_reasons(f, "skipped:", json_object_get(verdict, "skipped"));
+	json_decref(verdict);
+	fprintf(f, "session: %s\nreplay:  day0 replay %s\n"
+		   "report:  day0 report %s --format html -o report.html\n",
+		r->session, r->session, r->session);
+}
+
+/* --json: the verdict and every item with its evidence, for CI (stdout
+ * holds only this; the lines go to stderr). */
+void print_json(struct run *r, FILE *f)
+{
+	struct d0_err err = {{0}};
+	json_t *verdict = store_session_get(r->store, "verdict", &err);
+	json_t *failed = json_object_get(verdict, "failed"),
+	       *skipped = json_object_get(verdict, "skipped");
+	json_t *o = json_pack(
+	    "{s:s, s:b, s:b, s:s, s:s, s:o, s:o, s:o}", "verdict",
+	    r->go ? "GO" : "NO-GO", "go", r->go, "cancelled", r->cancelled,
+	    "session", r->session, "playbook", r->pb.name, "items",
+	    run_checklist(r), "failed",
+	    json_is_array(failed) ? json_incref(failed) : json_array(),
+	    "skipped",
+	    json_is_array(skipped) ? json_incref(skipped) : json_array());
+	json_dumpf(o, f, JSON_INDENT(1));
+	fputc('\n', f);
+	fflush(f);
+	json_decref(o);
+	json_decref(verdict);
+}
+
+/* GO or NO-GO, with the reasons apart: what failed (stages, nodes,
+ * required items) and what was skipped (required stages that never ran). */
+void decide(struct run *r)
+{
+	json_t *failed = json_array(), *skipped = json_array(), *items, *it;
+	size_t i, j;
+	int go = !r->cancelled;
+	for (size_t s = 0; s < r->pb.n; s++) {
+		enum stage_state st = r->stages[s].st;
+		if (!r->pb.stages[s].required || st == S_DONE)
+			continue;
+		go = 0;
+		json_array_append_new(st == S_FAILED ? failed : skipped,
+				      json_sprintf("stage:%s",
+						   r->pb.stages[s].id));
+	}
+	for (i = 0; i < r->n_nodes; i++)
+		if (r->nodes[i].failed || r->nodes[i].excluded) {
+			go = 0;
+			json_array_append_new(
+			    failed,
+			    json_sprintf("node:%s", r->nodes[i].inv->name));
+		}
+	{
+		/* A session whose file lacks events of a node is no GO. */
+		struct store_node *sn = NULL;
+		size_t nsn = 0;
+		struct d0_err err = {{0}};
+		if (store_nodes(r->store, &sn, &nsn, &err) == 0)
+			for (size_t k = 0; k < nsn; k++)
+				if (sn[k].missing > 0) {
+					go = 0;
+					json_array_append_new(
+					    failed, json_sprintf("store:%s",
+								 sn[k].node));
+				}
+		free(sn);
+	}
+	items = run_checklist(r);
+	json_array_foreach(items, i, it)
+	{
+		json_t *e;
+		if (!json_is_true(json_object_get(it, "required")))
+			continue;
+		json_array_foreach(json_object_get(it, "evidence"), j, e)
+		{
+			if (strcmp(json_string_value(json_object_get(e, "status")),
+				   "fail"))
+				continue;
+			go = 0;
+			json_array_append_new(
+			    failed,
+			    json_sprintf("%s@%s",
+					 json_string_value(json_object_get(it, "item")),
+					 json_string_value(json_object_get(e, "node"))));
+		}
+	}
+	r->go = go;
+	console_event(r, "verdict",
+		      json_pack("{s:b, s:O, s:O, s:o}", "go", go, "failed",
+				failed, "skipped", skipped, "items",
+				verdict_statuses(items)));
+	json_decref(items);
+	{
+		struct d0_err err = {{0}};
+		json_t *v = json_pack("{s:b, s:o, s:o, s:i}", "go", go, "failed",
+				      failed, "skipped", skipped, "exit",
+				      go ? 0 : 1);
+		store_session_set(r->store, "verdict", v, &err);
+		json_decref(v);
+		v = json_integer(now_ns());
+		store_session_set(r->store, "finished", v, &err);
+		json_decref(v);
+	}
+}
