@@ -18,6 +18,7 @@
  */
 #include "rt_batch.h"
 #include "serve.h"
+#include "tokenizer.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -644,8 +645,32 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 	return rc;
 }
 
+/* A string prompt, through the model's own tokenizer.json (as vLLM does:
+ * the post-processor's special tokens added, Llama's BOS). */
+static int serve_tokenize(void *ctx, const char *text, int64_t **ids, int *n,
+			  struct d0_err *err)
+{
+	int32_t *t32 = NULL;
+	size_t k = 0;
+	if (tokenizer_encode(ctx, text, strlen(text), 1, &t32, &k, err) < 0)
+		return -1;
+	if (k == 0) {
+		free(t32);
+		return d0_errf(err, "the text encodes to no tokens");
+	}
+	*ids = malloc(k * sizeof **ids);
+	if (!*ids)
+		abort();
+	for (size_t i = 0; i < k; i++)
+		(*ids)[i] = t32[i];
+	*n = (int)k;
+	free(t32);
+	return 0;
+}
+
 static int serve(int argc, char **argv)
 {
+	struct tokenizer *tok = NULL;
 	struct serve_opts o;
 	struct srv s = {0};
 	struct rt *r = NULL;
@@ -704,11 +729,26 @@ static int serve(int argc, char **argv)
 	s.max_ctx = o.max_ctx;
 	s.vocab = rt_config(r)->vocab;
 	s.max_body = o.max_body;
+	if (rank == 0) {
+		/* Text prompts when the model ships a tokenizer; without one a
+		 * string prompt is a 400 that says so. */
+		char *tj = path_join(o.dir, "tokenizer.json");
+		struct d0_err te = {{0}};
+		if (path_exists(tj) && tokenizer_open(o.dir, &tok, &te) < 0)
+			fprintf(stderr, "day0-engine: %s (text prompts refused)\n",
+				te.msg);
+		free(tj);
+		if (tok) {
+			s.tokenize = serve_tokenize;
+			s.tokenize_ctx = tok;
+		}
+	}
 	srv_init(&s);
 	rc = rank == 0 ? listen_rank0(&s, &o) : 0;
 	if (agree(rc != 0)) {
 		srv_http_stop(&s);
 		srv_destroy(&s);
+		tokenizer_free(tok);
 		rt_close(r);
 		MPI_Finalize();
 		return EXIT_USAGE;
@@ -727,6 +767,7 @@ static int serve(int argc, char **argv)
 		events_stage("serve", "end", 1, rc ? EXIT_CHECK_FAILED : 0, o.dir);
 	}
 	srv_destroy(&s);
+	tokenizer_free(tok);
 	rt_close(r);
 	MPI_Finalize();
 	return rc ? EXIT_CHECK_FAILED : EXIT_OK;

@@ -121,8 +121,14 @@ long=$(python3 -c "print(','.join(['1']*200))")
 check "a prompt over the context -> 413 naming prompt" test \
 	"$(post "$A" "{\"prompt\":[$long]}" "$T/e4.json") $(js "$T/e4.json" "d['error']['param']")" = "413 prompt"
 check "a token outside the vocabulary -> 400" test "$(post "$A" '{"prompt":[1,128]}' "$T/e5.json")" = 400
-check "a text prompt without a tokenizer -> 400 that says so" test \
-	"$(post "$A" '{"prompt":"hello"}' "$T/e6.json") $(js "$T/e6.json" "'tokenizer' in d['error']['message']")" = "400 True"
+# A text prompt goes through the model's tokenizer.json: its greedy answer
+# is the answer to the ids `tokenize` gives for the same text.
+ids=$("$ENGINE" tokenize "$T/m" --text "hello world")
+check "a text prompt is answered (200)" test \
+	"$(post "$A" '{"prompt":"hello world","max_tokens":4,"temperature":0}' "$T/t1.json")" = 200
+post "$A" "{\"prompt\":[$ids],\"max_tokens\":4,\"temperature\":0}" "$T/t2.json" >/dev/null
+check "… with the tokens of the same prompt sent as tokenize's ids ($ids)" test \
+	"$(js "$T/t1.json" "d['choices'][0]['token_ids']")" = "$(js "$T/t2.json" "d['choices'][0]['token_ids']")"
 head -c 100000000 /dev/zero >"$T/big"
 check "a 100 MB body -> 413" test "$(curl -s -o /dev/null -w '%{http_code}' "$A/v1/completions" --data-binary @"$T/big")" = 413
 rm -f "$T/big"
@@ -192,8 +198,10 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.safetensors"))):
     open(f, "wb").write(b)
     break
 EOF
-rm -f "$T/p/SHA256SUMS"
+rm -f "$T/p/SHA256SUMS" "$T/p/tokenizer.json" "$T/p/tokenizer_config.json"
 start_serve b 1 "$T/p" --tp 1 --max-ctx 64 --kv-seqs 2 --served-model-name m
+check "a text prompt without a tokenizer -> 400 that says so" test \
+	"$(post "$URL_b" '{"prompt":"hello"}' "$T/e6.json") $(js "$T/e6.json" "'tokenizer' in d['error']['message']")" = "400 True"
 expect_rc 1 "probe fails when serve runs a perturbed copy of the weights" \
 	"$ENGINE" probe --url "$URL_b" --model "$T/m" --events
 check "… with a numerics.endpoint fail event" "$TOOLS/jsonl_check" "$OUT" \
