@@ -89,9 +89,12 @@ layout q3moe.int4 "$T/q3moe.int4" 1 2 2
 contains "fp8-e5m2: config says fmt e5m2" '"fmt": "e5m2"' "$T/qwen3.e5m2/config.json"
 layout qwen3.e5m2 "$T/qwen3.e5m2" 2 1 1
 
-# A decoder that is wrong shows: the same bytes read as e5m2 are not the model.
+# A decoder that is wrong shows: the same bytes read as e5m2 (the shards'
+# dtype and the config's fmt both say so; the reference decodes by the
+# tensors' dtype) are not the model.
 cp -r "$T/qwen3.fp8" "$T/wrongfmt"
 sed -i 's/"fmt": "e4m3"/"fmt": "e5m2"/' "$T/wrongfmt/config.json"
+for f in "$T/wrongfmt"/*.safetensors; do sed -i 's/F8_E4M3/F8_E5M2/g' "$f"; done
 rm -rf "$T/ly"
 mpi 1 run "$T/qwen3.fp8" --tokens "$TOK" --dump-logits "$T/lg.st" >/dev/null 2>&1
 expect_rc 1 "logits of the e4m3 model are not within 1e-5 of the model read as e5m2" \
