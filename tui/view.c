@@ -7,16 +7,14 @@
 #include "checklist.h"
 
 #include <math.h>
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "console.h"
 #include "json_scan.h"
+#include "reader.h"
 #include "proto.h"
 
-#define STR_(x) #x
-#define D0_STR(x) STR_(x)
 
 /* ------------------------------------------------------------------ rings */
 
@@ -998,10 +996,7 @@ struct series {
 };
 
 struct view_src {
-	char path[4096];
-	sqlite3 *db;
-	sqlite3_stmt *span, *hist, *last, *sparse, *logq, *fwd, *first,
-	    *marks;
+	struct store_reader *rd; /* the SQL is the store's (store/reader.c) */
 	struct series *series;
 	size_t nseries;
 	char **nodes; /* every node but the console, with its first ts */
@@ -1009,78 +1004,14 @@ struct view_src {
 	size_t nnodes;
 };
 
-static int src_err(struct view_src *src, struct d0_err *err, const char *what)
-{
-	return d0_errf(err, "%s: %s: %s", src->path, what,
-		       sqlite3_errmsg(src->db));
-}
-
-static int prep(struct view_src *src, sqlite3_stmt **st, const char *sql,
-		struct d0_err *err)
-{
-	if (sqlite3_prepare_v2(src->db, sql, -1, st, NULL) != SQLITE_OK)
-		return src_err(src, err, "preparing a query");
-	return 0;
-}
-
-/* Rows of the small derived tables (and the console's own events) are
- * folded from their event bodies, so seek and fold share one code path. */
-static const char sparse_sql[] =
-    "SELECT x.ts, x.node, x.seq, e.body FROM ("
-    " SELECT node, seq, ts FROM stages WHERE ts <= ?1 UNION ALL"
-    " SELECT node, seq, ts FROM checks WHERE ts <= ?1 UNION ALL"
-    " SELECT node, seq, ts FROM comm WHERE ts <= ?1 UNION ALL"
-    " SELECT node, seq, ts FROM numerics WHERE ts <= ?1 UNION ALL"
-    " SELECT node, seq, ts FROM perf WHERE ts <= ?1) x"
-    " JOIN events e ON e.node = x.node AND e.seq = x.seq "
-    "UNION ALL SELECT ts, node, seq, body FROM events WHERE node = '" CONSOLE_NODE
-    "' AND ts <= ?1 AND type NOT IN ('stage', 'check', 'comm', 'numerics',"
-    " 'perf', 'sample') "
-    "ORDER BY 1, 2, 3";
-
 int view_src_open(const char *path, struct view_src **out, struct d0_err *err)
 {
 	struct view_src *src = calloc(1, sizeof *src);
+	*out = NULL;
 	if (!src)
 		return d0_errf(err, "%s: out of memory", path);
-	copy(src->path, sizeof src->path, path);
-	if (sqlite3_open_v2(path, &src->db, SQLITE_OPEN_READONLY, NULL) !=
-	    SQLITE_OK) {
-		src_err(src, err, "opening");
-		view_src_close(src);
-		return -1;
-	}
-	sqlite3_busy_timeout(src->db, 2000);
-	if (prep(src, &src->span,
-		 "SELECT (SELECT ts FROM events ORDER BY ts LIMIT 1),"
-		 " (SELECT ts FROM events ORDER BY ts DESC LIMIT 1)",
-		 err) < 0 ||
-	    prep(src, &src->hist,
-		 "SELECT ts, value FROM sample_points WHERE series = ?1 AND"
-		 " ts <= ?2 ORDER BY ts DESC, seq DESC LIMIT ?3",
-		 err) < 0 ||
-	    prep(src, &src->sparse, sparse_sql, err) < 0 ||
-	    prep(src, &src->logq,
-		 "SELECT ts, body FROM events WHERE ts <= ?1 ORDER BY ts DESC,"
-		 " node DESC, seq DESC LIMIT " D0_STR(VIEW_LOG),
-		 err) < 0 ||
-	    prep(src, &src->fwd,
-		 "SELECT body FROM events WHERE ts > ?1 AND ts <= ?2 ORDER BY"
-		 " ts, node, seq",
-		 err) < 0 ||
-	    prep(src, &src->first,
-		 "SELECT ts FROM events WHERE node = ?1 ORDER BY seq LIMIT 1",
-		 err) < 0 ||
-	    prep(src, &src->marks,
-		 "SELECT ts, node, seq, body FROM events WHERE node = '" CONSOLE_NODE
-		 "' AND type = 'marker' UNION ALL SELECT e.ts, e.node, e.seq,"
-		 " e.body FROM checks c JOIN events e ON e.node = c.node AND"
-		 " e.seq = c.seq WHERE c.status = 'fail' UNION ALL SELECT"
-		 " e.ts, e.node, e.seq, e.body FROM stages s JOIN events e ON"
-		 " e.node = s.node AND e.seq = s.seq WHERE s.state = 'end' AND"
-		 " s.rc != 0 AND s.rank IS NULL ORDER BY 1, 2, 3",
-		 err) < 0) {
-		view_src_close(src);
+	if (store_reader_open(path, &src->rd, err) < 0) {
+		free(src);
 		return -1;
 	}
 	*out = src;
@@ -1091,14 +1022,7 @@ void view_src_close(struct view_src *src)
 {
 	if (!src)
 		return;
-	sqlite3_finalize(src->span);
-	sqlite3_finalize(src->hist);
-	sqlite3_finalize(src->sparse);
-	sqlite3_finalize(src->logq);
-	sqlite3_finalize(src->fwd);
-	sqlite3_finalize(src->first);
-	sqlite3_finalize(src->marks);
-	sqlite3_close(src->db);
+	store_reader_close(src->rd);
 	free(src->series);
 	for (size_t i = 0; i < src->nnodes; i++)
 		free(src->nodes[i]);
@@ -1107,115 +1031,198 @@ void view_src_close(struct view_src *src)
 	free(src);
 }
 
+static int row_span(void *arg, const struct store_row *r)
+{
+	int64_t *fl = arg;
+	fl[0] = r->i[0];
+	fl[1] = r->i[1];
+	return 1;
+}
+
 int view_src_span(struct view_src *src, int64_t *first, int64_t *last)
 {
-	*first = *last = 0;
-	if (sqlite3_step(src->span) == SQLITE_ROW) {
-		*first = sqlite3_column_int64(src->span, 0);
-		*last = sqlite3_column_int64(src->span, 1);
+	int64_t fl[2] = {0, 0};
+	store_reader_each(src->rd, SRQ_SPAN, NULL, 0, NULL, row_span, fl, NULL);
+	*first = fl[0];
+	*last = fl[1];
+	return 0;
+}
+
+struct manifest_keys {
+	struct view *v;
+	json_t *name, *model, *pb;
+};
+
+static int row_manifest(void *arg, const struct store_row *r)
+{
+	struct manifest_keys *m = arg;
+	const char *k = r->s[0];
+	json_t *j = r->s[1] ? json_loads(r->s[1], JSON_DECODE_ANY, NULL) : NULL;
+	if (!k) {
+		json_decref(j);
+		return 0;
 	}
-	sqlite3_reset(src->span);
+	if (!strcmp(k, "name"))
+		json_decref(m->name), m->name = j;
+	else if (!strcmp(k, "model"))
+		json_decref(m->model), m->model = j;
+	else if (!strcmp(k, "labels")) {
+		view_set_labels(m->v, j);
+		json_decref(j);
+	} else
+		json_decref(m->pb), m->pb = j;
 	return 0;
 }
 
 void view_src_manifest(struct view_src *src, struct view *v)
 {
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(src->db,
-			       "SELECT key, value FROM session WHERE key IN"
-			       " ('name', 'model', 'playbook', 'labels')",
-			       -1, &q, NULL) != SQLITE_OK)
-		return;
-	json_t *name = NULL, *model = NULL, *pb = NULL;
-	while (sqlite3_step(q) == SQLITE_ROW) {
-		const char *k = (const char *)sqlite3_column_text(q, 0);
-		const char *val = (const char *)sqlite3_column_text(q, 1);
-		json_t *j = val ? json_loads(val, JSON_DECODE_ANY, NULL) : NULL;
-		if (!strcmp(k, "name"))
-			name = j;
-		else if (!strcmp(k, "model"))
-			model = j;
-		else if (!strcmp(k, "labels")) {
-			view_set_labels(v, j);
-			json_decref(j);
-		} else
-			pb = j;
+	struct manifest_keys m = {v, NULL, NULL, NULL};
+	if (store_reader_each(src->rd, SRQ_MANIFEST, NULL, 0, NULL,
+			      row_manifest, &m, NULL) == 0)
+		view_set_manifest(v, m.name, m.model, m.pb);
+	json_decref(m.name);
+	json_decref(m.model);
+	json_decref(m.pb);
+}
+
+struct series_list {
+	struct view_src *src;
+	size_t cap;
+};
+
+static int row_series(void *arg, const struct store_row *r)
+{
+	struct series_list *l = arg;
+	struct view_src *src = l->src;
+	if (src->nseries == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 256;
+		struct series *na = realloc(src->series, l->cap * sizeof *na);
+		if (!na)
+			abort();
+		src->series = na;
 	}
-	sqlite3_finalize(q);
-	view_set_manifest(v, name, model, pb);
-	json_decref(name);
-	json_decref(model);
-	json_decref(pb);
+	struct series *s = &src->series[src->nseries++];
+	s->id = r->i[0];
+	copy(s->node, sizeof s->node, r->s[1] ? r->s[1] : "");
+	s->card = (int)r->i[2];
+	copy(s->metric, sizeof s->metric, r->s[3] ? r->s[3] : "");
+	return 0;
+}
+
+static int row_first_ts(void *arg, const struct store_row *r)
+{
+	*(int64_t *)arg = r->i[0];
+	return 1;
+}
+
+struct node_list {
+	char **names;
+	size_t n, cap;
+};
+
+static int row_node(void *arg, const struct store_row *r)
+{
+	struct node_list *l = arg;
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 64;
+		l->names = realloc(l->names, l->cap * sizeof *l->names);
+		if (!l->names)
+			abort();
+	}
+	l->names[l->n] = strdup(r->s[0] ? r->s[0] : "");
+	if (!l->names[l->n])
+		abort();
+	l->n++;
+	return 0;
 }
 
 /* The series and node lists (re-read when the file grew new ones). */
 static int src_refresh(struct view_src *src, struct d0_err *err)
 {
-	sqlite3_stmt *q;
-	if (prep(src, &q, "SELECT id, node, card, metric FROM series ORDER BY id",
-		 err) < 0)
+	struct node_list l = {0};
+	struct series_list sl = {src, 0};
+	free(src->series); /* re-read whole: the file may have grown */
+	src->series = NULL;
+	src->nseries = 0;
+	if (store_reader_each(src->rd, SRQ_SERIES, NULL, 0, NULL, row_series,
+			      &sl, err) < 0)
 		return -1;
-	size_t n = 0, cap = src->nseries;
-	while (sqlite3_step(q) == SQLITE_ROW) {
-		if (n == cap) {
-			cap = cap ? cap * 2 : 256;
-			struct series *na =
-			    realloc(src->series, cap * sizeof *na);
-			if (!na)
-				abort();
-			src->series = na;
-		}
-		struct series *s = &src->series[n++];
-		s->id = sqlite3_column_int64(q, 0);
-		copy(s->node, sizeof s->node,
-		     (const char *)sqlite3_column_text(q, 1));
-		s->card = sqlite3_column_int(q, 2);
-		copy(s->metric, sizeof s->metric,
-		     (const char *)sqlite3_column_text(q, 3));
+	if (store_reader_each(src->rd, SRQ_NODES, NULL, 0, NULL, row_node, &l,
+			      err) < 0) {
+		for (size_t i = 0; i < l.n; i++)
+			free(l.names[i]);
+		free(l.names);
+		return -1;
 	}
-	sqlite3_finalize(q);
-	src->nseries = n;
-	if (prep(src, &q,
-		 "SELECT node FROM nodes WHERE node != '" CONSOLE_NODE
-		 "' ORDER BY node",
-		 err) < 0)
-		return -1;
 	for (size_t i = 0; i < src->nnodes; i++)
 		free(src->nodes[i]);
-	src->nnodes = 0;
-	size_t capn = 0;
-	while (sqlite3_step(q) == SQLITE_ROW) {
-		if (src->nnodes == capn) {
-			capn = capn ? capn * 2 : 64;
-			char **na = realloc(src->nodes, capn * sizeof *na);
-			int64_t *nf =
-			    realloc(src->node_first, capn * sizeof *nf);
-			if (!na || !nf)
-				abort();
-			src->nodes = na;
-			src->node_first = nf;
-		}
-		src->nodes[src->nnodes] =
-		    strdup((const char *)sqlite3_column_text(q, 0));
-		src->node_first[src->nnodes] = INT64_MAX;
-		sqlite3_bind_text(src->first, 1, src->nodes[src->nnodes], -1,
-				  SQLITE_STATIC);
-		if (sqlite3_step(src->first) == SQLITE_ROW)
-			src->node_first[src->nnodes] =
-			    sqlite3_column_int64(src->first, 0);
-		sqlite3_reset(src->first);
-		src->nnodes++;
+	free(src->nodes);
+	free(src->node_first);
+	src->nodes = l.names;
+	src->nnodes = l.n;
+	src->node_first = calloc(l.n ? l.n : 1, sizeof *src->node_first);
+	if (!src->node_first)
+		abort();
+	for (size_t i = 0; i < l.n; i++) {
+		src->node_first[i] = INT64_MAX;
+		store_reader_each(src->rd, SRQ_FIRST_TS, NULL, 0, l.names[i],
+				  row_first_ts, &src->node_first[i], NULL);
 	}
-	sqlite3_finalize(q);
 	return 0;
 }
 
-static int apply_body(struct view *v, sqlite3_stmt *q, int col)
+/* Fold an event body (column col of a row) into the view. */
+struct fold_arg {
+	struct view *v;
+	int col;
+};
+
+static int row_fold(void *arg, const struct store_row *r)
 {
-	const char *body = (const char *)sqlite3_column_text(q, col);
-	int n = sqlite3_column_bytes(q, col);
-	if (body)
-		view_apply_line(v, body, (size_t)n);
+	struct fold_arg *f = arg;
+	if (r->s[f->col])
+		view_apply_line(f->v, r->s[f->col], r->len[f->col]);
+	return 0;
+}
+
+struct hist_rows {
+	int64_t ts[VIEW_HIST];
+	double val[VIEW_HIST];
+	int n;
+};
+
+static int row_hist(void *arg, const struct store_row *r)
+{
+	struct hist_rows *h = arg;
+	if (h->n >= VIEW_HIST)
+		return 1;
+	h->ts[h->n] = r->i[0];
+	h->val[h->n] = r->null[1] ? NAN : r->d[1];
+	h->n++;
+	return 0;
+}
+
+struct log_rows {
+	struct {
+		int64_t ts;
+		char *body;
+		size_t n;
+	} *tmp;
+	int n;
+};
+
+static int row_log(void *arg, const struct store_row *r)
+{
+	struct log_rows *l = arg;
+	if (l->n >= VIEW_LOG)
+		return 1;
+	l->tmp[l->n].ts = r->i[0];
+	l->tmp[l->n].n = r->len[1];
+	l->tmp[l->n].body = malloc(r->len[1] + 1);
+	if (!l->tmp[l->n].body)
+		abort();
+	memcpy(l->tmp[l->n].body, r->s[1] ? r->s[1] : "", r->len[1]);
+	l->n++;
 	return 0;
 }
 
@@ -1223,7 +1230,7 @@ int view_seek(struct view_src *src, struct view *v, int64_t t,
 	      struct d0_err *err)
 {
 	int64_t first, last;
-	int rc;
+	struct fold_arg fold = {v, 3};
 	if (src_refresh(src, err) < 0)
 		return -1;
 	view_src_span(src, &first, &last);
@@ -1240,65 +1247,41 @@ int view_seek(struct view_src *src, struct view *v, int64_t t,
 		int ringed = !strcmp(s->metric, "mem.used") ||
 			     !strcmp(s->metric, "net.rx_bps") ||
 			     !strcmp(s->metric, "net.tx_bps");
-		int64_t ts[VIEW_HIST];
-		double val[VIEW_HIST];
-		int n = 0;
+		struct hist_rows h;
+		int64_t b[3] = {s->id, t, ringed ? VIEW_HIST : 1};
 		if (!strcmp(s->node, CONSOLE_NODE))
 			continue;
-		sqlite3_bind_int64(src->hist, 1, s->id);
-		sqlite3_bind_int64(src->hist, 2, t);
-		sqlite3_bind_int(src->hist, 3, ringed ? VIEW_HIST : 1);
-		while ((rc = sqlite3_step(src->hist)) == SQLITE_ROW) {
-			ts[n] = sqlite3_column_int64(src->hist, 0);
-			val[n] = sqlite3_column_type(src->hist, 1) == SQLITE_NULL
-				     ? NAN
-				     : sqlite3_column_double(src->hist, 1);
-			n++;
-		}
-		sqlite3_reset(src->hist);
-		if (rc != SQLITE_DONE)
-			return src_err(src, err, "reading samples");
-		while (n-- > 0)
-			view_sample(v, s->node, s->card, s->metric, ts[n],
-				    val[n]);
+		h.n = 0;
+		if (store_reader_each(src->rd, SRQ_HISTORY, b, 3, NULL,
+				      row_hist, &h, err) < 0)
+			return -1;
+		while (h.n-- > 0)
+			view_sample(v, s->node, s->card, s->metric, h.ts[h.n],
+				    h.val[h.n]);
 	}
 	/* Stages, checks, comm, numerics, perf, console events: folded. */
-	sqlite3_bind_int64(src->sparse, 1, t);
-	while ((rc = sqlite3_step(src->sparse)) == SQLITE_ROW)
-		apply_body(v, src->sparse, 3);
-	sqlite3_reset(src->sparse);
-	if (rc != SQLITE_DONE)
-		return src_err(src, err, "reading events");
+	if (store_reader_each(src->rd, SRQ_SPARSE, &t, 1, NULL, row_fold,
+			      &fold, err) < 0)
+		return -1;
 	/* The log ring: the last VIEW_LOG events, backwards on events_ts. */
 	v->no_log = 0;
 	{
-		struct {
-			int64_t ts;
-			char *body;
-			int n;
-		} *tmp = calloc(VIEW_LOG, sizeof *tmp);
-		int n = 0;
-		if (!tmp)
+		struct log_rows l = {calloc(VIEW_LOG, sizeof *l.tmp), 0};
+		int64_t b[2] = {t, VIEW_LOG};
+		int rc;
+		if (!l.tmp)
 			abort();
-		sqlite3_bind_int64(src->logq, 1, t);
-		while ((rc = sqlite3_step(src->logq)) == SQLITE_ROW &&
-		       n < VIEW_LOG) {
-			tmp[n].ts = sqlite3_column_int64(src->logq, 0);
-			tmp[n].n = sqlite3_column_bytes(src->logq, 1);
-			tmp[n].body = malloc((size_t)tmp[n].n + 1);
-			if (!tmp[n].body)
-				abort();
-			memcpy(tmp[n].body, sqlite3_column_text(src->logq, 1),
-			       (size_t)tmp[n].n);
-			n++;
+		rc = store_reader_each(src->rd, SRQ_LOG, b, 2, NULL, row_log,
+				       &l, err);
+		while (l.n-- > 0) {
+			if (rc == 0)
+				view_log_push(v, l.tmp[l.n].ts, l.tmp[l.n].body,
+					      l.tmp[l.n].n);
+			free(l.tmp[l.n].body);
 		}
-		sqlite3_reset(src->logq);
-		while (n-- > 0) {
-			view_log_push(v, tmp[n].ts, tmp[n].body,
-				      (size_t)tmp[n].n);
-			free(tmp[n].body);
-		}
-		free(tmp);
+		free(l.tmp);
+		if (rc < 0)
+			return -1;
 	}
 	v->start = first <= t ? first : 0;
 	v->t = t;
@@ -1308,16 +1291,13 @@ int view_seek(struct view_src *src, struct view *v, int64_t t,
 int view_forward(struct view_src *src, struct view *v, int64_t from,
 		 int64_t to, struct d0_err *err)
 {
-	int rc;
+	struct fold_arg fold = {v, 0};
+	int64_t b[2] = {from, to};
 	if (to <= from)
 		return 0;
-	sqlite3_bind_int64(src->fwd, 1, from);
-	sqlite3_bind_int64(src->fwd, 2, to);
-	while ((rc = sqlite3_step(src->fwd)) == SQLITE_ROW)
-		apply_body(v, src->fwd, 0);
-	sqlite3_reset(src->fwd);
-	if (rc != SQLITE_DONE)
-		return src_err(src, err, "reading events");
+	if (store_reader_each(src->rd, SRQ_FORWARD, b, 2, NULL, row_fold,
+			      &fold, err) < 0)
+		return -1;
 	v->t = to;
 	return 0;
 }
@@ -1337,15 +1317,13 @@ int view_src_marks(struct view_src *src, struct view_mark **out, size_t *n,
 	/* Fold the marker/failure events into a scratch view: the same
 	 * texts as the live fold's. */
 	struct view tmp;
-	int rc;
+	struct fold_arg fold = {&tmp, 3};
 	view_init(&tmp);
 	tmp.no_log = 1;
-	while ((rc = sqlite3_step(src->marks)) == SQLITE_ROW)
-		apply_body(&tmp, src->marks, 3);
-	sqlite3_reset(src->marks);
-	if (rc != SQLITE_DONE) {
+	if (store_reader_each(src->rd, SRQ_MARKS, NULL, 0, NULL, row_fold,
+			      &fold, err) < 0) {
 		view_free(&tmp);
-		return src_err(src, err, "reading markers");
+		return -1;
 	}
 	*n = tmp.marks.n;
 	*out = calloc(*n ? *n : 1, sizeof **out);

@@ -1,0 +1,138 @@
+/*
+ * reader.c - replay's read-only questions to a session file (reader.h).
+ * Every statement is prepared once at open; a question is one bind, a
+ * step loop and a reset, so seeking (many questions per frame) costs no
+ * SQL parsing.
+ */
+#include "reader.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CONSOLE "console"
+
+static const char *const rq_sql[SRQ_COUNT] = {
+    [SRQ_SPAN] = "SELECT (SELECT ts FROM events ORDER BY ts LIMIT 1),"
+		 " (SELECT ts FROM events ORDER BY ts DESC LIMIT 1)",
+    [SRQ_HISTORY] = "SELECT ts, value FROM sample_points WHERE series = ?1 "
+		    "AND ts <= ?2 ORDER BY ts DESC, seq DESC LIMIT ?3",
+    /* Rows of the small derived tables (and the console's own events)
+     * come back as their event bodies, so seek and fold share one path. */
+    [SRQ_SPARSE] =
+	"SELECT x.ts, x.node, x.seq, e.body FROM ("
+	" SELECT node, seq, ts FROM stages WHERE ts <= ?1 UNION ALL"
+	" SELECT node, seq, ts FROM checks WHERE ts <= ?1 UNION ALL"
+	" SELECT node, seq, ts FROM comm WHERE ts <= ?1 UNION ALL"
+	" SELECT node, seq, ts FROM numerics WHERE ts <= ?1 UNION ALL"
+	" SELECT node, seq, ts FROM perf WHERE ts <= ?1) x"
+	" JOIN events e ON e.node = x.node AND e.seq = x.seq "
+	"UNION ALL SELECT ts, node, seq, body FROM events WHERE node = '" CONSOLE
+	"' AND ts <= ?1 AND type NOT IN ('stage', 'check', 'comm', 'numerics',"
+	" 'perf', 'sample') "
+	"ORDER BY 1, 2, 3",
+    [SRQ_LOG] = "SELECT ts, body FROM events WHERE ts <= ?1 ORDER BY ts DESC,"
+		" node DESC, seq DESC LIMIT ?2",
+    [SRQ_FORWARD] = "SELECT body FROM events WHERE ts > ?1 AND ts <= ?2 "
+		    "ORDER BY ts, node, seq",
+    [SRQ_FIRST_TS] =
+	"SELECT ts FROM events WHERE node = ?1 ORDER BY seq LIMIT 1",
+    [SRQ_MARKS] =
+	"SELECT ts, node, seq, body FROM events WHERE node = '" CONSOLE
+	"' AND type = 'marker' UNION ALL SELECT e.ts, e.node, e.seq,"
+	" e.body FROM checks c JOIN events e ON e.node = c.node AND"
+	" e.seq = c.seq WHERE c.status = 'fail' UNION ALL SELECT"
+	" e.ts, e.node, e.seq, e.body FROM stages s JOIN events e ON"
+	" e.node = s.node AND e.seq = s.seq WHERE s.state = 'end' AND"
+	" s.rc != 0 AND s.rank IS NULL ORDER BY 1, 2, 3",
+    [SRQ_MANIFEST] = "SELECT key, value FROM session WHERE key IN"
+		     " ('name', 'model', 'playbook', 'labels')",
+    [SRQ_SERIES] = "SELECT id, node, card, metric FROM series ORDER BY id",
+    [SRQ_NODES] = "SELECT node FROM nodes WHERE node != '" CONSOLE
+		  "' ORDER BY node",
+};
+
+struct store_reader {
+	char *path;
+	sqlite3 *db;
+	sqlite3_stmt *q[SRQ_COUNT];
+};
+
+static int rd_err(struct store_reader *rd, struct d0_err *err,
+		  const char *what)
+{
+	return d0_errf(err, "%s: %s: %s", rd->path, what,
+		       rd->db ? sqlite3_errmsg(rd->db) : "out of memory");
+}
+
+int store_reader_open(const char *path, struct store_reader **out,
+		      struct d0_err *err)
+{
+	struct store_reader *rd = calloc(1, sizeof *rd);
+	*out = NULL;
+	if (!rd || !(rd->path = strdup(path))) {
+		free(rd);
+		return d0_errf(err, "%s: out of memory", path);
+	}
+	if (sqlite3_open_v2(path, &rd->db, SQLITE_OPEN_READONLY, NULL) !=
+	    SQLITE_OK) {
+		rd_err(rd, err, "opening");
+		store_reader_close(rd);
+		return -1;
+	}
+	sqlite3_busy_timeout(rd->db, 2000);
+	for (int k = 0; k < SRQ_COUNT; k++)
+		if (sqlite3_prepare_v2(rd->db, rq_sql[k], -1, &rd->q[k], NULL) !=
+		    SQLITE_OK) {
+			rd_err(rd, err, "preparing a query");
+			store_reader_close(rd);
+			return -1;
+		}
+	*out = rd;
+	return 0;
+}
+
+void store_reader_close(struct store_reader *rd)
+{
+	if (!rd)
+		return;
+	for (int k = 0; k < SRQ_COUNT; k++)
+		sqlite3_finalize(rd->q[k]);
+	sqlite3_close(rd->db);
+	free(rd->path);
+	free(rd);
+}
+
+int store_reader_each(struct store_reader *rd, enum store_rq q,
+		      const int64_t *ib, int nib, const char *text,
+		      int (*row)(void *arg, const struct store_row *r),
+		      void *arg, struct d0_err *err)
+{
+	sqlite3_stmt *st = rd->q[q];
+	struct store_row r;
+	int rc;
+	if (text)
+		sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
+	else
+		for (int k = 0; k < nib; k++)
+			sqlite3_bind_int64(st, k + 1, ib[k]);
+	r.ncols = sqlite3_column_count(st);
+	if (r.ncols > STORE_ROW_COLS)
+		r.ncols = STORE_ROW_COLS;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		for (int c = 0; c < r.ncols; c++) {
+			r.null[c] = sqlite3_column_type(st, c) == SQLITE_NULL;
+			r.i[c] = sqlite3_column_int64(st, c);
+			r.d[c] = sqlite3_column_double(st, c);
+			r.s[c] = (const char *)sqlite3_column_text(st, c);
+			r.len[c] = (size_t)sqlite3_column_bytes(st, c);
+		}
+		if (row(arg, &r))
+			break;
+	}
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		return rd_err(rd, err, "reading");
+	return 0;
+}
