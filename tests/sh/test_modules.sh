@@ -57,3 +57,12 @@ if [ -n "$inc" ] && printf '#include "util.h"\n#include "proto.h"\n' >"$T/store/
 else
 	fail "store/ include path reaches engine/" "$(head -c 300 "$ERR")"
 fi
+
+# The store owns every SQL statement: tui/ holds none and never includes
+# sqlite (the view asks store/reader.c, the report store/report_queries.c).
+sql=$(grep -lE '#include <sqlite3.h>|"(SELECT|INSERT|UPDATE|DELETE) ' tui/*.c tui/*.h 2>/dev/null | tr '\n' ' ')
+if [ -z "$sql" ]; then
+	ok "tui/ holds no SQL and does not include sqlite3.h"
+else
+	fail "tui/ holds no SQL" "SQL or sqlite3.h in: $sql"
+fi
