@@ -227,7 +227,7 @@ void absorb(struct run *r, int node, struct proto_event *ev)
 	struct task *t;
 	if (node < 0) {
 		if (!strcmp(ev->node, CONSOLE_NODE)) {
-			if (!strcmp(ev->type, "check")) {
+			if (ev->kind == EV_CHECK) {
 				const char *who = json_string_value(
 				    json_object_get(o, "for"));
 				char stage[96];
@@ -242,11 +242,11 @@ void absorb(struct run *r, int node, struct proto_event *ev)
 		}
 		return;
 	}
-	if (!strcmp(ev->type, "hello")) {
+	if (ev->kind == EV_HELLO) {
 		r->nodes[node].hello = 1;
 		return;
 	}
-	if (!strcmp(ev->type, "bye")) {
+	if (ev->kind == EV_BYE) {
 		/* Done, not silent: the screens stop ageing it. */
 		if (!r->nodes[node].said_bye)
 			console_event(r, "node",
@@ -257,7 +257,7 @@ void absorb(struct run *r, int node, struct proto_event *ev)
 		r->nodes[node].said_bye = 1;
 		return;
 	}
-	if (!strcmp(ev->type, "check")) {
+	if (ev->kind == EV_CHECK) {
 		const char *item = json_string_value(json_object_get(o, "item"));
 		const char *status =
 		    json_string_value(json_object_get(o, "status"));
@@ -320,7 +320,7 @@ void absorb(struct run *r, int node, struct proto_event *ev)
 		}
 		return;
 	}
-	if (!strcmp(ev->type, "stage") && sid &&
+	if (ev->kind == EV_STAGE && sid &&
 	    !json_object_get(o, "src_seq")) {
 		const char *state = json_string_value(json_object_get(o, "state"));
 		t = find_task(r, node, sid);
@@ -353,7 +353,7 @@ void absorb(struct run *r, int node, struct proto_event *ev)
 			    json_string_value(json_object_get(o, "cause")));
 		return;
 	}
-	if (!strcmp(ev->type, "error")) {
+	if (ev->kind == EV_ERROR) {
 		const char *cmd = json_string_value(json_object_get(o, "cmd"));
 		const char *msg = json_string_value(json_object_get(o, "msg"));
 		if (cmd && (!strcmp(cmd, "run") || !strcmp(cmd, "facts")) &&
@@ -373,7 +373,7 @@ void absorb_console(struct run *r, struct proto_event *ev)
 		r->console_seq = ev->seq;
 	if (!r->replaying)
 		return;
-	if (!strcmp(ev->type, "stage")) {
+	if (ev->kind == EV_STAGE) {
 		const char *id = json_string_value(json_object_get(o, "stage_id"));
 		const char *state = json_string_value(json_object_get(o, "state"));
 		int s = id ? playbook_stage(&r->pb, id) : -1;
@@ -389,7 +389,7 @@ void absorb_console(struct run *r, struct proto_event *ev)
 								       : S_FAILED;
 			r->stages[s].t1 = ev->ts;
 		}
-	} else if (!strcmp(ev->type, "node")) {
+	} else if (ev->kind == EV_NODE) {
 		const char *name = json_string_value(json_object_get(o, "name"));
 		const char *state = json_string_value(json_object_get(o, "state"));
 		for (size_t i = 0; name && state && i < r->n_nodes; i++)
