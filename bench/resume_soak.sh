@@ -126,4 +126,6 @@ for n in $(seq 1 "$NODES"); do
 	got=$(sqlite3 "$db" "select max(c) from (select count(*) c from events where node='node$n' and type='log' and json_extract(body,'$.stage_id') like 'two%' group by json_extract(body,'$.stage_id'))")
 	[ "$got" = 150 ] && ok "node$n: an attempt of the last stage has all its 150 lines" || fail "node$n: last stage lines" "$got of 150"
 done
-[ "${REFERENCE:-1}" = 1 ] && python3 -c 'import sys; r, s = float(sys.argv[2]) - float(sys.argv[1]), float(sys.argv[4]) - float(sys.argv[3]); print("# reference run %.1f s; %s kills + resumes %.1f s; ratio %.2fx" % (r, sys.argv[5], s, s / r))' "$t0" "$t1" "$t2" "$t3" "$CYCLES"
+if [ "${REFERENCE:-1}" = 1 ]; then
+	python3 -c 'import sys; r, s = float(sys.argv[2]) - float(sys.argv[1]), float(sys.argv[4]) - float(sys.argv[3]); print("# reference run %.1f s; %s kills + resumes %.1f s; ratio %.2fx" % (r, sys.argv[5], s, s / r))' "$t0" "$t1" "$t2" "$t3" "$CYCLES"
+fi
