@@ -31,7 +31,7 @@ static void sl_free(struct strlist *l)
 	l->n = 0;
 }
 
-#define NODESET_MAX 100000
+#define NODESET_MAX 16384 /* nodes in one set: a 4,000-node fleet fits, a runaway cross product does not */
 
 /* Expand one term (no top-level commas) with bracket groups into out. */
 static int expand_term(const char *prefix, const char *s, struct strlist *out,
