@@ -748,29 +748,7 @@ static void print_table(const struct load_opts *o, json_t *levels)
 /* The model to name in requests: --model, else /v1/models' first id. */
 static const char *find_model(const struct load_opts *o, char *buf, size_t n)
 {
-	struct http_buf b = {0};
-	struct d0_err e;
-	long st;
-	char *u;
-	json_t *doc;
-	const char *id;
-	if (o->model)
-		return o->model;
-	u = http_url(o->url, "/v1/models");
-	if (http_request(u, NULL, 30, &st, &b, &e) < 0 || st != 200) {
-		free(u);
-		free(b.data);
-		return NULL;
-	}
-	free(u);
-	doc = json_loads(b.data, 0, NULL);
-	free(b.data);
-	id = json_string_value(json_object_get(
-		json_array_get(json_object_get(doc, "data"), 0), "id"));
-	if (id)
-		snprintf(buf, n, "%s", id);
-	json_decref(doc);
-	return id ? buf : NULL;
+	return o->model ? o->model : http_served_model(o->url, buf, n);
 }
 
 static int load(int argc, char **argv)

@@ -350,28 +350,7 @@ out:
 static const char *served_model(const struct probe_opts *o, char *buf,
 				size_t n)
 {
-	struct http_buf b = {0};
-	struct d0_err e;
-	long st;
-	char *u = http_url(o->url, "/v1/models");
-	json_t *doc;
-	const char *id;
-	if (o->served)
-		return free(u), o->served;
-	if (http_request(u, NULL, 30, &st, &b, &e) < 0 || st != 200) {
-		free(u);
-		free(b.data);
-		return NULL;
-	}
-	free(u);
-	doc = json_loads(b.data, 0, NULL);
-	free(b.data);
-	id = json_string_value(json_object_get(
-		json_array_get(json_object_get(doc, "data"), 0), "id"));
-	if (id)
-		snprintf(buf, n, "%s", id);
-	json_decref(doc);
-	return id ? buf : NULL;
+	return o->served ? o->served : http_served_model(o->url, buf, n);
 }
 
 static int probe(int argc, char **argv)
