@@ -58,8 +58,7 @@ static int32_t hex4(const unsigned char *p)
 	return v;
 }
 
-/* One UTF-8 sequence at s[i]; its length, or 0 if invalid. */
-static size_t utf8_seq(const unsigned char *s, size_t n, size_t i)
+size_t jscan_utf8_seq(const unsigned char *s, size_t n, size_t i)
 {
 	unsigned c = s[i];
 	size_t k;
@@ -103,7 +102,7 @@ static int scan_string(struct scanner *sc, int *esc)
 		if (c < 0x20)
 			return fail(sc, "control character in a string");
 		if (c >= 0x80) {
-			size_t k = utf8_seq(sc->s, sc->n, sc->i);
+			size_t k = jscan_utf8_seq(sc->s, sc->n, sc->i);
 			if (!k)
 				return fail(sc, "invalid UTF-8");
 			sc->i += k;

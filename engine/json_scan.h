@@ -61,4 +61,9 @@ int jscan_numbers(const struct jmember *m, double *out, size_t max);
  */
 size_t jscan_str(const struct jmember *m, char *out);
 
+/* One multi-byte UTF-8 sequence at s[i] (s[i] >= 0x80): its length, or 0
+ * if invalid (overlong, surrogate, above U+10FFFF, cut short).  The one
+ * rule the scanner and proto_utf8_valid share. */
+size_t jscan_utf8_seq(const unsigned char *s, size_t n, size_t i);
+
 #endif

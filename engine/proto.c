@@ -149,36 +149,16 @@ int proto_utf8_valid(const char *str, size_t n, size_t *bad)
 	while (i < n) {
 		unsigned c = s[i];
 		size_t k;
-		uint32_t cp;
 		if (c < 0x80) {
 			if (c == 0)
 				goto fail;
 			i++;
 			continue;
 		}
-		if (c >= 0xc2 && c <= 0xdf) {
-			k = 1;
-			cp = c & 0x1f;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			k = 2;
-			cp = c & 0x0f;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			k = 3;
-			cp = c & 0x07;
-		} else {
+		k = jscan_utf8_seq(s, n, i);
+		if (!k)
 			goto fail;
-		}
-		if (n - i <= k)
-			goto fail;
-		for (size_t j = 1; j <= k; j++) {
-			if ((s[i + j] & 0xc0) != 0x80)
-				goto fail;
-			cp = (cp << 6) | (s[i + j] & 0x3f);
-		}
-		if ((k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) ||
-		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			goto fail;
-		i += k + 1;
+		i += k;
 	}
 	return 1;
 fail:
