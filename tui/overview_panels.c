@@ -240,7 +240,7 @@ int overview_alerts(struct tui *ui, const struct view *v, WINDOW *w, int y,
 	if (h < 2)
 		return 0;
 	tui_printf(w, y, 0, cols, tui_attr(ui, ROLE_HEAD),
-		   "LAST ALERTS%s", n ? "" : "  none");
+		   "FAILURES AND MARKERS%s", n ? "" : "  none");
 	for (int row = 1; row < h && (size_t)row <= n; row++) {
 		const struct view_mark *m = VIEW_AT(v->marks, n - (size_t)row);
 		char t[32];

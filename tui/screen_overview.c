@@ -112,6 +112,23 @@ static int max_cards(const struct view *v)
 	return m;
 }
 
+/* How serious a refusal is (lower first): a node speaking for another
+ * comes before a replayed or out-of-order seq, which comes before a
+ * malformed line; a rate limit (deferred, not refused) comes last. */
+static int alert_rank(const struct view_alert *a)
+{
+	static const char *const order[] = {
+	    "forged node", "reserved node name",
+	    "duplicate seq with a different body", "seq going backwards",
+	    "unknown protocol version"};
+	if (a->rate)
+		return 100;
+	for (size_t i = 0; i < sizeof order / sizeof *order; i++)
+		if (!strcmp(a->reason, order[i]))
+			return (int)i;
+	return 50;
+}
+
 static void alerts(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		   int cols)
 {
@@ -126,12 +143,40 @@ static void alerts(struct tui *ui, const struct view *v, WINDOW *w, int y,
 	} while (0)
 	if (v->store_alert[0])
 		ADD("STORE: %s  ", v->store_alert);
-	for (size_t i = 0; i < v->nalerts; i++)
-		if (nref++ < 3)
+	/* One entry per node (three nodes at most): its most serious
+	 * reason, how many other reasons, the count of everything held
+	 * back from it.  A node that forges identities is never crowded
+	 * out by another node's noisier but lesser faults. */
+	for (size_t i = 0; i < v->nalerts; i++) {
+		const struct view_alert *a = &v->alerts[i], *top = a;
+		uint64_t count = 0;
+		int reasons = 0, seen = 0, rate = 1;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = !strcmp(v->alerts[j].node, a->node);
+		if (seen)
+			continue;
+		for (size_t j = i; j < v->nalerts; j++) {
+			const struct view_alert *o = &v->alerts[j];
+			if (strcmp(o->node, a->node))
+				continue;
+			count += o->count;
+			reasons++;
+			rate &= o->rate;
+			if (alert_rank(o) < alert_rank(top))
+				top = o;
+		}
+		if (nref++ >= 3)
+			continue;
+		if (reasons > 1)
+			ADD("%s %s %s +%d (%llu)  ",
+			    rate ? "rate-limited" : "refused", a->node,
+			    top->reason, reasons - 1,
+			    (unsigned long long)count);
+		else
 			ADD("%s %s %s (%llu)  ",
-			    v->alerts[i].rate ? "rate-limited" : "refused",
-			    v->alerts[i].node, v->alerts[i].reason,
-			    (unsigned long long)v->alerts[i].count);
+			    rate ? "rate-limited" : "refused", a->node,
+			    top->reason, (unsigned long long)count);
+	}
 	for (size_t i = 0; i < v->nnodes; i++) {
 		const struct view_node *n = &v->nodes[i];
 		for (int c = 0; c < n->ncards; c++) {

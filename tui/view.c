@@ -680,12 +680,26 @@ static void apply_text(struct view *v, const struct proto_event *ev)
 	x->n = (int)jint(o, "n", 0);
 }
 
+/* The session's start is the console's first event: a node's clock
+ * (wrong by years, or forged) never stretches the run's elapsed time;
+ * before the console has spoken, the earliest node event stands in. */
+static void note_start(struct view *v, int console, int64_t ts)
+{
+	if (console) {
+		if (!v->start_console || ts < v->start) {
+			v->start = ts;
+			v->start_console = 1;
+		}
+	} else if (!v->start_console && (!v->start || ts < v->start)) {
+		v->start = ts;
+	}
+}
+
 void view_apply(struct view *v, const struct proto_event *ev)
 {
 	int console = !strcmp(ev->node, CONSOLE_NODE);
 	v->applied++;
-	if (!v->start || ev->ts < v->start)
-		v->start = ev->ts;
+	note_start(v, console, ev->ts);
 	if (ev->ts > v->t)
 		v->t = ev->ts;
 	if (ev->kind == EV_SAMPLE) {
@@ -833,8 +847,7 @@ static int sample_fast(struct view *v, const char *line, size_t len)
 	metric[mm->vlen] = 0;
 	int64_t card = jscan_int(mc);
 	v->applied++;
-	if (!v->start || env.ts < v->start)
-		v->start = env.ts;
+	note_start(v, !strcmp(node, CONSOLE_NODE), env.ts);
 	if (env.ts > v->t)
 		v->t = env.ts;
 	if (strcmp(node, CONSOLE_NODE) && card >= (mv ? INT32_MIN : 0) &&
@@ -1284,6 +1297,7 @@ int view_seek(struct view_src *src, struct view *v, int64_t t,
 			return -1;
 	}
 	v->start = first <= t ? first : 0;
+	v->start_console = v->start != 0;
 	v->t = t;
 	return 0;
 }

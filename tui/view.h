@@ -154,7 +154,9 @@ struct view_line {
 
 struct view {
 	int64_t t;     /* the time shown (ns); events with ts <= t are in */
-	int64_t start; /* session start (first event), 0 unknown */
+	int64_t start; /* session start (the console's first event; a
+			* node's until the console has spoken), 0 unknown */
+	int start_console; /* start is the console's clock */
 	char name[128], model[256], playbook[128];
 	/* The playbook's stage ids in order (the manifest's playbook): the
 	 * timeline shows the ones that have not started as pending. */

@@ -103,6 +103,15 @@ JSON
 		fail "live screen: alerts line" "$(tail -3 "$T/screen")"
 	grep -E '^a ' "$T/screen" | grep -qE ', [0-9]+ ref' && fail "live screen: a's row" "the victim shows refusals" ||
 		ok "live screen: the victim's row shows none"
+	# c's refusals (its own seqs replayed) share the line with b's, one
+	# entry per node, and never crowd b's forgery out.
+	grep -q 'refused c ' "$T/screen" && ok "live screen: the alerts line names c too" ||
+		fail "live screen: c on the alerts line" "$(tail -3 "$T/screen")"
+	# c's events carry ts 1 (1970): the run's elapsed time is the
+	# console's clock, not the oldest timestamp a node sent.
+	el=$(head -1 "$T/screen" | grep -oE 'elapsed [^ ]+' | cut -d' ' -f2)
+	case "$el" in *:*:*|"") fail "live screen: elapsed is the console's" "'$el' (a node's ts 1 taken as the start)" ;;
+	*) ok "live screen: elapsed is the console's clock ($el)" ;; esac
 	tm kill-server 2>/dev/null
 else
 	fail "tmux" "not installed (make deps)"
