@@ -56,6 +56,7 @@ struct spool {
 	uint64_t end;	     /* bytes written to the file */
 	uint64_t committed;  /* bytes written and synced: may be sent */
 	uint64_t cursor;     /* next byte to send */
+	int rewind_pending;  /* rewind once the line being sent is whole */
 	char *batch;	     /* appended, not yet written */
 	size_t blen, bcap;
 	uint64_t *off; /* off[head + i]: offset of event acked+1+i */

@@ -419,10 +419,57 @@ int spool_ack(struct spool *sp, int64_t seq, struct d0_err *err)
 	return 0;
 }
 
-void spool_rewind(struct spool *sp)
+/* The end of the line the cursor is in: the next event's offset after
+ * it, or the committed end (always a line boundary). */
+static uint64_t line_end(const struct spool *sp, uint64_t pos)
+{
+	size_t lo = sp->head, hi = sp->head + sp->noff;
+	while (lo < hi) { /* first offset > pos */
+		size_t mid = lo + (hi - lo) / 2;
+		if (sp->off[mid] <= pos)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < sp->head + sp->noff && sp->off[lo] < sp->committed)
+		return sp->off[lo];
+	return sp->committed;
+}
+
+/* Whether pos is the start of a line (or the end of what may be sent). */
+static int at_line_start(const struct spool *sp, uint64_t pos)
+{
+	size_t lo = sp->head, hi = sp->head + sp->noff;
+	if (pos >= sp->committed || !sp->noff || pos <= sp->off[sp->head])
+		return 1;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (sp->off[mid] == pos)
+			return 1;
+		if (sp->off[mid] < pos)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+static void rewind_now(struct spool *sp)
 {
 	uint64_t first = sp->noff ? sp->off[sp->head] : sp->committed;
 	sp->cursor = first < sp->committed ? first : sp->committed;
+	sp->rewind_pending = 0;
+}
+
+/* A line half written to the pipe (a short write) is finished first:
+ * cutting it there would glue its head to the first resent line, and the
+ * console would refuse both as one malformed line. */
+void spool_rewind(struct spool *sp)
+{
+	if (at_line_start(sp, sp->cursor))
+		rewind_now(sp);
+	else
+		sp->rewind_pending = 1;
 }
 
 uint64_t spool_unsent(const struct spool *sp)
@@ -435,8 +482,17 @@ ssize_t spool_send(struct spool *sp, int fd)
 	char buf[65536];
 	ssize_t total = 0;
 	while (sp->cursor < sp->committed) {
-		size_t n = sp->committed - sp->cursor;
+		uint64_t stop = sp->committed;
+		size_t n;
 		ssize_t r, w;
+		if (sp->rewind_pending) {
+			stop = line_end(sp, sp->cursor);
+			if (stop <= sp->cursor) {
+				rewind_now(sp);
+				continue;
+			}
+		}
+		n = (size_t)(stop - sp->cursor);
 		if (n > sizeof buf)
 			n = sizeof buf;
 		r = pread(sp->fd, buf, n, (off_t)sp->cursor);
@@ -447,6 +503,8 @@ ssize_t spool_send(struct spool *sp, int fd)
 			return total ? total : -1;
 		sp->cursor += (uint64_t)w;
 		total += w;
+		if (sp->rewind_pending && sp->cursor == stop)
+			rewind_now(sp);
 		if (w < r)
 			break; /* pipe full */
 	}
