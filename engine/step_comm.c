@@ -54,6 +54,23 @@ const struct step_entry step_comm = {
 		 "[--events] [--corrupt RANK]   (under mpirun -np N)",
 	.summary = "collective bandwidth sweeps (nccl-tests columns), every "
 		   "result checked; send/recv pair matrix",
+	.help = "  --ops LIST         collectives to sweep (default all): allreduce,\n"
+	"                     allgather,reducescatter,alltoall,broadcast,sendrecv\n"
+	"  --min/--max SIZE   message sizes swept (default 8 to 256M), times --factor\n"
+	"                     (default 2)\n"
+	"  --iters N          timed iterations per size (default 20), after --warmup N\n"
+	"                     (default 5)\n"
+	"  --dtype D          f32, f64 or i32 (default f32); every result is checked\n"
+	"  --group G          world, node (ranks of one host) or cross (one rank per\n"
+	"                     host) (default world)\n"
+	"  --pairs            the send/recv matrix between every pair of ranks, at\n"
+	"                     --pairs-size (default --max)\n"
+	"  --expect-gbps X    the link's speed: comm.bandwidth fails below\n"
+	"                     X x --expect-fraction (default 0.8) bus bandwidth\n"
+	"  --json, --events   one JSON document / day0 protocol events on stdout\n"
+	"  --corrupt RANK     testing: that rank sends wrong data (must be caught)\n"
+	"columns and semantics: docs/comm.md\n"
+	"example: mpirun -np 8 day0-engine comm --max 1G --expect-gbps 400 --json",
 	.run = run,
 };
 
@@ -428,9 +445,7 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet,
 			break;
 		case 'h':
 			if (!quiet) {
-				step_usage(&step_comm, stdout);
-				printf("See docs/comm.md for the columns and "
-				       "semantics.\n");
+				step_help(&step_comm);
 			}
 			*rc = EXIT_OK;
 			return 1;

@@ -39,6 +39,16 @@ const struct step_entry step_convert = {
 		 "[--ep E] [--verify-source] [--force] [--events]",
 	.summary = "reshard a checkpoint into per-rank safetensors files plus "
 		   "layout.json",
+	.help = "  MODEL_DIR OUT_DIR  the Hugging Face checkpoint and a new directory for the\n"
+	"                     per-rank files (rank-NNNNN-of-NNNNN.safetensors, layout.json)\n"
+	"  --dtype D          bf16, f16 or f32 (dequantised exactly; norms stay f32) or\n"
+	"                     keep (the stored format: FP8 blocks with their scales)\n"
+	"  --tp/--pp/--ep     the layout the files are cut for (--tp required)\n"
+	"  --verify-source    hash every source byte again while converting (default:\n"
+	"                     the checksums are taken from SHA256SUMS)\n"
+	"  --force            replace OUT_DIR if it exists\n"
+	"  --events           day0 protocol events (progress) on stdout\n"
+	"example: day0-engine convert /models/m /scratch/m-tp4 --dtype bf16 --tp 4",
 	.run = run,
 };
 
@@ -732,7 +742,7 @@ static int run(int argc, char **argv)
 		case 'f': force = 1; break;
 		case 'E': events = 1; break;
 		case 'V': c.verify_source = 1; break;
-		case 'h': step_usage(S, stdout); return EXIT_OK;
+		case 'h': step_help(S); return EXIT_OK;
 		default:
 			return step_usage_error(S, "unknown or incomplete "
 						"option '%s'", argv[optind - 1]);

@@ -60,6 +60,28 @@ const struct step_entry step_gen_model = {
 		 "8,2,4 /tmp/like",
 	.summary = "generate a Hugging Face-format checkpoint (tiny, "
 		   "deterministic, real structure; --like mirrors a real config)",
+	.help =
+		 "  --arch ARCH           the family, or --like CONFIG.json: a real model's config\n"
+		 "  --scale tiny|small    how far --like shrinks the model (default tiny)\n"
+		 "  --for-layout TP,PP,EP the smallest model of the structure that layout splits\n"
+		 "  --layers N, --hidden N, --heads N, --kv-heads N, --head-dim N, --ffn N,\n"
+		 "  --vocab N, --max-pos N          the dense dimensions (config.json's names)\n"
+		 "  --experts N, --top-k N, --moe-ffn N, --shared-ffn N, --shared-experts N,\n"
+		 "  --sparse-step N, --mlp-only-layers L,L, --first-dense N   mixture of experts\n"
+		 "  --q-lora-rank N, --kv-lora-rank N, --qk-rope-dim N, --qk-nope-dim N,\n"
+		 "  --v-head-dim N        multi-head latent attention (deepseek_v3)\n"
+		 "  --n-group N, --topk-group N     grouped expert routing (deepseek_v3)\n"
+		 "  --mtp-layers N        multi-token-prediction layers (deepseek_v3)\n"
+		 "  --tie                 tie the embedding and the LM head\n"
+		 "  --attention-bias      q/k/v projections with bias (qwen2)\n"
+		 "  --rope-scaling TYPE:FACTOR, --rope-theta X   rotary embedding settings\n"
+		 "  --dtype D             f32, bf16 or f16 tensors (default f32)\n"
+		 "  --quant Q, --block N, --group N   quantised linear weights (see above)\n"
+		 "  --shards N            safetensors shards (default 1)\n"
+		 "  --seed N              the weights' seed (deterministic per seed and tensor)\n"
+		 "  --force               replace OUT_DIR if it exists\n"
+		 "  --events              day0 protocol events on stdout\n"
+		 "example: day0-engine gen-model --arch qwen3_moe --layers 4 --experts 8 --top-k 2 --shards 3 /tmp/m",
 	.run = run,
 };
 
@@ -376,7 +398,7 @@ static int parse_opts(int argc, char **argv, struct gen_opts *o)
 							optarg);
 			break;
 		case 'e': events = 1; break;
-		case 'h': step_usage(S, stdout); return -1;
+		case 'h': step_help(S); return -1;
 		default:
 			return step_usage_error(S, "unknown or incomplete "
 						"option '%s'", argv[optind - 1]);

@@ -18,6 +18,10 @@ const struct step_entry step_hostfile = {
 	.name = "hostfile",
 	.usage = "--inventory INV.json [--nodes SET]",
 	.summary = "Open MPI hostfile (HOST slots=CARDS) from an inventory",
+	.help = "  --inventory INV    the inventory (docs/inventory.md)\n"
+	"  --nodes SET        only these nodes (a node set such as n[01-08])\n"
+	"prints one line per node: HOST slots=CARDS (local nodes as localhost)\n"
+	"example: day0-engine hostfile --inventory inv.json --nodes 'n[1-4]' > hosts",
 	.run = run,
 };
 
@@ -42,7 +46,7 @@ static int run(int argc, char **argv)
 		else if (ch == 'n')
 			only = optarg;
 		else if (ch == 'h') {
-			step_usage(S, stdout);
+			step_help(S);
 			return EXIT_OK;
 		} else
 			return step_usage_error(S, "unknown option '%s'",

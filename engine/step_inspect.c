@@ -343,7 +343,7 @@ static int run(int argc, char **argv)
 		else if (ch == 'e')
 			events = 1;
 		else if (ch == 'h') {
-			step_usage(S, stdout);
+			step_help(S);
 			return EXIT_OK;
 		} else
 			return step_usage_error(S, "unknown option '%s'",

@@ -73,6 +73,9 @@ const struct step_entry step_load = {
 	.summary = "load generator for OpenAI-compatible endpoints: TTFT/TPOT/ITL "
 		   "percentiles, goodput, errors, stalls (service.api, "
 		   "service.load)",
+	.help =
+		 "  --seed N              the seed of the prompts' random token ids and of the\n"
+		 "                        Poisson arrivals (the same seed sends the same requests)",
 	.run = load,
 };
 
@@ -294,7 +297,7 @@ static int parse(int argc, char **argv, struct load_opts *o)
 			break;
 		case 'j': o->json = 1; break;
 		case 'E': o->events = 1; break;
-		case 'h': step_usage(S, stdout); return -1;
+		case 'h': step_help(S); return -1;
 		default:
 			return step_usage_error(S, "unknown or incomplete option '%s'",
 						argv[optind - 1]);

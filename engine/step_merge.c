@@ -23,6 +23,11 @@ const struct step_entry step_merge = {
 	.name = "merge",
 	.usage = "CONVERTED_DIR OUT_DIR [--force]",
 	.summary = "reassemble per-rank files into a Hugging Face checkpoint",
+	.help = "  CONVERTED_DIR      per-rank files and layout.json written by convert\n"
+	"  OUT_DIR            a new Hugging Face checkpoint (shards, index, config)\n"
+	"  --force            replace OUT_DIR if it exists\n"
+	"f32 and FP8-kept layouts merge back byte-identical to the source\n"
+	"example: day0-engine merge /scratch/m-tp4 /scratch/m-back",
 	.run = run,
 };
 
@@ -346,7 +351,7 @@ static int run(int argc, char **argv)
 		if (ch == 'f')
 			force = 1;
 		else if (ch == 'h') {
-			step_usage(S, stdout);
+			step_help(S);
 			return EXIT_OK;
 		} else
 			return step_usage_error(S, "unknown option '%s'",

@@ -81,7 +81,7 @@ static int run(int argc, char **argv)
 		case 'E': events = 1; break;
 		case 'h':
 			if (!rank)
-				step_usage(S, stdout);
+				step_help(S);
 			MPI_Finalize();
 			return EXIT_OK;
 		default: bad = 1;

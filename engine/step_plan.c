@@ -39,6 +39,21 @@ const struct step_entry step_plan = {
 		 "--objective latency --ctx 32768 --concurrency 16",
 	.summary = "rank TP x PP x EP x DP layouts by per-card memory and "
 		   "communication",
+	.help =
+		 "  --inventory INV        the cluster (cards, memory, links per node), or\n"
+		 "  --nodes N --cards C --card-mem SIZE   the same by hand, with\n"
+		 "  --intra-gbps X, --inter-gbps Y   in-node and inter-node link speeds (Gbit/s;\n"
+		 "                         default 7200 and 400)\n"
+		 "  --ctx N, --concurrency C   the KV cache to hold: C sequences of N tokens\n"
+		 "  --weights-dtype D, --kv-dtype D   bytes per weight / per cached value\n"
+		 "                         (default: the checkpoint's format, bf16 KV)\n"
+		 "  --margin F             card memory kept free (default 0.1)\n"
+		 "  --batch-tokens N       prefill tokens per step for activations (default 8192)\n"
+		 "  --layout TP,PP,EP[,DP] one layout in detail (per-rank weight bytes)\n"
+		 "  --top N                layouts shown (default 5)\n"
+		 "  --objective O          cards (default), throughput or latency (see above)\n"
+		 "  --json, --events       one JSON document / day0 protocol events on stdout\n"
+		 "example: day0-engine plan deepseek-v3.json --nodes 2 --cards 8 --card-mem 141G --ctx 8192",
 	.run = run,
 };
 
@@ -557,7 +572,7 @@ static int run(int argc, char **argv)
 			break;
 		case 'j': json = 1; break;
 		case 'e': events = 1; break;
-		case 'h': step_usage(S, stdout); return EXIT_OK;
+		case 'h': step_help(S); return EXIT_OK;
 		default:
 			return step_usage_error(S, "unknown or incomplete "
 						"option '%s'", argv[optind - 1]);

@@ -55,6 +55,9 @@ const struct step_entry step_probe = {
 		 "/models/m --top 5",
 	.summary = "endpoint numerics: prompt logprobs vs the float64 reference "
 		   "(top-1, max abs, KL; numerics.endpoint)",
+	.help =
+		 "  --timeout S          seconds to wait for each HTTP answer (default 120)\n"
+		 "  --seed N             the seed of the random prompts (with --n/--len)",
 	.run = probe,
 };
 
@@ -136,7 +139,7 @@ static int parse(int argc, char **argv, struct probe_opts *o)
 			break;
 		case 'j': o->json = 1; break;
 		case 'E': o->events = 1; break;
-		case 'h': step_usage(S, stdout); return -1;
+		case 'h': step_help(S); return -1;
 		default:
 			return step_usage_error(S, "unknown or incomplete option '%s'",
 						argv[optind - 1]);

@@ -163,7 +163,7 @@ static int run_parse(const struct step_entry *S, int argc, char **argv,
 		case 'D': o->dump_layers = optarg; break;
 		case 'G': o->dump_generated = optarg; break;
 		case 'E': o->events = 1; break;
-		case 'h': if (!rank) step_usage(S, stdout); return -1;
+		case 'h': if (!rank) step_help(S); return -1;
 		default:
 			return USAGE("unknown or incomplete option '%s'",
 				     argv[optind - 1]);

@@ -62,6 +62,8 @@ const struct step_entry step_serve = {
 		 "'{\"prompt\":[1,2,3],\"max_tokens\":8,\"temperature\":0}'",
 	.summary = "OpenAI-compatible HTTP endpoint over the parallel runtime "
 		   "(continuous batching, SSE, logprobs, /metrics)",
+	.help =
+		 "  --tp/--pp/--ep        the layout (as run); mpirun -np must be T*P*E",
 	.run = serve,
 };
 
@@ -148,7 +150,7 @@ static int parse(int argc, char **argv, struct serve_opts *o, int rank)
 			break;
 		case 'n': o->name = optarg; break;
 		case 'E': o->events = 1; break;
-		case 'h': if (!rank) step_usage(S, stdout); return -1;
+		case 'h': if (!rank) step_help(S); return -1;
 		default: BAD("unknown or incomplete option '%s'", argv[optind - 1]);
 		}
 	}

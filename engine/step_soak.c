@@ -129,7 +129,7 @@ static int soak_parse(const struct step_entry *S, int argc, char **argv,
 			break;
 		case 'j': o->json = 1; break;
 		case 'E': o->events = 1; break;
-		case 'h': if (!rank) step_usage(S, stdout); return -1;
+		case 'h': if (!rank) step_help(S); return -1;
 		default:
 			return USAGE("unknown or incomplete option '%s'",
 				     argv[optind - 1]);

@@ -61,7 +61,7 @@ static int parse(int argc, char **argv, struct tok_opts *o)
 		case 'j': o->json = 1; break;
 		case 'n': o->no_special = 1; break;
 		case 's': o->skip_special = 1; break;
-		case 'h': step_usage(S, stdout); return -1;
+		case 'h': step_help(S); return -1;
 		default:
 			return step_usage_error(S, "unknown or incomplete option "
 						"'%s'", argv[optind - 1]);

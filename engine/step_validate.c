@@ -562,7 +562,7 @@ static int run(int argc, char **argv)
 							"a fraction in [0, 1]");
 			}
 			break;
-		case 'h': step_usage(S, stdout); json_decref(doc); return EXIT_OK;
+		case 'h': step_help(S); json_decref(doc); return EXIT_OK;
 		default:
 			json_decref(doc);
 			return step_usage_error(S, "unknown or incomplete option '%s'",

@@ -30,6 +30,20 @@ const struct step_entry step_verify = {
 		 "[--threads N] [--json] [--events]",
 	.summary = "check a checkpoint: safetensors format, index, SHA-256, "
 		   "tensors against config.json",
+	.help = "  MODEL_DIR          a Hugging Face checkpoint: every *.safetensors shard, the\n"
+	"                     index (model.safetensors.index.json), config.json; a Hugging\n"
+	"                     Face cache snapshot (models--ORG--NAME/snapshots/REV) takes\n"
+	"                     each file's SHA-256 from its blob name\n"
+	"  FILE.safetensors   one file: its header and tensors only\n"
+	"  --checksums FILE   expected SHA-256s in sha256sum format (default: the\n"
+	"                     directory's SHA256SUMS, else the cache's blob names, else\n"
+	"                     weights.integrity is a warn)\n"
+	"  --threads N        hashing threads (default: the online CPUs)\n"
+	"  --json             one JSON document on stdout\n"
+	"  --events           day0 protocol events (checks weights.integrity and\n"
+	"                     weights.metadata) on stdout\n"
+	"exit status: 0 every check passed, 1 a check failed, 2 unreadable input\n"
+	"example: day0-engine verify /models/DeepSeek-V3 --threads 8 --json",
 	.run = run,
 };
 
@@ -818,7 +832,7 @@ static int run(int argc, char **argv)
 			break;
 		case 'j': json = 1; break;
 		case 'e': events = 1; break;
-		case 'h': step_usage(S, stdout); return EXIT_OK;
+		case 'h': step_help(S); return EXIT_OK;
 		default:
 			return step_usage_error(S, "unknown or incomplete "
 						"option '%s'", argv[optind - 1]);

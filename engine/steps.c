@@ -58,6 +58,37 @@ void step_usage(const struct step_entry *s, FILE *f)
 	fprintf(f, "usage: day0-engine %s %s\n", s->name, s->usage);
 }
 
+/* --json and --events mean the same in every step: said once here for
+ * a step whose own text does not describe them. */
+static void common_flag(const struct step_entry *s, const char *flag,
+			const char *what)
+{
+	const char *body = strchr(s->usage, '\n');
+	size_t n = strlen(flag);
+	for (const char *t = body; t && (t = strstr(t, flag)); t += n)
+		if (!(t[n] == '-' || (t[n] >= 'a' && t[n] <= 'z')))
+			return;
+	for (const char *t = s->help; t && (t = strstr(t, flag)); t += n)
+		if (!(t[n] == '-' || (t[n] >= 'a' && t[n] <= 'z')))
+			return;
+	for (const char *t = s->usage; (t = strstr(t, flag)); t += n)
+		if (!(t[n] == '-' || (t[n] >= 'a' && t[n] <= 'z'))) {
+			printf("  %-18s %s\n", flag, what);
+			return;
+		}
+}
+
+void step_help(const struct step_entry *s)
+{
+	step_usage(s, stdout);
+	if (s->help)
+		printf("\n%s\n\n%s\n", s->summary, s->help);
+	common_flag(s, "--json", "one JSON document on stdout");
+	common_flag(s, "--events",
+		    "day0 protocol events on stdout (docs/events.md), as the "
+		    "agent reads them");
+}
+
 int step_usage_error(const struct step_entry *s, const char *fmt, ...)
 {
 	va_list ap;
