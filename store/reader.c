@@ -13,10 +13,14 @@
 #define CONSOLE "console"
 
 static const char *const rq_sql[SRQ_COUNT] = {
-    /* The start is the console's first event (a node's clock does not
-     * stretch the timeline); a file with no console events, the earliest. */
-    [SRQ_SPAN] = "SELECT coalesce((SELECT ts FROM events WHERE node = '" CONSOLE
-		 "' ORDER BY seq LIMIT 1), (SELECT ts FROM events ORDER BY ts LIMIT 1)),"
+    /* The start: the earliest event no more than an hour (the view's
+     * VIEW_CLOCK_SKEW) before the console's first, so a node clock wrong
+     * by years does not stretch the timeline; the earliest of all in a
+     * file with no console events. */
+    [SRQ_SPAN] = "SELECT coalesce((SELECT min(ts) FROM events WHERE ts >= "
+		 "(SELECT ts FROM events WHERE node = '" CONSOLE "' ORDER BY seq "
+		 "LIMIT 1) - 3600000000000), (SELECT ts FROM events ORDER BY ts "
+		 "LIMIT 1)),"
 		 " (SELECT ts FROM events ORDER BY ts DESC LIMIT 1)",
     [SRQ_HISTORY] = "SELECT ts, value FROM sample_points WHERE series = ?1 "
 		    "AND ts <= ?2 ORDER BY ts DESC, seq DESC LIMIT ?3",

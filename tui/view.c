@@ -680,17 +680,20 @@ static void apply_text(struct view *v, const struct proto_event *ev)
 	x->n = (int)jint(o, "n", 0);
 }
 
-/* The session's start is the console's first event: a node's clock
- * (wrong by years, or forged) never stretches the run's elapsed time;
- * before the console has spoken, the earliest node event stands in. */
+/* The session's start is its earliest event, on the console's clock:
+ * node events (agents' hellos come before the first stage) count when
+ * they are within VIEW_CLOCK_SKEW of the console's first event; a node
+ * clock wrong by years (or forged) never stretches the run's elapsed
+ * time.  Before the console has spoken, the earliest event stands in.
+ * store/reader.c's SRQ_SPAN applies the same rule to a file. */
 static void note_start(struct view *v, int console, int64_t ts)
 {
-	if (console) {
-		if (!v->start_console || ts < v->start) {
+	if (console && !v->start_console) {
+		v->start_console = 1;
+		if (!v->start || v->start > ts || v->start < ts - VIEW_CLOCK_SKEW)
 			v->start = ts;
-			v->start_console = 1;
-		}
-	} else if (!v->start_console && (!v->start || ts < v->start)) {
+	} else if (!v->start || (ts < v->start && (!v->start_console ||
+						   ts >= v->start - VIEW_CLOCK_SKEW))) {
 		v->start = ts;
 	}
 }

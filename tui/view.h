@@ -126,6 +126,9 @@ struct view_mark {
 /* Input the console refused from a node (or held back: rate), per
  * reason: the last `alert` event's count. */
 #define VIEW_ALERTS 256
+/* How far before the console's first event a node's event may be and
+ * still start the session (ns). */
+#define VIEW_CLOCK_SKEW 3600000000000LL
 struct view_alert {
 	char node[64], reason[48];
 	uint64_t count;
@@ -154,9 +157,9 @@ struct view_line {
 
 struct view {
 	int64_t t;     /* the time shown (ns); events with ts <= t are in */
-	int64_t start; /* session start (the console's first event; a
-			* node's until the console has spoken), 0 unknown */
-	int start_console; /* start is the console's clock */
+	int64_t start; /* session start (earliest event, on the console's
+			* clock: see note_start), 0 unknown */
+	int start_console; /* the console's first event has been seen */
 	char name[128], model[256], playbook[128];
 	/* The playbook's stage ids in order (the manifest's playbook): the
 	 * timeline shows the ones that have not started as pending. */
