@@ -474,11 +474,13 @@ static void abort_all(struct srv *s)
 		finish_req(s, q, "abort");
 }
 
-static void emit_samples(struct srv *s, struct rt *r, double *last_emit)
+/* Every second, and once more when stopping (force): the last figures. */
+static void emit_samples(struct srv *s, struct rt *r, double *last_emit,
+			 int force)
 {
 	double now = now_s();
 	int used = 0;
-	if (!events_enabled() || now - *last_emit < 1.0)
+	if (!events_enabled() || (!force && now - *last_emit < 1.0))
 		return;
 	*last_emit = now;
 	for (int i = 0; i < s->slots; i++)
@@ -490,9 +492,25 @@ static void emit_samples(struct srv *s, struct rt *r, double *last_emit)
 	events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", -1, "metric",
 					"serve.gen_tokens", "value",
 					(json_int_t)s->m.gen_tokens));
-	events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", rt_rank(r),
-					"metric", "kv.used", "value",
-					(json_int_t)(s->kv_seq_bytes * (uint64_t)used)));
+	/* Every card holds its slice of each sequence, the same bytes per
+	 * slot on each (rt_kv_seq_bytes of the layout): one line for all. */
+	{
+		int world = 1;
+		json_t *u = json_array(), *b = json_array();
+		MPI_Comm_size(MPI_COMM_WORLD, &world);
+		for (int i = 0; i < world && i < 4096; i++) {
+			json_array_append_new(u, json_integer((json_int_t)(
+			    s->kv_seq_bytes * (uint64_t)used)));
+			json_array_append_new(b, json_integer((json_int_t)(
+			    s->kv_seq_bytes * (uint64_t)s->slots)));
+		}
+		events_emit("sample", json_pack("{s:i, s:s, s:o}", "card",
+						rt_rank(r), "metric", "kv.used",
+						"values", u));
+		events_emit("sample", json_pack("{s:i, s:s, s:o}", "card",
+						rt_rank(r), "metric", "kv.budget",
+						"values", b));
+	}
 }
 
 /* -------------------------------------------------------------- the step */
@@ -586,7 +604,7 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 			h.stop = s->stopping || stop_signal;
 			h.nseg = b.nseg;
 			h.ntok = b.ntok;
-			emit_samples(s, r, &last_emit);
+			emit_samples(s, r, &last_emit, h.stop);
 			pthread_mutex_unlock(&s->lock);
 			{ /* an Ibcast matches the other ranks' Ibcast */
 				MPI_Request rq;
