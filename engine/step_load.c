@@ -797,8 +797,9 @@ static json_t *perf_json(const struct level *lv, json_t *lj)
 	    "requests", lv->sent, "ok", lv->ok, "errors", errors_of(lv),
 	    "stalls", lv->stalls, "goodput",
 	    lv->ok ? (double)lv->good / lv->ok : 0.0);
-	for (int i = 0; i < 3; i++)
-		for (int j = 0; j < 3; j++) {
+	const struct series *ser[] = {&lv->ttft, &lv->tpot, &lv->e2e};
+	for (int i = 0; i < 3; i++) /* none measured: absent, not 0 */
+		for (int j = 0; j < 3 && ser[i]->n; j++) {
 			snprintf(k, sizeof k, "%s_ms", lat[i]);
 			json_t *x = json_object_get(json_object_get(lj, k), ps[j]);
 			snprintf(k, sizeof k, "%s_%s_ms", lat[i], ps[j]);
