@@ -365,6 +365,8 @@ static void batch_add(struct batch *b, struct srv_req *q, const int64_t *t,
 }
 
 /* Rank 0: the next batch (locked); waits while there is nothing to do. */
+static void emit_samples(struct srv *s, int force);
+
 static void plan_batch(struct srv *s, struct batch *b, int max_batch)
 {
 	struct timespec ts;
@@ -383,6 +385,7 @@ static void plan_batch(struct srv *s, struct batch *b, int max_batch)
 		}
 		if (b->nseg || s->stopping || stop_signal)
 			return;
+		emit_samples(s, 0);
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 100 * 1000000L;
 		if (ts.tv_nsec >= 1000000000L)
@@ -474,15 +477,21 @@ static void abort_all(struct srv *s)
 		finish_req(s, q, "abort");
 }
 
-/* Every second, and once more when stopping (force): the last figures. */
-static void emit_samples(struct srv *s, struct rt *r, double *last_emit,
-			 int force)
+/* Rank 0, under the lock: every second; at once when the server falls
+ * idle (the figures a run's end leaves on the console: plan_batch calls
+ * it while it waits for work) and when stopping (force). */
+static void emit_samples(struct srv *s, int force)
 {
+	static int busy_since; /* busy at some call since the last emission */
+	static double last_emit;
 	double now = now_s();
-	int used = 0;
-	if (!events_enabled() || (!force && now - *last_emit < 1.0))
+	int used = 0, busy = s->nqueued || s->nrunning;
+	busy_since |= busy;
+	if (!events_enabled() ||
+	    (!force && now - last_emit < 1.0 && (busy || !busy_since)))
 		return;
-	*last_emit = now;
+	last_emit = now;
+	busy_since = busy;
 	for (int i = 0; i < s->slots; i++)
 		used += s->slot_used[i];
 	events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1, "metric",
@@ -504,12 +513,10 @@ static void emit_samples(struct srv *s, struct rt *r, double *last_emit,
 			json_array_append_new(b, json_integer((json_int_t)(
 			    s->kv_seq_bytes * (uint64_t)s->slots)));
 		}
-		events_emit("sample", json_pack("{s:i, s:s, s:o}", "card",
-						rt_rank(r), "metric", "kv.used",
-						"values", u));
-		events_emit("sample", json_pack("{s:i, s:s, s:o}", "card",
-						rt_rank(r), "metric", "kv.budget",
-						"values", b));
+		events_emit("sample", json_pack("{s:i, s:s, s:o}", "card", 0,
+						"metric", "kv.used", "values", u));
+		events_emit("sample", json_pack("{s:i, s:s, s:o}", "card", 0,
+						"metric", "kv.budget", "values", b));
 	}
 }
 
@@ -593,7 +600,6 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 	int V = (int)rt_config(r)->vocab, last = rt_last_stage_root(r), rc = 0;
 	float *logits = NULL;
 	size_t cap = 0;
-	double last_emit = 0;
 	for (;;) {
 		struct batch_head h = {0};
 		if (rank == 0) {
@@ -604,7 +610,7 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 			h.stop = s->stopping || stop_signal;
 			h.nseg = b.nseg;
 			h.ntok = b.ntok;
-			emit_samples(s, r, &last_emit, h.stop);
+			emit_samples(s, h.stop);
 			pthread_mutex_unlock(&s->lock);
 			{ /* an Ibcast matches the other ranks' Ibcast */
 				MPI_Request rq;

@@ -125,7 +125,7 @@ static int draw_serve(struct tui *ui, const struct view_node *n, WINDOW *w,
 
 static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 {
-	int rows, cols, y = 0, any = 0, skip = ui->scroll;
+	int rows, cols, y = 0, any = 0, skip = ui->scroll, wide;
 	char h[8][24];
 	getmaxyx(w, rows, cols);
 	for (size_t i = 0; i < v->nnodes && y < rows; i++) {
@@ -153,12 +153,13 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	}
 	if (any < 2 || y >= rows)
 		return;
+	/* Under 140 columns the node and stage go (the rows stay whole). */
+	wide = cols >= 140;
 	tui_printf(w, y++, 0, cols, tui_attr(ui, ROLE_HEAD),
-		   "%-12s %-10s %5s %6s %5s %5s %8s %9s %8s %8s %8s %8s %8s "
-		   "%8s  %s",
-		   "node", "stage", "conc", "reqs", "err", "stall", "req/s",
-		   "tok/s", "ttft50", "ttft99", "tpot50", "tpot99", "e2e50",
-		   "e2e99", "errors by class");
+		   "%s%5s %6s %5s %5s %8s %9s %8s %8s %8s %8s %8s %8s  %s",
+		   wide ? "node         stage      " : "", "conc", "reqs", "err",
+		   "stall", "req/s", "tok/s", "ttft50", "ttft99", "tpot50",
+		   "tpot99", "e2e50", "e2e99", "errors by class");
 	for (size_t i = 0; i < v->perf.n && y < rows; i++) {
 		const struct view_perf *p = VIEW_AT(v->perf, i);
 		int bad;
@@ -173,11 +174,15 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		ms(h[6], sizeof h[6], p->e2e_p[0]);
 		ms(h[7], sizeof h[7], p->e2e_p[2]);
 		bad = p->errors > 0 || p->stalls > 0;
+		char who[32] = "";
+		if (wide)
+			snprintf(who, sizeof who, "%-12.12s %-10.10s ", p->node,
+				 p->stage_id);
 		tui_printf(w, y++, 0, cols,
 			   bad ? tui_attr(ui, ROLE_FAIL) : A_NORMAL,
-			   "%-12.12s %-10.10s %5d %6lld %5lld %5lld %8s %9s "
+			   "%s%5d %6lld %5lld %5lld %8s %9s "
 			   "%8s %8s %8s %8s %8s %8s  %s",
-			   p->node, p->stage_id, p->concurrency,
+			   who, p->concurrency,
 			   (long long)p->requests, (long long)p->errors,
 			   (long long)p->stalls, h[0], h[1], h[2], h[3], h[4],
 			   h[5], h[6], h[7], p->classes);

@@ -43,6 +43,27 @@ JSON
 RUN=("$DAY0" run "$DAY0_ROOT/playbooks/serve-day0.json" --inventory "$T/inv.json"
 	--model "$T/m" -e tp=2 -e ep=1 -e concurrency=1,4 -e requests=12)
 
+f2() { [ -n "$1" ] && printf '%.2f' "$1" || printf -- -; }
+# levels DB NAME: the Service screen's table has one row per load level of
+# DB, every figure the level's perf event's.
+levels() {
+	sqlite3 "$1" "select json_extract(e.body, '$.concurrency'), json_extract(e.body, '$.requests'),
+	json_extract(e.body, '$.errors'), json_extract(e.body, '$.stalls'),
+	json_extract(e.body, '$.requests_per_s'), p.tokens_per_s,
+	json_extract(e.body, '$.ttft_p50_ms'), json_extract(e.body, '$.ttft_p99_ms'),
+	json_extract(e.body, '$.tpot_p50_ms'), json_extract(e.body, '$.tpot_p99_ms'),
+	json_extract(e.body, '$.e2e_p50_ms'), json_extract(e.body, '$.e2e_p99_ms')
+	from perf p join events e on e.node = p.node and e.seq = p.seq
+	where json_extract(e.body, '$.concurrency') is not null order by p.ts" >"$T/levels"
+	check "$2: the session file holds load's two levels" test "$(wc -l <"$T/levels")" = 2
+	while IFS='|' read -r c n er st rps tps t50 t99 p50 p99 e50 e99; do
+		want=$(printf '%-12.12s %-10.10s %5d %6d %5d %5d %8s %9s %8s %8s %8s %8s %8s %8s' \
+			local load "$c" "$n" "$er" "$st" "$(f2 "$rps")" "$(f2 "$tps")" "$(f2 "$t50")" \
+			"$(f2 "$t99")" "$(f2 "$p50")" "$(f2 "$p99")" "$(f2 "$e50")" "$(f2 "$e99")")
+		wait_for "$2: the level at concurrency $c as its perf event" "$want" 2
+	done <"$T/levels"
+}
+
 # --- live: the Service screen while the run goes on, then at its verdict
 tm -u new-session -d -s r -x 200 -y 50 \
 	"env LANG=C.UTF-8 TERM=screen-256color DAY0_SESSIONS=$T/live $(printf '%q ' "${RUN[@]}") 2>$T/live.err; echo EXIT \$?; sleep 60"
@@ -54,9 +75,7 @@ wait_for "live: the run ends GO" "  GO" 120
 wait_for "live: load's second level in the table" "local        load           4" 10
 ldb=$(ls "$T"/live/*.db 2>/dev/null | head -1)
 if [ -n "$ldb" ]; then
-	n=$(sqlite3 "$ldb" "select count(*) from perf p join events e on e.node = p.node and e.seq = p.seq where json_extract(e.body, '$.concurrency') is not null")
-	rows=$(cap | grep -cE '^local +load +[0-9]+ ')
-	check "live: a table row per level of the session file ($rows of $n)" test "$rows" = "$n" -a "$n" = 2
+	levels "$ldb" live
 else
 	fail "live: session file" "none in $T/live"
 fi
@@ -73,7 +92,6 @@ q() { sqlite3 "$db" "$@"; }
 last() {
 	q "select p.value from sample_points p join series s on s.id = p.series where s.node = 'local' and s.metric = '$1' and s.card = ${2:--1} order by p.ts desc, p.seq desc limit 1"
 }
-f2() { [ -n "$1" ] && printf '%.2f' "$1" || printf -- -; }
 f0() { [ -n "$1" ] && printf '%.0f' "$1" || printf -- -; }
 
 tm -u new-session -d -s r -x 200 -y 50 \
@@ -97,25 +115,13 @@ wait_for "replay: errors and stalls as the last samples" \
 	"errors $(f0 "$(last load.errors)")  stalls $(f0 "$(last load.stalls)")" 2
 wait_for "replay: serve's queue, running, tokens as its last samples" \
 	"serve on local  queue $(f0 "$(last serve.queue)")  running $(f0 "$(last serve.running)")  tokens generated $(f0 "$(last serve.gen_tokens)")" 2
+check "serve's last samples: idle after the load, tokens generated" \
+	test "$(last serve.running)" = 0.0 -a "$(last serve.queue)" = 0.0 -a \
+	"$(f0 "$(last serve.gen_tokens)")" -gt 0 -a "$(last kv.used 0)" = 0.0
 ncards=$(q "select count(*) from series where node = 'local' and metric = 'kv.used'")
 shown=$(cap | grep -cE '^  card [0-9]+ +KV ')
 check "replay: a KV line per card with kv.used ($shown of $ncards)" test "$shown" = "$ncards" -a "$ncards" = 2
-# One table row per level, every figure the perf event's.
-q "select json_extract(e.body, '$.concurrency'), json_extract(e.body, '$.requests'),
-	json_extract(e.body, '$.errors'), json_extract(e.body, '$.stalls'),
-	json_extract(e.body, '$.requests_per_s'), p.tokens_per_s,
-	json_extract(e.body, '$.ttft_p50_ms'), json_extract(e.body, '$.ttft_p99_ms'),
-	json_extract(e.body, '$.tpot_p50_ms'), json_extract(e.body, '$.tpot_p99_ms'),
-	json_extract(e.body, '$.e2e_p50_ms'), json_extract(e.body, '$.e2e_p99_ms')
-	from perf p join events e on e.node = p.node and e.seq = p.seq
-	where json_extract(e.body, '$.concurrency') is not null order by p.ts" >"$T/levels"
-check "the session file holds load's two levels" test "$(wc -l <"$T/levels")" = 2
-while IFS='|' read -r c n er st rps tps t50 t99 p50 p99 e50 e99; do
-	want=$(printf '%-12.12s %-10.10s %5d %6d %5d %5d %8s %9s %8s %8s %8s %8s %8s %8s' \
-		local load "$c" "$n" "$er" "$st" "$(f2 "$rps")" "$(f2 "$tps")" "$(f2 "$t50")" \
-		"$(f2 "$t99")" "$(f2 "$p50")" "$(f2 "$p99")" "$(f2 "$e50")" "$(f2 "$e99")")
-	wait_for "replay: the level at concurrency $c as its perf event" "$want" 2
-done <"$T/levels"
+levels "$db" replay
 # Early on (before load): the screen says there is nothing yet.
 tm kill-session -t r
 tm -u new-session -d -s r -x 200 -y 50 \
