@@ -9,7 +9,9 @@
  * serve samples: the queue, the running requests, the tokens generated
  * and each card's KV cache (kv.used against kv.budget).  Below, one row
  * per finished concurrency level (load's perf events): the table the
- * report's service section prints.  All of it is the view's (view.h), so
+ * report's service section prints; with --baseline, each level's tokens/s
+ * and e2e p99 against the baseline's level of the same stage and
+ * concurrency.  All of it is the view's (view.h), so
  * live and replay draw the same.
  */
 #include "tui.h"
@@ -123,6 +125,21 @@ static int draw_serve(struct tui *ui, const struct view_node *n, WINDOW *w,
 	return y;
 }
 
+/* The baseline's level of the same stage and concurrency (its last). */
+static const struct view_perf *base_level(const struct view *b,
+					  const struct view_perf *p)
+{
+	if (!b)
+		return NULL;
+	for (size_t i = b->perf.n; i-- > 0;) {
+		const struct view_perf *q = VIEW_AT(b->perf, i);
+		if (q->concurrency == p->concurrency &&
+		    !strcmp(q->stage_id, p->stage_id))
+			return q;
+	}
+	return NULL;
+}
+
 static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 {
 	int rows, cols, y = 0, any = 0, skip = ui->scroll, wide;
@@ -178,14 +195,27 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		if (wide)
 			snprintf(who, sizeof who, "%-12.12s %-10.10s ", p->node,
 				 p->stage_id);
-		tui_printf(w, y++, 0, cols,
-			   bad ? tui_attr(ui, ROLE_FAIL) : A_NORMAL,
-			   "%s%5d %6lld %5lld %5lld %8s %9s "
-			   "%8s %8s %8s %8s %8s %8s  %s",
-			   who, p->concurrency,
-			   (long long)p->requests, (long long)p->errors,
-			   (long long)p->stalls, h[0], h[1], h[2], h[3], h[4],
-			   h[5], h[6], h[7], p->classes);
+		const struct view_perf *bp = base_level(ui->base, p);
+		int x = tui_printf(w, y, 0, cols,
+				   bad ? tui_attr(ui, ROLE_FAIL) : A_NORMAL,
+				   "%s%5d %6lld %5lld %5lld %8s %9s "
+				   "%8s %8s %8s %8s %8s %8s  %s",
+				   who, p->concurrency,
+				   (long long)p->requests, (long long)p->errors,
+				   (long long)p->stalls, h[0], h[1], h[2], h[3],
+				   h[4], h[5], h[6], h[7], p->classes);
+		if (bp && x < cols) { /* --baseline: tok/s and e2e p99 */
+			x += tui_put(w, y, x, cols - x, tui_attr(ui, ROLE_DIM),
+				     "  tok/s");
+			x += tui_delta(ui, w, y, x, cols - x, p->tokens_per_s,
+				       bp->tokens_per_s, 1);
+			if (x < cols)
+				x += tui_put(w, y, x, cols - x,
+					     tui_attr(ui, ROLE_DIM), " e2e99");
+			tui_delta(ui, w, y, x, cols - x, p->e2e_p[2],
+				  bp->e2e_p[2], 0);
+		}
+		y++;
 	}
 }
 

@@ -122,6 +122,16 @@ ncards=$(q "select count(*) from series where node = 'local' and metric = 'kv.us
 shown=$(cap | grep -cE '^  card [0-9]+ +KV ')
 check "replay: a KV line per card with kv.used ($shown of $ncards)" test "$shown" = "$ncards" -a "$ncards" = 2
 levels "$db" replay
+tm kill-session -t r
+# --baseline: the live run's levels beside these (tok/s and e2e p99 deltas)
+tm -u new-session -d -s r -x 200 -y 50 \
+	"env LANG=C.UTF-8 TERM=screen-256color $DAY0 replay $db --at 100000 --baseline $ldb; sleep 60"
+wait_for "baseline: replay at the end" "PAUSED"
+key 8
+wait_for "baseline: the Service screen" "load on local"
+want=$(awk -F'|' '{ print $1 }' "$T/levels" | sort -n | head -1)
+on_screen "baseline: a level's tok/s and e2e p99 against the live run's" \
+	"^local +load +$want .* tok/s [+-][0-9.]+% e2e99 [+-][0-9.]+%"
 # Early on (before load): the screen says there is nothing yet.
 tm kill-session -t r
 tm -u new-session -d -s r -x 200 -y 50 \
