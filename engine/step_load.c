@@ -738,16 +738,12 @@ static json_t *pcts_ms(const struct series *s)
 
 static json_t *level_json(const struct level *lv)
 {
-	static const char *codes[6] = {"http_400", "http_404", "http_413",
-				       "http_429", "http_500", "http_503"};
-	json_t *err = json_pack("{s:i, s:i, s:i, s:i, s:i}", "timeout",
-				lv->timeouts, "connect", lv->connect, "broken",
-				lv->broken, "http_other", lv->http_other, "stall",
-				lv->stalls);
+	json_t *err = json_pack("{s:i}", "stall", lv->stalls);
 	json_t *t;
 	double mean = 0;
-	for (int i = 0; i < 6; i++)
-		json_object_set_new(err, codes[i], json_integer(lv->http[i]));
+	for (size_t i = 0; i < N_ERR_CLASS; i++)
+		json_object_set_new(err, err_class[i],
+				    json_integer(err_count(lv, i)));
 	t = json_pack("{s:i, s:f, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:I, s:I, "
 		      "s:i, s:f, s:o, s:o, s:o, s:o, s:o}",
 		      "concurrency", lv->conc, "rate", lv->rate, "requests", lv->sent,
