@@ -502,12 +502,11 @@ static void emit_samples(struct srv *s, int force)
 					"serve.gen_tokens", "value",
 					(json_int_t)s->m.gen_tokens));
 	/* Every card holds its slice of each sequence, the same bytes per
-	 * slot on each (rt_kv_seq_bytes of the layout): one line for all. */
+	 * slot on each (rt_kv_seq_bytes of the layout): one line for the
+	 * cards of rank 0's host (other hosts' cards are their agents'). */
 	{
-		int world = 1;
 		json_t *u = json_array(), *b = json_array();
-		MPI_Comm_size(MPI_COMM_WORLD, &world);
-		for (int i = 0; i < world && i < 4096; i++) {
+		for (int i = 0; i < s->local_cards && i < 4096; i++) {
 			json_array_append_new(u, json_integer((json_int_t)(
 			    s->kv_seq_bytes * (uint64_t)used)));
 			json_array_append_new(b, json_integer((json_int_t)(
@@ -716,6 +715,15 @@ static int serve(int argc, char **argv)
 	if (!o.max_ctx)
 		o.max_ctx = default_ctx(o.dir);
 	slots = kv_slots(&o, o.max_ctx, rank, &s.kv_seq_bytes);
+	{ /* rank 0's host's ranks are its cards 0..n-1 (the agent's rank map) */
+		MPI_Comm host; /* collective: every rank splits */
+		int on_host = 1;
+		MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+				    MPI_INFO_NULL, &host);
+		MPI_Comm_size(host, &on_host);
+		s.local_cards = on_host;
+		MPI_Comm_free(&host);
+	}
 	if (rank == 0)
 		events_stage("serve", "start", 0, 0, o.dir);
 	rc = slots > 0 ? rt_open_slots(&r, o.dir, &o.d, o.card_mem, o.max_ctx,
