@@ -94,10 +94,12 @@ static int draw_load(struct tui *ui, const struct view_node *n, WINDOW *w,
 	return y + 1;
 }
 
-/* A node's serve section: queue, running, KV per card. */
+/* A node's serve section: queue, running, KV per card (the cards stop
+ * at row `rows`: the levels' table keeps its rows below). */
 static int draw_serve(struct tui *ui, const struct view_node *n, WINDOW *w,
 		      int y, int rows, int cols)
 {
+	int shown = 0, kv = 0;
 	const double *s = n->svc;
 	char a[24], b[24], c[24];
 	cnt(a, sizeof a, s[SVC_QUEUE]);
@@ -106,11 +108,19 @@ static int draw_serve(struct tui *ui, const struct view_node *n, WINDOW *w,
 	tui_printf(w, y++, 0, cols, tui_attr(ui, ROLE_HEAD),
 		   "serve on %s  queue %s  running %s  tokens generated %s",
 		   n->name, a, b, c);
+	for (int k = 0; k < n->ncards; k++)
+		kv += n->cards[k].present && !isnan(n->cards[k].kv_used);
 	for (int k = 0; k < n->ncards && y < rows; k++) {
 		const struct view_card *d = &n->cards[k];
 		int bw = cols - 38;
 		if (!d->present || isnan(d->kv_used))
 			continue;
+		if (shown + 1 < kv && y == rows - 1) {
+			tui_printf(w, y++, 0, cols, tui_attr(ui, ROLE_DIM),
+				   "  ... %d more cards", kv - shown);
+			break;
+		}
+		shown++;
 		if (bw > 40)
 			bw = 40;
 		tui_bytes(d->kv_used, a, sizeof a);
@@ -142,9 +152,11 @@ static const struct view_perf *base_level(const struct view *b,
 
 static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 {
-	int rows, cols, y = 0, any = 0, skip = ui->scroll, wide;
+	int rows, cols, y = 0, any = 0, skip = ui->scroll, wide, nlev = 0;
 	char h[8][24];
 	getmaxyx(w, rows, cols);
+	for (size_t i = 0; i < v->perf.n; i++)
+		nlev += VIEW_AT(v->perf, i)->concurrency >= 0;
 	for (size_t i = 0; i < v->nnodes && y < rows; i++) {
 		const struct view_node *n = &v->nodes[i];
 		if (!n->has_svc)
@@ -155,13 +167,16 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		}
 		if (y < rows && (!isnan(n->svc[SVC_QUEUE]) ||
 				 !isnan(n->svc[SVC_RUNNING]))) {
-			y = draw_serve(ui, n, w, y, rows, cols) + 1;
+			/* room for the levels' table: its head and rows */
+			int keep = nlev ? (nlev < 6 ? nlev : 6) + 2 : 0;
+			y = draw_serve(ui, n, w, y,
+				       rows - keep > y + 2 ? rows - keep : y + 2,
+				       cols) + 1;
 			any = 1;
 		}
 	}
-	for (size_t i = 0; i < v->perf.n; i++)
-		if (VIEW_AT(v->perf, i)->concurrency >= 0)
-			any = 2;
+	if (nlev)
+		any = 2;
 	if (!any) {
 		tui_put(w, 0, 0, cols, tui_attr(ui, ROLE_DIM),
 			"no service figures yet (day0-engine serve, load "
