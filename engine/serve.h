@@ -91,6 +91,7 @@ struct srv {
 	unsigned char *slot_used;
 	int64_t max_ctx, vocab;
 	uint64_t kv_seq_bytes; /* per card, one slot */
+	int local_cards; /* ranks on rank 0's host: its cards 0.. (samples) */
 	uint64_t next_id;
 	const char *model_name;
 	size_t max_body;

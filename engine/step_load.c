@@ -572,6 +572,68 @@ static int errors_of(const struct level *lv)
 	return n;
 }
 
+/* The error classes of a level, in the order --json lists them. */
+static const char *const err_class[] = {
+    "http_400", "http_404", "http_413", "http_429", "http_500",
+    "http_503", "http_other", "timeout", "connect", "broken"};
+#define N_ERR_CLASS (sizeof err_class / sizeof err_class[0])
+
+static int err_count(const struct level *lv, size_t i)
+{
+	if (i < 6)
+		return lv->http[i];
+	switch (i) {
+	case 6: return lv->http_other;
+	case 7: return lv->timeouts;
+	case 8: return lv->connect;
+	default: return lv->broken;
+	}
+}
+
+static void sample(const char *metric, double x)
+{
+	events_emit("sample", json_pack("{s:i, s:s, s:f}", "card", -1,
+					"metric", metric, "value", x));
+}
+
+/* The live figures of the level so far (every second and at its end):
+ * host samples the console's Service screen shows (docs/service.md). */
+static void emit_live(const struct level *lv, int inflight, double el)
+{
+	static const char *const lat[] = {"ttft", "tpot", "e2e"};
+	const struct series *ser[] = {&lv->ttft, &lv->tpot, &lv->e2e};
+	static const int ps[] = {50, 90, 99};
+	char m[48];
+	if (el <= 0)
+		el = 1e-9;
+	sample("load.concurrency", lv->conc);
+	sample("load.inflight", inflight);
+	sample("load.requests", lv->sent);
+	sample("load.requests_per_s", lv->ok / el);
+	sample("load.tokens_per_s", (double)lv->out_tokens / el);
+	sample("load.errors", errors_of(lv) + lv->stalls);
+	sample("load.stalls", lv->stalls);
+	for (size_t i = 0; i < N_ERR_CLASS; i++) { /* all: a level resets them */
+		snprintf(m, sizeof m, "load.error.%s", err_class[i]);
+		sample(m, err_count(lv, i));
+	}
+	for (int k = 0; k < 3; k++) {
+		struct series c = {NULL, ser[k]->n, ser[k]->n};
+		if (!c.n)
+			continue;
+		c.v = malloc(c.n * sizeof *c.v);
+		if (!c.v)
+			return;
+		memcpy(c.v, ser[k]->v, c.n * sizeof *c.v);
+		qsort(c.v, c.n, sizeof *c.v, cmp_d);
+		for (int j = 0; j < 3; j++) {
+			snprintf(m, sizeof m, "load.%s_p%d_ms", lat[k], ps[j]);
+			sample(m, pct(&c, ps[j]) * 1e3);
+		}
+		free(c.v);
+	}
+}
+
 static void progress(const struct load_opts *o, const struct level *lv,
 		     int target, double t0, int inflight)
 {
@@ -641,16 +703,7 @@ static void run_level(const struct load_opts *o, struct workload *w,
 			last_prog = now;
 		}
 		if (o->events && now - last_ev > 1.0) {
-			double el = now - t0;
-			events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1,
-							"metric", "load.inflight",
-							"value", inflight));
-			events_emit("sample", json_pack("{s:i, s:s, s:f}", "card", -1,
-							"metric", "load.tokens_per_s",
-							"value", lv->out_tokens / el));
-			events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1,
-							"metric", "load.errors", "value",
-							errors_of(lv) + lv->stalls));
+			emit_live(lv, inflight, now - t0);
 			last_ev = now;
 		}
 		{
@@ -664,6 +717,8 @@ static void run_level(const struct load_opts *o, struct workload *w,
 		}
 	}
 	lv->wall = now_s() - t0;
+	if (o->events) /* the level's final figures, as its perf says */
+		emit_live(lv, 0, lv->wall);
 	if (tty) {
 		progress(o, lv, target, t0, 0);
 		fputc('\n', stderr);
@@ -686,16 +741,12 @@ static json_t *pcts_ms(const struct series *s)
 
 static json_t *level_json(const struct level *lv)
 {
-	static const char *codes[6] = {"http_400", "http_404", "http_413",
-				       "http_429", "http_500", "http_503"};
-	json_t *err = json_pack("{s:i, s:i, s:i, s:i, s:i}", "timeout",
-				lv->timeouts, "connect", lv->connect, "broken",
-				lv->broken, "http_other", lv->http_other, "stall",
-				lv->stalls);
+	json_t *err = json_pack("{s:i}", "stall", lv->stalls);
 	json_t *t;
 	double mean = 0;
-	for (int i = 0; i < 6; i++)
-		json_object_set_new(err, codes[i], json_integer(lv->http[i]));
+	for (size_t i = 0; i < N_ERR_CLASS; i++)
+		json_object_set_new(err, err_class[i],
+				    json_integer(err_count(lv, i)));
 	t = json_pack("{s:i, s:f, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:I, s:I, "
 		      "s:i, s:f, s:o, s:o, s:o, s:o, s:o}",
 		      "concurrency", lv->conc, "rate", lv->rate, "requests", lv->sent,
@@ -722,6 +773,43 @@ static json_t *level_json(const struct level *lv)
 	json_object_set_new(json_object_get(t, "ttft_ms"), "mean",
 			    json_real(lv->ttft.n ? mean / lv->ttft.n * 1e3 : 0));
 	return t;
+}
+
+/* A level's perf event: the means, and for the Service screen and the
+ * report's service section its percentiles, counts and error classes. */
+static json_t *perf_json(const struct level *lv, json_t *lj)
+{
+	static const char *const lat[] = {"ttft", "tpot", "e2e"};
+	static const char *const ps[] = {"p50", "p90", "p99"};
+	json_t *classes = json_object(), *p;
+	char k[32];
+	p = json_pack(
+	    "{s:f, s:f, s:f, s:I, s:I, s:i, s:f, s:i, s:i, s:i, s:i, s:f}",
+	    "ttft_ms",
+	    json_real_value(json_object_get(json_object_get(lj, "ttft_ms"), "mean")),
+	    "tpot_ms",
+	    json_real_value(json_object_get(json_object_get(lj, "tpot_ms"), "mean")),
+	    "tokens_per_s", lv->wall > 0 ? lv->out_tokens / lv->wall : 0.0,
+	    "prompt_tokens", (json_int_t)lv->in_tokens, "gen_tokens",
+	    (json_int_t)lv->out_tokens, "concurrency", lv->conc,
+	    "requests_per_s", lv->wall > 0 ? lv->ok / lv->wall : 0.0,
+	    "requests", lv->sent, "ok", lv->ok, "errors", errors_of(lv),
+	    "stalls", lv->stalls, "goodput",
+	    lv->ok ? (double)lv->good / lv->ok : 0.0);
+	const struct series *ser[] = {&lv->ttft, &lv->tpot, &lv->e2e};
+	for (int i = 0; i < 3; i++) /* none measured: absent, not 0 */
+		for (int j = 0; j < 3 && ser[i]->n; j++) {
+			snprintf(k, sizeof k, "%s_ms", lat[i]);
+			json_t *x = json_object_get(json_object_get(lj, k), ps[j]);
+			snprintf(k, sizeof k, "%s_%s_ms", lat[i], ps[j]);
+			json_object_set_new(p, k, json_real(json_real_value(x)));
+		}
+	for (size_t i = 0; i < N_ERR_CLASS; i++)
+		if (err_count(lv, i))
+			json_object_set_new(classes, err_class[i],
+					    json_integer(err_count(lv, i)));
+	json_object_set_new(p, "error_classes", classes);
+	return p;
 }
 
 static void print_table(const struct load_opts *o, json_t *levels)
@@ -823,15 +911,7 @@ static int load(int argc, char **argv)
 			load_fail = 1;
 		if (o.conc[i] == (o.slo_at ? o.slo_at : o.conc[o.nconc - 1]))
 			judged = i;
-		events_emit("perf", json_pack(
-			"{s:f, s:f, s:f, s:I, s:I, s:i, s:f}", "ttft_ms",
-			json_real_value(json_object_get(json_object_get(lj, "ttft_ms"), "mean")),
-			"tpot_ms",
-			json_real_value(json_object_get(json_object_get(lj, "tpot_ms"), "mean")),
-			"tokens_per_s", lv.wall > 0 ? lv.out_tokens / lv.wall : 0.0,
-			"prompt_tokens", (json_int_t)lv.in_tokens, "gen_tokens",
-			(json_int_t)lv.out_tokens, "concurrency", lv.conc,
-			"requests_per_s", lv.wall > 0 ? lv.ok / lv.wall : 0.0));
+		events_emit("perf", perf_json(&lv, lj));
 		events_stage("load", "progress", (double)(i + 1) / o.nconc, 0, NULL);
 		json_decref(lj);
 		free(lv.ttft.v); free(lv.tpot.v); free(lv.itl.v); free(lv.e2e.v);

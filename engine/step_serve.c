@@ -367,6 +367,8 @@ static void batch_add(struct batch *b, struct srv_req *q, const int64_t *t,
 }
 
 /* Rank 0: the next batch (locked); waits while there is nothing to do. */
+static void emit_samples(struct srv *s, int force);
+
 static void plan_batch(struct srv *s, struct batch *b, int max_batch)
 {
 	struct timespec ts;
@@ -385,6 +387,7 @@ static void plan_batch(struct srv *s, struct batch *b, int max_batch)
 		}
 		if (b->nseg || s->stopping || stop_signal)
 			return;
+		emit_samples(s, 0);
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 100 * 1000000L;
 		if (ts.tv_nsec >= 1000000000L)
@@ -476,13 +479,21 @@ static void abort_all(struct srv *s)
 		finish_req(s, q, "abort");
 }
 
-static void emit_samples(struct srv *s, struct rt *r, double *last_emit)
+/* Rank 0, under the lock: every second; at once when the server falls
+ * idle (the figures a run's end leaves on the console: plan_batch calls
+ * it while it waits for work) and when stopping (force). */
+static void emit_samples(struct srv *s, int force)
 {
+	static int busy_since; /* busy at some call since the last emission */
+	static double last_emit;
 	double now = now_s();
-	int used = 0;
-	if (!events_enabled() || now - *last_emit < 1.0)
+	int used = 0, busy = s->nqueued || s->nrunning;
+	busy_since |= busy;
+	if (!events_enabled() ||
+	    (!force && now - last_emit < 1.0 && (busy || !busy_since)))
 		return;
-	*last_emit = now;
+	last_emit = now;
+	busy_since = busy;
 	for (int i = 0; i < s->slots; i++)
 		used += s->slot_used[i];
 	events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1, "metric",
@@ -492,9 +503,22 @@ static void emit_samples(struct srv *s, struct rt *r, double *last_emit)
 	events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", -1, "metric",
 					"serve.gen_tokens", "value",
 					(json_int_t)s->m.gen_tokens));
-	events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", rt_rank(r),
-					"metric", "kv.used", "value",
-					(json_int_t)(s->kv_seq_bytes * (uint64_t)used)));
+	/* Every card holds its slice of each sequence, the same bytes per
+	 * slot on each (rt_kv_seq_bytes of the layout): one line for the
+	 * cards of rank 0's host (other hosts' cards are their agents'). */
+	{
+		json_t *u = json_array(), *b = json_array();
+		for (int i = 0; i < s->local_cards && i < 4096; i++) {
+			json_array_append_new(u, json_integer((json_int_t)(
+			    s->kv_seq_bytes * (uint64_t)used)));
+			json_array_append_new(b, json_integer((json_int_t)(
+			    s->kv_seq_bytes * (uint64_t)s->slots)));
+		}
+		events_emit("sample", json_pack("{s:i, s:s, s:o}", "card", 0,
+						"metric", "kv.used", "values", u));
+		events_emit("sample", json_pack("{s:i, s:s, s:o}", "card", 0,
+						"metric", "kv.budget", "values", b));
+	}
 }
 
 /* -------------------------------------------------------------- the step */
@@ -577,7 +601,6 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 	int V = (int)rt_config(r)->vocab, last = rt_last_stage_root(r), rc = 0;
 	float *logits = NULL;
 	size_t cap = 0;
-	double last_emit = 0;
 	for (;;) {
 		struct batch_head h = {0};
 		if (rank == 0) {
@@ -588,7 +611,7 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 			h.stop = s->stopping || stop_signal;
 			h.nseg = b.nseg;
 			h.ntok = b.ntok;
-			emit_samples(s, r, &last_emit);
+			emit_samples(s, h.stop);
 			pthread_mutex_unlock(&s->lock);
 			{ /* an Ibcast matches the other ranks' Ibcast */
 				MPI_Request rq;
@@ -694,6 +717,15 @@ static int serve(int argc, char **argv)
 	if (!o.max_ctx)
 		o.max_ctx = default_ctx(o.dir);
 	slots = kv_slots(&o, o.max_ctx, rank, &s.kv_seq_bytes);
+	{ /* rank 0's host's ranks are its cards 0..n-1 (the agent's rank map) */
+		MPI_Comm host; /* collective: every rank splits */
+		int on_host = 1;
+		MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+				    MPI_INFO_NULL, &host);
+		MPI_Comm_size(host, &on_host);
+		s.local_cards = on_host;
+		MPI_Comm_free(&host);
+	}
 	if (rank == 0)
 		events_stage("serve", "start", 0, 0, o.dir);
 	rc = slots > 0 ? rt_open_slots(&r, o.dir, &o.d, o.card_mem, o.max_ctx,

@@ -118,6 +118,26 @@ static const char *const query_sql[STORE_Q_COUNT] = {
 	"SELECT node, stage_id, rank, ttft_ms, tpot_ms, "
 			 "tokens_per_s, prompt_tokens, gen_tokens, ts FROM "
 			 "perf ORDER BY ts, node, seq",
+    [STORE_Q_SERVICE] =
+	"SELECT p.node, p.stage_id, json_extract(e.body, '$.concurrency') "
+	"AS concurrency, json_extract(e.body, '$.requests') AS requests, "
+	"json_extract(e.body, '$.ok') AS ok, json_extract(e.body, "
+	"'$.errors') AS errors, json_extract(e.body, '$.stalls') AS stalls, "
+	"json_extract(e.body, '$.requests_per_s') AS requests_per_s, "
+	"p.tokens_per_s, json_extract(e.body, '$.goodput') AS goodput, "
+	"json_extract(e.body, '$.ttft_p50_ms') AS ttft_p50_ms, "
+	"json_extract(e.body, '$.ttft_p90_ms') AS ttft_p90_ms, "
+	"json_extract(e.body, '$.ttft_p99_ms') AS ttft_p99_ms, "
+	"json_extract(e.body, '$.tpot_p50_ms') AS tpot_p50_ms, "
+	"json_extract(e.body, '$.tpot_p90_ms') AS tpot_p90_ms, "
+	"json_extract(e.body, '$.tpot_p99_ms') AS tpot_p99_ms, "
+	"json_extract(e.body, '$.e2e_p50_ms') AS e2e_p50_ms, "
+	"json_extract(e.body, '$.e2e_p90_ms') AS e2e_p90_ms, "
+	"json_extract(e.body, '$.e2e_p99_ms') AS e2e_p99_ms, "
+	"json_extract(e.body, '$.error_classes') AS error_classes, p.ts "
+	"FROM perf p JOIN events e ON e.node = p.node AND e.seq = p.seq "
+	"WHERE json_extract(e.body, '$.concurrency') IS NOT NULL "
+	"ORDER BY p.ts, p.node, p.seq",
 };
 
 static json_t *col_json(sqlite3_stmt *q, int i)

@@ -344,7 +344,7 @@ const struct console_cmd cmd_replay = {
     "  --speed X         play at X times real time (default 1; + and - "
     "change it)\n"
     "  --baseline OTHER  show deltas against another session (Cards, "
-    "Numerics, perf)\n"
+    "Numerics, perf,\n                    Service)\n"
     "  --follow          a file another console is still writing: stay on "
     "its end\n"
     "  --ascii           ASCII glyphs only\n"

@@ -42,6 +42,9 @@ json_t *report_summary(const char *path, struct d0_err *err);
  *                  threshold,ts}...]}...]  (verdict.h: every item's
  *                  verdict, worst evidence first; rehearsal items last),
  *    "plan":{...}|null, "comm":[...], "numerics":[...], "perf":[...],
+ *    "service":[{node,stage_id,concurrency,requests,ok,errors,stalls,
+ *                requests_per_s,tokens_per_s,goodput,ttft_p50_ms..
+ *                e2e_p99_ms,error_classes:{},errors_by_class,ts}..],
  *    "memory":{"cards":[{node,card,peak,budget,fraction}], "series":[..]},
  *    "manifest":{...}}
  * Empty sections are null.  NULL and err on failure.

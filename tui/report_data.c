@@ -564,6 +564,41 @@ static json_t *nonempty(json_t *a)
 
 /* Input the console refused or held back, per (node, reason): the
  * console's `alert` events (the last count, the first example). */
+/* load's levels (its perf events with a concurrency): error_classes as
+ * an object (the column is its JSON text) and as "http_503 3 timeout 1"
+ * in errors_by_class for the tables. */
+static json_t *service(struct rctx *c)
+{
+	json_t *rows = q_rows(c, STORE_Q_SERVICE, 0, NULL, NULL), *r;
+	size_t i;
+	json_array_foreach(rows, i, r) {
+		const char *txt = json_string_value(
+		    json_object_get(r, "error_classes"));
+		json_t *cl = txt ? json_loads(txt, 0, NULL) : NULL, *n;
+		const char *k;
+		char buf[512] = "";
+		size_t used = 0;
+		if (!json_is_object(cl)) {
+			json_decref(cl);
+			cl = json_object();
+		}
+		json_object_foreach(cl, k, n) {
+			int m;
+			if (!json_is_integer(n) || !json_integer_value(n))
+				continue;
+			m = snprintf(buf + used, sizeof buf - used, "%s%s %lld",
+				     used ? " " : "", k,
+				     (long long)json_integer_value(n));
+			if (m < 0 || (size_t)m >= sizeof buf - used)
+				break;
+			used += (size_t)m;
+		}
+		json_object_set_new(r, "error_classes", cl);
+		json_object_set_new(r, "errors_by_class", json_string(buf));
+	}
+	return rows;
+}
+
 static json_t *refused(struct rctx *c)
 {
 	return q_rows(c, STORE_Q_REFUSED, 0, NULL, NULL);
@@ -615,6 +650,9 @@ json_t *report_load(const char *path, struct d0_err *err)
 			 0, NULL, NULL)))
 		goto fail;
 	json_object_set_new(doc, "perf", nonempty(v));
+	if (!(v = service(&c)))
+		goto fail;
+	json_object_set_new(doc, "service", nonempty(v));
 	if (!(v = refused(&c)))
 		goto fail;
 	json_object_set_new(doc, "refused", nonempty(v));

@@ -486,6 +486,104 @@ static void chart_layers(FILE *f, json_t *num)
 	json_decref(names);
 }
 
+/* load's levels against concurrency (log2 x): the latency percentiles on
+ * a log y (chart-service-latency), output tokens/s on a linear one
+ * (chart-service-throughput); one line per figure, prefixed with the
+ * stage when the session has several load stages. */
+static void chart_service(FILE *f, json_t *svc)
+{
+	static const char *const keys[] = {"ttft_p50_ms", "ttft_p99_ms",
+					   "tpot_p50_ms", "tpot_p99_ms",
+					   "e2e_p50_ms",  "e2e_p99_ms"};
+	static const char *const names[] = {"TTFT p50", "TTFT p99",
+					    "TPOT p50", "TPOT p99",
+					    "e2e p50",	"e2e p99"};
+	json_t *lat = json_object(), *tps = json_object(), *r, *ticks;
+	const char *first = NULL;
+	int many = 0;
+	size_t i;
+	struct chart c;
+	json_array_foreach(svc, i, r) {
+		const char *st = json_string_value(json_object_get(r, "stage_id"));
+		if (!st)
+			st = "-";
+		if (!first)
+			first = st;
+		else if (strcmp(first, st))
+			many = 1;
+	}
+	ticks = json_object();
+	json_array_foreach(svc, i, r) {
+		const char *st = json_string_value(json_object_get(r, "stage_id"));
+		json_t *cc = json_object_get(r, "concurrency"), *t;
+		char name[300], tk[32];
+		double x;
+		if (!json_is_number(cc) || json_number_value(cc) < 1)
+			continue;
+		x = log2(json_number_value(cc));
+		snprintf(tk, sizeof tk, "%g", json_number_value(cc));
+		json_object_set_new(ticks, tk, json_real(x));
+		for (int k = 0; k < 6; k++) {
+			json_t *y = json_object_get(r, keys[k]);
+			if (!json_is_number(y) || json_number_value(y) <= 0)
+				continue;
+			snprintf(name, sizeof name, "%s%s%s", many && st ? st : "",
+				 many && st ? " " : "", names[k]);
+			add_point(lat, name, x, log10(json_number_value(y)));
+		}
+		t = json_object_get(r, "tokens_per_s");
+		if (json_is_number(t)) {
+			snprintf(name, sizeof name, "%s%stokens/s",
+				 many && st ? st : "", many && st ? " " : "");
+			add_point(tps, name, x, json_number_value(t));
+		}
+	}
+	if (!json_object_size(lat) && !json_object_size(tps)) {
+		not_recorded(f);
+		json_decref(lat);
+		json_decref(tps);
+		json_decref(ticks);
+		return;
+	}
+	if (json_object_size(lat)) {
+		const char *k;
+		json_t *x;
+		bounds(lat, &c);
+		c.ymin = floor(c.ymin);
+		c.ymax = ceil(c.ymax);
+		if (c.ymax <= c.ymin)
+			c.ymax = c.ymin + 1;
+		chart_open(f, "chart-service-latency",
+			   "latency against concurrency (log)",
+			   "concurrency (log2)", "latency ms");
+		json_object_foreach(ticks, k, x) xtick(f, &c, json_real_value(x), k);
+		for (double y = c.ymin; y <= c.ymax; y += 1) {
+			char lab[32];
+			snprintf(lab, sizeof lab, "%g", pow(10, y));
+			ytick(f, &c, y, lab);
+		}
+		draw_series(f, &c, lat, 1);
+		fputs("</svg>\n", f);
+	}
+	if (json_object_size(tps)) {
+		const char *k;
+		json_t *x;
+		bounds(tps, &c);
+		c.ymin = 0;
+		c.ymax = c.ymax > 0 ? c.ymax * 1.1 : 1;
+		chart_open(f, "chart-service-throughput",
+			   "output tokens/s against concurrency",
+			   "concurrency (log2)", "tokens/s");
+		json_object_foreach(ticks, k, x) xtick(f, &c, json_real_value(x), k);
+		yticks_linear(f, &c, 1, "");
+		draw_series(f, &c, tps, 1);
+		fputs("</svg>\n", f);
+	}
+	json_decref(lat);
+	json_decref(tps);
+	json_decref(ticks);
+}
+
 /* ---------------------------------------------------------------- sections */
 
 static const char css[] =
@@ -821,6 +919,23 @@ int report_write_html(FILE *f, json_t *doc)
 	h_text(f, json_object_get(doc, "text"));
 	fputs("<h2>Performance baseline</h2>\n", f);
 	html_table(f, json_object_get(doc, "perf"), phead, pkeys);
+	{
+		static const char *const shead[] = {
+		    "stage", "node", "concurrency", "requests", "errors",
+		    "stalls", "req/s", "tokens/s", "TTFT p50 ms", "TTFT p90 ms",
+		    "TTFT p99 ms", "TPOT p50 ms", "TPOT p90 ms", "TPOT p99 ms",
+		    "e2e p50 ms", "e2e p90 ms", "e2e p99 ms", "goodput",
+		    "errors by class", NULL};
+		static const char *const skeys[] = {
+		    "stage_id", "node", "concurrency", "requests", "errors",
+		    "stalls", "requests_per_s", "tokens_per_s", "ttft_p50_ms",
+		    "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms",
+		    "tpot_p99_ms", "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms",
+		    "goodput", "errors_by_class", NULL};
+		fputs("<h2 id=\"service\">Service</h2>\n", f);
+		chart_service(f, json_object_get(doc, "service"));
+		html_table(f, json_object_get(doc, "service"), shead, skeys);
+	}
 	if (json_object_get(doc, "refused")) {
 		static const char *const rhead[] = {
 		    "node", "reason", "count", "first", "example", NULL};

@@ -522,6 +522,22 @@ int report_write_md(FILE *f, json_t *doc)
 	md_table(f, "Performance baseline", json_object_get(doc, "perf"),
 		 phead, pkeys);
 	{
+		static const char *const shead[] = {
+		    "stage", "node", "concurrency", "requests", "errors",
+		    "stalls", "req/s", "tokens/s", "TTFT p50 ms", "TTFT p90 ms",
+		    "TTFT p99 ms", "TPOT p50 ms", "TPOT p90 ms", "TPOT p99 ms",
+		    "e2e p50 ms", "e2e p90 ms", "e2e p99 ms", "goodput",
+		    "errors by class", NULL};
+		static const char *const skeys[] = {
+		    "stage_id", "node", "concurrency", "requests", "errors",
+		    "stalls", "requests_per_s", "tokens_per_s", "ttft_p50_ms",
+		    "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms",
+		    "tpot_p99_ms", "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms",
+		    "goodput", "errors_by_class", NULL};
+		md_table(f, "Service (load per concurrency level)",
+			 json_object_get(doc, "service"), shead, skeys);
+	}
+	{
 		static const char *const rhead[] = {
 		    "node", "reason", "count", "first", "example", NULL};
 		static const char *const rkeys[] = {

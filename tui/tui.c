@@ -18,7 +18,7 @@
 
 const struct tui_screen *const tui_screens[] = {
     &screen_overview, &screen_cards, &screen_comm, &screen_checklist,
-    &screen_numerics, &screen_plan,  &screen_log,
+    &screen_numerics, &screen_plan,  &screen_log,  &screen_service,
 };
 
 
@@ -427,7 +427,8 @@ static const char *const help_text[] = {
     "day0 console keys",
     "",
     "  ?          this help (any key closes it)",
-    "  1-7, Tab   screens: Overview Cards Comm Checklist Numerics Plan Log",
+    "  1-8, Tab   screens: Overview Cards Comm Checklist Numerics Plan Log",
+    "             Service",
     "  Up/Down PgUp/PgDn   move, scroll     Enter  drill into a node",
     "  /          filter (Log)              Esc  clear",
     "  a          cancel the running stage (asks y/n)",
@@ -484,7 +485,7 @@ static void draw_bottom(struct tui *ui, int y)
 		tui_put(stdscr, y, 0, COLS, tui_attr(ui, ROLE_DIM),
 			ui->replay ? "? help  q quit  space pause  <- -> seek  "
 				     "[ ] marks  + - speed  g G ends"
-				   : "? help  q quit  1-7 screens  a cancel  r "
+				   : "? help  q quit  1-8 screens  a cancel  r "
 				     "rerun  m marker");
 }
 

@@ -29,7 +29,8 @@ struct tui_screen {
 };
 
 extern const struct tui_screen screen_overview, screen_cards, screen_comm,
-    screen_checklist, screen_numerics, screen_plan, screen_log;
+    screen_checklist, screen_numerics, screen_plan, screen_log,
+    screen_service;
 
 /* Colour roles; tui_attr() maps them to colours or, on monochrome
  * terminals and under NO_COLOR, to attributes. */
@@ -104,7 +105,7 @@ int overview_checklist(struct tui *ui, const struct view *v, WINDOW *w, int y,
 int overview_alerts(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		    int h, int cols);
 extern const struct tui_screen *const tui_screens[];
-#define TUI_NSCREENS 7
+#define TUI_NSCREENS 8
 
 /* Take the terminal.  ascii: no UTF-8 line/block characters; no_color
  * also when NO_COLOR is set or the terminal has no colours. */

@@ -218,6 +218,8 @@ static struct view_node *node_get(struct view *v, const char *name,
 	copy(n->name, sizeof n->name, name);
 	n->first_ts = ts;
 	n->host_used = n->rx = n->tx = NAN;
+	for (int i = 0; i < VIEW_SVC_N; i++)
+		n->svc[i] = NAN;
 	return n;
 }
 
@@ -231,6 +233,7 @@ static struct view_card *card_get(struct view_node *n, int card)
 		for (int i = n->ncards; i < nc; i++) {
 			memset(&na[i], 0, sizeof na[i]);
 			na[i].used = na[i].peak = na[i].budget = na[i].rss = NAN;
+			na[i].kv_used = na[i].kv_budget = NAN;
 		}
 		n->cards = na;
 		n->ncards = nc;
@@ -412,6 +415,51 @@ static void mark_push(struct view *v, int kind, int64_t ts, const char *node,
 	snprintf(m->text, sizeof m->text, fmt, a, b);
 }
 
+const char *const view_svc_metric[VIEW_SVC_N] = {
+    [SVC_CONC] = "load.concurrency",	[SVC_INFLIGHT] = "load.inflight",
+    [SVC_REQUESTS] = "load.requests",	[SVC_RPS] = "load.requests_per_s",
+    [SVC_TPS] = "load.tokens_per_s",	[SVC_ERRORS] = "load.errors",
+    [SVC_STALLS] = "load.stalls",	[SVC_TTFT_P50] = "load.ttft_p50_ms",
+    [SVC_TTFT_P90] = "load.ttft_p90_ms", [SVC_TTFT_P99] = "load.ttft_p99_ms",
+    [SVC_TPOT_P50] = "load.tpot_p50_ms", [SVC_TPOT_P90] = "load.tpot_p90_ms",
+    [SVC_TPOT_P99] = "load.tpot_p99_ms", [SVC_E2E_P50] = "load.e2e_p50_ms",
+    [SVC_E2E_P90] = "load.e2e_p90_ms",	[SVC_E2E_P99] = "load.e2e_p99_ms",
+    [SVC_QUEUE] = "serve.queue",	[SVC_RUNNING] = "serve.running",
+    [SVC_GEN_TOKENS] = "serve.gen_tokens",
+    [SVC_ERR0 + 0] = "load.error.http_400",
+    [SVC_ERR0 + 1] = "load.error.http_404",
+    [SVC_ERR0 + 2] = "load.error.http_413",
+    [SVC_ERR0 + 3] = "load.error.http_429",
+    [SVC_ERR0 + 4] = "load.error.http_500",
+    [SVC_ERR0 + 5] = "load.error.http_503",
+    [SVC_ERR0 + 6] = "load.error.http_other",
+    [SVC_ERR0 + 7] = "load.error.timeout",
+    [SVC_ERR0 + 8] = "load.error.connect",
+    [SVC_ERR0 + 9] = "load.error.broken",
+};
+
+const char *view_svc_err_class(int i)
+{
+	return view_svc_metric[SVC_ERR0 + i] + strlen("load.error.");
+}
+
+int view_metric_ringed(const char *metric)
+{
+	return !strcmp(metric, "mem.used") || !strcmp(metric, "net.rx_bps") ||
+	       !strcmp(metric, "net.tx_bps") ||
+	       !strcmp(metric, view_svc_metric[SVC_TPS]);
+}
+
+static int svc_index(const char *metric)
+{
+	if (strncmp(metric, "load.", 5) && strncmp(metric, "serve.", 6))
+		return -1;
+	for (int i = 0; i < VIEW_SVC_N; i++)
+		if (!strcmp(metric, view_svc_metric[i]))
+			return i;
+	return -1;
+}
+
 static void view_sample(struct view *v, const char *node, int card,
 		 const char *metric, int64_t ts, double value)
 {
@@ -429,6 +477,14 @@ static void view_sample(struct view *v, const char *node, int card,
 		} else if (!strcmp(metric, "net.tx_bps")) {
 			n->tx = value;
 			view_ring_push(&n->tx_hist, value);
+		} else {
+			int k = svc_index(metric);
+			if (k < 0)
+				return;
+			n->svc[k] = value;
+			n->has_svc = 1;
+			if (k == SVC_TPS)
+				view_ring_push(&n->tps_hist, value);
 		}
 		return;
 	}
@@ -446,6 +502,11 @@ static void view_sample(struct view *v, const char *node, int card,
 		c->budget = value;
 	else if (!strcmp(metric, "rank.rss"))
 		c->rss = value;
+	else if (!strcmp(metric, "kv.used")) {
+		c->kv_used = value;
+		n->has_svc = 1;
+	} else if (!strcmp(metric, "kv.budget"))
+		c->kv_budget = value;
 }
 
 static void apply_stage(struct view *v, const struct proto_event *ev)
@@ -619,6 +680,41 @@ static void apply_perf(struct view *v, const struct proto_event *ev)
 	x->prompt_tokens = jint(o, "prompt_tokens", -1);
 	x->gen_tokens = jint(o, "gen_tokens", -1);
 	x->ts = ev->ts;
+	x->concurrency = (int)jint(o, "concurrency", -1);
+	x->requests_per_s = jnum(o, "requests_per_s");
+	{
+		static const char *const lat[] = {"ttft", "tpot", "e2e"};
+		static const char *const ps[] = {"p50", "p90", "p99"};
+		double *dst[] = {x->ttft_p, x->tpot_p, x->e2e_p};
+		char k[32];
+		for (int i = 0; i < 3; i++)
+			for (int j = 0; j < 3; j++) {
+				snprintf(k, sizeof k, "%s_%s_ms", lat[i], ps[j]);
+				dst[i][j] = jnum(o, k);
+			}
+	}
+	x->requests = jint(o, "requests", -1);
+	x->errors = jint(o, "errors", -1);
+	x->stalls = jint(o, "stalls", -1);
+	x->classes[0] = 0;
+	{
+		json_t *cl = json_object_get(o, "error_classes"), *c;
+		const char *k;
+		size_t used = 0;
+		json_object_foreach(cl, k, c) {
+			int m;
+			if (!json_is_integer(c) || !json_integer_value(c))
+				continue;
+			m = snprintf(x->classes + used, sizeof x->classes - used,
+				     "%s%s %lld", used ? " " : "", k,
+				     (long long)json_integer_value(c));
+			if (m < 0 || (size_t)m >= sizeof x->classes - used) {
+				x->classes[used] = 0;
+				break;
+			}
+			used += (size_t)m;
+		}
+	}
 }
 
 /* A console alert: a node's refused input (count per reason), or the
@@ -921,6 +1017,16 @@ void view_dump(const struct view *v, FILE *f)
 			fprintf(f, "%s%.6g", k ? "," : "",
 				view_ring_get(&n->tx_hist, k));
 		fputc('\n', f);
+		if (n->has_svc) {
+			fprintf(f, "  service");
+			for (int k = 0; k < VIEW_SVC_N; k++)
+				dnum(f, view_svc_metric[k], n->svc[k]);
+			fprintf(f, " tpsh=");
+			for (int k = 0; k < n->tps_hist.n; k++)
+				fprintf(f, "%s%.6g", k ? "," : "",
+					view_ring_get(&n->tps_hist, k));
+			fputc('\n', f);
+		}
 		for (int c = 0; c < n->ncards; c++) {
 			const struct view_card *k = &n->cards[c];
 			if (!k->present)
@@ -930,6 +1036,8 @@ void view_dump(const struct view *v, FILE *f)
 			dnum(f, "peak", k->peak);
 			dnum(f, "budget", k->budget);
 			dnum(f, "rss", k->rss);
+			dnum(f, "kv", k->kv_used);
+			dnum(f, "kvb", k->kv_budget);
 			fprintf(f, " hist=");
 			for (int h = 0; h < k->hist.n; h++)
 				fprintf(f, "%s%.6g", h ? "," : "",
@@ -976,6 +1084,18 @@ void view_dump(const struct view *v, FILE *f)
 		dnum(f, "ttft", x->ttft_ms);
 		dnum(f, "tpot", x->tpot_ms);
 		dnum(f, "tps", x->tokens_per_s);
+		if (x->concurrency >= 0) {
+			fprintf(f, " conc=%d reqs=%lld errors=%lld stalls=%lld",
+				x->concurrency, (long long)x->requests,
+				(long long)x->errors, (long long)x->stalls);
+			dnum(f, "rps", x->requests_per_s);
+			for (int k = 0; k < 3; k++) {
+				dnum(f, "ttft", x->ttft_p[k]);
+				dnum(f, "tpot", x->tpot_p[k]);
+				dnum(f, "e2e", x->e2e_p[k]);
+			}
+			fprintf(f, " classes=%s", x->classes);
+		}
 		fputc('\n', f);
 	}
 	for (size_t i = 0; i < v->marks.n; i++) {
@@ -1260,9 +1380,7 @@ int view_seek(struct view_src *src, struct view *v, int64_t t,
 	 * of the others; one primary-key range each. */
 	for (size_t i = 0; i < src->nseries; i++) {
 		struct series *s = &src->series[i];
-		int ringed = !strcmp(s->metric, "mem.used") ||
-			     !strcmp(s->metric, "net.rx_bps") ||
-			     !strcmp(s->metric, "net.tx_bps");
+		int ringed = view_metric_ringed(s->metric);
 		struct hist_rows h;
 		int64_t b[3] = {s->id, t, ringed ? VIEW_HIST : 1};
 		if (!strcmp(s->node, CONSOLE_NODE))

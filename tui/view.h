@@ -11,9 +11,11 @@
  * shows as text, and tests/unit/test_view.c compares the two dumps.
  *
  * What the fold keeps, per event type (others only enter the log ring):
- *   sample   per node: per card mem.used/mem.peak/mem.budget/rank.rss and
- *            a ring of the last VIEW_HIST mem.used values; host memory,
- *            net rx/tx and rings of them; the node's last-seen time
+ *   sample   per node: per card mem.used/mem.peak/mem.budget/rank.rss,
+ *            kv.used/kv.budget and a ring of the last VIEW_HIST mem.used
+ *            values; host memory, net rx/tx and rings of them; the
+ *            service figures (load.*, serve.*: enum view_svc) and a ring
+ *            of load.tokens_per_s; the node's last-seen time
  *   stage    per (node, stage_id or stage): the last event's state,
  *            progress, rc, msg and the key's first ts; a failure when an
  *            end has rc != 0.  Node "console" holds the playbook's stages.
@@ -57,15 +59,36 @@ struct view_ring {
 };
 
 void view_ring_push(struct view_ring *r, double x);
+/* Is the metric's history kept in a ring (seek reads VIEW_HIST points)? */
+int view_metric_ringed(const char *metric);
 /* The i-th oldest value held (0 <= i < r->n). */
 double view_ring_get(const struct view_ring *r, int i);
 
 struct view_card {
 	int present;
 	double used, peak, budget, rss; /* NAN when not reported yet */
+	double kv_used, kv_budget;	/* serve's KV cache (NAN: none) */
 	int64_t ts;			/* last sample of this card */
 	struct view_ring hist;		/* mem.used */
 };
+
+/* The service figures a node reports as host samples (card -1): load's
+ * live figures of its current concurrency level and serve's queue; the
+ * metric names are view_svc_metric[] (docs/service.md). */
+enum view_svc {
+	SVC_CONC, SVC_INFLIGHT, SVC_REQUESTS, SVC_RPS, SVC_TPS, SVC_ERRORS,
+	SVC_STALLS,
+	SVC_TTFT_P50, SVC_TTFT_P90, SVC_TTFT_P99,
+	SVC_TPOT_P50, SVC_TPOT_P90, SVC_TPOT_P99,
+	SVC_E2E_P50, SVC_E2E_P90, SVC_E2E_P99,
+	SVC_QUEUE, SVC_RUNNING, SVC_GEN_TOKENS,
+	SVC_ERR0, /* load.error.CLASS, VIEW_SVC_NERR of them */
+	VIEW_SVC_NERR = 10,
+	VIEW_SVC_N = SVC_ERR0 + VIEW_SVC_NERR
+};
+extern const char *const view_svc_metric[VIEW_SVC_N];
+/* The error class of SVC_ERR0 + i ("http_503", "timeout", ...). */
+const char *view_svc_err_class(int i);
 
 struct view_node {
 	char name[64];
@@ -76,6 +99,11 @@ struct view_node {
 	int ncards; /* slots: card numbers 0..ncards-1 (some not present) */
 	double host_used, rx, tx;
 	struct view_ring rx_hist, tx_hist;
+	/* Service figures (NAN: not reported); has_svc: any of them, or a
+	 * card's kv.used.  tps_hist: load.tokens_per_s. */
+	double svc[VIEW_SVC_N];
+	int has_svc;
+	struct view_ring tps_hist;
 	/* The console's word on the node ("node" events): "" (in the run),
 	 * unreachable, excluded or done (its agent said bye), and why. */
 	char state[16], why[160];
@@ -113,6 +141,13 @@ struct view_perf {
 	char node[64], stage_id[80];
 	double ttft_ms, tpot_ms, tokens_per_s; /* NAN: absent */
 	int64_t prompt_tokens, gen_tokens, ts;
+	/* load's level (concurrency -1: not a load level): requests/s and
+	 * the p50/p90/p99 latencies in ms (NAN: absent), the counts (-1:
+	 * absent) and the error classes that occurred ("http_503 3 ...") */
+	int concurrency;
+	double requests_per_s, ttft_p[3], tpot_p[3], e2e_p[3];
+	int64_t requests, errors, stalls;
+	char classes[128];
 };
 
 enum { VIEW_MARKER = 'm', VIEW_FAILURE = 'f' };

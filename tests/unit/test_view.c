@@ -130,6 +130,29 @@ static void build(const char *path)
 			ev(0, ts + 9, "log",
 			   "\"level\":\"info\",\"msg\":\"hello there\"");
 		}
+		if (tick % 10 == 0 && tick >= 300) { /* load and serve on n01 */
+			snprintf(f, sizeof f, "\"card\":-1,\"metric\":"
+				 "\"load.tokens_per_s\",\"value\":%d", tick);
+			ev(0, ts + 10, "sample", f);
+			snprintf(f, sizeof f, "\"card\":-1,\"metric\":"
+				 "\"load.ttft_p99_ms\",\"value\":%d.25", tick);
+			ev(0, ts + 10, "sample", f);
+			snprintf(f, sizeof f, "\"card\":-1,\"metric\":"
+				 "\"load.error.http_503\",\"value\":%d",
+				 tick / 100);
+			ev(0, ts + 10, "sample", f);
+			snprintf(f, sizeof f, "\"card\":0,\"metric\":"
+				 "\"kv.used\",\"values\":[%d,%d]", tick, tick);
+			ev(0, ts + 10, "sample", f);
+		}
+		if (tick == 350)
+			ev(0, ts + 11, "perf",
+			   "\"ttft_ms\":5,\"tpot_ms\":1,\"tokens_per_s\":300,"
+			   "\"concurrency\":8,\"requests\":64,\"errors\":3,"
+			   "\"stalls\":1,\"requests_per_s\":12.5,"
+			   "\"ttft_p50_ms\":4,\"ttft_p99_ms\":9.5,"
+			   "\"error_classes\":{\"http_503\":2,\"timeout\":1},"
+			   "\"stage_id\":\"load\"");
 		if (tick == 500)
 			ev(2, ts + 7, "marker", "\"note\":\"second\"");
 	}
@@ -238,6 +261,8 @@ int main(void)
 	CHECK(a.comm.n == 14 && VIEW_AT(a.comm, 13)->busbw == 300.5);
 	CHECK(a.num.n == 1 && VIEW_AT(a.num, 0)->max_rel == 0.002);
 	CHECK(a.perf.n == 1 && VIEW_AT(a.perf, 0)->tokens_per_s == 24.3);
+	CHECK(a.perf.n == 1 && VIEW_AT(a.perf, 0)->concurrency == -1);
+	CHECK(n2 && !n2->has_svc && isnan(n2->svc[SVC_TPS]));
 	const struct view_stage *cur = view_current_stage(&a);
 	CHECK(cur && !strcmp(cur->node, "console") && !strcmp(cur->id, "facts"));
 	CHECK(a.nlog == VIEW_LOG);
@@ -245,6 +270,24 @@ int main(void)
 
 	/* Staleness: n02 stopped sampling at 40 s. */
 	CHECK(view_seek(src, &a, last, &err) == 0);
+	{ /* the service figures at the end */
+		const struct view_node *s1 = view_node(&a, "n01");
+		const struct view_perf *lp = VIEW_AT(a.perf, a.perf.n - 1);
+		CHECK(s1 && s1->has_svc && s1->svc[SVC_TPS] == 590 &&
+		      s1->tps_hist.n == 30 &&
+		      view_ring_get(&s1->tps_hist, 0) == 300);
+		CHECK(s1 && s1->svc[SVC_TTFT_P99] == 590.25 &&
+		      isnan(s1->svc[SVC_TTFT_P50]));
+		CHECK(s1 && s1->svc[SVC_ERR0 + 5] == 5 &&
+		      !strcmp(view_svc_err_class(5), "http_503"));
+		CHECK(s1 && s1->cards[1].kv_used == 590 &&
+		      isnan(s1->cards[1].kv_budget));
+		CHECK(a.perf.n == 2 && lp->concurrency == 8 &&
+		      lp->requests == 64 && lp->errors == 3 && lp->stalls == 1 &&
+		      lp->requests_per_s == 12.5 && lp->ttft_p[0] == 4 &&
+		      isnan(lp->ttft_p[1]) && lp->ttft_p[2] == 9.5 &&
+		      !strcmp(lp->classes, "http_503 2 timeout 1"));
+	}
 	n2 = view_node(&a, "n02");
 	int64_t age;
 	CHECK(n2 && view_node_stale(&a, n2, &age) && age > 15000 * MS);
