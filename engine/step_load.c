@@ -820,15 +820,18 @@ static int load(int argc, char **argv)
 			load_fail = 1;
 		if (o.conc[i] == (o.slo_at ? o.slo_at : o.conc[o.nconc - 1]))
 			judged = i;
+		/* the level's whole figures ride along: `day0 diff` compares
+		 * the percentiles, errors and stalls per concurrency */
 		events_emit("perf", json_pack(
-			"{s:f, s:f, s:f, s:I, s:I, s:i, s:f}", "ttft_ms",
+			"{s:f, s:f, s:f, s:I, s:I, s:i, s:f, s:O}", "ttft_ms",
 			json_real_value(json_object_get(json_object_get(lj, "ttft_ms"), "mean")),
 			"tpot_ms",
 			json_real_value(json_object_get(json_object_get(lj, "tpot_ms"), "mean")),
 			"tokens_per_s", lv.wall > 0 ? lv.out_tokens / lv.wall : 0.0,
 			"prompt_tokens", (json_int_t)lv.in_tokens, "gen_tokens",
 			(json_int_t)lv.out_tokens, "concurrency", lv.conc,
-			"requests_per_s", lv.wall > 0 ? lv.ok / lv.wall : 0.0));
+			"requests_per_s", lv.wall > 0 ? lv.ok / lv.wall : 0.0,
+			"level", lj));
 		events_stage("load", "progress", (double)(i + 1) / o.nconc, 0, NULL);
 		json_decref(lj);
 		free(lv.ttft.v); free(lv.tpot.v); free(lv.itl.v); free(lv.e2e.v);

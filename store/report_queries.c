@@ -118,6 +118,30 @@ static const char *const query_sql[STORE_Q_COUNT] = {
 	"SELECT node, stage_id, rank, ttft_ms, tpot_ms, "
 			 "tokens_per_s, prompt_tokens, gen_tokens, ts FROM "
 			 "perf ORDER BY ts, node, seq",
+    /* `day0 diff`: perf's repeat spread (step perf --repeat) and a load
+     * level's whole figures (step load: one perf event per concurrency,
+     * its `level` object) out of the event bodies. */
+    [STORE_Q_DIFF_PERF] =
+	"SELECT p.node, p.stage_id, p.ttft_ms, p.tpot_ms, p.tokens_per_s, "
+	"json_extract(e.body, '$.ttft_ms_min') AS ttft_ms_min, "
+	"json_extract(e.body, '$.ttft_ms_max') AS ttft_ms_max, "
+	"json_extract(e.body, '$.tpot_ms_min') AS tpot_ms_min, "
+	"json_extract(e.body, '$.tpot_ms_max') AS tpot_ms_max, "
+	"json_extract(e.body, '$.tokens_per_s_min') AS tokens_per_s_min, "
+	"json_extract(e.body, '$.tokens_per_s_max') AS tokens_per_s_max, "
+	"json_extract(e.body, '$.concurrency') AS concurrency, "
+	"json_extract(e.body, '$.requests_per_s') AS requests_per_s, "
+	"json_extract(e.body, '$.level') AS level FROM perf p JOIN events e "
+	"ON e.node = p.node AND e.seq = p.seq ORDER BY p.ts, p.node, p.seq",
+    /* the sweeps of STORE_Q_COMM_SWEEP with step comm's per-call spread */
+    [STORE_Q_DIFF_COMM] =
+	"SELECT c.node, c.\"group\", c.op, c.bytes, c.busbw, "
+	"json_extract(e.body, '$.busbw_min') AS busbw_min, "
+	"json_extract(e.body, '$.busbw_max') AS busbw_max FROM comm c "
+	"JOIN events e ON e.node = c.node AND e.seq = c.seq WHERE "
+	"json_extract(e.body, '$.calls') IS NULL AND c.\"group\" IS NOT "
+	"'pairs' ORDER BY c.stage_id, c.\"group\", c.op, c.bytes, c.node, "
+	"c.rank",
 };
 
 static json_t *col_json(sqlite3_stmt *q, int i)
