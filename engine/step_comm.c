@@ -658,6 +658,7 @@ static struct shape op_shape(enum op op, int n, uint64_t size, size_t esz)
 struct result {
 	double time_us, algbw, busbw;
 	double busbw_min, busbw_max; /* over the timed calls: the noise */
+	double busbw_p50;            /* the median call's */
 	uint64_t wrong;
 };
 
@@ -825,8 +826,14 @@ static uint64_t op_check(const struct sweep *s, enum op op, int inplace,
  * *lo and *hi get the fastest and slowest single call (each call's time
  * is the slowest rank's), the spread `day0 diff` weighs a change against.
  */
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
 static double op_time(const struct sweep *s, enum op op, int inplace,
-		      uint64_t per, double *lo, double *hi)
+		      uint64_t per, double *lo, double *hi, double *mid)
 {
 	double t, sum, *call = malloc((size_t)s->o->iters * sizeof *call);
 	if (!call)
@@ -844,11 +851,12 @@ static double op_time(const struct sweep *s, enum op op, int inplace,
 	MPI_Allreduce(&t, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 	MPI_Allreduce(MPI_IN_PLACE, call, (int)s->o->iters, MPI_DOUBLE,
 		      MPI_MAX, MPI_COMM_WORLD);
-	*lo = *hi = call[0];
-	for (long i = 1; i < s->o->iters; i++) {
-		*lo = call[i] < *lo ? call[i] : *lo;
-		*hi = call[i] > *hi ? call[i] : *hi;
-	}
+	qsort(call, (size_t)s->o->iters, sizeof *call, cmp_dbl);
+	*lo = call[0];
+	*hi = call[s->o->iters - 1];
+	*mid = s->o->iters % 2 ? call[s->o->iters / 2]
+			       : (call[s->o->iters / 2 - 1] +
+				  call[s->o->iters / 2]) / 2;
 	free(call);
 	return sum / s->w->n;
 }
@@ -894,10 +902,10 @@ static void op_measure(const struct sweep *s, enum op op, int inplace,
 		       struct shape sh, struct result *res)
 {
 	uint64_t wrong, total, nres;
-	double sec, lo, hi;
+	double sec, lo, hi, mid;
 
 	op_prepare(s, op, inplace, sh.per);
-	sec = op_time(s, op, inplace, sh.per, &lo, &hi);
+	sec = op_time(s, op, inplace, sh.per, &lo, &hi, &mid);
 	/* Timed calls may have overwritten inputs (in-place): start over. */
 	op_prepare(s, op, inplace, sh.per);
 	op_call(s, op, inplace, sh.per);
@@ -922,6 +930,8 @@ static void op_measure(const struct sweep *s, enum op op, int inplace,
 				      bus_factor(op, s->w->gn) : 0;
 	res->busbw_max = lo > 0 ? (double)sh.bytes / 1e9 / lo *
 				      bus_factor(op, s->w->gn) : 0;
+	res->busbw_p50 = mid > 0 ? (double)sh.bytes / 1e9 / mid *
+				       bus_factor(op, s->w->gn) : 0;
 	res->wrong = total;
 }
 
@@ -1066,7 +1076,7 @@ static void run_op(struct sweep *s, enum op op, const uint64_t *sizes,
 		if (!w->quiet) {
 			json_t *ev = json_pack(
 				"{s:s, s:I, s:i, s:f, s:f, s:f, s:I, s:s, s:s, "
-				"s:I, s:o, s:f, s:f}",
+				"s:I, s:o, s:f, s:f, s:f}",
 				"op", op_desc[op].name, "bytes",
 				(json_int_t)rw->bytes, "ranks", w->gn,
 				"time_us", rw->r[0].time_us, "algbw",
@@ -1078,7 +1088,8 @@ static void run_op(struct sweep *s, enum op op, const uint64_t *sizes,
 				(json_int_t)(rw->bytes / s->esz), "in_place",
 				result_json(&rw->r[1]), "busbw_min",
 				rw->r[0].busbw_min, "busbw_max",
-				rw->r[0].busbw_max);
+				rw->r[0].busbw_max, "busbw_p50",
+				rw->r[0].busbw_p50);
 			events_emit("comm", ev);
 			events_stage("comm", "progress",
 				     (double)*done / (double)total, 0,

@@ -142,6 +142,16 @@ static const char *const query_sql[STORE_Q_COUNT] = {
 	"json_extract(e.body, '$.calls') IS NULL AND c.\"group\" IS NOT "
 	"'pairs' ORDER BY c.stage_id, c.\"group\", c.op, c.bytes, c.node, "
 	"c.rank",
+    /* per (node, card): the peak of mem.used minus its second-highest
+     * sample.  A peak held by one sample only (stages overlapping for
+     * less than a sample interval) is what another run's sampling misses:
+     * its height above the rest is the peak's noise. */
+    [STORE_Q_DIFF_MEM_STEP] =
+	"SELECT s.node, s.card, max(p.value) - coalesce((SELECT q.value FROM "
+	"sample_points q WHERE q.series = s.id ORDER BY q.value DESC LIMIT 1 "
+	"OFFSET 1), max(p.value)) AS step FROM series s JOIN sample_points p "
+	"ON p.series = s.id WHERE s.card >= 0 AND s.metric = 'mem.used' "
+	"GROUP BY s.id ORDER BY s.node, s.card",
 };
 
 static json_t *col_json(sqlite3_stmt *q, int i)
