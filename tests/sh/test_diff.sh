@@ -191,6 +191,10 @@ expect_rc 2 "run --baseline auto with no GO session yet: exit 2 before running" 
 	--inventory "$T/inv.json" --model "$T/qm" --headless -e soak_seconds=1 -e ep=1 --session "$DAY0_SESSIONS/r0.db" --baseline auto
 contains "… says what it looked for" "no GO session of playbook 'release-day' and model family 'qwen3_moe'" "$ERR"
 check "… and ran nothing" test ! -e "$DAY0_SESSIONS/r0.db"
+expect_rc 2 "run --baseline with a missing file: exit 2 before running" "$D0" run "$PB" \
+	--inventory "$T/inv.json" --model "$T/qm" --headless --session "$DAY0_SESSIONS/r0.db" --baseline "$T/nope.db"
+contains "… names it" "--baseline: $T/nope.db: No such file or directory" "$ERR"
+check "… and ran nothing" test ! -e "$DAY0_SESSIONS/r0.db"
 rd() { # session, extra args...
 	local sess=$1
 	shift
