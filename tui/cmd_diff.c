@@ -20,8 +20,9 @@
  *              --gate-small-busbw
  *
  * Noise: a figure measured several times carries its spread (perf
- * --repeat: min and max of the repeats; comm: the fastest and slowest
- * call; a load level: p90 - p50 of its requests).  A relative change is a
+ * --repeat: min and max of the repeats; comm: the slowest and fastest
+ * call of both modes; a load level: p90 - p50 of its requests; a card's
+ * sampled peak: its height above the second-highest sample).  A relative change is a
  * regression only when it also exceeds the noise, the spreads of A and B
  * added: two runs of the same thing differ by less than that.  Figures
  * without a recorded spread (older sessions) are gated by the threshold
@@ -194,7 +195,7 @@ static json_t *index_rows(json_t *rows, const char *const *keyf,
 }
 
 /* Mean busbw per (op, group, bytes); its noise the widest spread of a
- * row (the slowest and fastest call of step comm). */
+ * row (step comm: its calls of both modes, busbw_min to busbw_max). */
 static json_t *index_busbw(json_t *comm)
 {
 	json_t *m = json_object(), *r;
