@@ -27,7 +27,9 @@ SEEK_EVENTS=${SEEK_EVENTS:-10000000}
 CC=${CC:-cc}
 W=$(mktemp -d /tmp/day0-bench-tui.XXXXXX)
 SOCK=day0-bench-$$
-trap 'tmux -L $SOCK kill-server 2>/dev/null; rm -rf "$W"' EXIT
+# (|| true: no server left is fine; under set -e a failing command in the
+# EXIT trap would make the script's status 1 and make bench's 2)
+trap 'tmux -L $SOCK kill-server 2>/dev/null || true; rm -rf "$W"' EXIT
 die() { echo "bench/tui.sh: $*" >&2; exit 1; }
 command -v tmux >/dev/null || die "tmux not found (make deps)"
 [ -x "$BUILD/day0" ] || die "$BUILD/day0 missing: make build"

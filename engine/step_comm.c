@@ -672,6 +672,8 @@ static struct shape op_shape(enum op op, int n, uint64_t size, size_t esz)
 
 struct result {
 	double time_us, algbw, busbw;
+	double busbw_min, busbw_max; /* over the timed calls: the noise */
+	double busbw_p50;            /* the median call's */
 	uint64_t wrong;
 };
 
@@ -835,20 +837,42 @@ static uint64_t op_check(const struct sweep *s, enum op op, int inplace,
 /*
  * Time one op at one size in one mode: warmup calls, then iters calls
  * between two clock reads after a world barrier (every group starts
- * together).  Returns the mean per-call time over all ranks, in seconds.
+ * together).  Returns the mean per-call time over all ranks, in seconds;
+ * *lo and *hi get the fastest and slowest single call (each call's time
+ * is the slowest rank's), the spread `day0 diff` weighs a change against.
  */
-static double op_time(const struct sweep *s, enum op op, int inplace,
-		      uint64_t per)
+static int cmp_dbl(const void *a, const void *b)
 {
-	double t, sum;
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double op_time(const struct sweep *s, enum op op, int inplace,
+		      uint64_t per, double *lo, double *hi, double *mid)
+{
+	double t, sum, *call = malloc((size_t)s->o->iters * sizeof *call);
+	if (!call)
+		abort();
 	for (long i = 0; i < s->o->warmup; i++)
 		op_call(s, op, inplace, per);
 	MPI_Barrier(MPI_COMM_WORLD);
 	t = MPI_Wtime();
-	for (long i = 0; i < s->o->iters; i++)
+	for (long i = 0; i < s->o->iters; i++) {
+		double c = MPI_Wtime();
 		op_call(s, op, inplace, per);
+		call[i] = MPI_Wtime() - c;
+	}
 	t = (MPI_Wtime() - t) / (double)s->o->iters;
 	MPI_Allreduce(&t, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+	MPI_Allreduce(MPI_IN_PLACE, call, (int)s->o->iters, MPI_DOUBLE,
+		      MPI_MAX, MPI_COMM_WORLD);
+	qsort(call, (size_t)s->o->iters, sizeof *call, cmp_dbl);
+	*lo = call[0];
+	*hi = call[s->o->iters - 1];
+	*mid = s->o->iters % 2 ? call[s->o->iters / 2]
+			       : (call[s->o->iters / 2 - 1] +
+				  call[s->o->iters / 2]) / 2;
+	free(call);
 	return sum / s->w->n;
 }
 
@@ -893,10 +917,10 @@ static void op_measure(const struct sweep *s, enum op op, int inplace,
 		       struct shape sh, struct result *res)
 {
 	uint64_t wrong, total, nres;
-	double sec;
+	double sec, lo, hi, mid;
 
 	op_prepare(s, op, inplace, sh.per);
-	sec = op_time(s, op, inplace, sh.per);
+	sec = op_time(s, op, inplace, sh.per, &lo, &hi, &mid);
 	/* Timed calls may have overwritten inputs (in-place): start over. */
 	op_prepare(s, op, inplace, sh.per);
 	op_call(s, op, inplace, sh.per);
@@ -917,7 +941,35 @@ static void op_measure(const struct sweep *s, enum op op, int inplace,
 	res->time_us = sec * 1e6;
 	res->algbw = sec > 0 ? (double)sh.bytes / 1e9 / sec : 0;
 	res->busbw = res->algbw * bus_factor(op, s->w->gn);
+	res->busbw_min = hi > 0 ? (double)sh.bytes / 1e9 / hi *
+				      bus_factor(op, s->w->gn) : 0;
+	res->busbw_max = lo > 0 ? (double)sh.bytes / 1e9 / lo *
+				      bus_factor(op, s->w->gn) : 0;
+	res->busbw_p50 = mid > 0 ? (double)sh.bytes / 1e9 / mid *
+				       bus_factor(op, s->w->gn) : 0;
 	res->wrong = total;
+}
+
+/*
+ * A size's busbw spread for `day0 diff`: over every timed call of both
+ * modes and the two modes' means.  The in-place calls come a moment after
+ * the out-of-place ones (the same work for every op), so a machine whose
+ * load changes over seconds shows it here, not only one burst's jitter.
+ */
+static double spread_lo(const struct row *rw)
+{
+	double v = rw->r[0].busbw_min;
+	v = rw->r[1].busbw_min < v ? rw->r[1].busbw_min : v;
+	v = rw->r[0].busbw < v ? rw->r[0].busbw : v;
+	return rw->r[1].busbw < v ? rw->r[1].busbw : v;
+}
+
+static double spread_hi(const struct row *rw)
+{
+	double v = rw->r[0].busbw_max;
+	v = rw->r[1].busbw_max > v ? rw->r[1].busbw_max : v;
+	v = rw->r[0].busbw > v ? rw->r[0].busbw : v;
+	return rw->r[1].busbw > v ? rw->r[1].busbw : v;
 }
 
 /* ------------------------------------------------------------- printing */
@@ -1061,7 +1113,7 @@ static void run_op(struct sweep *s, enum op op, const uint64_t *sizes,
 		if (!w->quiet) {
 			json_t *ev = json_pack(
 				"{s:s, s:I, s:i, s:f, s:f, s:f, s:I, s:s, s:s, "
-				"s:I, s:o}",
+				"s:I, s:o, s:f, s:f, s:f}",
 				"op", op_desc[op].name, "bytes",
 				(json_int_t)rw->bytes, "ranks", w->gn,
 				"time_us", rw->r[0].time_us, "algbw",
@@ -1071,7 +1123,9 @@ static void run_op(struct sweep *s, enum op op, const uint64_t *sizes,
 				"group", o->group, "dtype",
 				dtype_desc[o->dtype].user, "count",
 				(json_int_t)(rw->bytes / s->esz), "in_place",
-				result_json(&rw->r[1]));
+				result_json(&rw->r[1]), "busbw_min",
+				spread_lo(rw), "busbw_max", spread_hi(rw),
+				"busbw_p50", rw->r[0].busbw_p50);
 			events_emit("comm", ev);
 			events_stage("comm", "progress",
 				     (double)*done / (double)total, 0,

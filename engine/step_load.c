@@ -911,7 +911,13 @@ static int load(int argc, char **argv)
 			load_fail = 1;
 		if (o.conc[i] == (o.slo_at ? o.slo_at : o.conc[o.nconc - 1]))
 			judged = i;
-		events_emit("perf", perf_json(&lv, lj));
+		/* the level's whole --json object rides along: `day0 diff`
+		 * compares the percentiles, errors and stalls per concurrency */
+		{
+			json_t *pj = perf_json(&lv, lj);
+			json_object_set(pj, "level", lj);
+			events_emit("perf", pj);
+		}
 		events_stage("load", "progress", (double)(i + 1) / o.nconc, 0, NULL);
 		json_decref(lj);
 		free(lv.ttft.v); free(lv.tpot.v); free(lv.itl.v); free(lv.e2e.v);

@@ -20,12 +20,14 @@ const struct step_entry step_perf = {
 	.name = "perf",
 	.usage = "(MODEL_DIR | CONVERTED_DIR) [--tp T] [--pp P] [--ep E] "
 		 "(--prompt-tokens N | " PROMPT_USAGE ") --gen-tokens K "
-		 "[--card-mem BYTES] [--json] [--events]  (under mpirun -np "
-		 "T*P*E)\n"
+		 "[--repeat R] [--card-mem BYTES] [--json] [--events]  (under "
+		 "mpirun -np T*P*E)\n"
 		 "  --tp/--pp/--ep     the layout (default 1 each)\n"
 		 "  --prompt-tokens N  a prompt of N deterministic pseudo-random "
 		 "ids, or the prompt as --tokens, --prompt or --prompt-file\n"
 		 "  --gen-tokens K     decode steps timed for TPOT\n"
+		 "  --repeat R         measure R times (default 3): medians, "
+		 "with min and max as the spread\n"
 		 "  --card-mem BYTES   the per-card budget\n"
 		 "  --json             one JSON document on stdout\n"
 		 "example: mpirun -np 2 day0-engine perf /models/m --tp 2 "
@@ -44,11 +46,24 @@ static double comm_seconds(const struct rt *r)
 	return t;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* of sorted v */
+static double median(const double *v, long n)
+{
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 static int run(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		LAYOUT_LONG_OPTS, CARD_MEM_LONG_OPT, PROMPT_LONG_OPTS,
 		{"prompt-tokens", 1, 0, 'n'}, {"gen-tokens", 1, 0, 'g'},
+		{"repeat", 1, 0, 'R'},
 		{"json", 0, 0, 'j'},
 		{"events", 0, 0, 'E'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_perf;
@@ -56,11 +71,13 @@ static int run(int argc, char **argv)
 	char why[sizeof ((struct d0_err *)0)->msg];
 	struct rt *r = NULL;
 	struct d0_err err;
-	long np = 0, ng = 0;
+	long np = 0, ng = 0, nrep = 3;
 	int ch, rank, json = 0, events = 0, rc = 0, bad = 0, last, V;
 	int64_t *toks, next = 0;
 	float *logits;
-	double t0, ttft, tdec = 0, comm_prefill, comm_all, tall;
+	json_t *spread = NULL;
+	double t0, ttft, tdec, comm_prefill, comm_all, tall;
+	double *m_ttft = NULL, *m_tpot = NULL, *m_tps = NULL;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -77,6 +94,13 @@ static int run(int argc, char **argv)
 		switch (ch) {
 		case 'n': bad |= parse_long(optarg, 1, 1 << 20, &np) < 0; break;
 		case 'g': bad |= parse_long(optarg, 1, 1 << 20, &ng) < 0; break;
+		case 'R':
+			if (parse_long(optarg, 1, 1000, &nrep) < 0) {
+				snprintf(why, sizeof why, "--repeat: expected a "
+					 "count from 1 to 1000, got '%s'", optarg);
+				bad = 1;
+			}
+			break;
 		case 'j': json = 1; break;
 		case 'E': events = 1; break;
 		case 'h':
@@ -149,37 +173,68 @@ static int run(int argc, char **argv)
 			toks[i] = (int64_t)(rng_next(&g) % (uint64_t)V);
 	}
 	logits = malloc((size_t)np * V * 4);
-	MPI_Barrier(MPI_COMM_WORLD);
-	t0 = MPI_Wtime();
-	rc = rt_forward(r, toks, (int)np, logits, NULL, &err);
-	if (rank == last)
-		for (int i = 1; i < V; i++)
-			if (logits[(size_t)(np - 1) * V + i] > logits[(size_t)(np - 1) * V + next])
-				next = i;
-	MPI_Bcast(&next, 1, MPI_INT64_T, last, MPI_COMM_WORLD);
-	ttft = MPI_Wtime() - t0;
-	comm_prefill = comm_seconds(r);
-	for (long g = 1; g < ng && rc == 0; g++) {
-		double t1 = MPI_Wtime();
-		rc = rt_forward(r, &next, 1, logits, NULL, &err);
-		if (rank == last) {
-			int64_t best = 0;
+	m_ttft = calloc((size_t)nrep, sizeof *m_ttft);
+	m_tpot = calloc((size_t)nrep, sizeof *m_tpot);
+	m_tps = calloc((size_t)nrep, sizeof *m_tps);
+	if (!logits || !m_ttft || !m_tpot || !m_tps)
+		abort();
+	comm_prefill = comm_all = tall = 0;
+	for (long rep = 0; rep < nrep && rc == 0; rep++) {
+		double c0 = comm_seconds(r);
+		if (rep)
+			rt_reset(r);
+		tdec = 0;
+		next = 0;
+		MPI_Barrier(MPI_COMM_WORLD);
+		t0 = MPI_Wtime();
+		rc = rt_forward(r, toks, (int)np, logits, NULL, &err);
+		if (rank == last)
 			for (int i = 1; i < V; i++)
-				if (logits[i] > logits[best])
-					best = i;
-			next = best;
-		}
+				if (logits[(size_t)(np - 1) * V + i] > logits[(size_t)(np - 1) * V + next])
+					next = i;
 		MPI_Bcast(&next, 1, MPI_INT64_T, last, MPI_COMM_WORLD);
-		tdec += MPI_Wtime() - t1;
+		ttft = MPI_Wtime() - t0;
+		comm_prefill += comm_seconds(r) - c0;
+		for (long g = 1; g < ng && rc == 0; g++) {
+			double t1 = MPI_Wtime();
+			rc = rt_forward(r, &next, 1, logits, NULL, &err);
+			if (rank == last) {
+				int64_t best = 0;
+				for (int i = 1; i < V; i++)
+					if (logits[i] > logits[best])
+						best = i;
+				next = best;
+			}
+			MPI_Bcast(&next, 1, MPI_INT64_T, last, MPI_COMM_WORLD);
+			tdec += MPI_Wtime() - t1;
+		}
+		tall += MPI_Wtime() - t0;
+		comm_all += comm_seconds(r) - c0;
+		m_ttft[rep] = ttft * 1e3;
+		m_tpot[rep] = ng > 1 ? tdec / (double)(ng - 1) * 1e3 : 0;
+		m_tps[rep] = tdec > 0 ? (double)(ng - 1) / tdec : 0;
 	}
-	tall = MPI_Wtime() - t0;
-	comm_all = comm_seconds(r);
 	/* the slowest rank's view is the layout's */
 	MPI_Allreduce(MPI_IN_PLACE, &comm_all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 	MPI_Allreduce(MPI_IN_PLACE, &comm_prefill, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+	{
+		double mn[3], mx[3];
+		double *m[3] = {m_ttft, m_tpot, m_tps};
+		for (int k = 0; k < 3; k++) {
+			qsort(m[k], (size_t)nrep, sizeof(double), cmp_double);
+			mn[k] = m[k][0];
+			mx[k] = m[k][nrep - 1];
+		}
+		ttft = median(m_ttft, nrep) / 1e3;
+		spread = json_pack("{s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "repeat",
+				   (json_int_t)nrep, "ttft_ms_min", mn[0],
+				   "ttft_ms_max", mx[0], "tpot_ms_min", mn[1],
+				   "tpot_ms_max", mx[1], "tokens_per_s_min", mn[2],
+				   "tokens_per_s_max", mx[2]);
+	}
 	if (rank == 0 && rc == 0) {
-		double tpot = ng > 1 ? tdec / (double)(ng - 1) * 1e3 : 0;
-		double tps = tdec > 0 ? (double)(ng - 1) / tdec : 0;
+		double tpot = median(m_tpot, nrep);
+		double tps = median(m_tps, nrep);
 		double ptps = (double)np / ttft;
 		double share = tall > 0 ? comm_all / tall : 0;
 		if (json) {
@@ -189,6 +244,7 @@ static int run(int argc, char **argv)
 					      ptps, "prompt_tokens", (json_int_t)np,
 					      "gen_tokens", (json_int_t)ng, "comm_share",
 					      share, "tp", lay.d.tp, "pp", lay.d.pp, "ep", lay.d.ep);
+			json_object_update(o, spread);
 			json_dumpf(o, stdout, JSON_INDENT(2));
 			putchar('\n');
 			json_decref(o);
@@ -198,11 +254,15 @@ static int run(int argc, char **argv)
 			       "communication %.1f%% of step time\n", lay.d.tp, lay.d.pp, lay.d.ep,
 			       ttft * 1e3, np, ptps, tpot, tps, share * 100);
 		}
-		events_emit("perf", json_pack("{s:f, s:f, s:f, s:I, s:I, s:f}", "ttft_ms",
-					      ttft * 1e3, "tpot_ms", tpot, "tokens_per_s",
-					      tps, "prompt_tokens", (json_int_t)np,
-					      "gen_tokens", (json_int_t)ng, "comm_share",
-					      share));
+		{
+			json_t *ev = json_pack("{s:f, s:f, s:f, s:I, s:I, s:f}", "ttft_ms",
+					       ttft * 1e3, "tpot_ms", tpot, "tokens_per_s",
+					       tps, "prompt_tokens", (json_int_t)np,
+					       "gen_tokens", (json_int_t)ng, "comm_share",
+					       share);
+			json_object_update(ev, spread);
+			events_emit("perf", ev);
+		}
 		{
 			char det[200];
 			snprintf(det, sizeof det, "TTFT %.2f ms, TPOT %.3f ms, %.1f tok/s, "
@@ -214,6 +274,10 @@ static int run(int argc, char **argv)
 		fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
 	free(toks);
 	free(logits);
+	free(m_ttft);
+	free(m_tpot);
+	free(m_tps);
+	json_decref(spread);
 	layout_opts_free(&lay);
 	rt_close(r);
 	MPI_Finalize();

@@ -368,7 +368,9 @@ static int read_generated(const char *path, int64_t **prompt, int *np,
 	return 0;
 }
 
-/* Decoding the prompt and encoding it again gives the same ids. */
+/* Decoding the prompt and encoding it again gives the same ids.  A
+ * prompt that starts with the BOS (run --prompt adds it, as the
+ * post-processor does) is decoded without it and encoded with it. */
 static int prompt_round_trip(const struct tokenizer *t, const int64_t *ids,
 			     int n)
 {
@@ -376,12 +378,15 @@ static int prompt_round_trip(const struct tokenizer *t, const int64_t *ids,
 	char *text = NULL;
 	size_t len, nb = 0;
 	struct d0_err err;
-	int same = 0;
+	struct tokenizer_info ti;
+	int same = 0, bos;
 	for (int i = 0; i < n; i++)
 		v[i] = (int32_t)ids[i];
-	if (tokenizer_decode(t, v, (size_t)n, TOK_DECODE_NO_CLEANUP, &text, &len,
-			     &err) == 0 &&
-	    tokenizer_encode(t, text, len, 0, &back, &nb, &err) == 0)
+	tokenizer_describe(t, &ti);
+	bos = n > 0 && ti.bos_id >= 0 && ids[0] == ti.bos_id;
+	if (tokenizer_decode(t, v + bos, (size_t)(n - bos), TOK_DECODE_NO_CLEANUP,
+			     &text, &len, &err) == 0 &&
+	    tokenizer_encode(t, text, len, bos, &back, &nb, &err) == 0)
 		same = nb == (size_t)n && !memcmp(back, v, (size_t)n * sizeof *v);
 	free(v);
 	free(back);

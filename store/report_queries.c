@@ -138,6 +138,40 @@ static const char *const query_sql[STORE_Q_COUNT] = {
 	"FROM perf p JOIN events e ON e.node = p.node AND e.seq = p.seq "
 	"WHERE json_extract(e.body, '$.concurrency') IS NOT NULL "
 	"ORDER BY p.ts, p.node, p.seq",
+    /* `day0 diff`: perf's repeat spread (step perf --repeat) and a load
+     * level's whole figures (step load: one perf event per concurrency,
+     * its `level` object) out of the event bodies. */
+    [STORE_Q_DIFF_PERF] =
+	"SELECT p.node, p.stage_id, p.ttft_ms, p.tpot_ms, p.tokens_per_s, "
+	"json_extract(e.body, '$.ttft_ms_min') AS ttft_ms_min, "
+	"json_extract(e.body, '$.ttft_ms_max') AS ttft_ms_max, "
+	"json_extract(e.body, '$.tpot_ms_min') AS tpot_ms_min, "
+	"json_extract(e.body, '$.tpot_ms_max') AS tpot_ms_max, "
+	"json_extract(e.body, '$.tokens_per_s_min') AS tokens_per_s_min, "
+	"json_extract(e.body, '$.tokens_per_s_max') AS tokens_per_s_max, "
+	"json_extract(e.body, '$.concurrency') AS concurrency, "
+	"json_extract(e.body, '$.requests_per_s') AS requests_per_s, "
+	"json_extract(e.body, '$.level') AS level FROM perf p JOIN events e "
+	"ON e.node = p.node AND e.seq = p.seq ORDER BY p.ts, p.node, p.seq",
+    /* the sweeps of STORE_Q_COMM_SWEEP with step comm's per-call spread */
+    [STORE_Q_DIFF_COMM] =
+	"SELECT c.node, c.\"group\", c.op, c.bytes, c.busbw, "
+	"json_extract(e.body, '$.busbw_min') AS busbw_min, "
+	"json_extract(e.body, '$.busbw_max') AS busbw_max FROM comm c "
+	"JOIN events e ON e.node = c.node AND e.seq = c.seq WHERE "
+	"json_extract(e.body, '$.calls') IS NULL AND c.\"group\" IS NOT "
+	"'pairs' ORDER BY c.stage_id, c.\"group\", c.op, c.bytes, c.node, "
+	"c.rank",
+    /* per (node, card): the peak of mem.used minus its second-highest
+     * sample.  A peak held by one sample only (stages overlapping for
+     * less than a sample interval) is what another run's sampling misses:
+     * its height above the rest is the peak's noise. */
+    [STORE_Q_DIFF_MEM_STEP] =
+	"SELECT s.node, s.card, max(p.value) - coalesce((SELECT q.value FROM "
+	"sample_points q WHERE q.series = s.id ORDER BY q.value DESC LIMIT 1 "
+	"OFFSET 1), max(p.value)) AS step FROM series s JOIN sample_points p "
+	"ON p.series = s.id WHERE s.card >= 0 AND s.metric = 'mem.used' "
+	"GROUP BY s.id ORDER BY s.node, s.card",
 };
 
 static json_t *col_json(sqlite3_stmt *q, int i)

@@ -235,6 +235,9 @@ enum store_query {
 	STORE_Q_NUMERICS, /* numerics rows */
 	STORE_Q_PERF, /* perf rows */
 	STORE_Q_SERVICE, /* load's levels: perf rows with a concurrency */
+	STORE_Q_DIFF_PERF, /* perf rows with their spread and load level */
+	STORE_Q_DIFF_COMM, /* comm sweep rows with their busbw spread */
+	STORE_Q_DIFF_MEM_STEP, /* per card: peak minus the second-highest sample */
 	STORE_Q_TEXT_GENERATION, /* text.generation's texts (validate's check) */
 	STORE_Q_REFUSED, /* console alerts of kind protocol/rate per (node, reason) */
 	STORE_Q_COUNT

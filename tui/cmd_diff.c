@@ -11,8 +11,22 @@
  *              or anything -> fail, is a regression
  *   perf       per (stage, node), the last perf event: ttft_ms and tpot_ms
  *              up, tokens_per_s down, relative, --threshold-perf (0.05)
+ *   service    per (stage, node, concurrency), a load level: TTFT, TPOT
+ *              and e2e percentiles up, tokens/s and requests/s down,
+ *              --threshold-service (0.10); errors and stalls: any rise
  *   busbw      per (op, group, size), mean over ranks and nodes: down,
- *              relative, --threshold-busbw (0.10)
+ *              relative, --threshold-busbw (0.10); sizes below
+ *              --small-busbw (1 MiB) are listed, not gated, unless
+ *              --gate-small-busbw
+ *
+ * Noise: a figure measured several times carries its spread (perf
+ * --repeat: min and max of the repeats; comm: the slowest and fastest
+ * call of both modes; a load level: p90 - p50 of its requests; a card's
+ * sampled peak: its height above the second-highest sample).  A relative change is a
+ * regression only when it also exceeds the noise, the spreads of A and B
+ * added: two runs of the same thing differ by less than that.  Figures
+ * without a recorded spread (older sessions) are gated by the threshold
+ * alone.
  *   memory     peak per (node, card): up, relative, --threshold-mem (0.05)
  *   numerics   per (level, name), the worst over nodes: max_rel and kl as
  *              ratios B/A, --threshold-numerics (2.0); values both under
@@ -21,6 +35,7 @@
 #include "console.h"
 #include "report.h"
 #include "checklist.h"
+#include "store.h"
 
 #include <errno.h>
 #include <math.h>
@@ -30,13 +45,21 @@
 /* Errors below this are rounding noise of float32 against float64. */
 #define NUM_FLOOR 1e-12
 
-enum kind { REL, RATIO };
+enum kind { REL, RATIO, COUNT };
 
 struct diff {
-	double thr_perf, thr_busbw, thr_mem, thr_num;
+	double thr_perf, thr_busbw, thr_mem, thr_num, thr_svc, small_bytes;
+	int gate_small;
 	json_t *out; /* section -> array of rows */
 	int regressions;
 };
+
+/* A row's recorded noise for one metric: row.spread.METRIC, else 0. */
+static double spread_of(json_t *row, const char *metric)
+{
+	json_t *v = json_object_get(json_object_get(row, "spread"), metric);
+	return json_is_number(v) ? fabs(json_number_value(v)) : 0;
+}
 
 static const char *jstr(json_t *o, const char *k)
 {
@@ -66,6 +89,7 @@ static void compare(struct diff *d, const char *sec, const char *key,
 	json_t *va = json_object_get(ra, metric), *vb = json_object_get(rb, metric);
 	json_t *row;
 	int bad = 0;
+	double noise = spread_of(ra, metric) + spread_of(rb, metric);
 	if (!json_is_number(va) && !json_is_number(vb))
 		return;
 	row = json_pack("{s:s,s:s,s:O,s:O}", "key", key, "metric", metric,
@@ -73,13 +97,17 @@ static void compare(struct diff *d, const char *sec, const char *key,
 	if (json_is_number(va) && json_is_number(vb)) {
 		double a = json_number_value(va), b = json_number_value(vb);
 		double ch = NAN;
-		if (kind == REL) {
+		if (kind == REL || kind == COUNT) {
 			if (a != 0)
 				ch = (b - a) / fabs(a);
 			else if (b == 0)
 				ch = 0;
-			bad = isnan(ch) ? (dir > 0 ? b > 0 : b < 0)
-					: dir * ch > thr;
+			if (kind == COUNT)
+				bad = dir * (b - a) > 0;
+			else
+				bad = (isnan(ch) ? (dir > 0 ? b > 0 : b < 0)
+						 : dir * ch > thr) &&
+				      dir * (b - a) > noise;
 		} else {
 			if (fabs(a) < NUM_FLOOR && fabs(b) < NUM_FLOOR)
 				ch = 1;
@@ -95,6 +123,28 @@ static void compare(struct diff *d, const char *sec, const char *key,
 				    json_string(json_is_number(va)
 						    ? "only in A"
 						    : "only in B"));
+	}
+	if (kind == REL)
+		json_object_set_new(row, "noise",
+				    noise > 0 && isfinite(noise)
+					? json_real(noise)
+					: json_null());
+	/* a tail percentile of too few requests: listed, not gated */
+	if (json_is_true(json_object_get(json_object_get(ra ? ra : rb, "ungated"),
+					 metric)) ||
+	    json_is_true(json_object_get(json_object_get(rb ? rb : ra, "ungated"),
+					 metric))) {
+		json_object_set_new(row, "gated", json_false());
+		bad = 0;
+	}
+	/* busbw of small messages: listed, gated only on request */
+	if (!strcmp(sec, "busbw") && !d->gate_small) {
+		json_t *by = json_object_get(ra ? ra : rb, "bytes");
+		if (json_is_number(by) &&
+		    json_number_value(by) < d->small_bytes) {
+			json_object_set_new(row, "gated", json_false());
+			bad = 0;
+		}
 	}
 	json_object_set_new(row, "regression", json_boolean(bad));
 	d->regressions += bad;
@@ -144,51 +194,197 @@ static json_t *index_rows(json_t *rows, const char *const *keyf,
 	return m;
 }
 
-/* Mean busbw per (op, group, bytes). */
+/* Mean busbw per (op, group, bytes); its noise the widest spread of a
+ * row (step comm: its calls of both modes, busbw_min to busbw_max). */
 static json_t *index_busbw(json_t *comm)
 {
-	static const char *const kf[] = {"op", "group", "bytes", NULL};
-	json_t *sum = json_object(), *r, *m = json_object();
-	const char *k;
+	json_t *m = json_object(), *r;
 	size_t i;
 	json_array_foreach(comm, i, r)
 	{
-		json_t *one = json_array(), *idx;
-		json_t *bw = json_object_get(r, "busbw");
-		if (!json_is_number(bw)) {
-			json_decref(one);
+		json_t *bw = json_object_get(r, "busbw"), *acc;
+		json_t *lo = json_object_get(r, "busbw_min"),
+		       *hi = json_object_get(r, "busbw_max");
+		char key[256], op[64], grp[64];
+		double n;
+		if (!json_is_number(bw))
 			continue;
+		report_fmt_num(json_object_get(r, "op"), op, sizeof op);
+		report_fmt_num(json_object_get(r, "group"), grp, sizeof grp);
+		snprintf(key, sizeof key, "%s %s %lld", op, grp,
+			 (long long)json_integer_value(json_object_get(r, "bytes")));
+		if (!(acc = json_object_get(m, key))) {
+			acc = json_pack("{s:f,s:O,s:f,s:{}}", "busbw", 0.0,
+					"bytes", json_object_get(r, "bytes"),
+					"n", 0.0, "spread");
+			json_object_set_new(m, key, acc);
 		}
-		json_array_append(one, r);
-		idx = index_rows(one, kf, NULL);
-		json_object_foreach(idx, k, r)
-		{
-			json_t *acc = json_object_get(sum, k);
-			if (!acc) {
-				acc = json_pack("{s:f,s:i}", "s", 0.0, "n", 0);
-				json_object_set_new(sum, k, acc);
-			}
+		n = json_number_value(json_object_get(acc, "n"));
+		json_object_set_new(
+		    acc, "busbw",
+		    json_real((json_number_value(json_object_get(acc, "busbw")) * n +
+			       json_number_value(bw)) / (n + 1)));
+		json_object_set_new(acc, "n", json_real(n + 1));
+		if (json_is_number(lo) && json_is_number(hi) &&
+		    json_number_value(hi) - json_number_value(lo) >
+			spread_of(acc, "busbw"))
 			json_object_set_new(
-			    acc, "s",
-			    json_real(json_real_value(json_object_get(acc, "s")) +
-				      json_number_value(bw)));
-			json_object_set_new(
-			    acc, "n",
-			    json_integer(json_integer_value(
-					     json_object_get(acc, "n")) +
-					 1));
-		}
-		json_decref(idx);
-		json_decref(one);
+			    json_object_get(acc, "spread"), "busbw",
+			    json_real(json_number_value(hi) - json_number_value(lo)));
 	}
-	json_object_foreach(sum, k, r)
-	    json_object_set_new(
-		m, k,
-		json_pack("{s:f}", "busbw",
-			  json_real_value(json_object_get(r, "s")) /
-			      (double)json_integer_value(json_object_get(r, "n"))));
-	json_decref(sum);
 	return m;
+}
+
+/* perf rows (not a load level's): {"stage node": the last row}, each
+ * figure's spread max - min of the repeats when recorded. */
+static json_t *index_perf(json_t *rows)
+{
+	static const char *const fig[] = {"ttft_ms", "tpot_ms", "tokens_per_s",
+					  NULL};
+	json_t *m = json_object(), *r;
+	size_t i;
+	json_array_foreach(rows, i, r)
+	{
+		char key[320], st[128], node[128];
+		json_t *row, *sp = json_object();
+		if (!json_is_null(json_object_get(r, "concurrency")) &&
+		    json_object_get(r, "concurrency"))
+			continue;
+		report_fmt_num(json_object_get(r, "stage_id"), st, sizeof st);
+		report_fmt_num(json_object_get(r, "node"), node, sizeof node);
+		snprintf(key, sizeof key, "%s %s", st, node);
+		row = json_object();
+		for (int k = 0; fig[k]; k++) {
+			char lo[64], hi[64];
+			json_t *a, *b;
+			json_object_set(row, fig[k], json_object_get(r, fig[k]));
+			snprintf(lo, sizeof lo, "%s_min", fig[k]);
+			snprintf(hi, sizeof hi, "%s_max", fig[k]);
+			a = json_object_get(r, lo);
+			b = json_object_get(r, hi);
+			if (json_is_number(a) && json_is_number(b))
+				json_object_set_new(
+				    sp, fig[k],
+				    json_real(json_number_value(b) -
+					      json_number_value(a)));
+		}
+		json_object_set_new(row, "spread", sp);
+		json_object_set_new(m, key, row);
+	}
+	return m;
+}
+
+/* A load level's figures, flat: ttft_ms.p50 ... e2e_ms.p99,
+ * output_tokens_per_s, requests_per_s, errors, stalls.  Noise of a
+ * latency percentile: p90 - p50 of that latency over the level's
+ * requests; of a rate: the rate times e2e's (p90 - p50) / p50. */
+static const char *const svc_lat[] = {"ttft_ms", "tpot_ms", "e2e_ms", NULL};
+static const char *const svc_pct[] = {"p50", "p90", "p99", NULL};
+static const char *const svc_rate[] = {"output_tokens_per_s",
+				       "requests_per_s", NULL};
+
+static double pct_of(json_t *lv, const char *lat, const char *p)
+{
+	json_t *v = json_object_get(json_object_get(lv, lat), p);
+	return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static json_t *index_service(json_t *rows)
+{
+	json_t *m = json_object(), *r;
+	size_t i;
+	json_array_foreach(rows, i, r)
+	{
+		char key[320], st[128], node[128], f[64];
+		json_t *row, *sp, *lv;
+		double rel;
+		if (!json_is_number(json_object_get(r, "concurrency")))
+			continue;
+		lv = json_is_string(json_object_get(r, "level"))
+			 ? json_loads(json_string_value(json_object_get(r, "level")),
+				      0, NULL)
+			 : NULL;
+		report_fmt_num(json_object_get(r, "stage_id"), st, sizeof st);
+		report_fmt_num(json_object_get(r, "node"), node, sizeof node);
+		snprintf(key, sizeof key, "%s %s c=%lld", st, node,
+			 (long long)json_number_value(json_object_get(r, "concurrency")));
+		row = json_object();
+		sp = json_object();
+		for (int l = 0; svc_lat[l]; l++) {
+			double p50 = pct_of(lv, svc_lat[l], "p50"),
+			       p90 = pct_of(lv, svc_lat[l], "p90");
+			for (int p = 0; svc_pct[p]; p++) {
+				double v = pct_of(lv, svc_lat[l], svc_pct[p]);
+				snprintf(f, sizeof f, "%s.%s", svc_lat[l], svc_pct[p]);
+				if (!isfinite(v))
+					continue;
+				json_object_set_new(row, f, json_real(v));
+				if (isfinite(p90 - p50))
+					json_object_set_new(sp, f, json_real(p90 - p50));
+			}
+		}
+		rel = pct_of(lv, "e2e_ms", "p50") > 0
+			  ? (pct_of(lv, "e2e_ms", "p90") - pct_of(lv, "e2e_ms", "p50")) /
+				pct_of(lv, "e2e_ms", "p50")
+			  : NAN;
+		for (int k = 0; svc_rate[k]; k++) {
+			json_t *v = json_object_get(lv, svc_rate[k]);
+			if (!json_is_number(v) && !strcmp(svc_rate[k], "requests_per_s"))
+				v = json_object_get(r, "requests_per_s");
+			if (!json_is_number(v) && !strcmp(svc_rate[k], "output_tokens_per_s"))
+				v = json_object_get(r, "tokens_per_s");
+			if (!json_is_number(v))
+				continue;
+			json_object_set(row, svc_rate[k], v);
+			if (isfinite(rel))
+				json_object_set_new(sp, svc_rate[k],
+						    json_real(json_number_value(v) * rel));
+		}
+		/* pXX of n requests: gated from n >= 10 / (1 - XX/100) on
+		 * (p90 from 100 requests, p99 from 1000); below, it is a
+		 * handful of the slowest requests, listed, not gated. */
+		{
+			json_t *ng = json_object();
+			double nreq = json_number_value(json_object_get(lv, "ok"));
+			for (int l = 0; svc_lat[l]; l++)
+				for (int p = 1; svc_pct[p]; p++) {
+					double q = p == 1 ? 0.90 : 0.99;
+					snprintf(f, sizeof f, "%s.%s", svc_lat[l],
+						 svc_pct[p]);
+					if (nreq < 10 / (1 - q))
+						json_object_set_new(ng, f, json_true());
+				}
+			json_object_set_new(row, "ungated", ng);
+		}
+		json_object_set(row, "errors", json_object_get(lv, "errors"));
+		json_object_set(row, "stalls", json_object_get(lv, "stalls"));
+		json_object_set_new(row, "spread", sp);
+		json_object_set_new(m, key, row);
+		json_decref(lv);
+	}
+	return m;
+}
+
+/* A card's peak is sampled (--sample-hz): its noise is how far it stands
+ * above the card's second-highest sample (a one-sample spike another
+ * run's sampling can miss; a sustained rise has none). */
+static void mem_noise(json_t *cards, json_t *steps)
+{
+	static const char *const kf[] = {"node", "card", NULL};
+	json_t *idx = index_rows(steps, kf, NULL), *r;
+	const char *k;
+	json_object_foreach(cards, k, r)
+	{
+		json_t *st = json_object_get(json_object_get(idx, k), "step");
+		json_t *c;
+		if (!json_is_number(st))
+			continue;
+		c = json_deep_copy(r);
+		json_object_set_new(c, "spread",
+				    json_pack("{s:O}", "peak", st));
+		json_object_set_new(cards, k, c);
+	}
+	json_decref(idx);
 }
 
 /* Each key of A, then the keys only B has. */
@@ -255,34 +451,77 @@ static void diff_checklist(struct diff *d, json_t *ca, json_t *cb)
 	json_decref(sb);
 }
 
-static json_t *run_diff_docs(struct diff *d, json_t *A, json_t *B)
+/* What the reports do not hold: perf's spread and the load levels, comm's
+ * per-call spread.  {"perf": rows, "comm": rows} or NULL (err). */
+static json_t *load_noise(const char *path, struct d0_err *err)
 {
-	static const char *const perf_key[] = {"stage_id", "node", NULL};
+	struct store *st;
+	json_t *p, *c, *m;
+	if (store_open(path, STORE_READONLY, &st, err) < 0)
+		return NULL;
+	p = store_query(st, STORE_Q_DIFF_PERF, 0, NULL, NULL, err);
+	c = p ? store_query(st, STORE_Q_DIFF_COMM, 0, NULL, NULL, err) : NULL;
+	m = c ? store_query(st, STORE_Q_DIFF_MEM_STEP, 0, NULL, NULL, err)
+	      : NULL;
+	store_close(st, NULL);
+	if (!p || !c || !m) {
+		json_decref(p);
+		json_decref(c);
+		return NULL;
+	}
+	return json_pack("{s:o,s:o,s:o}", "perf", p, "comm", c, "mem_step",
+			 m);
+}
+
+static json_t *run_diff_docs(struct diff *d, json_t *A, json_t *B,
+			     json_t *NA, json_t *NB)
+{
 	static const char *const perf_m[] = {"ttft_ms", "tpot_ms",
 					     "tokens_per_s", NULL};
 	static const int perf_dir[] = {1, 1, -1};
 	static const char *const mem_key[] = {"node", "card", NULL};
 	static const char *const mem_m[] = {"peak", NULL};
-	static const int up[] = {1, 1};
+	static const int up[] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
 	static const char *const bw_m[] = {"busbw", NULL};
-	static const int down[] = {-1};
+	static const int down[] = {-1, -1};
 	static const char *const num_key[] = {"level", "name", NULL};
 	static const char *const num_m[] = {"max_rel", "kl", NULL};
+	static const char *const cnt_m[] = {"errors", "stalls", NULL};
+	const char *lat_m[10];
+	int n = 0;
 	json_t *ma, *mb;
+	for (int l = 0; svc_lat[l]; l++)
+		for (int p = 0; svc_pct[p]; p++) {
+			static char names[9][32];
+			snprintf(names[n], sizeof names[n], "%s.%s", svc_lat[l],
+				 svc_pct[p]);
+			lat_m[n] = names[n];
+			n++;
+		}
+	lat_m[n] = NULL;
 	d->out = json_object();
 	diff_checklist(d, json_object_get(A, "checklist"),
 		       json_object_get(B, "checklist"));
 
 	section(d, "perf");
-	ma = index_rows(json_object_get(A, "perf"), perf_key, NULL);
-	mb = index_rows(json_object_get(B, "perf"), perf_key, NULL);
+	ma = index_perf(json_object_get(NA, "perf"));
+	mb = index_perf(json_object_get(NB, "perf"));
 	compare_maps(d, "perf", ma, mb, perf_m, perf_dir, REL, d->thr_perf);
 	json_decref(ma);
 	json_decref(mb);
 
+	section(d, "service");
+	ma = index_service(json_object_get(NA, "perf"));
+	mb = index_service(json_object_get(NB, "perf"));
+	compare_maps(d, "service", ma, mb, lat_m, up, REL, d->thr_svc);
+	compare_maps(d, "service", ma, mb, svc_rate, down, REL, d->thr_svc);
+	compare_maps(d, "service", ma, mb, cnt_m, up, COUNT, 0);
+	json_decref(ma);
+	json_decref(mb);
+
 	section(d, "busbw");
-	ma = index_busbw(json_object_get(A, "comm"));
-	mb = index_busbw(json_object_get(B, "comm"));
+	ma = index_busbw(json_object_get(NA, "comm"));
+	mb = index_busbw(json_object_get(NB, "comm"));
 	compare_maps(d, "busbw", ma, mb, bw_m, down, REL, d->thr_busbw);
 	json_decref(ma);
 	json_decref(mb);
@@ -292,6 +531,8 @@ static json_t *run_diff_docs(struct diff *d, json_t *A, json_t *B)
 			mem_key, NULL);
 	mb = index_rows(json_object_get(json_object_get(B, "memory"), "cards"),
 			mem_key, NULL);
+	mem_noise(ma, json_object_get(NA, "mem_step"));
+	mem_noise(mb, json_object_get(NB, "mem_step"));
 	compare_maps(d, "memory", ma, mb, mem_m, up, REL, d->thr_mem);
 	json_decref(ma);
 	json_decref(mb);
@@ -318,8 +559,9 @@ static void print_rows(json_t *rows, const char *title, int ratio)
 	}
 	json_array_foreach(rows, i, r)
 	{
-		char a[64], b[64], ch[64] = "";
-		json_t *c = json_object_get(r, "change");
+		char a[64], b[64], ch[64] = "", nz[64] = "";
+		json_t *c = json_object_get(r, "change"),
+		       *noise = json_object_get(r, "noise");
 		report_fmt_num(json_object_get(r, "a"), a, sizeof a);
 		report_fmt_num(json_object_get(r, "b"), b, sizeof b);
 		if (json_is_number(c))
@@ -332,11 +574,18 @@ static void print_rows(json_t *rows, const char *title, int ratio)
 				 json_is_string(json_object_get(r, "note"))
 				     ? jstr(r, "note")
 				     : "-");
-		printf("  %-34s %-13s %14s -> %-14s %10s%s\n", jstr(r, "key"),
-		       jstr(r, "metric"), a, b, ch,
+		if (json_is_number(noise))
+			snprintf(nz, sizeof nz, "noise %.3g",
+				 json_number_value(noise));
+		printf("  %-34s %-19s %14s -> %-14s %16s %10s%s\n", jstr(r, "key"),
+		       jstr(r, "metric"), a, b, nz, ch,
 		       json_is_true(json_object_get(r, "regression"))
 			   ? "  REGRESSION"
-			   : "");
+			   : json_is_false(json_object_get(r, "gated"))
+				 ? (strstr(jstr(r, "metric"), ".p9")
+					? "  (too few requests: not gated)"
+					: "  (small message: not gated)")
+				 : "");
 	}
 }
 
@@ -359,10 +608,13 @@ static int run_diff(int argc, char **argv)
 	struct diff d = {.thr_perf = 0.05,
 			 .thr_busbw = 0.10,
 			 .thr_mem = 0.05,
-			 .thr_num = 2.0};
-	const char *files[2] = {NULL, NULL};
+			 .thr_num = 2.0,
+			 .thr_svc = 0.10,
+			 .small_bytes = 1 << 20};
+	const char *files[2] = {NULL, NULL}, *baseline = NULL;
+	char picked[4096];
 	int nf = 0, as_json = 0;
-	json_t *A, *B, *res;
+	json_t *A, *B, *NA, *NB, *res;
 	struct d0_err err;
 	static const struct {
 		const char *opt;
@@ -372,6 +624,8 @@ static int run_diff(int argc, char **argv)
 	    {"--threshold-busbw", offsetof(struct diff, thr_busbw)},
 	    {"--threshold-mem", offsetof(struct diff, thr_mem)},
 	    {"--threshold-numerics", offsetof(struct diff, thr_num)},
+	    {"--threshold-service", offsetof(struct diff, thr_svc)},
+	    {"--small-busbw", offsetof(struct diff, small_bytes)},
 	};
 	for (int i = 1; i < argc; i++) {
 		size_t t;
@@ -388,6 +642,14 @@ static int run_diff(int argc, char **argv)
 			i++;
 		} else if (!strcmp(argv[i], "--json")) {
 			as_json = 1;
+		} else if (!strcmp(argv[i], "--gate-small-busbw")) {
+			d.gate_small = 1;
+		} else if (!strcmp(argv[i], "--baseline")) {
+			if (i + 1 >= argc)
+				return console_usage_error(
+				    &cmd_diff, "--baseline needs auto or a "
+					       "session file");
+			baseline = argv[++i];
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			return console_usage_error(&cmd_diff,
 						   "unknown option '%s'",
@@ -401,6 +663,25 @@ static int run_diff(int argc, char **argv)
 						   argv[i]);
 		}
 	}
+	if (baseline) {
+		if (nf != 1)
+			return console_usage_error(
+			    &cmd_diff, "with --baseline: one session file (B)");
+		files[1] = files[0];
+		if (strcmp(baseline, "auto")) {
+			files[0] = baseline;
+		} else {
+			if (session_baseline_auto(files[1], picked, sizeof picked,
+						  &err) < 0) {
+				fprintf(stderr, "day0 diff: --baseline auto: %s\n",
+					err.msg);
+				return EXIT_USAGE;
+			}
+			fprintf(stderr, "day0 diff: baseline: %s\n", picked);
+			files[0] = picked;
+		}
+		nf = 2;
+	}
 	if (nf != 2)
 		return console_usage_error(&cmd_diff,
 					   "needs two session files");
@@ -413,15 +694,30 @@ static int run_diff(int argc, char **argv)
 		json_decref(A);
 		return EXIT_USAGE;
 	}
-	res = run_diff_docs(&d, A, B);
+	NA = load_noise(files[0], &err);
+	NB = NA ? load_noise(files[1], &err) : NULL;
+	if (!NA || !NB) {
+		fprintf(stderr, "day0 diff: %s\n", err.msg);
+		json_decref(NA);
+		json_decref(A);
+		json_decref(B);
+		return EXIT_USAGE;
+	}
+	res = run_diff_docs(&d, A, B, NA, NB);
+	json_decref(NA);
+	json_decref(NB);
 	if (as_json) {
 		json_t *doc = json_pack(
-		    "{s:s,s:s,s:{s:f,s:f,s:f,s:f},s:O,s:O,s:O,s:O,s:O,s:i}",
+		    "{s:s,s:s,s:{s:f,s:f,s:f,s:f,s:f,s:f,s:b},s:O,s:O,s:O,s:O,"
+		    "s:O,s:O,s:i}",
 		    "a", files[0], "b", files[1], "thresholds", "perf",
 		    d.thr_perf, "busbw", d.thr_busbw, "mem", d.thr_mem,
-		    "numerics", d.thr_num, "checklist",
+		    "numerics", d.thr_num, "service", d.thr_svc,
+		    "small_busbw", d.small_bytes, "gate_small_busbw",
+		    d.gate_small, "checklist",
 		    json_object_get(res, "checklist"), "perf",
-		    json_object_get(res, "perf"), "busbw",
+		    json_object_get(res, "perf"), "service",
+		    json_object_get(res, "service"), "busbw",
 		    json_object_get(res, "busbw"), "memory",
 		    json_object_get(res, "memory"), "numerics",
 		    json_object_get(res, "numerics"), "regressions",
@@ -443,14 +739,22 @@ static int run_diff(int argc, char **argv)
 			   json_is_true(json_object_get(r, "regression"))
 			       ? "  REGRESSION"
 			       : "");
-		char title[128];
+		char title[160];
 		snprintf(title, sizeof title,
-			 "perf (stage node; relative change, threshold %g%%)",
+			 "perf (stage node; relative change, threshold %g%% "
+			 "and the noise)",
 			 100 * d.thr_perf);
 		print_rows(json_object_get(res, "perf"), title, 0);
 		snprintf(title, sizeof title,
-			 "busbw GB/s (op group bytes; threshold %g%%)",
-			 100 * d.thr_busbw);
+			 "service (stage node concurrency; threshold %g%% and "
+			 "the noise; errors and stalls: any rise)",
+			 100 * d.thr_svc);
+		print_rows(json_object_get(res, "service"), title, 0);
+		snprintf(title, sizeof title,
+			 "busbw GB/s (op group bytes; threshold %g%% and the "
+			 "noise%s)",
+			 100 * d.thr_busbw,
+			 d.gate_small ? "" : "; below --small-busbw not gated");
 		print_rows(json_object_get(res, "busbw"), title, 0);
 		snprintf(title, sizeof title,
 			 "peak memory bytes (node card; threshold %g%%)",
@@ -473,20 +777,35 @@ static int run_diff(int argc, char **argv)
 
 const struct console_cmd cmd_diff = {
     "diff",
-    "A.db B.db [--threshold-perf 0.05] [--threshold-busbw 0.10] "
-    "[--threshold-mem 0.05] [--threshold-numerics 2.0] [--json]\n\n"
-    "What changed from session A (the baseline) to B: perf, bus "
-    "bandwidth, peak\nmemory per card, numerics and the checklist.\n\n"
+    "A.db B.db | --baseline auto|A.db B.db  [--threshold-perf 0.05] "
+    "[--threshold-busbw 0.10] [--threshold-mem 0.05] "
+    "[--threshold-numerics 2.0] [--threshold-service 0.10] "
+    "[--small-busbw BYTES] [--gate-small-busbw] [--json]\n\n"
+    "What changed from session A (the baseline) to B: perf, service "
+    "figures per\nconcurrency, bus bandwidth, peak memory per card, "
+    "numerics and the checklist.\nA measured figure regresses when it is "
+    "worse by more than its threshold and by\nmore than its noise (the "
+    "spreads of A and B recorded with it).\n\n"
+    "  --baseline auto|FILE     A is FILE, or with auto the last GO "
+    "session of the same\n"
+    "                           playbook and model family in the session "
+    "directory\n"
     "  --threshold-perf R       relative TTFT/TPOT/tokens-per-s change "
     "that counts (0.05)\n"
+    "  --threshold-service R    relative change of a load level's "
+    "figures that counts (0.10)\n"
     "  --threshold-busbw R      relative busbw drop that counts (0.10)\n"
+    "  --small-busbw BYTES      busbw below this size is listed, not "
+    "gated (1048576)\n"
+    "  --gate-small-busbw       gate every size\n"
     "  --threshold-mem R        relative peak memory growth that counts "
     "(0.05)\n"
     "  --threshold-numerics X   error growth factor that counts (2.0)\n"
     "  --json                   the comparison as JSON\n\n"
     "Exit status: 0 no regression, 1 a regression past a threshold, 2 "
     "usage or input error.\n\n"
-    "Example:\n  day0 diff last-release.db today.db --threshold-perf 0.1",
+    "Example:\n  day0 diff last-release.db today.db --threshold-perf 0.1\n"
+    "  day0 diff --baseline auto today.db",
     "what changed from session A to B; exit 1 on a regression past the "
-    "thresholds",
+    "thresholds and the noise",
     run_diff};

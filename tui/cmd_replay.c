@@ -18,6 +18,7 @@
 #include "tui.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,7 @@ static int run_replay(int argc, char **argv)
 	struct view v, base;
 	struct tui ui;
 	struct d0_err err;
+	char picked[PATH_MAX];
 	int64_t first, last, t, target;
 	int rc = 0;
 	memset(&ui, 0, sizeof ui);
@@ -169,6 +171,16 @@ static int run_replay(int argc, char **argv)
 		fprintf(stderr, "day0 replay: %s: %s\n", o.path,
 			strerror(errno));
 		return EXIT_USAGE;
+	}
+	if (o.baseline && !strcmp(o.baseline, "auto")) {
+		if (session_baseline_auto(o.path, picked, sizeof picked,
+					  &err) < 0) {
+			fprintf(stderr, "day0 replay: --baseline auto: %s\n",
+				err.msg);
+			return EXIT_USAGE;
+		}
+		fprintf(stderr, "day0 replay: baseline: %s\n", picked);
+		o.baseline = picked;
 	}
 	if (open_src(o.path, &src, &err) < 0) {
 		fprintf(stderr, "day0 replay: %s\n", err.msg);
@@ -335,7 +347,7 @@ out:
 
 const struct console_cmd cmd_replay = {
     "replay",
-    "SESSION.db [--at T] [--speed X] [--baseline OTHER.db] [--follow] "
+    "SESSION.db [--at T] [--speed X] [--baseline OTHER.db|auto] [--follow] "
     "[--ascii] [--no-color] [--stats FILE] [--dump [--fold]]\n\n"
     "The live screens of a session file at any time: the view at T is "
     "built from the\nfile's indexes, then played forward.\n\n"
@@ -344,7 +356,9 @@ const struct console_cmd cmd_replay = {
     "  --speed X         play at X times real time (default 1; + and - "
     "change it)\n"
     "  --baseline OTHER  show deltas against another session (Cards, "
-    "Numerics, perf,\n                    Service)\n"
+    "Numerics, perf,\n                    Service);"
+    " auto: the last GO session of the same\n"
+    "                    playbook and model family\n"
     "  --follow          a file another console is still writing: stay on "
     "its end\n"
     "  --ascii           ASCII glyphs only\n"

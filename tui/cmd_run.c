@@ -4,6 +4,8 @@
 #include "console.h"
 #include "runner.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,7 +16,7 @@ static const char usage_text[] =
     "[--known-hosts FILE] [--accept-new-host-keys] [--agent PATH] "
     "[--remote-agent PATH] [--connect-timeout SECS] [--sample-hz H] "
     "[--store-wait SECS] [--node-rate N] [--ascii] [--no-color] [--stats FILE]\n"
-    "[--json] [--notify CMD]\n"
+    "[--json] [--notify CMD] [--baseline auto|FILE.db]\n"
     "       day0 run --resume SESSION.db [--headless] [...]\n\n"
     "Reaches every node of the inventory (ssh or local), starts day0-agent "
     "there,\nruns the playbook's stages and records every event in one "
@@ -66,7 +68,14 @@ static const char usage_text[] =
     "  --notify CMD      run `sh -c CMD` for each alert (node unreachable, "
     "stage\n"
     "                    failed, check failed) with the alert as JSON on "
-    "stdin\n\n"
+    "stdin\n"
+    "  --baseline B      at the end, `day0 diff B SESSION` (on stderr with "
+    "--json);\n"
+    "                    auto: the last GO session of the same playbook and "
+    "model\n"
+    "                    family (says which; none: exit 2 before running); a "
+    "GO run\n"
+    "                    with a regression against it exits 1\n\n"
     "Ctrl-C once shows what still runs where; twice within a second "
     "cancels.\n"
     "Exit status: 0 go (every required check passed), 1 no-go, 2 usage or "
@@ -74,10 +83,72 @@ static const char usage_text[] =
     "Example:\n  day0 run playbooks/release-day.json --inventory "
     "cluster.json --model /models/new -e tp=8";
 
+/*
+ * --baseline auto: the last GO session of this playbook (its "name") and
+ * model family (config.json's model_type of --model, -e model=, or the
+ * playbook's "model"); on --resume, of the resumed session's.
+ */
+static int pick_baseline(const struct runner_opts *o, json_t *vars,
+			 char *out, size_t max)
+{
+	struct d0_err err;
+	char fam[128] = "";
+	int rc;
+	if (o->resume_path) {
+		rc = session_baseline_auto(o->resume_path, out, max, &err);
+	} else {
+		json_t *pb = json_load_file(o->playbook_path, 0, NULL);
+		const char *name = json_string_value(json_object_get(pb, "name"));
+		const char *model = o->model;
+		if (!model)
+			model = json_string_value(json_object_get(vars, "model"));
+		if (!model)
+			model = json_string_value(json_object_get(pb, "model"));
+		model_family_of(model, fam, sizeof fam);
+		if (!name) {
+			json_decref(pb);
+			fprintf(stderr, "day0 run: --baseline auto: %s: no "
+				"playbook name\n", o->playbook_path);
+			return -1;
+		}
+		rc = session_baseline_find(name, fam, o->session_path, out, max,
+					   &err);
+		json_decref(pb);
+	}
+	if (rc < 0) {
+		fprintf(stderr, "day0 run: --baseline auto: %s\n", err.msg);
+		return -1;
+	}
+	fprintf(stderr, "day0 run: baseline: %s\n", out);
+	return 0;
+}
+
+/* After the run: `day0 diff BASELINE SESSION`, on stderr with --json
+ * (stdout holds the verdict's JSON). */
+static int diff_baseline(const char *baseline, const char *session, int json)
+{
+	char *argv[] = {"diff", (char *)baseline, (char *)session, NULL};
+	int saved = -1, rc;
+	fflush(stdout);
+	if (json) {
+		saved = dup(STDOUT_FILENO);
+		dup2(STDERR_FILENO, STDOUT_FILENO);
+	}
+	rc = cmd_diff.run(3, argv);
+	fflush(stdout);
+	if (saved >= 0) {
+		dup2(saved, STDOUT_FILENO);
+		close(saved);
+	}
+	return rc;
+}
+
 static int run(int argc, char **argv)
 {
 	struct runner_opts o;
 	json_t *vars = json_object();
+	const char *baseline = NULL;
+	char picked[PATH_MAX], session[PATH_MAX] = "";
 	int rc;
 	memset(&o, 0, sizeof o);
 	o.headless = -1;
@@ -200,6 +271,9 @@ static int run(int argc, char **argv)
 		} else if (!strcmp(a, "--notify")) {
 			NEED();
 			o.notify = v;
+		} else if (!strcmp(a, "--baseline")) {
+			NEED();
+			baseline = v;
 		} else if (a[0] == '-') {
 			json_decref(vars);
 			return console_usage_error(&cmd_run, "unknown option %s",
@@ -227,8 +301,33 @@ static int run(int argc, char **argv)
 		o.no_color = 1;
 	o.vars = vars;
 	o.out = o.json ? stderr : stdout;
+	if (baseline && !o.check_only) {
+		if (!strcmp(baseline, "auto")) {
+			if (pick_baseline(&o, vars, picked, sizeof picked) < 0) {
+				json_decref(vars);
+				return EXIT_USAGE;
+			}
+			baseline = picked;
+		} else if (access(baseline, R_OK) < 0) {
+			fprintf(stderr, "day0 run: --baseline: %s: %s\n",
+				baseline, strerror(errno));
+			json_decref(vars);
+			return EXIT_USAGE;
+		}
+		o.session_out = session;
+		o.session_out_max = sizeof session;
+	}
 	rc = runner_main(&o);
 	json_decref(vars);
+	/* a verdict was reached: compare with the baseline */
+	if (baseline && session[0] && (rc == EXIT_OK || rc == EXIT_CHECK_FAILED)) {
+		int drc = diff_baseline(baseline, session, o.json);
+		if (drc == EXIT_CHECK_FAILED && rc == EXIT_OK) {
+			fprintf(stderr, "day0 run: GO, but regressions against "
+				"the baseline %s: exit 1\n", baseline);
+			rc = EXIT_CHECK_FAILED;
+		}
+	}
 	return rc;
 }
 

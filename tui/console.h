@@ -52,6 +52,21 @@ int console_usage_error(const struct console_cmd *c, const char *fmt, ...)
  * Created (0700) when create is set.  Returns 0 / -1 (err).
  */
 int session_dir(char *out, size_t max, int create, struct d0_err *err);
+/*
+ * --baseline auto (baseline.c): the last GO session (latest "started") of
+ * playbook PLAYBOOK and model family FAMILY in the session directory,
+ * EXCLUDE (a path, or NULL) left out; the path in out.  -1 (err saying
+ * what was looked for and where) when there is none.
+ * session_baseline_auto: the same for the playbook and family of the
+ * session file SESSION.  model_family_of: config.json's model_type of a
+ * checkpoint directory ("" and -1 when unreadable).
+ */
+int session_baseline_find(const char *playbook, const char *family,
+			  const char *exclude, char *out, size_t max,
+			  struct d0_err *err);
+int session_baseline_auto(const char *session, char *out, size_t max,
+			  struct d0_err *err);
+int model_family_of(const char *model_dir, char *out, size_t max);
 /* A new session path: DIR/YYYYmmdd-HHMMSS-NAME.db (name sanitised). */
 int session_new_path(const char *name, char *out, size_t max,
 		     struct d0_err *err);
@@ -63,6 +78,7 @@ int session_new_path(const char *name, char *out, size_t max,
  *   "playbook"   the playbook document (JSON as loaded) + "playbook_path"
  *   "inventory"  the inventory document + "inventory_path"
  *   "model"      string: the --model path
+ *   "model_family"  string: its config.json model_type ("" unknown)
  *   "command"    array of strings: the console's argv
  *   "versions"   {"day0": "...", "protocol": 1}
  *   "started", "finished"   integers: unix ns

@@ -746,6 +746,8 @@ out:
 			rc = EXIT_CHECK_FAILED;
 	}
 	json_decref(model);
+	if (o->session_out && !o->check_only)
+		snprintf(o->session_out, o->session_out_max, "%s", r.session);
 	run_free(&r);
 	if (pb_tmp[0])
 		unlink(pb_tmp);

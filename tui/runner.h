@@ -56,6 +56,8 @@ struct runner_opts {
 	FILE *out;		   /* headless lines and the summary */
 	int json;		   /* --json: the verdict and items on stdout */
 	const char *notify;	   /* --notify CMD: each alert on its stdin */
+	char *session_out;	   /* non-NULL: gets the session file's path */
+	size_t session_out_max;
 };
 
 /* The session file could not be written for --store-wait seconds: the run

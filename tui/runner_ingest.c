@@ -481,6 +481,11 @@ int write_manifest(struct run *r)
 		SET("labels", labels);
 	}
 	SET("model", json_string(lookup_var(r, "model") ?: ""));
+	{
+		char fam[128];
+		model_family_of(lookup_var(r, "model"), fam, sizeof fam);
+		SET("model_family", json_string(fam));
+	}
 	SET("work", json_string(r->work));
 	SET("tag", json_string(r->tag));
 	SET("vars", json_incref(r->vars));
