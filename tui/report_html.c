@@ -819,8 +819,14 @@ static void h_items(FILE *f, json_t *cl, int rehearsal)
 			if (j)
 				fputs("<tr>", f);
 			for (int k = 0; keys[k]; k++) {
+				json_t *x = json_object_get(e, keys[k]);
 				fputs("<td>", f);
-				html_val(f, json_object_get(e, keys[k]));
+				/* A console check has no stage: "-". */
+				if (json_is_string(x) &&
+				    !*json_string_value(x))
+					fputc('-', f);
+				else
+					html_val(f, x);
 				fputs("</td>", f);
 			}
 			fputs("</tr>\n", f);
@@ -863,9 +869,8 @@ static void h_plan(FILE *f, json_t *p)
 	}
 	html_table(f, json_object_get(p, "checks"), head, keys);
 	if (json_array_size(json_object_get(p, "budget"))) {
-		static const char *const bhead[] = {"part", "bytes", "", NULL};
-		static const char *const bkeys[] = {"part", "bytes", "size",
-						    NULL};
+		static const char *const bhead[] = {"part", "size", NULL};
+		static const char *const bkeys[] = {"part", "bytes", NULL};
 		fputs("<p>Per-card budget of the chosen layout (", f);
 		html_val(f, json_object_get(p, "layout"));
 		fputs("):</p>\n", f);
