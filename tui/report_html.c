@@ -801,6 +801,13 @@ static void h_items(FILE *f, json_t *cl, int rehearsal)
 		size_t n = json_array_size(ev);
 		const char *st =
 		    json_string_value(json_object_get(it, "status"));
+		const char *name =
+		    json_string_value(json_object_get(it, "item"));
+		/* resources.peak's value and threshold are bytes (the peak
+		 * and the card budget). */
+		int bytes_item = name && strlen(name) >= 14 &&
+				 !strcmp(name + strlen(name) - 14,
+					 "resources.peak");
 		if (json_is_true(json_object_get(it, "rehearsal")) != rehearsal)
 			continue;
 		fprintf(f, "<tr><td rowspan=\"%zu\">", n ? n : 1);
@@ -825,7 +832,15 @@ static void h_items(FILE *f, json_t *cl, int rehearsal)
 				if (json_is_string(x) &&
 				    !*json_string_value(x))
 					fputc('-', f);
-				else
+				else if (bytes_item && json_is_number(x) &&
+					 json_number_value(x) > 0 &&
+					 (!strcmp(keys[k], "value") ||
+					  !strcmp(keys[k], "threshold"))) {
+					char b[32];
+					report_fmt_bytes(json_number_value(x),
+							 b, sizeof b);
+					html_esc(f, b);
+				} else
 					html_val(f, x);
 				fputs("</td>", f);
 			}

@@ -242,6 +242,14 @@ b=$pk; u=0; us=['B','KiB','MiB','GiB','TiB']
 while abs(b)>=1024 and u<4: b/=1024; u+=1
 print(('%.0f %s' if b==int(b) else '%.1f %s') % (b, us[u]))")
 contains "html: memory table: card 1 peak in units ($pkh)" "<td class=\"n\">1</td><td class=\"n\">$pkh</td><td class=\"n\">1 GiB</td>" "$H"
+fmtb() { python3 -c "
+b=$1; u=0; us=['B','KiB','MiB','GiB','TiB']
+while abs(b)>=1024 and u<4: b/=1024; u+=1
+print('0' if $1 == 0 else ('%.0f %s' if b==int(b) else '%.1f %s') % (b, us[u]))"; }
+rph=$(fmtb "$(q "SELECT value FROM checks WHERE item = 'resources.peak' ORDER BY seq DESC LIMIT 1")")
+rbh=$(fmtb "$(q "SELECT threshold FROM checks WHERE item = 'resources.peak' ORDER BY seq DESC LIMIT 1")")
+contains "html: checklist: resources.peak's value and budget in units ($rph of $rbh)" "<td>every card within its budget</td><td>$rph</td><td>$rbh</td></tr>" "$H"
+check "html: checklist: no raw 1073741824 budget" bash -c "! grep -q '>1073741824<' '$H'"
 check "html: memory chart: the 1 GiB budget line" bash -c "sed -n '/<svg id=\"chart-memory\"/,/<\/svg>/p' '$H' | grep -q 'class=\"budget\".*budget 1 GiB'"
 check "html: memory chart: ticks in MiB/GiB" bash -c "sed -n '/<svg id=\"chart-memory\"/,/<\/svg>/p' '$H' | grep -q 'text-anchor=\"end\">[0-9.]* [MG]iB<'"
 contains "html: timeline: the marker, escaped" '<td class="k-marker">marker</td><td>-</td><td>fans loud &lt;here&gt;</td>' "$H"
