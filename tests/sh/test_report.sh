@@ -191,6 +191,10 @@ if cards[1]["peak"] != peak:
     bad.append("peak card 1 %r != %r" % (cards[1]["peak"], peak))
 if d["session"]["verdict"] != "no-go" or d["session"]["nodes"] != ["n1"]:
     bad.append("session %r" % d["session"])
+if [r["kind"] for r in d.get("timeline") or []] != ["marker", "cancel", "rerun", "skipped"]:
+    bad.append("timeline %r" % d.get("timeline"))
+elif d["timeline"][0]["text"] != "fans loud <here>" or d["timeline"][3]["stage_id"] != "serve":
+    bad.append("timeline rows %r" % d["timeline"])
 if d["manifest"]["versions"] != {"day0": "0.1.0", "protocol": 1}:
     bad.append("versions")
 if bad:
