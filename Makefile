@@ -19,7 +19,7 @@ DEB_PKGS := build-essential pkg-config libncurses-dev libssh2-1-dev \
 	openmpi-bin libssl-dev openssh-server openssh-client tmux clang \
 	libclang-rt-14-dev time python3 procps strace \
 	libpcre2-dev libutf8proc-dev nodejs npm libmicrohttpd-dev \
-	libcurl4-openssl-dev curl apache2-utils jq openssl
+	libcurl4-openssl-dev curl apache2-utils jq openssl chromium
 # Packages a command on PATH already satisfies: nodesource's nodejs ships its
 # own npm and conflicts with Debian's npm package.
 DEB_BY_COMMAND := npm

@@ -15,6 +15,23 @@ sqlite3 *store_db__(struct store *s);
 int store_flush__(struct store *s, struct d0_err *err);
 
 static const char *const query_sql[STORE_Q_COUNT] = {
+    /* The console's own events (its primary key range): markers the
+     * operator typed, its warnings and errors (cancels, retries), rerun
+     * requests, and stage ends whose result is not done. */
+    [STORE_Q_TIMELINE] =
+	"SELECT ts, CASE type WHEN 'marker' THEN 'marker' WHEN 'stage' "
+	"THEN json_extract(body, '$.result') ELSE "
+	"CASE WHEN json_extract(body, '$.msg') LIKE '%rerun%' "
+	"THEN 'rerun' WHEN json_extract(body, '$.msg') LIKE '%cancel%' "
+	"THEN 'cancel' ELSE json_extract(body, '$.level') END END AS kind, "
+	"json_extract(body, '$.stage_id') AS stage_id, "
+	"coalesce(json_extract(body, '$.note'), "
+	"json_extract(body, '$.msg')) AS text FROM events "
+	"WHERE node = 'console' AND (type = 'marker' OR (type = 'log' "
+	"AND (json_extract(body, '$.level') IN ('warn', 'error') OR "
+	"json_extract(body, '$.msg') LIKE '%rerun%')) OR (type = 'stage' "
+	"AND json_extract(body, '$.state') = 'end' AND "
+	"json_extract(body, '$.result') IS NOT 'done')) ORDER BY ts, seq",
     [STORE_Q_FIRST_TS] =
 	"SELECT min(ts) FROM events",
     [STORE_Q_LAST_TS] =

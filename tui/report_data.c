@@ -656,6 +656,23 @@ json_t *report_load(const char *path, struct d0_err *err)
 	if (!(v = refused(&c)))
 		goto fail;
 	json_object_set_new(doc, "refused", nonempty(v));
+	/* The operator's markers, warnings, cancels, reruns and the stages
+	 * that did not end done, with their times (s since the start). */
+	if (!(v = q_rows(&c, STORE_Q_TIMELINE, 0, NULL, NULL)))
+		goto fail;
+	{
+		json_t *r;
+		size_t i;
+		json_int_t t0 = json_integer_value(json_object_get(
+		    json_object_get(doc, "session"), "started"));
+		json_array_foreach(v, i, r) json_object_set_new(
+		    r, "t_s",
+		    json_real((double)(json_integer_value(
+				       json_object_get(r, "ts")) -
+				   t0) /
+			      1e9));
+	}
+	json_object_set_new(doc, "timeline", v);
 	if (!(v = memory(&c)))
 		goto fail;
 	json_object_set_new(doc, "memory", v);

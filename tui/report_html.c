@@ -56,6 +56,18 @@ static void not_recorded(FILE *f)
 	fputs("<p class=\"nr\">not recorded</p>\n", f);
 }
 
+/* Columns whose numbers are bytes: shown in B/KiB/MiB/GiB, never as
+ * 1.34218e+08. */
+static int is_bytes_key(const char *k)
+{
+	static const char *const keys[] = {"bytes", "peak", "budget",
+					   "mem_bytes", NULL};
+	for (int i = 0; keys[i]; i++)
+		if (!strcmp(k, keys[i]))
+			return 1;
+	return 0;
+}
+
 static void html_table(FILE *f, json_t *rows, const char *const *head,
 		       const char *const *keys)
 {
@@ -87,7 +99,18 @@ static void html_table(FILE *f, json_t *rows, const char *const *head,
 							: "<td>",
 				      f);
 			}
-			html_val(f, v);
+			if (json_is_number(v) && is_bytes_key(keys[k])) {
+				char b[32];
+				report_fmt_bytes(json_number_value(v), b,
+						 sizeof b);
+				html_esc(f, b);
+			} else if (json_is_number(v) &&
+				   !strcmp(keys[k], "fraction")) {
+				fprintf(f, "%.1f%%",
+					100 * json_number_value(v));
+			} else {
+				html_val(f, v);
+			}
 			fputs("</td>", f);
 		}
 		fputs("</tr>\n", f);
@@ -193,6 +216,25 @@ static void yticks_linear(FILE *f, const struct chart *c, double scale,
 	     y += step) {
 		snprintf(lab, sizeof lab, "%g%s", y / scale, unit);
 		ytick(f, c, y, lab);
+	}
+}
+
+/* Memory ticks: 1/2/5 steps in the chosen unit, so the labels read
+ * 16 MiB, 32 MiB ... rather than 16.7772 MiB. */
+static void yticks_mem(FILE *f, const struct chart *c, double scale,
+		       const char *unit)
+{
+	double span = (c->ymax - c->ymin) / scale,
+	       step = pow(10, floor(log10(span / 5)));
+	char lab[64];
+	if (span / step > 10)
+		step *= span / step >25 ? 5 : 2;
+	if (step < 1 && scale > 1)
+		step = 1;
+	for (double y = ceil(c->ymin / scale / step) * step;
+	     y * scale <= c->ymax + 1e-12; y += step) {
+		snprintf(lab, sizeof lab, "%g%s", y, unit);
+		ytick(f, c, y * scale, lab);
 	}
 }
 
@@ -395,6 +437,17 @@ static void chart_memory(FILE *f, json_t *mem)
 	}
 	bounds(series, &c);
 	c.ymin = 0;
+	/* The card budget (the largest card's: one budget per card kind)
+	 * drawn as a dashed line, inside the plot. */
+	double budget = 0;
+	json_array_foreach(json_object_get(mem, "cards"), i, s)
+	{
+		json_t *b = json_object_get(s, "budget");
+		if (json_is_number(b))
+			budget = fmax(budget, json_number_value(b));
+	}
+	if (budget > c.ymax)
+		c.ymax = budget;
 	c.ymax = c.ymax > 0 ? c.ymax * 1.1 : 1;
 	double scale = 1;
 	const char *unit = " B";
@@ -420,8 +473,21 @@ static void chart_memory(FILE *f, json_t *mem)
 		snprintf(lab, sizeof lab, "%g", x);
 		xtick(f, &c, x, lab);
 	}
-	yticks_linear(f, &c, scale, unit);
+	yticks_mem(f, &c, scale, unit);
 	draw_series(f, &c, series, 0);
+	if (budget > 0) {
+		char lab[32];
+		report_fmt_bytes(budget, lab, sizeof lab);
+		fprintf(f,
+			"<line class=\"budget\" x1=\"%d\" y1=\"%.1f\" "
+			"x2=\"%d\" y2=\"%.1f\" stroke=\"#a01010\" "
+			"stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>"
+			"<text x=\"%d\" y=\"%.1f\" class=\"tick\">budget ",
+			PL, cy(&c, budget), CW - PR, cy(&c, budget), PL + 4,
+			cy(&c, budget) - 4);
+		html_esc(f, lab);
+		fputs("</text>\n", f);
+	}
 	fputs("</svg>\n", f);
 	json_decref(series);
 }
@@ -603,7 +669,88 @@ static const char css[] =
     ".verdict-go{color:#176117}.verdict-no-go{color:#a01010}\n"
     "svg.chart{display:block;margin:0.5em 0 1.5em}\n"
     "svg .plot{fill:#fafafa;stroke:#999}svg .grid{stroke:#e4e4e4}\n"
-    "svg text{font-size:11px;fill:#333}svg .axis{font-size:12px}\n";
+    "svg text{font-size:11px;fill:#333}svg .axis{font-size:12px}\n"
+    ".verdict{border:3px solid #888;border-radius:8px;padding:0.4em 1em;"
+    "margin-bottom:1em}.verdict .big{font-size:3em;font-weight:bold}\n"
+    ".v-go{border-color:#176117;background:#e6f6e6}.v-go .big{color:#176117}\n"
+    ".v-no-go{border-color:#a01010;background:#fbe4e4}"
+    ".v-no-go .big{color:#a01010}\n"
+    ".v-incomplete{border-color:#b07000;background:#fdf1dc}"
+    ".v-incomplete .big{color:#b07000}\n"
+    "details summary{cursor:pointer;margin:0.5em 0}\n";
+
+/* The verdict, first thing of the body and large: GO, NO-GO or
+ * INCOMPLETE (no verdict: the playbook never reached its end), then the
+ * failed and the skipped items each on their own line. */
+static void h_verdict(FILE *f, json_t *s)
+{
+	const char *v = json_string_value(json_object_get(s, "verdict"));
+	const char *big = !v ? "INCOMPLETE"
+			  : !strcmp(v, "go")	? "GO"
+			  : !strcmp(v, "no-go") ? "NO-GO"
+						: "INCOMPLETE";
+	const char *cls = !strcmp(big, "GO")	  ? "go"
+			  : !strcmp(big, "NO-GO") ? "no-go"
+						  : "incomplete";
+	static const char *const lists[] = {"failed", "skipped"};
+	fprintf(f, "<div id=\"verdict\" class=\"verdict v-%s\">"
+		   "<div class=\"big\">%s</div>\n", cls, big);
+	for (int k = 0; k < 2; k++) {
+		json_t *a = json_object_get(s, lists[k]), *n;
+		size_t i;
+		if (!json_array_size(a))
+			continue;
+		fprintf(f, "<p class=\"%s\"><b>%s:</b> ", lists[k],
+			lists[k]);
+		json_array_foreach(a, i, n)
+		{
+			if (i)
+				fputs(", ", f);
+			html_esc(f, json_string_value(n));
+		}
+		fputs("</p>\n", f);
+	}
+	fputs("</div>\n", f);
+}
+
+/* The operator's markers, warnings, cancels, reruns and the stages that
+ * did not end done, in time order. */
+static void h_timeline(FILE *f, json_t *rows)
+{
+	json_t *r;
+	size_t i;
+	fputs("<h2 id=\"timeline\">Timeline (markers, cancels, reruns, "
+	      "failures)</h2>\n",
+	      f);
+	if (!json_array_size(rows)) {
+		fputs("<p class=\"nr\">no markers, cancels, reruns or "
+		      "failures</p>\n",
+		      f);
+		return;
+	}
+	fputs("<table><tr><th>time</th><th>+s</th><th>kind</th>"
+	      "<th>stage</th><th>text</th></tr>\n",
+	      f);
+	json_array_foreach(rows, i, r)
+	{
+		char t[32];
+		const char *k = json_string_value(json_object_get(r, "kind"));
+		console_fmt_time(json_integer_value(json_object_get(r, "ts")), t,
+				 sizeof t);
+		fprintf(f, "<tr><td>%s</td><td class=\"n\">%.1f</td><td "
+			   "class=\"k-",
+			t, json_number_value(json_object_get(r, "t_s")));
+		html_esc(f, k ? k : "-");
+		fputs("\">", f);
+		html_esc(f, k ? k : "-");
+		fputs("</td><td>", f);
+		html_val(f, json_object_get(r, "stage_id"));
+		fputs("</td><td>", f);
+		html_val(f, json_object_get(r, "text"));
+		fputs("</td></tr>\n", f);
+	}
+	fputs("</table>\n", f);
+}
 
 static void h_session(FILE *f, json_t *s)
 {
@@ -633,21 +780,10 @@ static void h_session(FILE *f, json_t *s)
 		html_esc(f, json_string_value(n));
 		fputc(' ', f);
 	}
-	fprintf(f,
-		"</td></tr>\n<tr><th>events</th><td>%lld</td></tr>\n"
-		"<tr><th>verdict</th><td class=\"verdict-%s\"><b>%s</b>",
-		(long long)json_integer_value(json_object_get(s, "events")),
+	fprintf(f, "</td></tr>\n<tr><th>events</th><td>%lld</td></tr>\n",
+		(long long)json_integer_value(json_object_get(s, "events")));
+	fprintf(f, "<tr><th>verdict</th><td class=\"verdict-%s\"><b>%s</b>",
 		v ? v : "unfinished", v ? v : "unfinished");
-	json_array_foreach(json_object_get(s, "failed"), i, n)
-	{
-		fputs(i ? ", " : " failed: ", f);
-		html_esc(f, json_string_value(n));
-	}
-	json_array_foreach(json_object_get(s, "skipped"), i, n)
-	{
-		fputs(i ? ", " : "; skipped: ", f);
-		html_esc(f, json_string_value(n));
-	}
 	fputs("</td></tr>\n</table>\n", f);
 }
 
@@ -665,6 +801,13 @@ static void h_items(FILE *f, json_t *cl, int rehearsal)
 		size_t n = json_array_size(ev);
 		const char *st =
 		    json_string_value(json_object_get(it, "status"));
+		const char *name =
+		    json_string_value(json_object_get(it, "item"));
+		/* resources.peak's value and threshold are bytes (the peak
+		 * and the card budget). */
+		int bytes_item = name && strlen(name) >= 14 &&
+				 !strcmp(name + strlen(name) - 14,
+					 "resources.peak");
 		if (json_is_true(json_object_get(it, "rehearsal")) != rehearsal)
 			continue;
 		fprintf(f, "<tr><td rowspan=\"%zu\">", n ? n : 1);
@@ -683,8 +826,22 @@ static void h_items(FILE *f, json_t *cl, int rehearsal)
 			if (j)
 				fputs("<tr>", f);
 			for (int k = 0; keys[k]; k++) {
+				json_t *x = json_object_get(e, keys[k]);
 				fputs("<td>", f);
-				html_val(f, json_object_get(e, keys[k]));
+				/* A console check has no stage: "-". */
+				if (json_is_string(x) &&
+				    !*json_string_value(x))
+					fputc('-', f);
+				else if (bytes_item && json_is_number(x) &&
+					 json_number_value(x) > 0 &&
+					 (!strcmp(keys[k], "value") ||
+					  !strcmp(keys[k], "threshold"))) {
+					char b[32];
+					report_fmt_bytes(json_number_value(x),
+							 b, sizeof b);
+					html_esc(f, b);
+				} else
+					html_val(f, x);
 				fputs("</td>", f);
 			}
 			fputs("</tr>\n", f);
@@ -727,9 +884,8 @@ static void h_plan(FILE *f, json_t *p)
 	}
 	html_table(f, json_object_get(p, "checks"), head, keys);
 	if (json_array_size(json_object_get(p, "budget"))) {
-		static const char *const bhead[] = {"part", "bytes", "", NULL};
-		static const char *const bkeys[] = {"part", "bytes", "size",
-						    NULL};
+		static const char *const bhead[] = {"part", "size", NULL};
+		static const char *const bkeys[] = {"part", "bytes", NULL};
 		fputs("<p>Per-card budget of the chosen layout (", f);
 		html_val(f, json_object_get(p, "layout"));
 		fputs("):</p>\n", f);
@@ -895,8 +1051,8 @@ int report_write_html(FILE *f, json_t *doc)
 					    "ttft_ms", "tpot_ms",
 					    "tokens_per_s", "prompt_tokens",
 					    "gen_tokens", NULL};
-	static const char *const mhead[] = {"node", "card", "peak bytes",
-					    "budget bytes", "peak/budget",
+	static const char *const mhead[] = {"node", "card", "peak",
+					    "budget", "peak/budget",
 					    NULL};
 	static const char *const mkeys[] = {"node", "card", "peak", "budget",
 					    "fraction", NULL};
@@ -907,14 +1063,21 @@ int report_write_html(FILE *f, json_t *doc)
 	      f);
 	html_esc(f, json_string_value(json_object_get(s, "name")));
 	fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n", css);
+	h_verdict(f, s);
 	h_session(f, s);
 	h_checklist(f, json_object_get(doc, "checklist"));
+	h_timeline(f, json_object_get(doc, "timeline"));
 	h_plan(f, json_object_get(doc, "plan"));
+	/* The charts first, the tables after them; the comm sweep's rows
+	 * (one per size, op, group: ~120 on the demo) folded. */
 	fputs("<h2>Communication</h2>\n", f);
 	chart_busbw(f, json_object_get(doc, "comm"));
-	html_table(f, json_object_get(doc, "comm"), chead, ckeys);
 	fputs("<h2>Numerics</h2>\n", f);
 	chart_layers(f, json_object_get(doc, "numerics"));
+	fputs("<h2>Memory per card</h2>\n", f);
+	chart_memory(f, mem);
+	html_table(f, json_object_get(mem, "cards"), mhead, mkeys);
+	fputs("<h2>Numerics table</h2>\n", f);
 	html_table(f, json_object_get(doc, "numerics"), nhead, nkeys);
 	h_text(f, json_object_get(doc, "text"));
 	fputs("<h2>Performance baseline</h2>\n", f);
@@ -944,9 +1107,12 @@ int report_write_html(FILE *f, json_t *doc)
 		fputs("<h2>Refused input</h2>\n", f);
 		html_table(f, json_object_get(doc, "refused"), rhead, rkeys);
 	}
-	fputs("<h2>Memory per card</h2>\n", f);
-	chart_memory(f, mem);
-	html_table(f, json_object_get(mem, "cards"), mhead, mkeys);
+	fprintf(f, "<h2 id=\"comm-table\">Communication table</h2>\n"
+		   "<details><summary>%zu rows (every size, op and group)"
+		   "</summary>\n",
+		json_array_size(json_object_get(doc, "comm")));
+	html_table(f, json_object_get(doc, "comm"), chead, ckeys);
+	fputs("</details>\n", f);
 	h_manifest(f, json_object_get(doc, "manifest"));
 	fputs("</body>\n</html>\n", f);
 	return fflush(f) || ferror(f) ? -1 : 0;

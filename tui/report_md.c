@@ -98,6 +98,29 @@ static void md_session(FILE *f, json_t *s)
 	fputs("# day0 report: ", f);
 	md_text(f, json_string_value(json_object_get(s, "name")));
 	fputs("\n\n", f);
+	{
+		/* The verdict first, then the metadata. */
+		const char *v =
+		    json_string_value(json_object_get(s, "verdict"));
+		static const char *const lists[] = {"failed", "skipped"};
+		fprintf(f, "## Verdict: %s\n\n",
+			!v			? "INCOMPLETE"
+			: !strcmp(v, "go")	? "GO"
+			: !strcmp(v, "no-go")	? "NO-GO"
+						: "INCOMPLETE");
+		for (int k = 0; k < 2; k++) {
+			if (!json_array_size(json_object_get(s, lists[k])))
+				continue;
+			fprintf(f, "- %s:", lists[k]);
+			json_array_foreach(json_object_get(s, lists[k]), i, n)
+			{
+				fputc(' ', f);
+				md_text(f, json_string_value(n));
+			}
+			fputc('\n', f);
+		}
+		fputc('\n', f);
+	}
 	console_fmt_time(json_integer_value(json_object_get(s, "started")), t0,
 			 sizeof t0);
 	console_fmt_time(json_integer_value(json_object_get(s, "finished")),
@@ -496,6 +519,14 @@ int report_write_md(FILE *f, json_t *doc)
 					    "gen_tokens", NULL};
 	md_session(f, json_object_get(doc, "session"));
 	md_checklist(f, json_object_get(doc, "checklist"));
+	{
+		static const char *const thead[] = {"+s", "kind", "stage",
+						    "text", NULL};
+		static const char *const tkeys[] = {"t_s", "kind", "stage_id",
+						    "text", NULL};
+		md_table(f, "Timeline (markers, cancels, reruns, failures)",
+			 json_object_get(doc, "timeline"), thead, tkeys);
+	}
 	md_plan(f, json_object_get(doc, "plan"));
 	md_comm(f, json_object_get(doc, "comm"));
 	{

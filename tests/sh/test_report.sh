@@ -50,6 +50,15 @@ printf '%s\n' \
 	"{\"v\":1,\"seq\":1,\"ts\":$((last + 1000)),\"node\":\"console\",\"type\":\"check\",\"item\":\"repro.manifest\",\"status\":\"warn\",\"detail\":\"<script>alert('x')</script> & \\\"q\\\"\",\"value\":0,\"threshold\":0}" \
 	"{\"v\":1,\"seq\":2,\"ts\":$((last + 2000)),\"node\":\"console\",\"type\":\"check\",\"item\":\"weights.integrity\",\"status\":\"pass\",\"detail\":\"pinned\",\"value\":\"sha256:0f1e2d3c model-00001-of-00002.safetensors\",\"threshold\":0}" |
 	"$DS" ingest "$A" >/dev/null 2>"$T/ing.err" || fail "ingest the console's events" "$(cat "$T/ing.err")"
+# The operator's marker, a stage cancelled, a rerun asked and a stage
+# skipped, as the runner writes them: the report's timeline.
+printf '%s\n' \
+	"{\"v\":1,\"seq\":3,\"ts\":$((last + 2100)),\"node\":\"console\",\"type\":\"marker\",\"note\":\"fans loud <here>\"}" \
+	"{\"v\":1,\"seq\":4,\"ts\":$((last + 2200)),\"node\":\"console\",\"type\":\"log\",\"level\":\"warn\",\"msg\":\"stage soak cancelled by the operator\"}" \
+	"{\"v\":1,\"seq\":5,\"ts\":$((last + 2300)),\"node\":\"console\",\"type\":\"log\",\"level\":\"info\",\"msg\":\"stage soak: rerun requested by the operator\"}" \
+	"{\"v\":1,\"seq\":6,\"ts\":$((last + 2400)),\"node\":\"console\",\"type\":\"stage\",\"stage_id\":\"serve\",\"stage\":\"serve\",\"state\":\"end\",\"progress\":1.0,\"rc\":1,\"result\":\"skipped\",\"msg\":\"needs soak\",\"nodes\":[\"n1\"]}" \
+	"{\"v\":1,\"seq\":7,\"ts\":$((last + 2500)),\"node\":\"console\",\"type\":\"log\",\"level\":\"info\",\"msg\":\"an info line the timeline leaves out\"}" |
+	"$DS" ingest "$A" >/dev/null 2>"$T/ing.err" || fail "ingest the console's timeline events" "$(cat "$T/ing.err")"
 set_key() { "$DS" session "$A" "$1" "$2" || fail "session key $1" "exit $?"; }
 set_key name '"release-day-test"'
 set_key model "\"$T/m\""
@@ -57,7 +66,7 @@ set_key versions '{"day0":"0.1.0","protocol":1}'
 set_key command '["day0","run","playbooks/release-day.json","--model","/models/new"]'
 set_key started "$((first - 60000000000))"
 set_key finished "$((last + 3000))"
-set_key verdict '{"go":false,"failed":["repro.manifest"],"exit":1}'
+set_key verdict '{"go":false,"failed":["repro.manifest"],"skipped":["stability.soak"],"exit":1}'
 set_key playbook_path '"playbooks/release-day.json"'
 set_key playbook '{"name":"release-day-test","stages":[{"id":"verify","step":"verify"}]}'
 set_key inventory "$(cat "$T/inv.json")"
@@ -69,7 +78,15 @@ sum_before=$(md5sum <"$A")
 expect_rc 0 "report (markdown by default)" "$D0" report "$A"
 cp "$OUT" "$T/a.md"
 contains "md: session name" "# day0 report: release-day-test" "$T/a.md"
-contains "md: verdict" "verdict: **no-go** (failed: repro.manifest)" "$T/a.md"
+contains "md: verdict" "verdict: **no-go** (failed: repro.manifest) (skipped: stability.soak)" "$T/a.md"
+check "md: the verdict first, under the title" bash -c "sed -n 3p '$T/a.md' | grep -qx '## Verdict: NO-GO'"
+contains "md: failed apart" "- failed: repro.manifest" "$T/a.md"
+contains "md: skipped apart" "- skipped: stability.soak" "$T/a.md"
+contains "md: timeline: the marker, escaped" '| marker | - | fans loud \<here\> |' "$T/a.md"
+contains "md: timeline: the cancel" "| cancel | - | stage soak cancelled by the operator |" "$T/a.md"
+contains "md: timeline: the rerun" "| rerun | - | stage soak: rerun requested by the operator |" "$T/a.md"
+contains "md: timeline: the skipped stage" "| skipped | serve | needs soak |" "$T/a.md"
+check "md: timeline: info lines left out" bash -c "! grep -q 'an info line the timeline' '$T/a.md'"
 # Each item's status as the checks table has it (items with one status over
 # every node and stage); items never checked say so.
 bad=""
@@ -174,6 +191,10 @@ if cards[1]["peak"] != peak:
     bad.append("peak card 1 %r != %r" % (cards[1]["peak"], peak))
 if d["session"]["verdict"] != "no-go" or d["session"]["nodes"] != ["n1"]:
     bad.append("session %r" % d["session"])
+if [r["kind"] for r in d.get("timeline") or []] != ["marker", "cancel", "rerun", "skipped"]:
+    bad.append("timeline %r" % d.get("timeline"))
+elif d["timeline"][0]["text"] != "fans loud <here>" or d["timeline"][3]["stage_id"] != "serve":
+    bad.append("timeline rows %r" % d["timeline"])
 if d["manifest"]["versions"] != {"day0": "0.1.0", "protocol": 1}:
     bad.append("versions")
 if bad:
@@ -211,6 +232,34 @@ check "html: no raw <script> from the store" bash -c "! grep -qi '<script' '$H'"
 contains "html: the detail escaped" "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;" "$H"
 contains "html: the perf figure" "$(python3 -c "print('%.6g' % $(q "SELECT printf('%.17g', tokens_per_s) FROM perf"))")" "$H"
 check "html: ends whole" bash -c "tail -n 1 '$H' | grep -q '</html>'"
+check "html: the verdict block is the body's first element" bash -c "grep -A1 '^<body>' '$H' | tail -1 | grep -q '^<div id=\"verdict\" class=\"verdict v-no-go\"><div class=\"big\">NO-GO</div>'"
+contains "html: failed listed apart" '<p class="failed"><b>failed:</b> repro.manifest</p>' "$H"
+contains "html: skipped listed apart, not as failed" '<p class="skipped"><b>skipped:</b> stability.soak</p>' "$H"
+order=$(grep -o '<div id="verdict"\|<h1>\|<h2>Checklist\|<h2 id="timeline"\|<h2>Plan\|<svg id="chart-busbw"\|<svg id="chart-memory"\|<h2 id="comm-table"' "$H" | tr '\n' ' ')
+[ "$order" = '<div id="verdict" <h1> <h2>Checklist <h2 id="timeline" <h2>Plan <svg id="chart-busbw" <svg id="chart-memory" <h2 id="comm-table" ' ] &&
+	ok "html: verdict, metadata, checklist, timeline, plan, charts, then the comm table" || fail "html: section order" "$order"
+check "html: the comm table folded" bash -c "grep -A1 'id=\"comm-table\"' '$H' | grep -q '^<details><summary>'"
+check "html: no e+ notation anywhere outside the raw JSON blocks" bash -c "! sed '/<pre>/,/<\/pre>/d' '$H' | grep -q 'e+[0-9]'"
+pk=$(q "SELECT max(value) FROM samples WHERE node='n1' AND card=1 AND metric IN ('mem.used','mem.peak')")
+pkh=$(python3 -c "
+b=$pk; u=0; us=['B','KiB','MiB','GiB','TiB']
+while abs(b)>=1024 and u<4: b/=1024; u+=1
+print(('%.0f %s' if b==int(b) else '%.1f %s') % (b, us[u]))")
+contains "html: memory table: card 1 peak in units ($pkh)" "<td class=\"n\">1</td><td class=\"n\">$pkh</td><td class=\"n\">1 GiB</td>" "$H"
+fmtb() { python3 -c "
+b=$1; u=0; us=['B','KiB','MiB','GiB','TiB']
+while abs(b)>=1024 and u<4: b/=1024; u+=1
+print('0' if $1 == 0 else ('%.0f %s' if b==int(b) else '%.1f %s') % (b, us[u]))"; }
+rph=$(fmtb "$(q "SELECT value FROM checks WHERE item = 'resources.peak' ORDER BY seq DESC LIMIT 1")")
+rbh=$(fmtb "$(q "SELECT threshold FROM checks WHERE item = 'resources.peak' ORDER BY seq DESC LIMIT 1")")
+contains "html: checklist: resources.peak's value and budget in units ($rph of $rbh)" "<td>every card within its budget</td><td>$rph</td><td>$rbh</td></tr>" "$H"
+check "html: checklist: no raw 1073741824 budget" bash -c "! grep -q '>1073741824<' '$H'"
+check "html: memory chart: the 1 GiB budget line" bash -c "sed -n '/<svg id=\"chart-memory\"/,/<\/svg>/p' '$H' | grep -q 'class=\"budget\".*budget 1 GiB'"
+check "html: memory chart: ticks in MiB/GiB" bash -c "sed -n '/<svg id=\"chart-memory\"/,/<\/svg>/p' '$H' | grep -q 'text-anchor=\"end\">[0-9.]* [MG]iB<'"
+contains "html: timeline: the marker, escaped" '<td class="k-marker">marker</td><td>-</td><td>fans loud &lt;here&gt;</td>' "$H"
+contains "html: timeline: the skipped stage" '<td class="k-skipped">skipped</td><td>serve</td><td>needs soak</td>' "$H"
+contains "html: timeline: the cancel" '<td class="k-cancel">cancel</td>' "$H"
+contains "html: timeline: the rerun" '<td class="k-rerun">rerun</td>' "$H"
 
 # ---- read-only, missing keys, bad input ------------------------------------
 [ "$(md5sum <"$A")" = "$sum_before" ] && ok "reports leave the session file unchanged" || fail "read-only" "file changed"
