@@ -44,12 +44,15 @@ static const char *const rq_sql[SRQ_COUNT] = {
 		    "ORDER BY ts, node, seq",
     [SRQ_FIRST_TS] =
 	"SELECT ts FROM events WHERE node = ?1 ORDER BY seq LIMIT 1",
+    /* CROSS JOIN: checks and stages drive the join.  A plain JOIN let
+     * the planner walk every event in ts order for the ORDER BY (83% of
+     * `replay --follow`'s CPU on a 128-node session). */
     [SRQ_MARKS] =
 	"SELECT ts, node, seq, body FROM events WHERE node = '" CONSOLE
 	"' AND type = 'marker' UNION ALL SELECT e.ts, e.node, e.seq,"
-	" e.body FROM checks c JOIN events e ON e.node = c.node AND"
+	" e.body FROM checks c CROSS JOIN events e ON e.node = c.node AND"
 	" e.seq = c.seq WHERE c.status = 'fail' UNION ALL SELECT"
-	" e.ts, e.node, e.seq, e.body FROM stages s JOIN events e ON"
+	" e.ts, e.node, e.seq, e.body FROM stages s CROSS JOIN events e ON"
 	" e.node = s.node AND e.seq = s.seq WHERE s.state = 'end' AND"
 	" s.rc != 0 AND s.rank IS NULL ORDER BY 1, 2, 3",
     [SRQ_MANIFEST] = "SELECT key, value FROM session WHERE key IN"
