@@ -12,7 +12,8 @@
 # run `true` through one ssh process per host.  Deployment is not counted:
 # day0 hosts runs once before timing.  Runs are interleaved (day0, pdsh,
 # clush, day0, ...) REPS times; medians are printed and the ratio
-# day0 / faster-of-(pdsh, clush), target <= 1.0x.  A missed target is
+# day0 / faster-of-(pdsh, clush), target <= 1.0x, and day0 / clush, target
+# <= 0.6x (issue #17).  A missed target is
 # reported, not failed; the exit status is non-zero only when a command
 # fails.  pdsh and clustershell are installed with apt-get when missing.
 #
@@ -25,6 +26,7 @@ case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
 N=${N:-32}
 REPS=${REPS:-7}
 TARGET=1.0
+TARGET_CLUSH=0.6 # issue #17: day0 hosts <= 0.6x clush
 export BUILD
 . tests/lib.sh
 . tests/sh/sshd_nodes.sh
@@ -89,8 +91,10 @@ printf 'fanout: %d loopback sshd hosts, %d reps, median wall seconds\n' "$N" "$R
 printf '  day0 hosts (hello + facts)  %8.3f s   runs: %s\n' "$D" "$(tr '\n' ' ' <"$T/day0.t")"
 printf '  pdsh -R ssh true            %8.3f s   runs: %s\n' "$P" "$(tr '\n' ' ' <"$T/pdsh.t")"
 printf '  clush true                  %8.3f s   runs: %s\n' "$C" "$(tr '\n' ' ' <"$T/clush.t")"
-awk -v d="$D" -v p="$P" -v c="$C" -v t="$TARGET" 'BEGIN {
+awk -v d="$D" -v p="$P" -v c="$C" -v t="$TARGET" -v tc="$TARGET_CLUSH" 'BEGIN {
 	f = p < c ? p : c; n = p < c ? "pdsh" : "clush"
 	r = d / f
 	printf "  ratio day0 / %s = %.2fx (target <= %.1fx): %s\n", n, r, t, r <= t ? "met" : "MISSED"
+	r = d / c
+	printf "  ratio day0 / clush = %.2fx (target <= %.1fx): %s\n", r, tc, r <= tc ? "met" : "MISSED"
 }'
