@@ -12,8 +12,12 @@
 #include "console.h"
 #include "proto.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define ALERT_EVERY_NS 2000000000LL
 #define RETRY_MIN_NS   250000000LL
@@ -337,6 +341,114 @@ int intake_console(struct intake *in, const char *line, size_t len,
 	}
 	in->held_stored++;
 	return 0;
+}
+
+/* Write len bytes to path through a temporary file beside it, synced
+ * before the rename: the file is whole or absent. */
+static int write_whole(const char *path, const char *buf, size_t len,
+		       struct d0_err *err)
+{
+	char tmp[4200];
+	size_t off = 0;
+	int fd;
+	snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		d0_errf(err, "%s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	while (off < len) {
+		ssize_t w = write(fd, buf + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			d0_errf(err, "%s: %s", tmp,
+				w < 0 ? strerror(errno) : "short write");
+			goto fail;
+		}
+		off += (size_t)w;
+	}
+	if (fsync(fd)) {
+		d0_errf(err, "%s: %s", tmp, strerror(errno));
+		goto fail;
+	}
+	if (close(fd)) {
+		fd = -1;
+		d0_errf(err, "%s: %s", tmp, strerror(errno));
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, path)) {
+		d0_errf(err, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return -1;
+}
+
+int intake_save_held(struct intake *in, const char *const *paths, size_t n,
+		     char *where, size_t wmax, struct d0_err *err)
+{
+	size_t lines = 0;
+	char why[1200] = "";
+	for (size_t off = 0; off < in->held_len; off++)
+		lines += in->held[off] == '\n';
+	if (where && wmax)
+		*where = 0;
+	if (!lines)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		struct d0_err e = {{0}};
+		if (!write_whole(paths[i], in->held, in->held_len, &e)) {
+			if (where)
+				snprintf(where, wmax, "%s", paths[i]);
+			return (int)lines;
+		}
+		snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s",
+			 *why ? "; " : "", e.msg);
+	}
+	d0_errf(err, "%zu console events not stored and not saved: %s",
+		lines, *why ? why : "no place to save them");
+	return -1;
+}
+
+int intake_load_held(struct intake *in, const char *const *paths, size_t n,
+		     struct d0_err *err)
+{
+	int stored = 0;
+	for (size_t i = 0; i < n; i++) {
+		FILE *f = fopen(paths[i], "re");
+		char *line = NULL;
+		size_t cap = 0;
+		ssize_t len;
+		if (!f)
+			continue;
+		while ((len = getline(&line, &cap, f)) > 0) {
+			while (len && (line[len - 1] == '\n' ||
+				       line[len - 1] == '\r'))
+				len--;
+			if (!len)
+				continue;
+			if (store_ingest(in->store, line, (size_t)len, err) ==
+			    STORE_EDB) {
+				free(line);
+				fclose(f);
+				return -1;
+			}
+			stored++; /* a refused line was a console line: the
+				   * store says why on its own log */
+		}
+		free(line);
+		fclose(f);
+		if (store_pending(in->store) && store_commit(in->store, err) < 0)
+			return -1;
+		unlink(paths[i]);
+	}
+	return stored;
 }
 
 int intake_commit(struct intake *in, int64_t now)

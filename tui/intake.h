@@ -83,6 +83,19 @@ void intake_connected(struct intake *in, int node);
 int intake_console(struct intake *in, const char *line, size_t len,
 		   struct d0_err *err);
 
+/* The console's lines the store does not hold (a run that ends while the
+ * store is stalled): written to the first of paths[0..n-1] that takes
+ * them (a temporary file, fsync, rename), its name in where.  Returns the
+ * number of lines written (0: nothing held, no file), -1 when no path
+ * took them (err says why). */
+int intake_save_held(struct intake *in, const char *const *paths, size_t n,
+		     char *where, size_t wmax, struct d0_err *err);
+/* --resume: the lines a stalled run saved (intake_save_held) stored and
+ * committed, then their files removed.  Returns the number of lines
+ * stored (duplicates of stored events count too), -1 on a store error. */
+int intake_load_held(struct intake *in, const char *const *paths, size_t n,
+		     struct d0_err *err);
+
 /* Commit the open batch.  0: committed (or nothing to do); -1: the store
  * is stalled (intake_stall says why). */
 int intake_commit(struct intake *in, int64_t now);

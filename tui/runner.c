@@ -371,6 +371,64 @@ int replay_stored(void *arg, const struct store_event *e)
 	return 0;
 }
 
+/* Where a run that ends with the store stalled keeps the console's own
+ * events the session file lacks (stage decisions, alerts, markers): beside
+ * the session, else in the console's state directory, else /tmp (a full
+ * session volume may not take even that).  --resume stores them first. */
+static size_t held_paths(const struct run *r, char p[3][PATH_MAX],
+			 const char *ptr[3])
+{
+	const char *x = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+	size_t n = 0;
+	snprintf(p[n++], PATH_MAX, "%.4000s.held", r->session);
+	if (x && *x)
+		snprintf(p[n++], PATH_MAX, "%.3000s/day0/held-%s.jsonl", x,
+			 r->tag);
+	else if (home && *home)
+		snprintf(p[n++], PATH_MAX,
+			 "%.3000s/.local/state/day0/held-%s.jsonl", home,
+			 r->tag);
+	snprintf(p[n++], PATH_MAX, "/tmp/day0-held-%s-%s.jsonl",
+		 console_user(), r->tag);
+	for (size_t i = 0; i < n; i++)
+		ptr[i] = p[i];
+	return n;
+}
+
+static void save_held(struct run *r)
+{
+	char p[3][PATH_MAX];
+	const char *ptr[3];
+	struct d0_err err = {{0}};
+	size_t n = held_paths(r, p, ptr);
+	int k = intake_save_held(r->intake, ptr, n, r->held_where,
+				 sizeof r->held_where, &err);
+	if (k < 0)
+		fprintf(stderr, "day0: %s\n", err.msg);
+	else
+		r->held_saved = k;
+}
+
+static int load_held(struct run *r)
+{
+	char p[3][PATH_MAX];
+	const char *ptr[3];
+	struct d0_err err = {{0}};
+	size_t n = held_paths(r, p, ptr);
+	int k = intake_load_held(r->intake, ptr, n, &err);
+	if (k < 0) {
+		fprintf(stderr, "day0: %s: storing the console events a "
+				"stalled run kept: %s\n",
+			r->session, err.msg);
+		return -1;
+	}
+	if (k && r->out)
+		fprintf(r->out, "day0: stored %d console events the stalled "
+				"run had kept\n",
+			k);
+	return 0;
+}
+
 /* --resume: the manifest says what was run. */
 int resume_setup(struct run *r, char *pb_tmp, char *inv_tmp)
 {
@@ -689,6 +747,9 @@ int runner_main(const struct runner_opts *o)
 	if (!o->resume_path)
 		warn_free_space(&r);
 	if (o->resume_path) {
+		r.out = o->headless ? (o->out ? o->out : stdout) : NULL;
+		if (load_held(&r))
+			goto out;
 		r.replaying = 1;
 		if (store_events(r.store, INT64_MIN, INT64_MAX, replay_stored,
 				 &r, &err) < 0) {
@@ -730,6 +791,8 @@ int runner_main(const struct runner_opts *o)
 	loop(&r);
 	live_end(r.live);
 	r.live = NULL;
+	if (r.incomplete)
+		save_held(&r);
 	if (!r.finished && !r.incomplete) {
 		/* Broken out early (poll failure): record what is known. */
 		decide(&r);

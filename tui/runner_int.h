@@ -95,6 +95,8 @@ struct run {
 	struct store *store;
 	struct intake *intake; /* the door: binding, refusals, commits */
 	int incomplete;	       /* the store stayed stalled: no verdict */
+	int held_saved;	       /* console events saved beside it (count) */
+	char held_where[PATH_MAX]; /* ... in this file; "" when none */
 	int stall_said;	       /* 1 stall announced, 2 and its end */
 	int stalled_alert;     /* the current stall has its alert event */
 	int64_t store_ok_at;   /* the store's last recovery */

@@ -213,6 +213,10 @@ void print_summary(struct run *r, FILE *f)
 			"make room, then:\n  day0 run --resume %s\n",
 			why ? why : "not writable", r->o->store_wait_s,
 			r->session, r->session);
+		if (r->held_saved)
+			fprintf(f, "the console's %d events the file lacks are "
+				   "kept in %s (--resume stores them)\n",
+				r->held_saved, r->held_where);
 		return;
 	}
 	fprintf(f, "\nverdict: %s%s\n", r->go ? "GO" : "NO-GO",

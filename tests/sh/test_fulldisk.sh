@@ -44,12 +44,24 @@ check "... and never GO" bash -c "! grep -q 'verdict: GO' '$OUT'"
 contains "it says how to resume" "day0 run --resume $mnt/f.db" "$OUT"
 mkdir -p "$T/copy"
 cp "$mnt"/f.db* "$T/copy/"
+held=$(sed -n 's/.* events the file lacks are kept in \(.*\) (--resume stores them)$/\1/p' "$OUT")
+check "the console's events the file lacks are kept in a file it names" test -n "$held" -a -s "$held"
+check "... and they are the console's own (the stall alert among them)" \
+	grep -q '"node":"console".*"kind":"store","state":"stalled"' "$held"
+held_copy="$T/held.copy"
+cp "$held" "$held_copy" 2>/dev/null
+held_seqs=$(jq -r .seq "$held" 2>/dev/null | paste -sd, -)
+check "the session file itself lacks every one of them" test -n "$held_seqs" -a "$(q "$T/copy/f.db" "select count(*) from events where node='console' and seq in ($held_seqs)")" = 0
 check "the session file holds no verdict" test "$(q "$T/copy/f.db" "select count(*) from events where node='console' and type='verdict'")" = 0
 check "... and no stage after the stalled one started" test "$(q "$T/copy/f.db" "select count(*) from events where node='console' and type='stage' and json_extract(body,'$.stage_id')='after'")" = 0
 mount -o remount,size=64m "$mnt"
 expect_rc 0 "with room again, --resume completes the session (GO)" timeout 120 \
 	"$DAY0" run --resume "$mnt/f.db" --headless
 contains "the resumed run's verdict is GO" "verdict: GO" "$OUT"
+contains "the resume stored the kept console events first" "console events the stalled run had kept" "$OUT"
+check "every kept console event is in the session now" test "$(q "$mnt/f.db" "select count(*) from events where node='console' and seq in ($held_seqs)")" = "$(wc -l <"$held_copy")"
+check "... and the file that kept it is gone" test ! -e "$held"
+check "the console's seqs have no gap" test "$(q "$mnt/f.db" "select max(seq) - count(*) from events where node='console'")" = 0
 expect_rc 0 "after the resume every node's seqs are complete (audit)" "$STORE" audit "$mnt/f.db"
 check "every line of node a is stored" test "$(lines "$mnt/f.db" a)" = 12000
 check "every line of node b is stored" test "$(lines "$mnt/f.db" b)" = 12000
