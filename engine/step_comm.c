@@ -1295,13 +1295,15 @@ static void print_pairs(const struct world *w, const struct opts *o,
 			if (i == j)
 				printf(" %7s", "-");
 			else
-				printf(" %7.2f", pr->gbps[i * n + j]);
+				/* significant digits: a slow pair on a
+				 * busy machine is not 0.00 */
+				printf(" %7.3g", pr->gbps[i * n + j]);
 		}
 		printf("\n");
 	}
-	printf("# slowest pairs (median %.2f GB/s):\n", med);
+	printf("# slowest pairs (median %.3g GB/s):\n", med);
 	for (size_t i = 0; i < k && i < SLOWEST_SHOWN; i++)
-		printf("#   %d -> %d  (%s card %d -> %s card %d)  %.2f GB/s  "
+		printf("#   %d -> %d  (%s card %d -> %s card %d)  %.3g GB/s  "
 		       "%.2fx median\n",
 		       p[i].from, p[i].to, host_of(w, p[i].from),
 		       w->card[p[i].from], host_of(w, p[i].to),
