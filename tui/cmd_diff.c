@@ -246,10 +246,11 @@ static json_t *index_perf(json_t *rows)
 	json_array_foreach(rows, i, r)
 	{
 		char key[320], st[128], node[128];
-		json_t *row, *sp = json_object();
+		json_t *row, *sp;
 		if (!json_is_null(json_object_get(r, "concurrency")) &&
 		    json_object_get(r, "concurrency"))
-			continue;
+			continue; /* a load level's: index_service */
+		sp = json_object();
 		report_fmt_num(json_object_get(r, "stage_id"), st, sizeof st);
 		report_fmt_num(json_object_get(r, "node"), node, sizeof node);
 		snprintf(key, sizeof key, "%s %s", st, node);
