@@ -17,8 +17,17 @@
 # reported, not failed; the exit status is non-zero only when a command
 # fails.  pdsh and clustershell are installed with apt-get when missing.
 #
+# The nodes' account: every tool's command runs through the account's login
+# shell, whose start-up every tool pays alike.  This machine's root has a
+# ~/.bashrc that runs `pyenv init` for every ssh command (bash reads it
+# under sshd even for `true`): ~0.2 s of CPU per command, more than the
+# tools themselves cost, so by default the nodes log in as NODE_USER
+# (day0-fanout, an account with /bin/sh, made here when missing) and the
+# script prints what root's shell would add.  NODE_USER=root measures with
+# it.
+#
 # Environment: BUILD (default build), N (hosts, default 32, at most 250),
-# REPS (default 7).
+# REPS (default 7), NODE_USER (default day0-fanout).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -46,6 +55,29 @@ if ! command -v pdsh >/dev/null || ! command -v clush >/dev/null; then
 			--no-install-recommends pdsh clustershell >/dev/null ||
 		die "apt-get install pdsh clustershell failed"
 fi
+NODE_USER=${NODE_USER:-day0-fanout}
+if [ "$NODE_USER" != root ] && ! id "$NODE_USER" >/dev/null 2>&1; then
+	# '*': no password, yet not locked (sshd refuses a locked account's
+	# key login when it runs without PAM, as the test nodes do)
+	useradd -m -s /bin/sh -p '*' "$NODE_USER" || die "useradd $NODE_USER failed"
+fi
+# What a login shell costs per ssh command (run as sshd would: SSH_CLIENT
+# set, so bash reads ~/.bashrc), best of 3, CPU ms.
+shell_ms() { # user
+	local home sh best=
+	home=$(getent passwd "$1" | cut -d: -f6)
+	sh=$(getent passwd "$1" | cut -d: -f7)
+	for _ in 1 2 3; do
+		/usr/bin/time -f '%U %S' -o "$T/sh.t" env -i HOME="$home" USER="$1" \
+			PATH=/usr/bin:/bin SSH_CLIENT='127.0.0.1 1 22' SHLVL=0 "$sh" -c true >/dev/null 2>&1
+		ms=$(awk '{printf "%d", ($1 + $2) * 1000}' "$T/sh.t")
+		[ -z "$best" ] || [ "$ms" -lt "$best" ] && best=$ms
+	done
+	echo "$best"
+}
+SHELL_ROOT_MS=$(shell_ms root)
+SHELL_NODE_MS=$(shell_ms "$NODE_USER")
+SSHD_USER=$NODE_USER
 sshd_nodes_start "$N" || die "sshd did not start (see above)"
 LAST=$((N + 1))
 WHO="127.0.0.[2-$LAST]"
@@ -55,8 +87,8 @@ export PDSH_SSH_ARGS="-F $SSHD_SSH_CONFIG -x -l%u %h"
 export PDSH_RCMD_TYPE=ssh
 
 run_day0() { "$BUILD/day0" hosts --inventory "$SSHD_INV" --known-hosts "$SSHD_KNOWN_HOSTS" >"$T/day0.out" 2>&1; }
-run_pdsh() { pdsh -R ssh -f "$N" -w "$WHO" true >"$T/pdsh.out" 2>&1; }
-run_clush() { clush -f "$N" -o "-F $SSHD_SSH_CONFIG" -w "$WHO" true >"$T/clush.out" 2>&1; }
+run_pdsh() { pdsh -R ssh -f "$N" -l "$NODE_USER" -w "$WHO" true >"$T/pdsh.out" 2>&1; }
+run_clush() { clush -f "$N" -l "$NODE_USER" -o "-F $SSHD_SSH_CONFIG" -w "$WHO" true >"$T/clush.out" 2>&1; }
 
 # Warm-up, deployment included, and a check that each side works at all.
 run_day0 || die "day0 hosts failed: $(tail -c 600 "$T/day0.out")"
@@ -88,6 +120,8 @@ D=$(median "$T/day0.t")
 P=$(median "$T/pdsh.t")
 C=$(median "$T/clush.t")
 printf 'fanout: %d loopback sshd hosts, %d reps, median wall seconds\n' "$N" "$REPS"
+printf '  nodes log in as %s (login shell start-up %s ms CPU per command; root'"'"'s here: %s ms, %.1f s of CPU over %d hosts)\n' \
+	"$NODE_USER" "$SHELL_NODE_MS" "$SHELL_ROOT_MS" "$(echo "$SHELL_ROOT_MS * $N / 1000" | bc -l)" "$N"
 printf '  day0 hosts (hello + facts)  %8.3f s   runs: %s\n' "$D" "$(tr '\n' ' ' <"$T/day0.t")"
 printf '  pdsh -R ssh true            %8.3f s   runs: %s\n' "$P" "$(tr '\n' ' ' <"$T/pdsh.t")"
 printf '  clush true                  %8.3f s   runs: %s\n' "$C" "$(tr '\n' ' ' <"$T/clush.t")"

@@ -32,6 +32,10 @@
 #                     known_hosts: `ssh -F "$SSHD_SSH_CONFIG" 127.0.0.2 true`
 #   SSHD_OTHER_PORT / SSHD_OTHER_HOST_KEY   after sshd_other_start
 #
+# SSHD_USER (set before sshd_nodes_start; default root): the account the
+# nodes log in as, in the inventory and the ssh_config.  Another account
+# must exist; the key files are then made readable to it.
+#
 # Every node is this machine as root: they share /root and so
 # ~/.cache/day0.  The EXIT trap stops the sshd processes and removes $T.
 
@@ -125,6 +129,12 @@ sshd_nodes_start() {
 	[ -f "$SSHD_KEY" ] || ssh-keygen -q -t ed25519 -N '' -f "$SSHD_KEY"
 	cp "$SSHD_KEY.pub" "$T/authorized_keys"
 	chmod 600 "$T/authorized_keys"
+	SSHD_USER=${SSHD_USER:-root}
+	if [ "$SSHD_USER" != root ]; then
+		# sshd reads authorized_keys as the user logging in
+		chmod 711 "$T"
+		chmod 644 "$T/authorized_keys"
+	fi
 	for i in $(seq 2 $((n + 1))); do hosts="$hosts 127.0.0.$i"; done
 	SSHD_HOSTS=${hosts# }
 	# One port for all nodes, as a cluster has; another when it is busy.
@@ -147,7 +157,7 @@ sshd_nodes_start() {
 	SSHD_INV="$T/inv.json"
 	cat >"$SSHD_INV" <<JSON
 {"name": "loopback",
- "defaults": {"user": "root", "port": $SSHD_PORT, "identity": "$SSHD_KEY",
+ "defaults": {"user": "$SSHD_USER", "port": $SSHD_PORT, "identity": "$SSHD_KEY",
               "cards": 2, "card_mem": "1GiB"},
  "nodes": [{"name": "node[1-$n]", "host": "127.0.0.[2-$((n + 1))]"}]}
 JSON
@@ -155,7 +165,7 @@ JSON
 	cat >"$SSHD_SSH_CONFIG" <<CFG
 Host *
   Port $SSHD_PORT
-  User root
+  User $SSHD_USER
   IdentityFile $SSHD_KEY
   IdentitiesOnly yes
   UserKnownHostsFile $SSHD_KNOWN_HOSTS
@@ -163,7 +173,7 @@ Host *
   BatchMode yes
   LogLevel ERROR
 CFG
-	export SSHD_N SSHD_PORT SSHD_HOSTS SSHD_KEY SSHD_HOST_KEY \
+	export SSHD_N SSHD_USER SSHD_PORT SSHD_HOSTS SSHD_KEY SSHD_HOST_KEY \
 		SSHD_KNOWN_HOSTS SSHD_INV SSHD_SSH_CONFIG
 	return 0
 }
