@@ -9,6 +9,10 @@ DAY0_ROOT=${DAY0_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 BUILD=${BUILD:-build}
 case "$BUILD" in /*) ;; *) BUILD="$DAY0_ROOT/$BUILD" ;; esac
 ENGINE="$BUILD/day0-engine"
+# A whole playbook run's hang guard (timeout $RUN_LIMIT ...), not a time
+# limit: the sanitizer build on a loaded 2-core machine took over 300 s
+# for a release day.
+case "$BUILD" in *asan*) RUN_LIMIT=1200 ;; *) RUN_LIMIT=300 ;; esac
 T=$(mktemp -d /tmp/day0-t.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 OUT="$T/.out"

@@ -36,7 +36,7 @@ PY
 	--vocab 128 "$T/model" >/dev/null
 
 # 1. The smoke playbook across eight nodes.
-expect_rc 0 "smoke.json passes across 8 ssh nodes" timeout 300 "$DAY0" run \
+expect_rc 0 "smoke.json passes across 8 ssh nodes" timeout $RUN_LIMIT "$DAY0" run \
 	"$DAY0_ROOT/playbooks/smoke.json" --inventory "$SSHD_INV" "${KH[@]}" \
 	--model "$T/model" --session "$T/smoke.db" --headless
 contains "the verdict is go" "verdict: GO" "$OUT"

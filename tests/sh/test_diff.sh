@@ -202,7 +202,7 @@ check "… and ran nothing" test ! -e "$DAY0_SESSIONS/r0.db"
 rd() { # session, extra args...
 	local sess=$1
 	shift
-	timeout 300 "$D0" run "$PB" --inventory "$T/inv.json" --session "$sess" --headless \
+	timeout $RUN_LIMIT "$D0" run "$PB" --inventory "$T/inv.json" --session "$sess" --headless \
 		--model "$T/qm" -e soak_seconds=1 -e ep=1 "$@"
 }
 expect_rc 0 "release day, first run: GO" rd "$DAY0_SESSIONS/r1.db"

@@ -55,7 +55,7 @@ grep -q '^skip .*cluster' "$T/list" && ok "… the cluster block says why" || fa
 cat >"$T/inv.json" <<'JSON'
 {"name": "one", "nodes": [{"name": "local", "transport": "local", "cards": 2, "card_mem": "128MiB"}]}
 JSON
-expect_rc 0 "a release-day session for the afterwards block (GO)" timeout 300 "$BUILD/day0" run \
+expect_rc 0 "a release-day session for the afterwards block (GO)" timeout $RUN_LIMIT "$BUILD/day0" run \
 	"$DAY0_ROOT/playbooks/release-day.json" --inventory "$T/inv.json" --model "$T/qm" --headless \
 	-e soak_seconds=1 -e ep=1 --session "$DAY0_SESSIONS/last.db"
 cp "$DAY0_SESSIONS/last.db" "$S/LAST.db"

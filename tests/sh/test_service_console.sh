@@ -85,7 +85,7 @@ tm kill-session -t r 2>/dev/null
 
 # --- headless, then replay
 export DAY0_SESSIONS="$T/sessions"
-expect_rc 0 "serve-day0.json runs headless to GO" timeout 300 "${RUN[@]}" --headless
+expect_rc 0 "serve-day0.json runs headless to GO" timeout $RUN_LIMIT "${RUN[@]}" --headless
 db=$(ls "$T"/sessions/*.db | head -1)
 q() { sqlite3 "$db" "$@"; }
 # last(METRIC [CARD]): the last sample of a series on node local.

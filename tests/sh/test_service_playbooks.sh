@@ -48,7 +48,7 @@ bad "service must be a boolean" \
 # --- serve-day0 for real: serve stays up while probe and load run
 "$BUILD/day0-engine" gen-model --arch qwen3 --layers 2 --hidden 64 --heads 4 --kv-heads 2 \
 	--vocab 128 "$T/m" >/dev/null
-expect_rc 0 "serve-day0.json runs to GO" timeout 300 "$DAY0" run "$PB/serve-day0.json" \
+expect_rc 0 "serve-day0.json runs to GO" timeout $RUN_LIMIT "$DAY0" run "$PB/serve-day0.json" \
 	--inventory "$T/inv.json" --model "$T/m" -e tp=2 -e ep=1 -e concurrency=1,8 -e requests=16 \
 	--headless
 cp "$OUT" "$T/headless.txt"

@@ -127,7 +127,7 @@ cat >"$T/flood.json" <<'JSON'
   {"id": "quiet", "step": "exec", "on": "a", "argv": ["sh", "-c", "sleep 1; echo quiet"], "timeout": 60},
   {"id": "flood", "step": "exec", "on": "f", "argv": ["seq", "1", "2000"], "timeout": 120}]}
 JSON
-expect_rc 0 "a node over --node-rate: the run passes" timeout 300 "$DAY0" run "$T/flood.json" \
+expect_rc 0 "a node over --node-rate: the run passes" timeout $RUN_LIMIT "$DAY0" run "$T/flood.json" \
 	--inventory "$T/inv2.json" --session "$T/f.db" --headless --node-rate 200
 db="$T/f.db"
 check "the flooding node is rate-limited, with an alert" test "$(q "$db" "select count(*) from events where type='alert' and json_extract(body,'$.kind')='rate' and json_extract(body,'$.for')='f'")" -ge 1

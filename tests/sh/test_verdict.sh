@@ -43,7 +43,7 @@ status_of() { table "$1" | awk -F'|' -v i="$2" '$1 == i {print $2}'; }
 detail_of() { table "$1" | awk -F'|' -v i="$2" '$1 == i {print $3}'; }
 
 # ---- GO: the real model's numbers, the rehearsal apart ----------------------
-expect_rc 0 "release-day on a good model: GO" timeout 300 "$DAY0" run "$PB" --inventory "$T/inv.json" \
+expect_rc 0 "release-day on a good model: GO" timeout $RUN_LIMIT "$DAY0" run "$PB" --inventory "$T/inv.json" \
 	--session "$T/go.db" --headless --model "$M" -e soak_seconds=1
 cp "$OUT" "$T/go.out"
 contains "GO: verdict line" "verdict: GO" "$T/go.out"
@@ -148,7 +148,7 @@ cp -r "$M" "$T/flip"
 python3 -c "
 p = '$T/flip/model-00002-of-00003.safetensors'
 b = bytearray(open(p, 'rb').read()); b[len(b) // 2] ^= 1; open(p, 'wb').write(b)"
-expect_rc 1 "release-day with a flipped byte: NO-GO (exit 1)" timeout 300 "$DAY0" run "$PB" --inventory "$T/inv.json" \
+expect_rc 1 "release-day with a flipped byte: NO-GO (exit 1)" timeout $RUN_LIMIT "$DAY0" run "$PB" --inventory "$T/inv.json" \
 	--session "$T/flip.db" --headless --model "$T/flip" -e soak_seconds=1
 cp "$OUT" "$T/flip.out"
 contains "flip: NO-GO" "verdict: NO-GO" "$T/flip.out"
@@ -182,7 +182,7 @@ for st in pb["stages"]:
         st["args"][i + 1] = "1048576"
 json.dump(pb, open(sys.argv[2], "w"))
 PY
-expect_rc 1 "release-day, run over its card budget: NO-GO" timeout 300 "$DAY0" run "$T/budget.json" \
+expect_rc 1 "release-day, run over its card budget: NO-GO" timeout $RUN_LIMIT "$DAY0" run "$T/budget.json" \
 	--inventory "$T/inv.json" --session "$T/budget.db" --headless --model "$M" -e soak_seconds=1
 cp "$OUT" "$T/budget.out"
 [ "$(status_of "$T/budget.out" resources.peak)" = fail ] && ok "budget: resources.peak fail" || fail "budget: resources.peak" "$(table "$T/budget.out")"
