@@ -117,6 +117,14 @@ static int arg_int(const struct sim *s, const char *name, int def)
 	return v ? atoi(v) : def;
 }
 
+/* A size argument ("80GiB", "4M", "1073741824"); def when absent or bad. */
+static double arg_size(const struct sim *s, const char *name, double def)
+{
+	const char *v = arg_of(s, name);
+	uint64_t n;
+	return v && parse_size(v, &n) == 0 && n > 0 ? (double)n : def;
+}
+
 /* The first positional argument (not an option's value). */
 static const char *arg_first(const struct sim *s)
 {
@@ -299,8 +307,7 @@ static int sim_inspect(struct sim *s)
 static int sim_plan(struct sim *s)
 {
 	int nodes = arg_int(s, "--nodes", 1), cards = arg_int(s, "--cards", s->cards);
-	const char *cm = arg_of(s, "--card-mem");
-	double budget = cm ? atof(cm) : (double)s->card_mem;
+	double budget = arg_size(s, "--card-mem", (double)s->card_mem);
 	int world = s->tp * s->pp * s->ep;
 	double per_card = s->bf16_bytes / (world > 0 ? world : 1);
 	double total = per_card * 1.25; /* + KV, activations, comm buffers */
@@ -367,11 +374,8 @@ static int sim_comm(struct sim *s)
 	static const char *const ops[] = {"allreduce", "allgather",
 					  "reducescatter", "alltoall",
 					  "broadcast", "sendrecv"};
-	const char *mx = arg_of(s, "--max"), *ex = arg_of(s, "--expect-gbps");
-	double maxb = mx ? atof(mx) * (strchr(mx, 'M') ? 1048576.0
-				       : strchr(mx, 'K') ? 1024.0
-							 : 1.0)
-			 : 4194304.0;
+	const char *ex = arg_of(s, "--expect-gbps");
+	double maxb = arg_size(s, "--max", 4194304.0);
 	double expect = ex ? atof(ex) : 0, lowest = 1e30;
 	int iters = arg_int(s, "--iters", 5) + arg_int(s, "--warmup", 2);
 	int hosts = (s->np + s->cards - 1) / (s->cards > 0 ? s->cards : 1);
@@ -455,11 +459,9 @@ static double card_peak(const struct sim *s)
  * it; 0 when every card is within its budget. */
 static int peak_check(struct sim *s, int report_pass)
 {
-	double peak = card_peak(s), budget = (double)s->card_mem;
+	double peak = card_peak(s),
+	       budget = arg_size(s, "--card-mem", (double)s->card_mem);
 	char msg[300], a[32], b[32];
-	const char *cm = arg_of(s, "--card-mem");
-	if (cm && atof(cm) > 0)
-		budget = atof(cm);
 	if (fails(s, "oom") || peak > budget) {
 		int card = (int)(draw(s, "card") * s->cards);
 		double over = peak > budget ? peak : budget * 1.04;
@@ -879,6 +881,9 @@ static int run(int argc, char **argv)
 	s.tp = arg_int(&s, "--tp", 1);
 	s.pp = arg_int(&s, "--pp", 1);
 	s.ep = arg_int(&s, "--ep", 1);
+	if (arg_of(&s, "--layout") && /* plan's "tp,pp,ep" */
+	    sscanf(arg_of(&s, "--layout"), "%d,%d,%d", &s.tp, &s.pp, &s.ep) != 3)
+		s.tp = s.pp = s.ep = 1;
 	if (!model) {
 		/* the step's own model argument: a directory with config.json */
 		const char *like = arg_of(&s, "--like"), *mm = arg_of(&s, "--model");
