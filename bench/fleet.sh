@@ -163,7 +163,7 @@ kill_sessions() {
 	[ -n "${kids// /}" ] && kill -KILL $kids 2>/dev/null
 	echo "$kids" | wc -w
 }
-while [ -d /proc/"$PID" ] && [ "$(cat /proc/"$PID"/comm 2>/dev/null)" = day0 ]; do
+while kill -0 "$PID" 2>/dev/null; do
 	r=$(awk '/^VmRSS/ {print $2}' /proc/"$PID"/status 2>/dev/null)
 	[ -n "$r" ] && [ "$r" -gt "$rss_max" ] && rss_max=$r
 	t=$(awk '{print $14 + $15}' /proc/"$PID"/stat 2>/dev/null)
