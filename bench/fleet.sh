@@ -35,7 +35,8 @@
 # simulated durations / 10), HZ (the console's --sample-hz, 2 = its
 # default), FAIL (day0-agent --fail SPEC, none), STRAGGLER (nodes at half
 # speed, none), RECONNECT (1), RECONNECT_AT (verify), TUI (auto), CLUSH
-# (1: time clush), OUT_DIR (keep run.out, the session, report.md there).
+# (1: time clush), SETTLE (seconds between clush and the run, 15),
+# OUT_DIR (keep run.out, the session, report.md there).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -119,6 +120,9 @@ if [ "$CLUSH" = 1 ]; then
 		echo "$s $e" | awk '{printf "%.4f\n", $2 - $1}' >>"$W/clush.t"
 	done
 	C=$(sort -n "$W/clush.t" | sed -n 2p)
+	# 3 x N ssh processes just ended: let their sshd children go before
+	# the console's own fan-out is timed
+	sleep "${SETTLE:-15}"
 fi
 
 # --- the run
