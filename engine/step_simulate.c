@@ -82,9 +82,9 @@ struct sim {
 	int np, cards, tp, pp, ep, layers;
 	uint64_t card_mem;
 	double disk, link, speed, scale;
-	double params, active;	 /* parameters (MTP excluded) */
-	double disk_bytes;	 /* the checkpoint on disk */
-	double bf16_bytes;	 /* the whole model in bf16 */
+	double params, active; /* parameters (MTP excluded) */
+	double disk_bytes;     /* the checkpoint on disk */
+	double bf16_bytes;     /* the whole model in bf16 */
 	char model_type[32];
 	const char *fail;
 	uint64_t seed;
@@ -145,8 +145,8 @@ static int load_model(struct sim *s, const char *path, struct d0_err *err)
 	struct tensor_spec *t = NULL;
 	struct param_count pc;
 	size_t n = 0;
-	char *cfg = path_is_dir(path) ? path_join(path, "config.json")
-				      : strdup(path);
+	char *cfg =
+	    path_is_dir(path) ? path_join(path, "config.json") : strdup(path);
 	int rc = -1;
 	memset(&c, 0, sizeof c);
 	if (model_config_load(cfg, &c, err) == 0 &&
@@ -224,8 +224,7 @@ static int work(const struct sim *s, double t, double p0, double p1,
 	double w = wall(s, t), done = 0;
 	while (done < w && !sim_term) {
 		double d = w - done < 0.5 ? w - done : 0.5;
-		struct timespec ts = {(time_t)d,
-				      (long)((d - floor(d)) * 1e9)};
+		struct timespec ts = {(time_t)d, (long)((d - floor(d)) * 1e9)};
 		nanosleep(&ts, NULL);
 		done += d;
 		events_stage(s->step, "progress", p0 + (p1 - p0) * done / w, 0,
@@ -264,8 +263,8 @@ static int sim_verify(struct sim *s)
 		events_check("weights.integrity", "fail", msg, json_integer(1),
 			     json_integer(0));
 		events_check("weights.metadata", "pass",
-			     "every tensor matches config.json", json_integer(0),
-			     json_integer(0));
+			     "every tensor matches config.json",
+			     json_integer(0), json_integer(0));
 		events_stage("verify", "end", 1, EXIT_CHECK_FAILED,
 			     "verification failed");
 		return EXIT_CHECK_FAILED;
@@ -294,10 +293,11 @@ static int sim_inspect(struct sim *s)
 		events_stage("inspect", "end", 1, EXIT_CHECK_FAILED, path);
 		return EXIT_CHECK_FAILED;
 	}
-	snprintf(msg, sizeof msg,
-		 "%s: %.0fB parameters (%.0fB active): every operator native or "
-		 "composed, 0 missing",
-		 s->model_type, s->params / 1e9, s->active / 1e9);
+	snprintf(
+	    msg, sizeof msg,
+	    "%s: %.0fB parameters (%.0fB active): every operator native or "
+	    "composed, 0 missing",
+	    s->model_type, s->params / 1e9, s->active / 1e9);
 	events_check("ops.coverage", "pass", msg, json_integer(0),
 		     json_integer(0));
 	events_stage("inspect", "end", 1, 0, path);
@@ -306,7 +306,8 @@ static int sim_inspect(struct sim *s)
 
 static int sim_plan(struct sim *s)
 {
-	int nodes = arg_int(s, "--nodes", 1), cards = arg_int(s, "--cards", s->cards);
+	int nodes = arg_int(s, "--nodes", 1),
+	    cards = arg_int(s, "--cards", s->cards);
 	double budget = arg_size(s, "--card-mem", (double)s->card_mem);
 	int world = s->tp * s->pp * s->ep;
 	double per_card = s->bf16_bytes / (world > 0 ? world : 1);
@@ -340,16 +341,18 @@ static int sim_convert(struct sim *s)
 	double bytes = (s->disk_bytes + s->bf16_bytes) * node_share(s);
 	const char *dst = s->argc > 1 ? s->argv[1] : "";
 	static const char *const names[] = {
-	    "model.embed_tokens.weight", "model.layers.0.self_attn",
-	    "model.layers.3.mlp.experts", "model.layers.30.mlp.experts",
+	    "model.embed_tokens.weight",   "model.layers.0.self_attn",
+	    "model.layers.3.mlp.experts",  "model.layers.30.mlp.experts",
 	    "model.layers.60.mlp.experts", "lm_head.weight"};
 	events_stage("convert", "start", 0, 0, arg_first(s));
 	for (int i = 0; i < 6 && !sim_term; i++)
 		work(s, bytes / (s->disk * 1e9) / 6, i / 6.0, (i + 1) / 6.0,
 		     names[i]);
 	if (fails(s, "convert")) {
-		events_log("error", "convert: %s: no space left on device "
-			   "(simulated)", dst);
+		events_log("error",
+			   "convert: %s: no space left on device "
+			   "(simulated)",
+			   dst);
 		events_stage("convert", "end", 1, EXIT_CHECK_FAILED,
 			     "no space left on device");
 		return EXIT_CHECK_FAILED;
@@ -371,9 +374,9 @@ static double comm_time_us(const struct sim *s, double bytes, int ranks,
 
 static int sim_comm(struct sim *s)
 {
-	static const char *const ops[] = {"allreduce", "allgather",
+	static const char *const ops[] = {"allreduce",	   "allgather",
 					  "reducescatter", "alltoall",
-					  "broadcast", "sendrecv"};
+					  "broadcast",	   "sendrecv"};
 	const char *ex = arg_of(s, "--expect-gbps");
 	double maxb = arg_size(s, "--max", 4194304.0);
 	double expect = ex ? atof(ex) : 0, lowest = 1e30;
@@ -391,23 +394,22 @@ static int sim_comm(struct sim *s)
 	for (double b = 8; b <= maxb && !sim_term; b *= 2) {
 		double total = 0;
 		for (int o = 0; o < 6; o++) {
-			double factor = o == 0 ? 2.0 * (s->np - 1) / s->np
-				      : o >= 4 ? 1.0
-					       : (double)(s->np - 1) / s->np;
-			double busbw, t = comm_time_us(s, b, s->np, &busbw,
-						       factor);
+			double factor = o == 0	 ? 2.0 * (s->np - 1) / s->np
+					: o >= 4 ? 1.0
+						 : (double)(s->np - 1) / s->np;
+			double busbw,
+			    t = comm_time_us(s, b, s->np, &busbw, factor);
 			if (bad && o == 3)
 				busbw *= 0.1, t *= 10;
 			total += t * iters;
-			events_emit("comm",
-				    json_pack("{s:s, s:I, s:i, s:f, s:f, s:f, "
-					      "s:i, s:s, s:s}",
-					      "op", ops[o], "bytes",
-					      (json_int_t)b, "ranks", s->np,
-					      "time_us", t, "algbw",
-					      b / (t * 1e3), "busbw", busbw,
-					      "wrong", 0, "group", "world",
-					      "dtype", "f32"));
+			events_emit(
+			    "comm",
+			    json_pack("{s:s, s:I, s:i, s:f, s:f, s:f, "
+				      "s:i, s:s, s:s}",
+				      "op", ops[o], "bytes", (json_int_t)b,
+				      "ranks", s->np, "time_us", t, "algbw",
+				      b / (t * 1e3), "busbw", busbw, "wrong", 0,
+				      "group", "world", "dtype", "f32"));
 			if (b == maxb || b * 2 > maxb) {
 				if (busbw < lowest) {
 					lowest = busbw;
@@ -423,10 +425,11 @@ static int sim_comm(struct sim *s)
 	{
 		double need = expect * 0.8;
 		int ok = lowest >= need;
-		snprintf(msg, sizeof msg,
-			 "lowest: %s busbw %.3g GB/s at %.0f B; needs %.3g GB/s "
-			 "(0.80 of the %.3g GB/s link)",
-			 low_op, lowest, maxb, need, expect);
+		snprintf(
+		    msg, sizeof msg,
+		    "lowest: %s busbw %.3g GB/s at %.0f B; needs %.3g GB/s "
+		    "(0.80 of the %.3g GB/s link)",
+		    low_op, lowest, maxb, need, expect);
 		events_check("comm.bandwidth", ok ? "pass" : "fail", msg,
 			     json_real(lowest), json_real(need));
 		events_stage("comm", "end", 1, ok ? 0 : 1, ok ? "ok" : msg);
@@ -486,9 +489,9 @@ static int peak_check(struct sim *s, int report_pass)
 /* Per-card samples of a loaded model (card = rank, the agent maps). */
 static void card_samples(const struct sim *s)
 {
-	events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", 0, "metric",
-					"mem.peak", "value",
-					(json_int_t)card_peak(s)));
+	events_emit("sample",
+		    json_pack("{s:i, s:s, s:I}", "card", 0, "metric",
+			      "mem.peak", "value", (json_int_t)card_peak(s)));
 }
 
 static int sim_run(struct sim *s)
@@ -501,43 +504,45 @@ static int sim_run(struct sim *s)
 	events_stage("run", "start", 0, 0, dir);
 	if (work(s, load, 0, 0.8, "loading weights"))
 		return 143;
-	snprintf(msg, sizeof msg,
-		 "%d ranks: %d TP groups of %d, %d EP groups of %d, %d pipeline "
-		 "stages, each verified with an all-reduce",
-		 s->np, s->np / (s->tp ? s->tp : 1), s->tp,
-		 s->np / (s->ep ? s->ep : 1), s->ep, s->pp);
+	snprintf(
+	    msg, sizeof msg,
+	    "%d ranks: %d TP groups of %d, %d EP groups of %d, %d pipeline "
+	    "stages, each verified with an all-reduce",
+	    s->np, s->np / (s->tp ? s->tp : 1), s->tp,
+	    s->np / (s->ep ? s->ep : 1), s->ep, s->pp);
 	events_check("comm.groups", "pass", msg, NULL, NULL);
 	if (fails(s, "run")) {
-		events_log("error", "rank %d: NCCL watchdog: allreduce timed "
+		events_log("error",
+			   "rank %d: NCCL watchdog: allreduce timed "
 			   "out after 600 s (simulated)",
 			   (int)(draw(s, "rank") * s->np));
 		events_stage("run", "end", 1, EXIT_CHECK_FAILED, dir);
 		return EXIT_CHECK_FAILED;
 	}
 	{
-		double busbw, t = comm_time_us(s, 7168.0 * 2 * 16, s->tp,
-					       &busbw, 2.0);
-		events_emit("comm",
-			    json_pack("{s:s, s:I, s:i, s:i, s:f, s:f, s:f, s:i, "
-				      "s:s, s:s}",
-				      "op", "allreduce", "bytes",
-				      (json_int_t)(7168 * 2 * 16), "ranks",
-				      s->tp, "calls", 2 * s->layers, "time_us",
-				      t * 2 * s->layers, "algbw",
-				      7168.0 * 32 / (t * 1e3), "busbw", busbw,
-				      "wrong", 0, "group", "tp", "step",
-				      "prefill"));
+		double busbw,
+		    t = comm_time_us(s, 7168.0 * 2 * 16, s->tp, &busbw, 2.0);
+		events_emit(
+		    "comm",
+		    json_pack("{s:s, s:I, s:i, s:i, s:f, s:f, s:f, s:i, "
+			      "s:s, s:s}",
+			      "op", "allreduce", "bytes",
+			      (json_int_t)(7168 * 2 * 16), "ranks", s->tp,
+			      "calls", 2 * s->layers, "time_us",
+			      t * 2 * s->layers, "algbw",
+			      7168.0 * 32 / (t * 1e3), "busbw", busbw, "wrong",
+			      0, "group", "tp", "step", "prefill"));
 		t = comm_time_us(s, 7168.0 * 2 * 16 * 8, s->ep, &busbw, 1.0);
-		events_emit("comm",
-			    json_pack("{s:s, s:I, s:i, s:i, s:f, s:f, s:f, s:i, "
-				      "s:s, s:s}",
-				      "op", "alltoall", "bytes",
-				      (json_int_t)(7168 * 2 * 16 * 8), "ranks",
-				      s->ep, "calls", 2 * s->layers, "time_us",
-				      t * 2 * s->layers, "algbw",
-				      7168.0 * 256 / (t * 1e3), "busbw", busbw,
-				      "wrong", 0, "group", "ep", "step",
-				      "prefill"));
+		events_emit(
+		    "comm",
+		    json_pack("{s:s, s:I, s:i, s:i, s:f, s:f, s:f, s:i, "
+			      "s:s, s:s}",
+			      "op", "alltoall", "bytes",
+			      (json_int_t)(7168 * 2 * 16 * 8), "ranks", s->ep,
+			      "calls", 2 * s->layers, "time_us",
+			      t * 2 * s->layers, "algbw",
+			      7168.0 * 256 / (t * 1e3), "busbw", busbw, "wrong",
+			      0, "group", "ep", "step", "prefill"));
 	}
 	if (work(s, tpot * gen + 0.5, 0.8, 1, "generating"))
 		return 143;
@@ -573,7 +578,8 @@ static int sim_validate(struct sim *s)
 				      "name", name, "max_abs", e * 2.5,
 				      "max_rel", e));
 		if (l % 8 == 7)
-			work(s, 8 * (rehearsal ? 0.05 : 0.6), 0.1 + 0.8 * l / layers,
+			work(s, 8 * (rehearsal ? 0.05 : 0.6),
+			     0.1 + 0.8 * l / layers,
 			     0.1 + 0.8 * (l + 1) / layers, name);
 	}
 	snprintf(msg, sizeof msg,
@@ -651,11 +657,12 @@ static int sim_soak(struct sim *s)
 	if (work(s, dur, 0, 1, "iterations"))
 		return 143;
 	card_samples(s);
-	snprintf(msg, sizeof msg,
-		 "%d iterations in %.1f s on %d ranks: logits %s; memory growth "
-		 "+0.0%% (limit 5.0%%)",
-		 iters, dur, s->np,
-		 bad ? "differ at iteration 17 (simulated)" : "bit-identical");
+	snprintf(
+	    msg, sizeof msg,
+	    "%d iterations in %.1f s on %d ranks: logits %s; memory growth "
+	    "+0.0%% (limit 5.0%%)",
+	    iters, dur, s->np,
+	    bad ? "differ at iteration 17 (simulated)" : "bit-identical");
 	events_check("stability.soak", bad ? "fail" : "pass", msg,
 		     json_real(bad ? 0.2 : 6e-5), json_real(0.05));
 	events_stage("soak", "end", 1, bad ? EXIT_CHECK_FAILED : 0,
@@ -674,16 +681,16 @@ static int sim_serve(struct sim *s)
 		return EXIT_CHECK_FAILED;
 	}
 	/* the agent turns this into its own "ready" (it polls no URL) */
-	events_emit("stage", json_pack("{s:s, s:s, s:f, s:s, s:b}", "stage",
-				       "serve", "state", "progress", "progress",
-				       0.0, "msg", "ready (simulated)", "ready",
-				       1));
+	events_emit("stage",
+		    json_pack("{s:s, s:s, s:f, s:s, s:b}", "stage", "serve",
+			      "state", "progress", "progress", 0.0, "msg",
+			      "ready (simulated)", "ready", 1));
 	while (!sim_term) {
 		struct timespec ts = {1, 0};
 		nanosleep(&ts, NULL);
-		events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1,
-						"metric", "serve.running", "value",
-						1));
+		events_emit("sample",
+			    json_pack("{s:i, s:s, s:i}", "card", -1, "metric",
+				      "serve.running", "value", 1));
 	}
 	events_stage("serve", "end", 1, 0, arg_first(s));
 	return EXIT_OK;
@@ -696,10 +703,10 @@ static int sim_probe(struct sim *s)
 	events_stage("probe", "start", 0, 0, arg_of(s, "--url"));
 	for (int i = 1; i <= 4 && !sim_term; i++)
 		work(s, 1, (i - 1) / 4.0, i / 4.0, NULL);
-	events_emit("numerics", json_pack("{s:s, s:s, s:f, s:f, s:f}", "level",
-					  "e2e", "name", "endpoint", "max_abs",
-					  bad ? 0.4 : 0.0083, "kl", 1.0e-5,
-					  "top1", bad ? 0.7 : 0.984));
+	events_emit("numerics",
+		    json_pack("{s:s, s:s, s:f, s:f, s:f}", "level", "e2e",
+			      "name", "endpoint", "max_abs", bad ? 0.4 : 0.0083,
+			      "kl", 1.0e-5, "top1", bad ? 0.7 : 0.984));
 	snprintf(msg, sizeof msg,
 		 "4 prompts, 64 positions: top-1 %.1f%% (need 90.0%%), max "
 		 "|dlogprob| %.3g (<= 0.1)",
@@ -724,20 +731,22 @@ static int sim_load(struct sim *s)
 	}
 	perf_model(s, 20, &ttft, &tpot);
 	events_stage("load", "start", 0, 0, arg_of(s, "--url"));
-	events_check("service.api", "pass",
-		     "models, health, completion, stream, malformed body -> 400 "
-		     "(simulated)",
-		     NULL, NULL);
+	events_check(
+	    "service.api", "pass",
+	    "models, health, completion, stream, malformed body -> 400 "
+	    "(simulated)",
+	    NULL, NULL);
 	for (int i = 0; i < nl && !sim_term; i++) {
 		double t = tpot * (1 + 0.05 * levels[i]);
-		work(s, arg_int(s, "--requests", 16) * (ttft + 16 * t) / 1e3 /
-			    (levels[i] > 0 ? levels[i] : 1),
+		work(s,
+		     arg_int(s, "--requests", 16) * (ttft + 16 * t) / 1e3 /
+			 (levels[i] > 0 ? levels[i] : 1),
 		     (double)i / nl, (i + 1.0) / nl, NULL);
 		events_emit("perf",
-			    json_pack("{s:i, s:f, s:f, s:f, s:i}", "concurrency",
-				      levels[i], "ttft_ms", ttft, "tpot_ms", t,
-				      "tokens_per_s", levels[i] * 1000.0 / t,
-				      "errors", 0));
+			    json_pack("{s:i, s:f, s:f, s:f, s:i}",
+				      "concurrency", levels[i], "ttft_ms", ttft,
+				      "tpot_ms", t, "tokens_per_s",
+				      levels[i] * 1000.0 / t, "errors", 0));
 	}
 	snprintf(msg, sizeof msg,
 		 "%d levels, %d errors, 0 stalls; goodput %s at concurrency %d "
@@ -765,12 +774,12 @@ static const struct {
 	const char *step;
 	int (*run)(struct sim *s);
 } sim_steps[] = {
-    {"verify", sim_verify},   {"inspect", sim_inspect},
-    {"plan", sim_plan},	      {"convert", sim_convert},
-    {"comm", sim_comm},	      {"gen-model", sim_gen_model},
-    {"run", sim_run},	      {"validate", sim_validate},
-    {"perf", sim_perf},	      {"soak", sim_soak},
-    {"serve", sim_serve},     {"probe", sim_probe},
+    {"verify", sim_verify}, {"inspect", sim_inspect},
+    {"plan", sim_plan},	    {"convert", sim_convert},
+    {"comm", sim_comm},	    {"gen-model", sim_gen_model},
+    {"run", sim_run},	    {"validate", sim_validate},
+    {"perf", sim_perf},	    {"soak", sim_soak},
+    {"serve", sim_serve},   {"probe", sim_probe},
     {"load", sim_load},
 };
 
@@ -791,8 +800,7 @@ static int run(int argc, char **argv)
 	    {"speed", 1, 0, 's'},     {"scale", 1, 0, 'S'},
 	    {"fail", 1, 0, 'f'},      {"seed", 1, 0, 'r'},
 	    {"events", 0, 0, 'e'},    {"help", 0, 0, 'h'},
-	    {"rehearsal", 0, 0, 'R'},
-	    {0, 0, 0, 0},
+	    {"rehearsal", 0, 0, 'R'}, {0, 0, 0, 0},
 	};
 	const struct step_entry *S = &step_simulate;
 	struct sim s;
@@ -882,11 +890,14 @@ static int run(int argc, char **argv)
 	s.pp = arg_int(&s, "--pp", 1);
 	s.ep = arg_int(&s, "--ep", 1);
 	if (arg_of(&s, "--layout") && /* plan's "tp,pp,ep" */
-	    sscanf(arg_of(&s, "--layout"), "%d,%d,%d", &s.tp, &s.pp, &s.ep) != 3)
+	    sscanf(arg_of(&s, "--layout"), "%d,%d,%d", &s.tp, &s.pp, &s.ep) !=
+		3)
 		s.tp = s.pp = s.ep = 1;
 	if (!model) {
-		/* the step's own model argument: a directory with config.json */
-		const char *like = arg_of(&s, "--like"), *mm = arg_of(&s, "--model");
+		/* the step's own model argument: a directory with config.json
+		 */
+		const char *like = arg_of(&s, "--like"),
+			   *mm = arg_of(&s, "--model");
 		model = like ? like : mm ? mm : arg_first(&s);
 	}
 	events_init(stdout, 1);
