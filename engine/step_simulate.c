@@ -24,6 +24,9 @@
  *   scale         every duration divided by it (a 10-minute verify in 6 s
  *                 at --scale 100).
  *
+ * A cancel or timeout (SIGTERM) kills a simulated step as it kills a real
+ * one; only `serve` catches it, to end the service cleanly.
+ *
  * Failures are injected by rate (--fail verify:0.01,run:0.02,oom:0.01):
  * a stage fails when a hash of (seed, node, stage id, step) falls under its
  * rate, so a rerun of the same session fails the same stages.  "oom" makes
@@ -901,7 +904,11 @@ static int run(int argc, char **argv)
 		model = like ? like : mm ? mm : arg_first(&s);
 	}
 	events_init(stdout, 1);
-	signal(SIGTERM, on_term);
+	/* Cancel and timeout end a step as they end the real one (killed by
+	 * SIGTERM, no end of its own), except a service, which ends itself
+	 * cleanly when the playbook is over. */
+	if (!strcmp(s.step, "serve"))
+		signal(SIGTERM, on_term);
 	if (load_model(&s, model, &err) < 0) {
 		fprintf(stderr, "day0-engine: %s\n", err.msg);
 		events_stage(s.step, "start", 0, 0, model);

@@ -28,6 +28,10 @@ agent_run --fail verify:1,oom:1
 contains "--fail verify:1 fails weights.integrity" '"item":"weights.integrity","status":"fail"' "$T/e.jsonl"
 contains "--fail oom:1: a card over its budget" '"item":"resources.peak","status":"fail"' "$T/e.jsonl"
 contains "and the stage ends rc 1" '"stage":"verify","stage_id":"verify","state":"end","progress":1.0,"rc":1' "$T/e.jsonl"
+agent_run --sim-straggler n009,n001
+contains "a straggler runs its stages at half speed" '"--speed=0.5"' "$T/e.jsonl"
+agent_run --sim-straggler n002
+contains "another node's straggling does not slow this one" '"--speed=1"' "$T/e.jsonl"
 expect_rc 2 "--fail without a rate is a usage error" "$AGENT" --fail verify
 expect_rc 2 "--fail with a rate over 1" "$AGENT" --fail verify:2
 expect_rc 0 "--help describes --sim-model" "$AGENT" --help
