@@ -20,6 +20,10 @@
  * rank's lines come out whole and never mixed with another rank's.  (A
  * payload containing a literal "[1,2]<stdout>:" would be misread as a
  * tag; the engine never writes one.)
+ *
+ * Under stage simulation (--sim-model, simulate.c) an engine step runs as
+ * `day0-engine simulate STEP ...` instead, one process for all its ranks
+ * (no mpirun), through the same spawn, pipes, forwarding and ending.
  */
 #include "agent.h"
 #include "checklist.h"
@@ -896,7 +900,10 @@ static void poll_ready(struct agent *a, struct stage *st, double now)
 	if (st->sim ? st->sim_ready : url_answers(st->ready_url)) {
 		char msg[600];
 		st->ready_done = 1;
-		snprintf(msg, sizeof msg, "ready: %.500s answers", st->ready_url);
+		snprintf(msg, sizeof msg,
+			 st->sim ? "ready (simulated; %.500s is not polled)"
+				 : "ready: %.500s answers",
+			 st->ready_url);
 		emit_stage(a, st, "progress",
 			   json_pack("{s:s, s:b}", "msg", msg, "ready", 1));
 	} else if (now - st->t_start > st->ready_timeout) {
