@@ -61,3 +61,18 @@ check "every stored node event says sim: true" test \
 	"$(sqlite3 "$T/out/fleet.db" "select count(*) from events where node != 'console' and body not like '%\"sim\":true%'")" = 0
 check "every stage of the release day ran" test \
 	"$(sqlite3 "$T/out/fleet.db" "select count(distinct json_extract(body, '\$.stage_id')) from events where node = 'console' and type = 'stage' and json_extract(body, '\$.result') = 'done'")" = 16
+
+# Failures injected by rate reach the verdict through the same path: every
+# node's verify fails (rate 1), and a straggler in the cluster halves the
+# collectives' bandwidth below the playbook's bound.
+NODES=4 TUI=0 CLUSH=0 RECONNECT=0 SIM_SCALE=${FLEET_SCALE:-50} FAIL=verify:1 STRAGGLER=n003 \
+	OUT_DIR="$T/outf" timeout 300 bash "$DAY0_ROOT/bench/fleet.sh" >"$T/fleetf.txt" 2>&1
+rc=$?
+check "with failures injected the bench exits 1 (rc $rc)" test "$rc" = 1
+case $(tail -n 1 "$T/fleetf.txt") in
+"fleet: 4 nodes, verdict NO-GO, events lost 0, simulated yes,"*) ok "the last line: verdict NO-GO, events lost 0" ;;
+*) fail "the last line: verdict NO-GO, events lost 0" "$(tail -n 1 "$T/fleetf.txt")" ;;
+esac
+contains "verify:1 fails weights.integrity on every node" "weights.integrity@n001" "$T/outf/run.out"
+contains "the straggler fails comm.bandwidth" "comm.bandwidth@n001" "$T/outf/run.out"
+contains "the simulated failure says where" "sha256 differs from SHA256SUMS (simulated)" "$T/outf/run.out"
