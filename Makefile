@@ -19,7 +19,8 @@ DEB_PKGS := build-essential pkg-config libncurses-dev libssh2-1-dev \
 	openmpi-bin libssl-dev openssh-server openssh-client tmux clang \
 	libclang-rt-14-dev time python3 procps strace \
 	libpcre2-dev libutf8proc-dev nodejs npm libmicrohttpd-dev \
-	libcurl4-openssl-dev curl apache2-utils jq openssl chromium
+	libcurl4-openssl-dev curl apache2-utils jq openssl chromium \
+	clustershell
 # Packages a command on PATH already satisfies: nodesource's nodejs ships its
 # own npm and conflicts with Debian's npm package.
 DEB_BY_COMMAND := npm
@@ -197,6 +198,7 @@ bench: deps
 	bash bench/store.sh
 	bash bench/forward.sh
 	bash bench/fanout.sh
+	bash bench/fleet.sh
 	bash bench/tui.sh
 	bash bench/resume_soak.sh
 	bash bench/serve.sh

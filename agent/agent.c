@@ -17,6 +17,7 @@
  * than lose it - and retries every second; commands are still answered.
  */
 #include "agent.h"
+#include "simulate.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,9 +48,18 @@ static void emit_line(struct agent *a, const char *type, json_t *fields,
 {
 	struct d0_err err;
 	size_t len;
-	char *line = proto_event_format(a->cfg.node, spool_next_seq(&a->spool),
-					ts ? ts : proto_now_ns(), type, fields,
-					&len, &err);
+	char *line;
+	json_t *sim = NULL;
+	if (simulate_on()) {
+		/* every event of a simulated node says so */
+		sim = fields ? json_incref(fields) : json_object();
+		json_object_set_new(sim, "sim", json_true());
+		fields = sim;
+	}
+	line = proto_event_format(a->cfg.node, spool_next_seq(&a->spool),
+				  ts ? ts : proto_now_ns(), type, fields, &len,
+				  &err);
+	json_decref(sim);
 	if (!line) {
 		/* Too long or not encodable: say so instead. */
 		json_t *e = json_pack("{s:s}", "msg", err.msg);

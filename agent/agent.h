@@ -202,6 +202,8 @@ struct stage {
 	char *ready_url;
 	double ready_timeout, ready_next;
 	int ready_done;
+	/* --sim-model: `day0-engine simulate STEP` runs instead of STEP */
+	int sim, sim_ready;
 };
 
 struct pid_rank {

@@ -31,6 +31,10 @@ static void usage(FILE *f)
 	       "                  [--heartbeat SECS] [--engine PATH] "
 	       "[--mpirun PATH] [--no-fsync]\n"
 	       "                  [--takeover] [--simulate N] [--work DIR] [--net-if LIST]\n"
+	       "                  [--sim-model CONFIG] [--sim-disk GBPS] "
+	       "[--sim-link GBPS]\n"
+	       "                  [--sim-scale F] [--fail SPEC] "
+	       "[--sim-straggler NODES] [--sim-seed S]\n"
 	       "       day0-agent --version | --help\n\n"
 	       "Reads commands (JSON lines) on stdin and writes events (JSON "
 	       "lines) on stdout;\n"
@@ -66,6 +70,25 @@ static void usage(FILE *f)
 	       "patterns, a leak, NIC\n"
 	       "                    rates) instead of sampling /proc: "
 	       "benchmarks, demos\n"
+	       "  --sim-model CONFIG  simulate the stages too: every engine "
+	       "step runs as\n"
+	       "                    `day0-engine simulate STEP` on a model of "
+	       "this node (the\n"
+	       "                    model's size from CONFIG, a config.json or "
+	       "its directory;\n"
+	       "                    8 cards unless --simulate); every event "
+	       "says sim: true\n"
+	       "  --sim-disk GBPS   the simulated node's disk (default 2)\n"
+	       "  --sim-link GBPS   the simulated node's link (default 25)\n"
+	       "  --sim-scale F     simulated durations divided by F (default "
+	       "1: real time)\n"
+	       "  --fail SPEC       injected failures, STEP:RATE,... "
+	       "(verify:0.01,run:0.02;\n"
+	       "                    oom:RATE: a card over its budget in run)\n"
+	       "  --sim-straggler NODES  these nodes (comma-separated) run "
+	       "at half speed\n"
+	       "  --sim-seed S      seed of the injected failures (default "
+	       "1)\n"
 	       "  --work DIR        create the session's scratch directory "
 	       "and its parent,\n"
 	       "                    private (0700) to this user; refuse one "
@@ -130,6 +153,24 @@ static int parse_double(const char *s, double min, double max, double *out)
 	if (errno || end == s || *end || !(v >= min && v <= max))
 		return -1;
 	*out = v;
+	return 0;
+}
+
+/* --fail: "STEP:RATE[,STEP:RATE...]", each rate in [0, 1]. */
+static int fail_spec_ok(const char *spec)
+{
+	char buf[512], *save = NULL, *tok;
+	if (!*spec || strlen(spec) >= sizeof buf)
+		return -1;
+	snprintf(buf, sizeof buf, "%s", spec);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(tok, ':');
+		double r;
+		if (!colon || colon == tok ||
+		    parse_double(colon + 1, 0, 1, &r) < 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -213,6 +254,10 @@ int main(int argc, char **argv)
 	    {"takeover", 0, 0, 'T'},  {"version", 0, 0, 'v'},
 	    {"help", 0, 0, 'h'},      {"simulate", 1, 0, 'S'},
 	    {"work", 1, 0, 'W'},      {"net-if", 1, 0, 'I'},
+	    {"sim-model", 1, 0, 1},   {"sim-disk", 1, 0, 2},
+	    {"sim-link", 1, 0, 3},    {"sim-scale", 1, 0, 4},
+	    {"fail", 1, 0, 5},	      {"sim-straggler", 1, 0, 6},
+	    {"sim-seed", 1, 0, 7},
 	    {0, 0, 0, 0},
 	};
 	static struct agent a; /* big: keep it off the stack */
@@ -313,6 +358,52 @@ int main(int argc, char **argv)
 					   optarg);
 			simulate_cards = (int)l;
 			break;
+		case 1:
+			if (access(optarg, R_OK) < 0 ||
+			    strlen(optarg) >= sizeof sim_stages.model)
+				return bad("--sim-model: '%s': expected a "
+					   "readable config.json or its "
+					   "directory",
+					   optarg);
+			snprintf(sim_stages.model, sizeof sim_stages.model,
+				 "%s", optarg);
+			break;
+		case 2:
+		case 3:
+		case 4: {
+			double v;
+			if (parse_double(optarg, 1e-6, 1e9, &v) < 0)
+				return bad("--sim-disk/--sim-link/--sim-scale: "
+					   "expected a number > 0, got '%s'",
+					   optarg);
+			*(ch == 2   ? &sim_stages.disk_gbps
+			  : ch == 3 ? &sim_stages.link_gbps
+				    : &sim_stages.scale) = v;
+			break;
+		}
+		case 5:
+			if (fail_spec_ok(optarg) < 0)
+				return bad("--fail: expected STEP:RATE,... "
+					   "with rates in [0, 1], got '%s'",
+					   optarg);
+			snprintf(sim_stages.fail, sizeof sim_stages.fail, "%s",
+				 optarg);
+			break;
+		case 6:
+			if (strlen(optarg) >= sizeof sim_stages.stragglers)
+				return bad("--sim-straggler: list too long: "
+					   "'%s'",
+					   optarg);
+			snprintf(sim_stages.stragglers,
+				 sizeof sim_stages.stragglers, "%s", optarg);
+			break;
+		case 7:
+			if (parse_long(optarg, 0, 1L << 30, &l) < 0)
+				return bad("--sim-seed: expected an integer, "
+					   "got '%s'",
+					   optarg);
+			sim_stages.seed = (unsigned long)l;
+			break;
 		case 'v':
 			printf("day0-agent %s (protocol %d)\n", DAY0_VERSION,
 			       PROTO_VERSION);
@@ -326,6 +417,8 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		return bad("unexpected argument '%s'", argv[optind]);
+	if (sim_stages.model[0] && !simulate_cards)
+		simulate_cards = a.cfg.cards > 0 ? a.cfg.cards : 8;
 	if (simulate_cards) {
 		/* the simulated cards are the node's cards: hello and facts
 		 * report them (as CPU cards, 80 GiB unless --card-mem) */

@@ -16,14 +16,99 @@
  *   i % 4 == 3  steps (batches of requests arriving);
  *   card N/2 + 1 (mod N) also leaks slowly: +0.3% of its budget every
  *   second, without bound, so a "memory growth" alarm has a culprit.
+ *
+ * Stages (--sim-model CONFIG): simulate_stage_args turns an engine step
+ * into `day0-engine simulate STEP` with this node's model (cards, card
+ * memory, disk and link GB/s, half speed for a straggler, the injected
+ * failure rates); stage.c spawns it as it would the step, so the events
+ * take the real path.  A cluster stage runs as one process for every rank
+ * (no mpirun): it goes at the speed of its slowest node.
  */
 #include "agent.h"
 #include "simulate.h"
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 int simulate_cards;
+struct sim_stages sim_stages = {.disk_gbps = 2, .link_gbps = 25, .scale = 1,
+				.seed = 1};
+
+int simulate_on(void)
+{
+	return simulate_cards > 0 || sim_stages.model[0];
+}
+
+/* Is name one of the comma-separated names of list? */
+static int in_list(const char *list, const char *name, size_t n)
+{
+	for (const char *p = list; p && *p;) {
+		const char *e = strchr(p, ',');
+		size_t k = e ? (size_t)(e - p) : strlen(p);
+		if (k == n && !strncmp(p, name, n))
+			return 1;
+		p = e ? e + 1 : NULL;
+	}
+	return 0;
+}
+
+/* Does a straggler run this stage: this node, or a node of its rank map
+ * ("n1:8,n2:8")? */
+static int has_straggler(const struct agent *a, const char *ranks)
+{
+	if (!sim_stages.stragglers[0])
+		return 0;
+	if (in_list(sim_stages.stragglers, a->cfg.node, strlen(a->cfg.node)))
+		return 1;
+	for (const char *p = ranks; p && *p;) {
+		const char *colon = strchr(p, ':'), *e = strchr(p, ',');
+		if (colon && (!e || colon < e) &&
+		    in_list(sim_stages.stragglers, p, (size_t)(colon - p)))
+			return 1;
+		p = e ? e + 1 : NULL;
+	}
+	return 0;
+}
+
+json_t *simulate_stage_args(const struct agent *a, const char *step, int np,
+			    const char *ranks, int rehearsal, json_t *args)
+{
+	json_t *v = json_array(), *x;
+	size_t i;
+	int cards = a->cfg.cards > 0 ? a->cfg.cards : 1;
+	json_array_append_new(v, json_string("simulate"));
+	json_array_append_new(v, json_string(step));
+	json_array_append_new(v, json_string("--model"));
+	json_array_append_new(v, json_string(sim_stages.model));
+	json_array_append_new(v, json_sprintf("--np=%d", np));
+	json_array_append_new(v, json_sprintf("--cards=%d", cards));
+	if (a->cfg.card_mem)
+		json_array_append_new(v, json_sprintf("--card-mem=%llu",
+						      (unsigned long long)
+							  a->cfg.card_mem));
+	json_array_append_new(v, json_sprintf("--disk-gbps=%g",
+					      sim_stages.disk_gbps));
+	json_array_append_new(v, json_sprintf("--link-gbps=%g",
+					      sim_stages.link_gbps));
+	json_array_append_new(v, json_sprintf("--scale=%g", sim_stages.scale));
+	json_array_append_new(v, json_sprintf("--speed=%g",
+					      has_straggler(a, ranks) ? 0.5
+								      : 1.0));
+	if (sim_stages.fail[0])
+		json_array_append_new(v, json_sprintf("--fail=%s",
+						      sim_stages.fail));
+	json_array_append_new(v, json_sprintf("--seed=%lu", sim_stages.seed));
+	if (rehearsal)
+		json_array_append_new(v, json_string("--rehearsal"));
+	json_array_append_new(v, json_string("--"));
+	json_array_foreach(args, i, x)
+	{
+		if (json_is_string(x) && strcmp(json_string_value(x), "--events"))
+			json_array_append(v, x);
+	}
+	return v;
+}
 
 /* Cards per `sample` event: 512 byte counts stay far below the 64 KiB
  * line limit. */

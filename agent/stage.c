@@ -20,9 +20,14 @@
  * rank's lines come out whole and never mixed with another rank's.  (A
  * payload containing a literal "[1,2]<stdout>:" would be misread as a
  * tag; the engine never writes one.)
+ *
+ * Under stage simulation (--sim-model, simulate.c) an engine step runs as
+ * `day0-engine simulate STEP ...` instead, one process for all its ranks
+ * (no mpirun), through the same spawn, pipes, forwarding and ending.
  */
 #include "agent.h"
 #include "checklist.h"
+#include "simulate.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -368,8 +373,10 @@ struct stage *stage_start(struct agent *a, json_t *cmd)
 	snprintf(st->id, sizeof st->id, "%s", id);
 	snprintf(st->step, sizeof st->step, "%s", step);
 	st->exec = !strcmp(step, "exec");
-	st->mpi = !st->exec && (np > 1 || margs);
-	st->np = st->exec ? 1 : (int)np;
+	st->sim = !st->exec && sim_stages.model[0];
+	/* simulated: one process answers for every rank, no mpirun */
+	st->mpi = !st->exec && !st->sim && (np > 1 || margs);
+	st->np = st->exec || st->sim ? 1 : (int)np;
 	st->timeout_s = timeout;
 	if ((v = json_object_get(cmd, "ready")) && json_is_object(v)) {
 		const char *url = proto_str(v, "url", "");
@@ -392,6 +399,14 @@ struct stage *stage_start(struct agent *a, json_t *cmd)
 		{
 			av_add(&b, json_string_value(v));
 		}
+	} else if (st->sim) {
+		json_t *sa = simulate_stage_args(
+		    a, step, (int)np, proto_str(cmd, "ranks", ""),
+		    st->rehearsal, args);
+		av_add(&b, a->cfg.engine);
+		json_array_foreach(sa, i, v)
+		    av_add(&b, json_string_value(v));
+		json_decref(sa);
 	} else {
 		int has_events = 0;
 		if (st->mpi) {
@@ -659,6 +674,11 @@ static void stage_line(struct agent *a, struct stage *st, int rank, int is_err,
 		if (card >= 0)
 			json_object_set_new(fields, "card", json_integer(card));
 	}
+	/* A simulated service says when it is up (there is no URL to
+	 * poll): the agent's own "ready" follows (poll_ready). */
+	if (st->sim && ev.kind == EV_STAGE &&
+	    json_is_true(json_object_get(ev.obj, "ready")))
+		st->sim_ready = 1;
 	if (!strcmp(ev.type, "log") &&
 	    !strcmp(proto_str(ev.obj, "level", ""), "error")) {
 		const char *m = proto_str(ev.obj, "msg", "");
@@ -877,10 +897,13 @@ static void poll_ready(struct agent *a, struct stage *st, double now)
 	    now < st->ready_next)
 		return;
 	st->ready_next = now + 0.5;
-	if (url_answers(st->ready_url)) {
+	if (st->sim ? st->sim_ready : url_answers(st->ready_url)) {
 		char msg[600];
 		st->ready_done = 1;
-		snprintf(msg, sizeof msg, "ready: %.500s answers", st->ready_url);
+		snprintf(msg, sizeof msg,
+			 st->sim ? "ready (simulated; %.500s is not polled)"
+				 : "ready: %.500s answers",
+			 st->ready_url);
 		emit_stage(a, st, "progress",
 			   json_pack("{s:s, s:b}", "msg", msg, "ready", 1));
 	} else if (now - st->t_start > st->ready_timeout) {

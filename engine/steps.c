@@ -24,6 +24,7 @@ extern const struct step_entry step_tokenize;
 extern const struct step_entry step_serve;
 extern const struct step_entry step_load;
 extern const struct step_entry step_probe;
+extern const struct step_entry step_simulate;
 
 const struct step_entry *const step_table[] = {
 	&step_gen_model,
@@ -42,6 +43,7 @@ const struct step_entry *const step_table[] = {
 	&step_serve,
 	&step_load,
 	&step_probe,
+	&step_simulate,
 	NULL,
 };
 

@@ -142,6 +142,10 @@ static json_t *summary(struct rctx *c)
 		if (json_is_array(json_object_get(v, "skipped")))
 			json_object_set(s, "skipped",
 					json_object_get(v, "skipped"));
+		/* nodes whose agents simulated the work (--sim-model) */
+		if (json_integer_value(json_object_get(v, "simulated")) > 0)
+			json_object_set(s, "simulated",
+					json_object_get(v, "simulated"));
 	} else {
 		json_object_set_new(s, "verdict", json_string("unfinished"));
 	}

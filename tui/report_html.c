@@ -695,6 +695,13 @@ static void h_verdict(FILE *f, json_t *s)
 	static const char *const lists[] = {"failed", "skipped"};
 	fprintf(f, "<div id=\"verdict\" class=\"verdict v-%s\">"
 		   "<div class=\"big\">%s</div>\n", cls, big);
+	if (json_integer_value(json_object_get(s, "simulated")) > 0)
+		fprintf(f, "<p class=\"simulated\"><b>SIMULATED:</b> %lld "
+			   "nodes' agents simulated the work (day0-agent "
+			   "--sim-model): the figures are a model's, not a "
+			   "cluster's.</p>\n",
+			(long long)json_integer_value(
+			    json_object_get(s, "simulated")));
 	for (int k = 0; k < 2; k++) {
 		json_t *a = json_object_get(s, lists[k]), *n;
 		size_t i;

@@ -108,6 +108,13 @@ static void md_session(FILE *f, json_t *s)
 			: !strcmp(v, "go")	? "GO"
 			: !strcmp(v, "no-go")	? "NO-GO"
 						: "INCOMPLETE");
+		if (json_integer_value(json_object_get(s, "simulated")) > 0)
+			fprintf(f,
+				"**SIMULATED**: %lld nodes' agents simulated "
+				"the work (day0-agent --sim-model): the "
+				"figures are a model's, not a cluster's.\n\n",
+				(long long)json_integer_value(
+				    json_object_get(s, "simulated")));
 		for (int k = 0; k < 2; k++) {
 			if (!json_array_size(json_object_get(s, lists[k])))
 				continue;

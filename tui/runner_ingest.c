@@ -243,7 +243,20 @@ void absorb(struct run *r, int node, struct proto_event *ev)
 		return;
 	}
 	if (ev->kind == EV_HELLO) {
-		r->nodes[node].hello = 1;
+		struct node *nd = &r->nodes[node];
+		nd->hello = 1;
+		if (json_is_true(json_object_get(o, "sim")) && !nd->sim) {
+			/* its events say so too; the verdict will */
+			nd->sim = 1;
+			say(r, "node simulated (no real work runs)",
+			    nd->inv->name);
+		}
+		if (nd->lost_at) {
+			/* back: a later loss gets its own reconnect_s */
+			nd->lost_at = 0;
+			nd->reconnects = 0;
+			say(r, "node reconnected", nd->inv->name);
+		}
 		return;
 	}
 	if (ev->kind == EV_BYE) {

@@ -74,6 +74,7 @@ struct node {
 	int64_t retry_at; /* ns; next reconnect attempt */
 	int reconnects;
 	int hello; /* hello seen on the current link */
+	int sim;   /* its agent simulates (hello with sim: true) */
 	int said_bye;
 	char spool[PATH_MAX];
 	uint64_t sends;
@@ -86,6 +87,10 @@ struct stage_rt {
 	int64_t t0, t1;
 	char msg[512];
 };
+
+struct run;
+/* Nodes whose agents simulate (day0-agent --simulate / --sim-model). */
+size_t run_simulated(const struct run *r);
 
 struct run {
 	const struct runner_opts *o;

@@ -66,6 +66,14 @@ void flush_said(struct run *r, int force)
 
 /* ----------------------------------------------------------- summary */
 
+size_t run_simulated(const struct run *r)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < r->n_nodes; i++)
+		n += r->nodes[i].sim != 0;
+	return n;
+}
+
 /* The checklist of this run (verdict.h): the playbook's stages with what
  * became of them, folded with the evidence. */
 json_t *run_checklist(struct run *r)
@@ -219,8 +227,13 @@ void print_summary(struct run *r, FILE *f)
 				r->held_saved, r->held_where);
 		return;
 	}
-	fprintf(f, "\nverdict: %s%s\n", r->go ? "GO" : "NO-GO",
+	fprintf(f, "\nverdict: %s%s", r->go ? "GO" : "NO-GO",
 		r->cancelled ? " (cancelled)" : "");
+	if (run_simulated(r))
+		fprintf(f, " (SIMULATED: %zu of %zu nodes' agents simulated "
+			   "their work)",
+			run_simulated(r), r->n_nodes);
+	fputc('\n', f);
 	verdict = store_session_get(r->store, "verdict", &err);
 	print_reasons(f, "failed:", json_object_get(verdict, "failed"));
 	print_reasons(f, "skipped:", json_object_get(verdict, "skipped"));
@@ -246,6 +259,8 @@ void print_json(struct run *r, FILE *f)
 	    json_is_array(failed) ? json_incref(failed) : json_array(),
 	    "skipped",
 	    json_is_array(skipped) ? json_incref(skipped) : json_array());
+	json_object_set_new(o, "simulated",
+			    json_integer((json_int_t)run_simulated(r)));
 	json_dumpf(o, f, JSON_INDENT(1));
 	fputc('\n', f);
 	fflush(f);
@@ -312,15 +327,17 @@ void decide(struct run *r)
 	}
 	r->go = go;
 	console_event(r, "verdict",
-		      json_pack("{s:b, s:O, s:O, s:o}", "go", go, "failed",
+		      json_pack("{s:b, s:O, s:O, s:o, s:I}", "go", go, "failed",
 				failed, "skipped", skipped, "items",
-				verdict_statuses(items)));
+				verdict_statuses(items), "simulated",
+				(json_int_t)run_simulated(r)));
 	json_decref(items);
 	{
 		struct d0_err err = {{0}};
-		json_t *v = json_pack("{s:b, s:o, s:o, s:i}", "go", go, "failed",
-				      failed, "skipped", skipped, "exit",
-				      go ? 0 : 1);
+		json_t *v = json_pack("{s:b, s:o, s:o, s:i, s:I}", "go", go,
+				      "failed", failed, "skipped", skipped,
+				      "exit", go ? 0 : 1, "simulated",
+				      (json_int_t)run_simulated(r));
 		store_session_set(r->store, "verdict", v, &err);
 		json_decref(v);
 		v = json_integer(now_ns());

@@ -335,6 +335,10 @@ static void draw_header(struct tui *ui, const struct view *v)
 	if (*v->playbook && strcmp(v->playbook, v->name))
 		x += tui_printf(stdscr, 0, x, COLS - x, A_NORMAL,
 				"  playbook %s", v->playbook);
+	if (v->sim_nodes)
+		x += tui_printf(stdscr, 0, x, COLS - x,
+				tui_attr(ui, ROLE_FAIL), "  SIMULATED (%d nodes)",
+				v->sim_nodes);
 	tui_dur(view_elapsed(v), el, sizeof el);
 	x += tui_printf(stdscr, 0, x, COLS - x, A_NORMAL, "  elapsed %s", el);
 	if (cur) {

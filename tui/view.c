@@ -826,6 +826,13 @@ void view_apply(struct view *v, const struct proto_event *ev)
 			if (ev->ts > n->last_ts)
 				n->last_ts = ev->ts;
 			break;
+		case EV_HELLO:
+			if (!n->sim &&
+			    json_is_true(json_object_get(ev->obj, "sim"))) {
+				n->sim = 1;
+				v->sim_nodes++;
+			}
+			break;
 		default:
 			break;
 		}

@@ -107,6 +107,7 @@ struct view_node {
 	/* The console's word on the node ("node" events): "" (in the run),
 	 * unreachable, excluded or done (its agent said bye), and why. */
 	char state[16], why[160];
+	int sim; /* its agent simulates: hello with sim: true */
 };
 
 struct view_check {
@@ -219,6 +220,7 @@ struct view {
 	/* memory.plan: the last check's detail and its plan object, if any */
 	char plan_status[12], plan_detail[256];
 	json_t *plan;
+	int sim_nodes; /* nodes whose hello says sim: true (simulated) */
 	int verdict; /* -1 none, 0 no-go, 1 go */
 	int64_t verdict_ts; /* 0: none; the run's clock stops there */
 	/* The runner holds a live run whose stages all ended with failures:
