@@ -725,10 +725,16 @@ static void run_level(const struct load_opts *o, struct workload *w,
 	}
 	free(fl);
 	curl_multi_cleanup(m);
-	qsort(lv->ttft.v, lv->ttft.n, sizeof(double), cmp_d);
-	qsort(lv->tpot.v, lv->tpot.n, sizeof(double), cmp_d);
-	qsort(lv->itl.v, lv->itl.n, sizeof(double), cmp_d);
-	qsort(lv->e2e.v, lv->e2e.n, sizeof(double), cmp_d);
+	/* a level where nothing was measured has no arrays (qsort's
+	 * pointer must not be NULL, even for 0 items) */
+	if (lv->ttft.n)
+		qsort(lv->ttft.v, lv->ttft.n, sizeof(double), cmp_d);
+	if (lv->tpot.n)
+		qsort(lv->tpot.v, lv->tpot.n, sizeof(double), cmp_d);
+	if (lv->itl.n)
+		qsort(lv->itl.v, lv->itl.n, sizeof(double), cmp_d);
+	if (lv->e2e.n)
+		qsort(lv->e2e.v, lv->e2e.n, sizeof(double), cmp_d);
 }
 
 /* ------------------------------------------------------------- report */
