@@ -14,13 +14,15 @@
  *   this CPU has no AVX512-BF16; see docs/runtime.md.)
  *
  * The GEMV's rows are split over a small pool of threads, as many as
- * OpenBLAS uses, so decode runs on the cores sgemv would.  Workers spin a
- * little for the next product (a decode step is ~100 short products),
- * then sleep.  DAY0_KERNEL=portable forces the portable loop (tests).
+ * OpenBLAS uses, so decode runs on the cores sgemv would: chunks of rows
+ * taken from a counter, so a worker the scheduler has parked does not hold
+ * a product up.  Workers spin a little for the next product (a decode
+ * step is ~100 short products), then sleep.  DAY0_KERNEL=portable forces the portable loop (tests).
  */
 #include "engine.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,12 +164,17 @@ const char *op_bf16_kernel(void)
 
 /* ------------------------------------------------------------ the pool */
 
-/* One product in flight, split by output rows over the pool. */
+/*
+ * One product in flight, cut into chunks of output rows that the caller
+ * and the workers take in turn (an atomic counter): on a shared machine a
+ * worker that is not scheduled leaves its chunks to the others instead of
+ * holding the product up.
+ */
 struct job {
 	float *y;
 	const float *x;
 	const uint16_t *w;
-	int m, n, k, parts;
+	int m, n, k, rows, nchunks;
 	gemv_fn fn;
 };
 
@@ -175,49 +182,67 @@ struct job {
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int started, nworkers;
+	int nworkers;
 	struct job job;
-	atomic_uint gen;  /* bumped per job */
-	atomic_int left;  /* workers not yet done with the job */
+	atomic_uint pub;   /* the published job's number, 0 while writing one */
+	atomic_int next;   /* the next chunk to take */
+	atomic_int done;   /* chunks finished */
+	atomic_int active; /* workers looking at the job */
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
-static void run_part(const struct job *j, int p)
+static inline void relax(void)
 {
-	/* rows split in multiples of 8 so parts do not share cache lines */
-	int per = ((j->n + j->parts - 1) / j->parts + 7) & ~7;
-	int j0 = p * per, j1 = j0 + per < j->n ? j0 + per : j->n;
+#ifdef HAVE_X86
+	__builtin_ia32_pause();
+#endif
+}
+
+static void run_chunk(const struct job *j, int c)
+{
+	int j0 = c * j->rows, j1 = j0 + j->rows < j->n ? j0 + j->rows : j->n;
 	for (int i = 0; i < j->m; i += 4)
-		if (j0 < j1)
-			j->fn(j->y + (size_t)i * j->n, j->n, j->x + (size_t)i * j->k,
-			      j->w, j->m - i < 4 ? j->m - i : 4, j0, j1, j->k);
+		j->fn(j->y + (size_t)i * j->n, j->n, j->x + (size_t)i * j->k, j->w,
+		      j->m - i < 4 ? j->m - i : 4, j0, j1, j->k);
+}
+
+static void take_chunks(const struct job *j)
+{
+	int c, did = 0;
+	while ((c = atomic_fetch_add(&pool.next, 1)) < j->nchunks) {
+		run_chunk(j, c);
+		did++;
+	}
+	if (did)
+		atomic_fetch_add_explicit(&pool.done, did, memory_order_release);
 }
 
 static void *worker(void *arg)
 {
-	int id = (int)(intptr_t)arg;
 	unsigned seen = 0;
+	(void)arg;
 	for (;;) {
-		unsigned g;
+		unsigned p;
 		int spins = 0;
-		while ((g = atomic_load_explicit(&pool.gen, memory_order_acquire)) == seen &&
-		       spins < 20000) {
-#ifdef HAVE_X86
-			__builtin_ia32_pause();
-#endif
+		/* spin a little (the next product of a decode step comes within
+		 * microseconds), then sleep until one is published */
+		while (((p = atomic_load(&pool.pub)) == 0 || p == seen) && spins < 2000) {
+			relax();
 			spins++;
 		}
-		if (g == seen) {
+		if (p == 0 || p == seen) {
 			pthread_mutex_lock(&pool.mu);
-			while ((g = atomic_load(&pool.gen)) == seen)
+			while ((p = atomic_load(&pool.pub)) == 0 || p == seen)
 				pthread_cond_wait(&pool.cv, &pool.mu);
 			pthread_mutex_unlock(&pool.mu);
 		}
-		seen = g;
-		/* every worker answers every job, so the next one cannot be
-		 * written while a worker still reads this one */
-		if (id < pool.job.parts)
-			run_part(&pool.job, id);
-		atomic_fetch_sub_explicit(&pool.left, 1, memory_order_release);
+		/* announce, then check the job is still the one seen: the
+		 * caller rewrites it only when no worker is looking */
+		atomic_fetch_add(&pool.active, 1);
+		if (atomic_load(&pool.pub) == p) {
+			seen = p;
+			take_chunks(&pool.job);
+		}
+		atomic_fetch_sub(&pool.active, 1);
 	}
 	return NULL;
 }
@@ -232,34 +257,46 @@ static int pool_threads(void)
 static void gemv_parallel(float *y, const float *x, const uint16_t *w, int m,
 			  int n, int k)
 {
-	int parts = pool_threads();
-	struct job j = {y, x, w, m, n, k, 1, pick_gemv()};
+	static unsigned jobs;
+	int threads = pool_threads(), spins = 0;
+	/* chunks of ~64 KiB of weights */
+	int rows = (int)(32768 / (unsigned)(k > 0 ? k : 1)) & ~7;
+	struct job j = {y, x, w, m, n, k, 0, 0, pick_gemv()};
+	j.rows = rows < 8 ? 8 : rows;
+	j.nchunks = (n + j.rows - 1) / j.rows;
 	/* small products are not worth waking anyone */
-	if ((size_t)n * (size_t)k < 65536 || parts == 1) {
-		run_part(&j, 0);
+	if ((size_t)n * (size_t)k < 65536 || threads == 1 || j.nchunks < 2) {
+		j.rows = n;
+		run_chunk(&j, 0);
 		return;
 	}
 	pthread_mutex_lock(&pool.mu);
-	while (pool.nworkers < parts - 1) {
+	while (pool.nworkers < threads - 1 && pool.nworkers < POOL_MAX) {
 		pthread_t t;
-		if (pthread_create(&t, NULL, worker, (void *)(intptr_t)(pool.nworkers + 1)))
+		if (pthread_create(&t, NULL, worker, NULL))
 			break;
 		pthread_detach(t);
 		pool.nworkers++;
 	}
-	if (parts > pool.nworkers + 1)
-		parts = pool.nworkers + 1;
-	j.parts = parts;
+	pthread_mutex_unlock(&pool.mu);
+	atomic_store(&pool.pub, 0);
+	while (atomic_load(&pool.active) > 0)
+		relax();
 	pool.job = j;
-	atomic_store(&pool.left, pool.nworkers);
-	atomic_fetch_add_explicit(&pool.gen, 1, memory_order_release);
+	atomic_store(&pool.next, 0);
+	atomic_store(&pool.done, 0);
+	if (++jobs == 0)
+		jobs = 1;
+	pthread_mutex_lock(&pool.mu);
+	atomic_store(&pool.pub, jobs);
 	pthread_cond_broadcast(&pool.cv);
 	pthread_mutex_unlock(&pool.mu);
-	run_part(&j, 0);
-	while (atomic_load_explicit(&pool.left, memory_order_acquire) > 0) {
-#ifdef HAVE_X86
-		__builtin_ia32_pause();
-#endif
+	take_chunks(&j);
+	while (atomic_load_explicit(&pool.done, memory_order_acquire) < j.nchunks) {
+		if (++spins < 4000)
+			relax();
+		else
+			sched_yield(); /* a worker holds a chunk but not a core */
 	}
 }
 
@@ -275,8 +312,9 @@ void op_linear_bf16(float *y, const float *x, const uint16_t *w,
 	if (m <= GEMV_ROWS) {
 		gemv_parallel(y, x, w, m, n, k);
 	} else {
-		/* panels of nb rows of W (~4 MiB of f32), widened then sgemm */
-		int nb = (int)((1u << 20) / (unsigned)(k > 0 ? k : 1));
+		/* panels of nb rows of W (~1 MiB of f32: widened into the
+		 * cache, read back by sgemm from it) */
+		int nb = (int)((1u << 18) / (unsigned)(k > 0 ? k : 1));
 		float *pan;
 		nb = nb < 16 ? 16 : nb & ~15;
 		if (nb > n)
