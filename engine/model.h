@@ -173,6 +173,25 @@ size_t model_operators(const struct model_config *cfg, const char **list,
 void op_linear(float *y, const float *x, const float *w, const float *b,
 	       int m, int n, int k);
 void op_rms_norm(float *y, const float *x, const float *w, int n, double eps);
+/*
+ * A weight matrix as it is resident: f32, or bf16 kept as stored
+ * (ops_bf16.c).  dtype is DT_F32 or DT_BF16.
+ */
+struct wmat {
+	void *p;
+	int dtype;
+};
+/* op_linear for a resident weight of either dtype; products in f32. */
+void op_linear_w(float *y, const float *x, const struct wmat *w,
+		 const float *b, int m, int n, int k);
+void op_linear_bf16(float *y, const float *x, const uint16_t *w,
+		    const float *b, int m, int n, int k);
+void op_embedding_w(float *y, const struct wmat *table, int64_t id, int h);
+void op_bf16_widen(float *out, const uint16_t *in, size_t n);
+/* The bf16 GEMV kernel in use: "avx2+fma" or "portable". */
+const char *op_bf16_kernel(void);
+/* Use kernel name (tests); -1 if this CPU or build lacks it. */
+int op_bf16_set_kernel(const char *name);
 void op_embedding(float *y, const float *table, int64_t id, int h);
 void op_softmax(float *x, int n);
 void op_sigmoid(float *x, int n);

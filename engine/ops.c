@@ -327,7 +327,9 @@ void op_router_sigmoid_group_topk(const float *logits, const float *bias,
 
 const struct op_entry op_registry[] = {
 	NATIVE("embedding", op_embedding, "token embedding lookup"),
-	NATIVE("linear", op_linear, "x W^T through OpenBLAS sgemm"),
+	NATIVE("linear", op_linear,
+	       "x W^T: OpenBLAS sgemm/sgemv (f32 weights), own GEMV or "
+	       "widened panels through sgemm (bf16 weights, ops_bf16.c)"),
 	NATIVE("linear.bias", op_linear, "x W^T + b"),
 	NATIVE("rms_norm", op_rms_norm, "RMSNorm, float, weight after"),
 	NATIVE("softmax", op_softmax, "softmax in float"),

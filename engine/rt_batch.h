@@ -33,6 +33,15 @@ int rt_open_slots(struct rt **r, const char *dir, const struct layout_dims *d,
 int rt_forward_batch(struct rt *r, const int64_t *tokens,
 		     const struct rt_seg *segs, int nseg, float *logits,
 		     struct d0_err *err);
+/*
+ * The same, computing logits only for the batch rows `rows` (nrows of
+ * them, increasing indices into tokens): logits is [nrows, vocab].  A
+ * server needs the last row of a prompt (and the rows a request asks
+ * logprobs for), not the lm_head over every prompt token.
+ */
+int rt_forward_rows(struct rt *r, const int64_t *tokens,
+		    const struct rt_seg *segs, int nseg, const int *rows,
+		    int nrows, float *logits, struct d0_err *err);
 int rt_slots(const struct rt *r);
 int64_t rt_max_ctx(const struct rt *r);
 /* KV-cache bytes one sequence of max_ctx tokens costs on the most loaded

@@ -38,13 +38,17 @@ struct rt_layer {
 	int moe;
 	int64_t window;
 	float *in_norm, *post_norm;
-	float *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo, *q_norm, *k_norm;
-	float *q_a, *q_a_norm, *q_b, *kv_a, *kv_a_norm, *kv_b; /* MLA */
-	float *q_a_b, *kv_a_b;
-	float *gate, *up, *down, *gate_b, *up_b, *down_b;      /* dense */
-	float *router, *router_bias;
-	float **e_gate, **e_up, **e_down; /* [experts], NULL if not ours */
-	float *sh_gate, *sh_up, *sh_down, *sh_gate_w;
+	/* weight matrices as stored (bf16 stays bf16); norms, biases f32 */
+	struct wmat wq, wk, wv, wo;
+	float *bq, *bk, *bv, *bo, *q_norm, *k_norm;
+	struct wmat q_a, q_b, kv_a, kv_b; /* MLA */
+	float *q_a_norm, *kv_a_norm, *q_a_b, *kv_a_b;
+	struct wmat gate, up, down;       /* dense */
+	float *gate_b, *up_b, *down_b;
+	struct wmat router;
+	float *router_bias;
+	struct wmat *e_gate, *e_up, *e_down; /* [experts], .p NULL if not ours */
+	struct wmat sh_gate, sh_up, sh_down, sh_gate_w;
 	float *kc, *vc; /* cache [slots][max_ctx][nkv_l][dqk|dv] */
 };
 
@@ -55,7 +59,8 @@ struct rt {
 	MPI_Comm tp_comm, ep_comm;
 	int first, nl; /* this stage's layers */
 	struct rt_layer *L;
-	float *embed, *lm_head, *final_norm;
+	struct wmat embed, lm_head;
+	float *final_norm;
 	int nh_l, nkv_l, dqk, dv, ffn_l, moe_ffn_l, shared_l, vocab_l;
 	double scale; /* attention softmax scale */
 	double *inv_freq, attn_factor;
@@ -65,6 +70,9 @@ struct rt {
 	/* the batch in flight: token runs of one sequence each */
 	const struct rt_seg *seg;
 	int nseg;
+	/* the batch rows whose logits are wanted (increasing), NULL: all */
+	const int *lrows;
+	int nlrows;
 	uint64_t budget, used, peak;
 	char over[256];
 	int peer_failed; /* another rank's failure, agreed at start-up */
@@ -257,6 +265,87 @@ static float *load(struct rt *r, const struct tensor_spec *specs, size_t ns,
 	}
 }
 
+/*
+ * Tensor `name` as it stays resident: a plain bf16 matrix (the stored
+ * bytes of this rank's slice, half of f32's), anything else f32 through
+ * load().  .p is NULL if this rank has no part of it; errors go to
+ * r->over, naming the file and the tensor.
+ */
+static struct wmat load_w(struct rt *r, const struct tensor_spec *specs,
+			  size_t ns, const char *name)
+{
+	const struct tensor_spec *t = NULL;
+	const struct st_tensor *x = NULL;
+	const struct st_file *stf = NULL;
+	struct wmat w = {NULL, DT_F32};
+	struct tensor_split s;
+	uint64_t numel, full;
+	int part;
+	for (size_t i = 0; i < ns && !t; i++)
+		if (!strcmp(specs[i].name, name))
+			t = &specs[i];
+	if (t && t->ndim == 2 && !quant_applies(&r->c.qc, t) &&
+	    !role_keeps_f32(t->role)) {
+		if (r->converted) {
+			stf = &r->rank_st;
+			x = st_find(stf, name);
+		} else {
+			for (size_t k = 0; k < r->ck.nshards && !x; k++)
+				if ((x = st_find(&r->ck.shards[k].st, name)))
+					stf = &r->ck.shards[k].st;
+		}
+	}
+	if (!x || x->dtype != DT_BF16) {
+		w.p = load(r, specs, ns, name);
+		return w;
+	}
+	layout_split(&r->c, &r->d, t, &s);
+	part = layout_part_for_rank(&r->c, &r->d, t, &s, r->rank);
+	if (part < 0)
+		return w;
+	numel = layout_slice_numel(t, &s);
+	full = t->shape[0] * t->shape[1];
+	if (st_numel(x) != (r->converted ? numel : full)) {
+		snprintf(r->over, sizeof r->over, "%s: tensor '%s' is mis-sized "
+			 "(%llu elements, expected %llu)", stf->path, name,
+			 (unsigned long long)st_numel(x),
+			 (unsigned long long)(r->converted ? numel : full));
+		return w;
+	}
+	w.p = rt_alloc(r, numel * 2, name);
+	if (!w.p)
+		return w;
+	w.dtype = DT_BF16;
+	if (r->converted) {
+		if (pread_full(r->rank_fd, w.p, numel * 2, stf->data_off + x->begin) < 0)
+			snprintf(r->over, sizeof r->over, "%s: tensor '%s': read "
+				 "failed", stf->path, name);
+		return w;
+	}
+	{
+		/* the whole stored tensor, then our rows or columns of it */
+		int fd = open(stf->path, O_RDONLY | O_CLOEXEC);
+		uint16_t *f = fd >= 0 ? malloc(full * 2 + 1) : NULL;
+		if (!f || pread_full(fd, f, full * 2, stf->data_off + x->begin) < 0) {
+			snprintf(r->over, sizeof r->over, "%s: tensor '%s': %s",
+				 stf->path, name, fd < 0 ? "cannot open"
+					 : f ? "read failed" : "out of memory");
+		} else if (s.axis < 0) {
+			memcpy(w.p, f, full * 2);
+		} else {
+			uint64_t outer = s.axis == 0 ? 1 : t->shape[0];
+			uint64_t row = full / outer, seg = row / (uint64_t)s.parts;
+			for (uint64_t o = 0; o < outer; o++)
+				memcpy((uint16_t *)w.p + o * seg,
+				       f + o * row + (uint64_t)part * seg, seg * 2);
+		}
+		free(f);
+		if (fd >= 0)
+			close(fd);
+	}
+	return w;
+}
+
 /* Check layout.json against the runtime; messages say what differs. */
 static int check_layout(struct rt *r, struct d0_err *err)
 {
@@ -339,12 +428,17 @@ static int load_layers(struct rt *r, struct d0_err *err)
 		snprintf(n, sizeof n, fmt, __VA_ARGS__);                      \
 		field = load(r, sp, ns, n);                                   \
 	} while (0)
+#define LW(field, fmt, ...)                                                   \
+	do {                                                                  \
+		snprintf(n, sizeof n, fmt, __VA_ARGS__);                      \
+		field = load_w(r, sp, ns, n);                                 \
+	} while (0)
 	if (r->pp_rank == 0 || (r->c.tie_embeddings && r->pp_rank == r->d.pp - 1))
-		LD(r->embed, "%s", "model.embed_tokens.weight");
+		LW(r->embed, "%s", "model.embed_tokens.weight");
 	if (r->pp_rank == r->d.pp - 1) {
 		LD(r->final_norm, "%s", "model.norm.weight");
 		if (!r->c.tie_embeddings)
-			LD(r->lm_head, "%s", "lm_head.weight");
+			LW(r->lm_head, "%s", "lm_head.weight");
 	}
 	r->L = calloc((size_t)r->nl, sizeof *r->L);
 	for (int i = 0; i < r->nl && !r->over[0]; i++) {
@@ -357,70 +451,71 @@ static int load_layers(struct rt *r, struct d0_err *err)
 		LD(y->post_norm, "%s.%d.post_attention_layernorm.weight", p, l);
 		if (r->c.mla) {
 			if (r->c.q_lora_rank) {
-				LD(y->q_a, "%s.%d.self_attn.q_a_proj.weight", p, l);
+				LW(y->q_a, "%s.%d.self_attn.q_a_proj.weight", p, l);
 				LD(y->q_a_b, "%s.%d.self_attn.q_a_proj.bias", p, l);
 				LD(y->q_a_norm, "%s.%d.self_attn.q_a_layernorm.weight", p, l);
-				LD(y->q_b, "%s.%d.self_attn.q_b_proj.weight", p, l);
+				LW(y->q_b, "%s.%d.self_attn.q_b_proj.weight", p, l);
 			} else {
-				LD(y->wq, "%s.%d.self_attn.q_proj.weight", p, l);
+				LW(y->wq, "%s.%d.self_attn.q_proj.weight", p, l);
 			}
-			LD(y->kv_a, "%s.%d.self_attn.kv_a_proj_with_mqa.weight", p, l);
+			LW(y->kv_a, "%s.%d.self_attn.kv_a_proj_with_mqa.weight", p, l);
 			LD(y->kv_a_b, "%s.%d.self_attn.kv_a_proj_with_mqa.bias", p, l);
 			LD(y->kv_a_norm, "%s.%d.self_attn.kv_a_layernorm.weight", p, l);
-			LD(y->kv_b, "%s.%d.self_attn.kv_b_proj.weight", p, l);
+			LW(y->kv_b, "%s.%d.self_attn.kv_b_proj.weight", p, l);
 		} else {
-			LD(y->wq, "%s.%d.self_attn.q_proj.weight", p, l);
-			LD(y->wk, "%s.%d.self_attn.k_proj.weight", p, l);
-			LD(y->wv, "%s.%d.self_attn.v_proj.weight", p, l);
+			LW(y->wq, "%s.%d.self_attn.q_proj.weight", p, l);
+			LW(y->wk, "%s.%d.self_attn.k_proj.weight", p, l);
+			LW(y->wv, "%s.%d.self_attn.v_proj.weight", p, l);
 			LD(y->bq, "%s.%d.self_attn.q_proj.bias", p, l);
 			LD(y->bk, "%s.%d.self_attn.k_proj.bias", p, l);
 			LD(y->bv, "%s.%d.self_attn.v_proj.bias", p, l);
 			LD(y->q_norm, "%s.%d.self_attn.q_norm.weight", p, l);
 			LD(y->k_norm, "%s.%d.self_attn.k_norm.weight", p, l);
 		}
-		LD(y->wo, "%s.%d.self_attn.o_proj.weight", p, l);
+		LW(y->wo, "%s.%d.self_attn.o_proj.weight", p, l);
 		LD(y->bo, "%s.%d.self_attn.o_proj.bias", p, l);
 		if (!y->moe) {
-			LD(y->gate, "%s.%d.mlp.gate_proj.weight", p, l);
-			LD(y->up, "%s.%d.mlp.up_proj.weight", p, l);
-			LD(y->down, "%s.%d.mlp.down_proj.weight", p, l);
+			LW(y->gate, "%s.%d.mlp.gate_proj.weight", p, l);
+			LW(y->up, "%s.%d.mlp.up_proj.weight", p, l);
+			LW(y->down, "%s.%d.mlp.down_proj.weight", p, l);
 			LD(y->gate_b, "%s.%d.mlp.gate_proj.bias", p, l);
 			LD(y->up_b, "%s.%d.mlp.up_proj.bias", p, l);
 			LD(y->down_b, "%s.%d.mlp.down_proj.bias", p, l);
 			continue;
 		}
-		y->e_gate = calloc((size_t)r->c.experts, sizeof(float *));
-		y->e_up = calloc((size_t)r->c.experts, sizeof(float *));
-		y->e_down = calloc((size_t)r->c.experts, sizeof(float *));
+		y->e_gate = calloc((size_t)r->c.experts, sizeof(struct wmat));
+		y->e_up = calloc((size_t)r->c.experts, sizeof(struct wmat));
+		y->e_down = calloc((size_t)r->c.experts, sizeof(struct wmat));
 		if (!strcmp(r->c.model_type, "mixtral")) {
 			const char *x = "block_sparse_moe";
-			LD(y->router, "%s.%d.%s.gate.weight", p, l, x);
+			LW(y->router, "%s.%d.%s.gate.weight", p, l, x);
 			for (int e = 0; e < r->c.experts; e++) {
-				LD(y->e_gate[e], "%s.%d.%s.experts.%d.w1.weight", p, l, x, e);
-				LD(y->e_down[e], "%s.%d.%s.experts.%d.w2.weight", p, l, x, e);
-				LD(y->e_up[e], "%s.%d.%s.experts.%d.w3.weight", p, l, x, e);
+				LW(y->e_gate[e], "%s.%d.%s.experts.%d.w1.weight", p, l, x, e);
+				LW(y->e_down[e], "%s.%d.%s.experts.%d.w2.weight", p, l, x, e);
+				LW(y->e_up[e], "%s.%d.%s.experts.%d.w3.weight", p, l, x, e);
 			}
 		} else {
-			LD(y->router, "%s.%d.mlp.gate.weight", p, l);
+			LW(y->router, "%s.%d.mlp.gate.weight", p, l);
 			LD(y->router_bias, "%s.%d.mlp.gate.e_score_correction_bias", p, l);
 			for (int e = 0; e < r->c.experts; e++) {
-				LD(y->e_gate[e], "%s.%d.mlp.experts.%d.gate_proj.weight", p, l, e);
-				LD(y->e_up[e], "%s.%d.mlp.experts.%d.up_proj.weight", p, l, e);
-				LD(y->e_down[e], "%s.%d.mlp.experts.%d.down_proj.weight", p, l, e);
+				LW(y->e_gate[e], "%s.%d.mlp.experts.%d.gate_proj.weight", p, l, e);
+				LW(y->e_up[e], "%s.%d.mlp.experts.%d.up_proj.weight", p, l, e);
+				LW(y->e_down[e], "%s.%d.mlp.experts.%d.down_proj.weight", p, l, e);
 			}
 			if (r->c.mla) {
-				LD(y->sh_gate, "%s.%d.mlp.shared_experts.gate_proj.weight", p, l);
-				LD(y->sh_up, "%s.%d.mlp.shared_experts.up_proj.weight", p, l);
-				LD(y->sh_down, "%s.%d.mlp.shared_experts.down_proj.weight", p, l);
+				LW(y->sh_gate, "%s.%d.mlp.shared_experts.gate_proj.weight", p, l);
+				LW(y->sh_up, "%s.%d.mlp.shared_experts.up_proj.weight", p, l);
+				LW(y->sh_down, "%s.%d.mlp.shared_experts.down_proj.weight", p, l);
 			} else {
-				LD(y->sh_gate, "%s.%d.mlp.shared_expert.gate_proj.weight", p, l);
-				LD(y->sh_up, "%s.%d.mlp.shared_expert.up_proj.weight", p, l);
-				LD(y->sh_down, "%s.%d.mlp.shared_expert.down_proj.weight", p, l);
-				LD(y->sh_gate_w, "%s.%d.mlp.shared_expert_gate.weight", p, l);
+				LW(y->sh_gate, "%s.%d.mlp.shared_expert.gate_proj.weight", p, l);
+				LW(y->sh_up, "%s.%d.mlp.shared_expert.up_proj.weight", p, l);
+				LW(y->sh_down, "%s.%d.mlp.shared_expert.down_proj.weight", p, l);
+				LW(y->sh_gate_w, "%s.%d.mlp.shared_expert_gate.weight", p, l);
 			}
 		}
 	}
 #undef LD
+#undef LW
 	free(sp);
 	return 0;
 }
@@ -596,15 +691,15 @@ const char *rt_over_budget(const struct rt *r)
 
 /* y = swiglu MLP of x ([T,H]) with column-parallel gate/up, row-parallel
  * down; adds the partial (pre-all-reduce) result into acc scaled by w[t]. */
-static void mlp(int T, int H, int F, const float *x, const float *g,
-		const float *gb, const float *u, const float *ub,
-		const float *dn, float *acc, const float *w, float *tmp_a,
+static void mlp(int T, int H, int F, const float *x, const struct wmat *g,
+		const float *gb, const struct wmat *u, const float *ub,
+		const struct wmat *dn, float *acc, const float *w, float *tmp_a,
 		float *tmp_b, float *tmp_c)
 {
-	op_linear(tmp_a, x, g, gb, T, F, H);
-	op_linear(tmp_b, x, u, ub, T, F, H);
+	op_linear_w(tmp_a, x, g, gb, T, F, H);
+	op_linear_w(tmp_b, x, u, ub, T, F, H);
 	op_swiglu(tmp_a, tmp_a, tmp_b, T * F);
-	op_linear(tmp_c, tmp_a, dn, NULL, T, H, F);
+	op_linear_w(tmp_c, tmp_a, dn, NULL, T, H, F);
 	for (int t = 0; t < T; t++)
 		for (int j = 0; j < H; j++)
 			acc[(size_t)t * H + j] += (w ? w[t] : 1.0f) * tmp_c[(size_t)t * H + j];
@@ -636,22 +731,22 @@ static void attention(struct rt *r, struct rt_layer *y, int T, const float *x,
 		int ql = (int)r->c.q_lora_rank;
 		float *ckv = s->tmp; /* [T, kvl + rope] */
 		if (ql) {
-			op_linear(s->a, x, y->q_a, y->q_a_b, T, ql, H);
+			op_linear_w(s->a, x, &y->q_a, y->q_a_b, T, ql, H);
 			/* q_a_layernorm and kv_a_layernorm use RMSNorm's default
 			 * eps (1e-6) in transformers, not rms_norm_eps */
 			for (int t = 0; t < T; t++)
 				op_rms_norm(s->a + (size_t)t * ql, s->a + (size_t)t * ql,
 					    y->q_a_norm, ql, 1e-6);
-			op_linear(q, s->a, y->q_b, NULL, T, nh * dqk, ql);
+			op_linear_w(q, s->a, &y->q_b, NULL, T, nh * dqk, ql);
 		} else {
-			op_linear(q, x, y->wq, NULL, T, nh * dqk, H);
+			op_linear_w(q, x, &y->wq, NULL, T, nh * dqk, H);
 		}
-		op_linear(ckv, x, y->kv_a, y->kv_a_b, T, kvl + rd, H);
+		op_linear_w(ckv, x, &y->kv_a, y->kv_a_b, T, kvl + rd, H);
 		for (int t = 0; t < T; t++) {
 			float *c = ckv + (size_t)t * (kvl + rd);
 			op_rms_norm(s->a + (size_t)t * kvl, c, y->kv_a_norm, kvl, 1e-6);
 		}
-		op_linear(s->b, s->a, y->kv_b, NULL, T, nh * (nope + dv), kvl);
+		op_linear_w(s->b, s->a, &y->kv_b, NULL, T, nh * (nope + dv), kvl);
 		for (int t = 0; t < T; t++) {
 			float *kr = ckv + (size_t)t * (kvl + rd) + kvl;
 			float *qt = q + (size_t)t * nh * dqk;
@@ -674,9 +769,9 @@ static void attention(struct rt *r, struct rt_layer *y, int T, const float *x,
 			}
 		}
 	} else {
-		op_linear(q, x, y->wq, y->bq, T, nh * dqk, H);
-		op_linear(k, x, y->wk, y->bk, T, nkv * dqk, H);
-		op_linear(v, x, y->wv, y->bv, T, nkv * dv, H);
+		op_linear_w(q, x, &y->wq, y->bq, T, nh * dqk, H);
+		op_linear_w(k, x, &y->wk, y->bk, T, nkv * dqk, H);
+		op_linear_w(v, x, &y->wv, y->bv, T, nkv * dv, H);
 		for (int t = 0; t < T; t++) {
 			float *qt = q + (size_t)t * nh * dqk, *kt = k + (size_t)t * nkv * dqk;
 			if (y->q_norm) { /* Qwen3: per-head RMSNorm before RoPE */
@@ -707,7 +802,7 @@ static void attention(struct rt *r, struct rt_layer *y, int T, const float *x,
 			     kc, vc, sg->len, (int)(sg->pos0 + sg->len), sg->pos0,
 			     nh, nkv, dqk, dv, r->scale, (int)y->window);
 	}
-	op_linear(out, s->att, y->wo, NULL, T, H, nh * dv); /* partial: row-parallel */
+	op_linear_w(out, s->att, &y->wo, NULL, T, H, nh * dv); /* partial: row-parallel */
 }
 
 /* Route, dispatch to expert owners, compute, combine.  acc += partial. */
@@ -719,7 +814,7 @@ static void moe(struct rt *r, struct rt_layer *y, int T, const float *x,
 	int *idx = malloc((size_t)T * K * sizeof(int));
 	float *w = malloc((size_t)T * K * sizeof(float)), *logits = malloc((size_t)E * 4);
 	for (int t = 0; t < T; t++) {
-		op_linear(logits, x + (size_t)t * H, y->router, NULL, 1, E, H);
+		op_linear_w(logits, x + (size_t)t * H, &y->router, NULL, 1, E, H);
 		if (!strcmp(r->c.scoring, "sigmoid"))
 			op_router_sigmoid_group_topk(logits, y->router_bias, E, K,
 						     (int)r->c.n_group,
@@ -735,8 +830,8 @@ static void moe(struct rt *r, struct rt_layer *y, int T, const float *x,
 		for (int t = 0; t < T; t++)
 			for (int j = 0; j < K; j++) {
 				int e = idx[t * K + j];
-				mlp(1, H, F, x + (size_t)t * H, y->e_gate[e], NULL,
-				    y->e_up[e], NULL, y->e_down[e],
+				mlp(1, H, F, x + (size_t)t * H, &y->e_gate[e], NULL,
+				    &y->e_up[e], NULL, &y->e_down[e],
 				    acc + (size_t)t * H, w + t * K + j, s->a, s->b, s->c);
 			}
 	} else {
@@ -793,8 +888,8 @@ static void moe(struct rt *r, struct rt_layer *y, int T, const float *x,
 				 (uint64_t)nsend * H * 4, MPI_Wtime() - t0);
 			for (int i = 0; i < nrecv; i++) {
 				int e = ridx[2 * i + 1];
-				mlp(1, H, F, rbuf + (size_t)i * H, y->e_gate[e], NULL,
-				    y->e_up[e], NULL, y->e_down[e], obuf + (size_t)i * H,
+				mlp(1, H, F, rbuf + (size_t)i * H, &y->e_gate[e], NULL,
+				    &y->e_up[e], NULL, &y->e_down[e], obuf + (size_t)i * H,
 				    NULL, s->a, s->b, s->c);
 			}
 			t0 = MPI_Wtime();
@@ -824,17 +919,17 @@ static void moe(struct rt *r, struct rt_layer *y, int T, const float *x,
 		free(scnt); free(rcnt); free(sdis); free(rdis);
 		free(sidx); free(ridx); free(sbuf); free(rbuf); free(obuf); free(back);
 	}
-	if (y->sh_gate) { /* shared expert(s) */
+	if (y->sh_gate.p) { /* shared expert(s) */
 		float *tmp = calloc((size_t)T * H, 4);
-		mlp(T, H, r->shared_l, x, y->sh_gate, NULL, y->sh_up, NULL,
-		    y->sh_down, tmp, NULL, s->a, s->b, s->c);
-		if (y->sh_gate_w) {
+		mlp(T, H, r->shared_l, x, &y->sh_gate, NULL, &y->sh_up, NULL,
+		    &y->sh_down, tmp, NULL, s->a, s->b, s->c);
+		if (y->sh_gate_w.p) {
 			/* Qwen2-MoE: sigmoid(x w) gates the shared expert; the
 			 * gate is the same on every TP rank, so it can scale the
 			 * partial sums before the all-reduce */
 			for (int t = 0; t < T; t++) {
 				float gl;
-				op_linear(&gl, x + (size_t)t * H, y->sh_gate_w, NULL, 1, 1, H);
+				op_linear_w(&gl, x + (size_t)t * H, &y->sh_gate_w, NULL, 1, 1, H);
 				op_sigmoid(&gl, 1);
 				for (int j = 0; j < H; j++)
 					acc[(size_t)t * H + j] += gl * tmp[(size_t)t * H + j];
@@ -899,7 +994,7 @@ static int forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 		int64_t lo = (int64_t)r->tp_rank * r->vocab_l;
 		for (int t = 0; t < T; t++)
 			if (tokens[t] >= lo && tokens[t] < lo + r->vocab_l)
-				op_embedding(h + (size_t)t * H, r->embed, tokens[t] - lo, H);
+				op_embedding_w(h + (size_t)t * H, &r->embed, tokens[t] - lo, H);
 		allreduce(r, h, T * H, r->tp_comm, RT_GROUP_TP);
 	} else {
 		double t0 = MPI_Wtime();
@@ -922,8 +1017,8 @@ static int forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 		if (y->moe)
 			moe(r, y, T, xn, part, &s);
 		else
-			mlp(T, H, r->ffn_l, xn, y->gate, y->gate_b, y->up, y->up_b,
-			    y->down, part, NULL, s.a, s.b, s.c);
+			mlp(T, H, r->ffn_l, xn, &y->gate, y->gate_b, &y->up, y->up_b,
+			    &y->down, part, NULL, s.a, s.b, s.c);
 		allreduce(r, part, T * H, r->tp_comm, RT_GROUP_TP);
 		for (size_t j = 0; j < (size_t)T * H; j++)
 			h[j] += part[j] + (y->down_b ? y->down_b[j % H] : 0.0f);
@@ -935,25 +1030,31 @@ static int forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 		MPI_Send(h, T * H, MPI_FLOAT, next, 7, MPI_COMM_WORLD);
 		stat_add(r, RT_GROUP_PP, RT_OP_SENDRECV, (uint64_t)T * H * 4, MPI_Wtime() - t0);
 	} else {
-		/* final norm, vocab-parallel lm_head, gather the vocab slices */
-		const float *head = r->c.tie_embeddings ? r->embed : r->lm_head;
-		float *loc = malloc((size_t)T * r->vocab_l * 4), *all = NULL;
+		/* final norm, vocab-parallel lm_head, gather the vocab slices;
+		 * only for the rows whose logits are wanted (a server's prefill
+		 * needs the last one: the lm_head is the largest product) */
+		const struct wmat *head = r->c.tie_embeddings ? &r->embed : &r->lm_head;
+		int nw = r->lrows ? r->nlrows : T;
+		float *loc = malloc((size_t)(nw ? nw : 1) * r->vocab_l * 4), *all = NULL;
 		double t0;
-		for (int t = 0; t < T; t++)
-			op_rms_norm(xn + (size_t)t * H, h + (size_t)t * H, r->final_norm, H,
+		for (int i = 0; i < nw; i++) {
+			int t = r->lrows ? r->lrows[i] : i;
+			op_rms_norm(xn + (size_t)i * H, h + (size_t)t * H, r->final_norm, H,
 				    r->c.rms_eps);
-		op_linear(loc, xn, head, NULL, T, r->vocab_l, H);
-		all = malloc((size_t)T * V * 4);
+		}
+		if (nw)
+			op_linear_w(loc, xn, head, NULL, nw, r->vocab_l, H);
+		all = malloc((size_t)(nw ? nw : 1) * V * 4);
 		t0 = MPI_Wtime();
-		MPI_Allgather(loc, T * r->vocab_l, MPI_FLOAT, all, T * r->vocab_l,
+		MPI_Allgather(loc, nw * r->vocab_l, MPI_FLOAT, all, nw * r->vocab_l,
 			      MPI_FLOAT, r->tp_comm);
-		stat_add(r, RT_GROUP_TP, RT_OP_ALLGATHER, (uint64_t)T * V * 4,
+		stat_add(r, RT_GROUP_TP, RT_OP_ALLGATHER, (uint64_t)nw * V * 4,
 			 MPI_Wtime() - t0);
-		if (logits) /* all is [tp][T][V/tp]: reorder to [T][V] */
+		if (logits) /* all is [tp][nw][V/tp]: reorder to [nw][V] */
 			for (int p = 0; p < r->d.tp; p++)
-				for (int t = 0; t < T; t++)
+				for (int t = 0; t < nw; t++)
 					memcpy(logits + (size_t)t * V + (size_t)p * r->vocab_l,
-					       all + ((size_t)p * T + t) * r->vocab_l,
+					       all + ((size_t)p * nw + t) * r->vocab_l,
 					       (size_t)r->vocab_l * 4);
 		free(loc);
 		free(all);
@@ -979,21 +1080,55 @@ int rt_forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 	return rc;
 }
 
-int rt_forward_batch(struct rt *r, const int64_t *tokens,
-		     const struct rt_seg *segs, int nseg, float *logits,
-		     struct d0_err *err)
+int rt_forward_last(struct rt *r, const int64_t *tokens, int T, float *logits,
+		    struct d0_err *err)
+{
+	struct rt_seg one = {.slot = 0, .pos0 = r->pos, .len = T};
+	int last = T - 1, rc;
+	if (T <= 0)
+		return d0_errf(err, "an empty batch");
+	r->seg = &one;
+	r->nseg = 1;
+	r->lrows = &last;
+	r->nlrows = 1;
+	rc = forward(r, tokens, T, logits, NULL, err);
+	r->seg = NULL;
+	r->nseg = 0;
+	r->lrows = NULL;
+	if (rc == 0)
+		r->pos += T;
+	return rc;
+}
+
+int rt_forward_rows(struct rt *r, const int64_t *tokens,
+		    const struct rt_seg *segs, int nseg, const int *rows,
+		    int nrows, float *logits, struct d0_err *err)
 {
 	int T = 0, rc;
 	for (int g = 0; g < nseg; g++)
 		T += segs[g].len;
 	if (T <= 0)
 		return d0_errf(err, "an empty batch");
+	for (int i = 0; rows && i < nrows; i++)
+		if (rows[i] < 0 || rows[i] >= T || (i && rows[i] <= rows[i - 1]))
+			return d0_errf(err, "logit row %d: outside the batch of %d "
+				       "tokens or not increasing", rows[i], T);
 	r->seg = segs;
 	r->nseg = nseg;
+	r->lrows = rows;
+	r->nlrows = nrows;
 	rc = forward(r, tokens, T, logits, NULL, err);
 	r->seg = NULL;
 	r->nseg = 0;
+	r->lrows = NULL;
 	return rc;
+}
+
+int rt_forward_batch(struct rt *r, const int64_t *tokens,
+		     const struct rt_seg *segs, int nseg, float *logits,
+		     struct d0_err *err)
+{
+	return rt_forward_rows(r, tokens, segs, nseg, NULL, 0, logits, err);
 }
 
 int rt_slots(const struct rt *r) { return r->slots; }
@@ -1047,28 +1182,31 @@ void rt_close(struct rt *r)
 		return;
 	for (int i = 0; r->L && i < r->nl; i++) {
 		struct rt_layer *y = &r->L[i];
-		float **fs[] = {&y->in_norm, &y->post_norm, &y->wq, &y->bq, &y->wk,
-				&y->bk, &y->wv, &y->bv, &y->wo, &y->bo, &y->q_norm,
-				&y->k_norm, &y->q_a, &y->q_a_norm, &y->q_b, &y->kv_a,
-				&y->kv_a_norm, &y->kv_b, &y->q_a_b, &y->kv_a_b,
-				&y->gate, &y->up, &y->down,
-				&y->gate_b, &y->up_b, &y->down_b, &y->router,
-				&y->router_bias, &y->sh_gate, &y->sh_up, &y->sh_down,
-				&y->sh_gate_w, &y->kc, &y->vc};
+		float **fs[] = {&y->in_norm, &y->post_norm, &y->bq, &y->bk,
+				&y->bv, &y->bo, &y->q_norm, &y->k_norm,
+				&y->q_a_norm, &y->kv_a_norm, &y->q_a_b, &y->kv_a_b,
+				&y->gate_b, &y->up_b, &y->down_b,
+				&y->router_bias, &y->kc, &y->vc};
+		struct wmat *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->q_a,
+				     &y->q_b, &y->kv_a, &y->kv_b, &y->gate,
+				     &y->up, &y->down, &y->router, &y->sh_gate,
+				     &y->sh_up, &y->sh_down, &y->sh_gate_w};
 		for (size_t k = 0; k < sizeof fs / sizeof *fs; k++)
 			free(*fs[k]);
+		for (size_t k = 0; k < sizeof ws / sizeof *ws; k++)
+			free(ws[k]->p);
 		for (int e = 0; y->e_gate && e < r->c.experts; e++) {
-			free(y->e_gate[e]);
-			free(y->e_up[e]);
-			free(y->e_down[e]);
+			free(y->e_gate[e].p);
+			free(y->e_up[e].p);
+			free(y->e_down[e].p);
 		}
 		free(y->e_gate);
 		free(y->e_up);
 		free(y->e_down);
 	}
 	free(r->L);
-	free(r->embed);
-	free(r->lm_head);
+	free(r->embed.p);
+	free(r->lm_head.p);
 	free(r->final_norm);
 	free(r->inv_freq);
 	if (r->tp_comm != MPI_COMM_NULL && r->tp_comm)

@@ -42,6 +42,10 @@ int rt_check_groups(struct rt *r, char *detail, size_t n);
  */
 int rt_forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 	       float **layer_out, struct d0_err *err);
+/* rt_forward computing the last token's logits only: logits [1, vocab]
+ * (perf's prefill, as a server does it; run --dump-logits keeps all). */
+int rt_forward_last(struct rt *r, const int64_t *tokens, int T, float *logits,
+		    struct d0_err *err);
 int rt_last_stage_root(const struct rt *r);
 int rt_stage_root(const struct rt *r, int stage);
 int rt_is_stage_root(const struct rt *r);

@@ -73,7 +73,7 @@ static int run(int argc, char **argv)
 	struct d0_err err;
 	long np = 0, ng = 0, nrep = 3;
 	int ch, rank, json = 0, events = 0, rc = 0, bad = 0, last, V;
-	int64_t *toks, next = 0;
+	int64_t *toks, *gen = NULL, next = 0;
 	float *logits;
 	json_t *spread = NULL;
 	double t0, ttft, tdec, comm_prefill, comm_all, tall;
@@ -172,11 +172,12 @@ static int run(int argc, char **argv)
 		for (long i = 0; i < np; i++)
 			toks[i] = (int64_t)(rng_next(&g) % (uint64_t)V);
 	}
-	logits = malloc((size_t)np * V * 4);
+	logits = malloc((size_t)V * 4);
+	gen = calloc((size_t)ng, sizeof *gen); /* the first repeat's tokens */
 	m_ttft = calloc((size_t)nrep, sizeof *m_ttft);
 	m_tpot = calloc((size_t)nrep, sizeof *m_tpot);
 	m_tps = calloc((size_t)nrep, sizeof *m_tps);
-	if (!logits || !m_ttft || !m_tpot || !m_tps)
+	if (!logits || !gen || !m_ttft || !m_tpot || !m_tps)
 		abort();
 	comm_prefill = comm_all = tall = 0;
 	for (long rep = 0; rep < nrep && rc == 0; rep++) {
@@ -187,13 +188,16 @@ static int run(int argc, char **argv)
 		next = 0;
 		MPI_Barrier(MPI_COMM_WORLD);
 		t0 = MPI_Wtime();
-		rc = rt_forward(r, toks, (int)np, logits, NULL, &err);
+		/* as a server prefills: the lm_head for the last position only */
+		rc = rt_forward_last(r, toks, (int)np, logits, &err);
 		if (rank == last)
 			for (int i = 1; i < V; i++)
-				if (logits[(size_t)(np - 1) * V + i] > logits[(size_t)(np - 1) * V + next])
+				if (logits[i] > logits[next])
 					next = i;
 		MPI_Bcast(&next, 1, MPI_INT64_T, last, MPI_COMM_WORLD);
 		ttft = MPI_Wtime() - t0;
+		if (rep == 0)
+			gen[0] = next;
 		comm_prefill += comm_seconds(r) - c0;
 		for (long g = 1; g < ng && rc == 0; g++) {
 			double t1 = MPI_Wtime();
@@ -207,6 +211,8 @@ static int run(int argc, char **argv)
 			}
 			MPI_Bcast(&next, 1, MPI_INT64_T, last, MPI_COMM_WORLD);
 			tdec += MPI_Wtime() - t1;
+			if (rep == 0)
+				gen[g] = next;
 		}
 		tall += MPI_Wtime() - t0;
 		comm_all += comm_seconds(r) - c0;
@@ -245,6 +251,12 @@ static int run(int argc, char **argv)
 					      "gen_tokens", (json_int_t)ng, "comm_share",
 					      share, "tp", lay.d.tp, "pp", lay.d.pp, "ep", lay.d.ep);
 			json_object_update(o, spread);
+			{ /* the greedy answer: the same tokens as run --generate */
+				json_t *a = json_array();
+				for (long g = 0; g < ng; g++)
+					json_array_append_new(a, json_integer(gen[g]));
+				json_object_set_new(o, "generated", a);
+			}
 			json_dumpf(o, stdout, JSON_INDENT(2));
 			putchar('\n');
 			json_decref(o);
@@ -273,6 +285,7 @@ static int run(int argc, char **argv)
 	if (rc < 0)
 		fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
 	free(toks);
+	free(gen);
 	free(logits);
 	free(m_ttft);
 	free(m_tpot);

@@ -426,20 +426,44 @@ static void prompt_logprobs(struct srv_req *q, const float *rows, int V)
 }
 
 /* Rank 0: take each segment's logits (locked). */
-static void consume(struct srv *s, struct batch *b, const float *logits, int V)
+/*
+ * Does segment g's request want logits at every row of it (a prompt whose
+ * logprobs are echoed), or at its last only?  Rank 0 decides, every rank
+ * computes the same rows (batch_rows).
+ */
+static int wants_all_rows(const struct srv_req *q)
+{
+	return !q->prefilled && q->echo && q->top_logprobs >= 0;
+}
+
+/* The batch rows whose logits are computed: each segment's last, or all
+ * of it where all[g]; rows must hold ntok. */
+static int batch_rows(const struct batch *b, const int *all, int *rows)
+{
+	int n = 0, row0 = 0;
+	for (int g = 0; g < b->nseg; row0 += b->seg[g].len, g++)
+		for (int i = all[g] ? 0 : b->seg[g].len - 1; i < b->seg[g].len; i++)
+			rows[n++] = row0 + i;
+	return n;
+}
+
+/* logits holds batch_rows' rows in order: segment g's are all of it
+ * where all[g], else its last. */
+static void consume(struct srv *s, struct batch *b, const float *logits, int V,
+		    const int *all)
 {
 	double now = now_s();
 	int row0 = 0;
 	s->m.steps++;
 	s->m.batch_tokens += (uint64_t)b->ntok;
-	for (int g = 0; g < b->nseg; row0 += b->seg[g].len, g++) {
+	for (int g = 0; g < b->nseg; row0 += all[g] ? b->seg[g].len : 1, g++) {
 		struct srv_req *q = b->req[g];
-		const float *last = logits + (size_t)(row0 + b->seg[g].len - 1) * V;
+		const float *last = logits + (size_t)(row0 + (all[g] ? b->seg[g].len - 1 : 0)) * V;
 		int64_t next;
 		if (!q->prefilled) {
 			q->prefilled = 1;
 			s->m.prompt_tokens += (uint64_t)q->nprompt;
-			if (q->echo && q->top_logprobs >= 0)
+			if (all[g])
 				prompt_logprobs(q, logits + (size_t)row0 * V, V);
 		}
 		q->pos += b->seg[g].len;
@@ -600,6 +624,7 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 	struct d0_err err = {{0}};
 	int V = (int)rt_config(r)->vocab, last = rt_last_stage_root(r), rc = 0;
 	float *logits = NULL;
+	int *all = NULL, *rows = NULL, nrows, cap_all = 0, cap_rows = 0;
 	size_t cap = 0;
 	for (;;) {
 		struct batch_head h = {0};
@@ -637,24 +662,42 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 		}
 		MPI_Bcast(b.seg, h.nseg * (int)sizeof *b.seg, MPI_BYTE, 0, MPI_COMM_WORLD);
 		MPI_Bcast(b.tok, h.ntok, MPI_INT64_T, 0, MPI_COMM_WORLD);
-		if ((size_t)h.ntok * V > cap) {
-			cap = (size_t)h.ntok * V;
+		/* logits where they are used: each segment's last row, every
+		 * row of a prompt whose logprobs are echoed */
+		if (h.nseg > cap_all) {
+			cap_all = h.nseg;
+			all = realloc(all, (size_t)cap_all * sizeof *all);
+		}
+		if (h.ntok > cap_rows) {
+			cap_rows = h.ntok;
+			rows = realloc(rows, (size_t)cap_rows * sizeof *rows);
+		}
+		if (!all || !rows)
+			abort();
+		if (rank == 0)
+			for (int g = 0; g < b.nseg; g++)
+				all[g] = wants_all_rows(b.req[g]);
+		MPI_Bcast(all, h.nseg, MPI_INT, 0, MPI_COMM_WORLD);
+		nrows = batch_rows(&b, all, rows);
+		if ((size_t)nrows * V > cap) {
+			cap = (size_t)nrows * V;
 			logits = realloc(logits, cap * sizeof *logits);
 		}
-		if (rt_forward_batch(r, b.tok, b.seg, b.nseg, logits, &err) < 0) {
+		if (rt_forward_rows(r, b.tok, b.seg, b.nseg, rows, nrows, logits,
+				    &err) < 0) {
 			/* every rank sees the same batch, so the same refusal */
 			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
 			rc = -1;
 			break;
 		}
 		if (rank == last && last != 0)
-			MPI_Send(logits, h.ntok * V, MPI_FLOAT, 0, 21, MPI_COMM_WORLD);
+			MPI_Send(logits, nrows * V, MPI_FLOAT, 0, 21, MPI_COMM_WORLD);
 		if (rank == 0) {
 			if (last != 0)
-				MPI_Recv(logits, h.ntok * V, MPI_FLOAT, last, 21,
+				MPI_Recv(logits, nrows * V, MPI_FLOAT, last, 21,
 					 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 			pthread_mutex_lock(&s->lock);
-			consume(s, &b, logits, V);
+			consume(s, &b, logits, V, all);
 			pthread_mutex_unlock(&s->lock);
 		}
 	}
@@ -667,6 +710,8 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 	free(b.req);
 	free(b.tok);
 	free(logits);
+	free(all);
+	free(rows);
 	return rc;
 }
 

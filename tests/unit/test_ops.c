@@ -48,6 +48,57 @@ int main(void)
 			}
 		CHECKN("linear matches the naive product", bad == 0);
 	}
+	{ /* bf16 weights as stored: every kernel and shape (decode rows, the
+	   * GEMV's 4-row blocks, the sgemm panels, tails of k) against the
+	   * float64 product of the same bf16 values */
+		static const int shapes[][3] = {{1, 7, 5},     {1, 300, 37},
+						{3, 64, 1024}, {5, 33, 16},
+						{8, 513, 200}, {9, 40, 17},
+						{20, 70, 300}, {2, 16, 4100}};
+		const char *kern[] = {"portable", "avx2+fma"};
+		for (size_t q = 0; q < 2; q++) {
+			char name[96];
+			int bad = 0;
+			if (op_bf16_set_kernel(kern[q]) < 0)
+				continue;
+			for (size_t z = 0; z < sizeof shapes / sizeof *shapes; z++) {
+				int m = shapes[z][0], n = shapes[z][1], k = shapes[z][2];
+				float *x = malloc((size_t)m * k * 4), *y = malloc((size_t)m * n * 4);
+				float *b = malloc((size_t)n * 4), *wf = malloc((size_t)n * k * 4);
+				uint16_t *w = malloc((size_t)n * k * 2);
+				struct wmat wm = {w, DT_BF16};
+				for (int i = 0; i < m * k; i++) x[i] = frand(&r);
+				for (int i = 0; i < n; i++) b[i] = frand(&r);
+				for (int i = 0; i < n * k; i++) {
+					float f = frand(&r);
+					uint32_t u;
+					memcpy(&u, &f, 4);
+					w[i] = (uint16_t)(u >> 16);
+				}
+				op_bf16_widen(wf, w, (size_t)n * k);
+				op_linear_w(y, x, &wm, b, m, n, k);
+				for (int i = 0; i < m; i++)
+					for (int j = 0; j < n; j++) {
+						double sm = b[j], mag = fabs(b[j]);
+						for (int c = 0; c < k; c++) {
+							sm += (double)x[i * k + c] * wf[j * k + c];
+							mag += fabs((double)x[i * k + c] * wf[j * k + c]);
+						}
+						bad += fabs(sm - y[i * n + j]) > 1e-6 * mag + 1e-6;
+					}
+				free(x); free(y); free(b); free(wf); free(w);
+			}
+			snprintf(name, sizeof name, "bf16 linear (%s) matches the "
+				 "float64 product of its bf16 values", kern[q]);
+			CHECKN(name, bad == 0);
+		}
+		{
+			uint16_t h[3] = {0x3f80, 0xc000, 0x0000};
+			float f[3];
+			op_bf16_widen(f, h, 3);
+			CHECK(f[0] == 1.0f && f[1] == -2.0f && f[2] == 0.0f);
+		}
+	}
 	{ /* rms_norm: x / sqrt(mean(x^2) + eps) * w */
 		float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 0.5f}, y[4];
 		double rms = sqrt((1 + 4 + 9 + 16) / 4.0 + 1e-6);

@@ -1,0 +1,110 @@
+# Weights resident as stored: a bf16 model is held as bf16 (the accountant
+# counts half of the same model in f32, `run`'s peak RSS is <= 0.6x) and its
+# logits stay within the bf16 bound of the float64 reference, from a Hugging
+# Face checkpoint sliced in memory and from convert's rank files.  perf and
+# serve compute the lm_head only where its logits are used: their answers
+# are the same as run's, which keeps every position.
+. "$(dirname "$0")/../lib.sh"
+TOOLS="$BUILD/tests"
+TOK=3,17,42,5,99,1,64,23
+
+mpi() { # NP ARGS...
+	local np=$1; shift
+	timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "$ENGINE" "$@"
+}
+
+# the same model (same seed) stored in f32 and in bf16
+for d in f32 bf16; do
+	"$ENGINE" gen-model --arch llama --layers 16 --hidden 512 --heads 8 --kv-heads 8 \
+		--ffn 1536 --vocab 8192 --dtype "$d" "$T/m.$d" >/dev/null
+done
+
+alloc_peak() { # events file -> the accountant's peak bytes of card 0
+	sed -n 's/.*"card":0,"metric":"alloc.peak","value":\([0-9]*\).*/\1/p' "$1" | tail -1
+}
+for d in f32 bf16; do
+	"$TOOLS/maxrss" "$ENGINE" run "$T/m.$d" --tokens "$TOK" --generate 2 --events \
+		>"$T/ev.$d" 2>"$T/err.$d"
+	echo "$d: exit $?, $(grep maxrss_kib "$T/err.$d"), accountant peak $(alloc_peak "$T/ev.$d") bytes"
+done
+a32=$(alloc_peak "$T/ev.f32")
+a16=$(alloc_peak "$T/ev.bf16")
+check "the accountant counts bf16 weights at 2 bytes (0.45..0.55 of f32)" \
+	awk -v a="${a16:-0}" -v b="${a32:-0}" 'BEGIN { r = a / b; exit !(b > 0 && r >= 0.45 && r <= 0.55) }'
+case "$BUILD" in
+*asan*) ;; # ASan's shadow memory makes RSS meaningless; the normal build asserts it
+*)
+	k32=$(sed -n 's/^maxrss_kib //p' "$T/err.f32")
+	k16=$(sed -n 's/^maxrss_kib //p' "$T/err.bf16")
+	check "peak RSS of run on bf16 ($k16 KiB) <= 0.6 x f32 ($k32 KiB)" \
+		awk -v a="${k16:-0}" -v b="${k32:-0}" 'BEGIN { exit !(b > 0 && a <= 0.6 * b) }'
+	;;
+esac
+# bf16-resident logits against float64 (which reads the same bf16 values)
+expect_rc 0 "run on the bf16 checkpoint, tp 2 (slices cut in memory)" \
+	mpi 2 run "$T/m.bf16" --tp 2 --tokens "$TOK" --dump-logits "$T/lg.hf.st"
+expect_rc 0 "… within the bf16 bound (rel 2e-2, KL 1e-3)" "$ENGINE" validate "$T/m.bf16" \
+	--tokens "$TOK" --logits "$T/lg.hf.st" --levels e2e --max-rel 2e-2 --kl-max 1e-3
+"$ENGINE" convert "$T/m.bf16" "$T/c16" --dtype bf16 --tp 2 --pp 2 >/dev/null
+expect_rc 0 "run from bf16 rank files, tp 2 pp 2" \
+	mpi 4 run "$T/c16" --tp 2 --pp 2 --tokens "$TOK" --dump-logits "$T/lg.c.st"
+expect_rc 0 "… within the bf16 bound (rel 2e-2, KL 1e-3)" "$ENGINE" validate "$T/m.bf16" \
+	--tokens "$TOK" --logits "$T/lg.c.st" --levels e2e --max-rel 2e-2 --kl-max 1e-3
+expect_rc 0 "the portable kernel gives the same run (DAY0_KERNEL=portable)" \
+	env DAY0_KERNEL=portable "$ENGINE" run "$T/m.bf16" --tokens "$TOK" --dump-logits "$T/lg.p.st"
+expect_rc 0 "… within the bf16 bound too" "$ENGINE" validate "$T/m.bf16" \
+	--tokens "$TOK" --logits "$T/lg.p.st" --levels e2e --max-rel 2e-2 --kl-max 1e-3
+
+# perf prefills as a server does (the lm_head at the last position only):
+# its greedy answer is run's, which computes every position
+for d in f32 bf16; do
+	want=$("$ENGINE" run "$T/m.$d" --tokens "$TOK" --generate 6 | sed -n 's/^generated: //p')
+	for lay in "1 --tp 1" "4 --tp 2 --pp 2"; do
+		set -- $lay
+		np=$1; shift
+		mpi "$np" perf "$T/m.$d" "$@" --tokens "$TOK" --gen-tokens 6 --repeat 1 --json \
+			>"$T/perf.json" 2>"$T/perf.err"
+		got=$(python3 -c "import json,sys; print(' '.join(map(str, json.load(open(sys.argv[1]))['generated'])))" \
+			"$T/perf.json" 2>/dev/null)
+		check "perf $d ($*): greedy tokens [$got] equal run --generate [$want]" \
+			test -n "$want" -a "$want" = "$got"
+	done
+done
+
+# serve: the last row for generation, every row when a request echoes its
+# prompt's logprobs; both against run --dump-logits (all positions)
+rm -f "$T/s.port"
+timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+	"$ENGINE" serve "$T/m.bf16" --tp 2 --max-ctx 64 --port 0 --port-file "$T/s.port" \
+	>"$T/s.out" 2>"$T/s.err" &
+SPID=$!
+trap 'kill -TERM $SPID 2>/dev/null; wait $SPID 2>/dev/null; rm -rf "$T"' EXIT
+for _ in $(seq 300); do [ -s "$T/s.port" ] && break; sleep 0.1; done
+U=http://127.0.0.1:$(cat "$T/s.port" 2>/dev/null)
+curl -s "$U/v1/completions" -d "{\"prompt\":[$TOK],\"max_tokens\":6,\"temperature\":0}" >"$T/g.json"
+curl -s "$U/v1/completions" -d "{\"prompt\":[$TOK],\"max_tokens\":1,\"temperature\":0,\"logprobs\":1,\"echo\":true}" >"$T/e.json"
+"$ENGINE" run "$T/m.bf16" --tokens "$TOK" --generate 6 --dump-logits "$T/lg.all.st" >"$T/run.out"
+want=$(sed -n 's/^generated: //p' "$T/run.out")
+got=$(python3 -c "import json,sys; print(' '.join(map(str, json.load(open(sys.argv[1]))['choices'][0]['token_ids'])))" "$T/g.json" 2>/dev/null)
+check "serve bf16 tp 2: greedy tokens [$got] equal run --generate [$want]" test -n "$want" -a "$want" = "$got"
+python3 - "$T/e.json" "$T/lg.all.st" "$TOK" >"$T/lp.txt" 2>&1 <<'EOF'
+import json, math, struct, sys
+d = json.load(open(sys.argv[1]))["choices"][0]
+raw = open(sys.argv[2], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])["logits"]
+T, V = h["shape"]
+b0, b1 = h["data_offsets"]
+x = struct.unpack("<%df" % (T * V), raw[8 + n + b0:8 + n + b1])
+tok = [int(t) for t in sys.argv[3].split(",")]
+lps = d["logprobs"]["token_logprobs"]
+worst = 0.0
+for i in range(1, T):  # row i-1 predicts prompt token i
+    row = x[(i - 1) * V:i * V]
+    m = max(row)
+    lz = m + math.log(sum(math.exp(v - m) for v in row))
+    worst = max(worst, abs(lps[i] - (row[tok[i]] - lz)))
+print("ok" if lps[0] is None and len(lps) >= T and worst < 1e-3 else "bad", worst)
+EOF
+check "serve's echoed prompt logprobs equal run's logits at every position ($(cat "$T/lp.txt"))" \
+	grep -q '^ok' "$T/lp.txt"
