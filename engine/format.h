@@ -99,6 +99,11 @@ struct weight_format {
 	 * on a stored-element boundary. */
 	int (*decode)(const struct quant_config *q, const struct quant_view *v,
 		      uint64_t el0, size_t n, float *out);
+	/* Optional: the same elements decoded straight to 16-bit dtype to
+	 * (DT_BF16 or DT_F16), bit-identical to decode followed by
+	 * dtype_convert from f32; NULL where the format has no faster way. */
+	int (*decode16)(const struct quant_config *q, const struct quant_view *v,
+			uint64_t el0, size_t n, int to, uint16_t *out);
 	/* Why t cannot be stored in this format (a group that does not
 	 * divide the row, ...), or NULL. */
 	const char *(*unfit)(const struct quant_config *q,

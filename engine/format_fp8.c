@@ -325,7 +325,7 @@ static void check(const struct quant_config *q, const struct stored_part *p,
  * the divisions happen once a run, not once an element: convert's
  * FP8 -> bf16 streams gigabytes through here.
  */
-#define FOR_SCALE_RUNS(q, v, el0, n, BODY)                                    \
+#define FOR_SCALE_RUNS(q, v, el0, n, ...)                                     \
 	do {                                                                  \
 		uint64_t br_ = (uint64_t)(q)->block[0];                       \
 		uint64_t bc_ = (uint64_t)(q)->block[1];                       \
@@ -341,7 +341,7 @@ static void check(const struct quant_config *q, const struct stored_part *p,
 				len_ = (n) - i0;                              \
 			s = scale_at((v), (r_ / br_) * (v)->scale_cols + cb_); \
 			i1 = i0 + (size_t)len_;                               \
-			BODY;                                                 \
+			__VA_ARGS__;                                          \
 			i0 = i1;                                              \
 			c_ += len_;                                           \
 			if (c_ == (v)->cols) {                                \
@@ -367,6 +367,91 @@ static int decode(const struct quant_config *q, const struct quant_view *v,
 	return 0;
 }
 
+/*
+ * convert's FP8 -> bf16/f16 path.  With one scale per 128x128 block, a run
+ * of a block's row segment maps each of the 256 codes to one 16-bit
+ * result, so it pays to build that 256-entry table once per scale and look
+ * every element up: the table entry is computed exactly as decode + the
+ * f32 -> 16-bit conversion compute it, so the output is bit-identical.
+ * Tables are memoised per thread by column block (a block row of a 4096-
+ * wide weight needs 32 of them, built once per 128 rows), keyed by the
+ * scale's bits; runs too short to repay a table are computed directly.
+ */
+#define MEMO_SLOTS 256
+#define MEMO_MIN_RUN 48
+static __thread struct {
+	int combo; /* 1 + fp8 dtype index * 2 + (to == DT_F16); 0: empty */
+	uint64_t key[MEMO_SLOTS]; /* 1 + the scale's double bits; 0: empty */
+	uint16_t tab[MEMO_SLOTS][256];
+} memo;
+
+static void code_to16(const float *tab, double s, int to, size_t n,
+		      const uint8_t *codes, uint16_t *out)
+{
+	float f[256];
+	for (size_t i = 0; i < n; i++)
+		f[i] = (float)((double)tab[codes ? codes[i] : i] * s);
+	dtype_convert(DT_F32, f, to, out, n);
+}
+
+/* out[i] = t[codes[i]], eight codes read and four results stored a word
+ * at a time (the byte loop is bound by its 16-bit stores). */
+static void lookup16(const uint16_t *t, const uint8_t *codes, uint16_t *out,
+		     size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w, lo, hi;
+		memcpy(&w, codes + i, 8);
+		lo = (uint64_t)t[w & 0xff] | (uint64_t)t[(w >> 8) & 0xff] << 16 |
+		     (uint64_t)t[(w >> 16) & 0xff] << 32 |
+		     (uint64_t)t[(w >> 24) & 0xff] << 48;
+		hi = (uint64_t)t[(w >> 32) & 0xff] |
+		     (uint64_t)t[(w >> 40) & 0xff] << 16 |
+		     (uint64_t)t[(w >> 48) & 0xff] << 32 |
+		     (uint64_t)t[w >> 56] << 48;
+		memcpy(out + i, &lo, 8);
+		memcpy(out + i + 4, &hi, 8);
+	}
+	for (; i < n; i++)
+		out[i] = t[codes[i]];
+}
+
+static int decode16(const struct quant_config *q, const struct quant_view *v,
+		    uint64_t el0, size_t n, int to, uint16_t *out)
+{
+	const uint8_t *b = v->values;
+	int e5 = q->fp8_dtype == DT_F8_E5M2;
+	int combo = 1 + e5 * 2 + (to == DT_F16);
+	const float *tab;
+	if (to != DT_BF16 && to != DT_F16)
+		return -1;
+	lut_init();
+	tab = lut[e5];
+	if (memo.combo != combo) {
+		memset(memo.key, 0, sizeof memo.key);
+		memo.combo = combo;
+	}
+	FOR_SCALE_RUNS(q, v, el0, n, {
+		size_t len = i1 - i0;
+		if (len < MEMO_MIN_RUN) {
+			for (size_t k = i0; k < i1; k += 256)
+				code_to16(tab, s, to, i1 - k < 256 ? i1 - k : 256,
+					  b + k, out + k);
+		} else {
+			uint64_t bits, slot = cb_ % MEMO_SLOTS;
+			const uint16_t *t = memo.tab[slot];
+			memcpy(&bits, &s, sizeof bits);
+			if (memo.key[slot] != bits + 1) {
+				code_to16(tab, s, to, 256, NULL, memo.tab[slot]);
+				memo.key[slot] = bits + 1;
+			}
+			lookup16(t, b + i0, out + i0, len);
+		}
+	});
+	return 0;
+}
+
 static void encode(const struct quant_config *q, const struct quant_view *v,
 		   uint64_t el0, size_t n, const float *in, void *values)
 {
@@ -385,5 +470,6 @@ const struct weight_format format_fp8 = {
 	.parts = parts,
 	.check = check,
 	.decode = decode,
+	.decode16 = decode16,
 	.encode = encode,
 };

@@ -6,7 +6,11 @@
  * Streaming, in bounded memory: source shards are read in file order,
  * tensor by tensor, a chunk of at most CONV_CHUNK elements at a time; each
  * chunk is converted to the target dtype and written to every rank that
- * holds it.  Peak memory is three chunk buffers whatever the model size.
+ * holds it.  Writing overlaps converting: the writes of one chunk are
+ * handed to a writer thread while the next chunk is read and converted
+ * into the other of two buffer sets (the kernel's copy into the page
+ * cache costs as much as the FP8 decode).  Peak memory is six chunk
+ * buffers whatever the model size.
  *
  * Source checksums: layout.json records each source shard's SHA-256.  By
  * default they are taken from SHA256SUMS, which `verify` has just checked
@@ -26,6 +30,8 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+
+#include <pthread.h>
 
 #include <openssl/evp.h>
 
@@ -91,10 +97,170 @@ struct conv {
 	int verify_source;     /* hash every shard, compare with SHA256SUMS */
 	json_t *sums;          /* SHA256SUMS or NULL */
 	uint64_t total_bytes, done_bytes;
-	/* chunk buffers */
+	/* chunk buffers: cv_buf and stage are set[fill]'s */
 	unsigned char *src_buf, *cv_buf, *stage;
 	float *f32_buf;
+	struct write_queue *wq;
 };
+
+/*
+ * The writer thread.  The main thread adds the writes of one chunk to
+ * batch[fill], whose data live in buffer set fill; wq_submit waits until
+ * the thread has written the previous batch, hands it batch[fill] and
+ * flips fill, so the set the main thread fills next is one whose writes
+ * are done.  The first write error stops the writing and is returned by
+ * the next submit or flush.
+ */
+struct put {
+	struct st_writer *w;
+	size_t slot;
+	uint64_t off;
+	const void *buf;
+	size_t n;
+};
+
+struct write_queue {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct put *batch[2];
+	size_t n[2], cap[2];
+	unsigned char *buf[2], *stage[2];
+	int fill;    /* the batch the main thread adds to */
+	int pending; /* batch[!fill] handed over, not yet written */
+	int stop, failed;
+	struct d0_err err;
+};
+
+static void *wq_main(void *arg)
+{
+	struct write_queue *q = arg;
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		while (!q->pending && !q->stop)
+			pthread_cond_wait(&q->cv, &q->mu);
+		if (!q->pending)
+			break;
+		int b = !q->fill, failed = q->failed;
+		pthread_mutex_unlock(&q->mu);
+		for (size_t i = 0; !failed && i < q->n[b]; i++) {
+			struct put *p = &q->batch[b][i];
+			if (st_writer_put(p->w, p->slot, p->off, p->buf, p->n,
+					  &q->err) < 0)
+				failed = 1;
+		}
+		pthread_mutex_lock(&q->mu);
+		q->failed = failed;
+		q->pending = 0;
+		pthread_cond_broadcast(&q->cv);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return NULL;
+}
+
+static int wq_add(struct conv *c, struct st_writer *w, size_t slot,
+		  uint64_t off, const void *buf, size_t n, struct d0_err *err)
+{
+	struct write_queue *q = c->wq;
+	int f = q->fill;
+	if (q->n[f] == q->cap[f]) {
+		size_t cap = q->cap[f] ? 2 * q->cap[f] : 64;
+		struct put *nb = realloc(q->batch[f], cap * sizeof *nb);
+		if (!nb)
+			return d0_errf(err, "convert: out of memory");
+		q->batch[f] = nb;
+		q->cap[f] = cap;
+	}
+	q->batch[f][q->n[f]++] = (struct put){w, slot, off, buf, n};
+	return 0;
+}
+
+/* Wait for the handed-over batch; its error, if any. */
+static int wq_wait(struct write_queue *q, struct d0_err *err)
+{
+	int failed;
+	pthread_mutex_lock(&q->mu);
+	while (q->pending)
+		pthread_cond_wait(&q->cv, &q->mu);
+	failed = q->failed;
+	pthread_mutex_unlock(&q->mu);
+	if (failed)
+		*err = q->err;
+	return failed ? -1 : 0;
+}
+
+/* Hand the chunk's writes over; the next chunk goes to the other set. */
+static int wq_submit(struct conv *c, struct d0_err *err)
+{
+	struct write_queue *q = c->wq;
+	if (wq_wait(q, err) < 0)
+		return -1;
+	if (q->n[q->fill] == 0)
+		return 0;
+	pthread_mutex_lock(&q->mu);
+	q->fill = !q->fill;
+	q->n[q->fill] = 0;
+	q->pending = 1;
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	c->cv_buf = q->buf[q->fill];
+	c->stage = q->stage[q->fill];
+	return 0;
+}
+
+static int wq_start(struct conv *c, struct d0_err *err)
+{
+	struct write_queue *q = calloc(1, sizeof *q);
+	if (!q)
+		return d0_errf(err, "convert: out of memory");
+	for (int b = 0; b < 2; b++) {
+		q->buf[b] = malloc((size_t)CONV_CHUNK * 4);
+		q->stage[b] = malloc((size_t)CONV_CHUNK * 4);
+	}
+	c->wq = q;
+	if (!q->buf[0] || !q->buf[1] || !q->stage[0] || !q->stage[1])
+		return d0_errf(err, "convert: out of memory");
+	pthread_mutex_init(&q->mu, NULL);
+	pthread_cond_init(&q->cv, NULL);
+	if (pthread_create(&q->th, NULL, wq_main, q) != 0) {
+		pthread_mutex_destroy(&q->mu);
+		pthread_cond_destroy(&q->cv);
+		q->th = 0;
+		return d0_errf(err, "convert: cannot start the writer thread");
+	}
+	c->cv_buf = q->buf[0];
+	c->stage = q->stage[0];
+	return 0;
+}
+
+/* Write what is queued, stop the thread, free the queue. */
+static int wq_finish(struct conv *c, int ok, struct d0_err *err)
+{
+	struct write_queue *q = c->wq;
+	int rc = 0;
+	if (!q)
+		return 0;
+	if (q->th) {
+		if (ok)
+			rc = wq_submit(c, err) < 0 || wq_wait(q, err) < 0 ? -1 : 0;
+		pthread_mutex_lock(&q->mu);
+		q->stop = 1;
+		pthread_cond_broadcast(&q->cv);
+		pthread_mutex_unlock(&q->mu);
+		pthread_join(q->th, NULL);
+		pthread_mutex_destroy(&q->mu);
+		pthread_cond_destroy(&q->cv);
+	}
+	for (int b = 0; b < 2; b++) {
+		free(q->batch[b]);
+		free(q->buf[b]);
+		free(q->stage[b]);
+	}
+	free(q);
+	c->wq = NULL;
+	c->cv_buf = c->stage = NULL;
+	return rc;
+}
 
 static enum dtype target_dtype(const struct conv *c, const struct tensor_spec *t)
 {
@@ -344,8 +510,8 @@ static int emit(struct conv *c, struct item *it, int part, uint64_t off,
 		    layout_part_for_rank(&c->cfg, &c->d, it->spec, &it->split,
 					 r) != part)
 			continue;
-		if (st_writer_put(c->w[r], (size_t)it->slot[r], off * es, buf,
-				  n * es, err) < 0)
+		if (wq_add(c, c->w[r], (size_t)it->slot[r], off * es, buf,
+			   n * es, err) < 0)
 			return -1;
 	}
 	return 0;
@@ -366,23 +532,34 @@ static int read_src(struct conv *c, int fd, EVP_MD_CTX *sha, struct item *it,
 {
 	uint64_t b0 = src_bytes(it, el_off), b1 = src_bytes(it, el_off + n);
 	uint64_t off = c->ck.shards[it->shard].st.data_off + it->src->begin + b0;
-	if (pread_full(fd, c->src_buf, b1 - b0, off) < 0)
+	/* stored as written: read straight into the output buffer */
+	int direct = !it->dequant && it->src->dtype == it->to;
+	unsigned char *rb = direct ? c->cv_buf : c->src_buf;
+	if (pread_full(fd, rb, b1 - b0, off) < 0)
 		return d0_errf(err, "%s: tensor '%s': read failed: %s",
 			       c->ck.shards[it->shard].path, it->src->name,
 			       strerror(errno));
 	if (sha)
-		EVP_DigestUpdate(sha, c->src_buf, b1 - b0);
+		EVP_DigestUpdate(sha, rb, b1 - b0);
 	if (it->dequant) {
+		const struct weight_format *f = format_of(&c->cfg.qc);
+		int rc;
 		it->view.values = c->src_buf;
-		if (format_of(&c->cfg.qc)->decode(&c->cfg.qc, &it->view, el_off,
-						  n, c->f32_buf) < 0)
+		if (f->decode16 && (it->to == DT_BF16 || it->to == DT_F16)) {
+			rc = f->decode16(&c->cfg.qc, &it->view, el_off, n, it->to,
+					 (uint16_t *)c->cv_buf);
+		} else {
+			rc = f->decode(&c->cfg.qc, &it->view, el_off, n,
+				       c->f32_buf);
+			if (rc == 0)
+				dtype_convert(DT_F32, c->f32_buf, it->to,
+					      c->cv_buf, n);
+		}
+		if (rc < 0)
 			return d0_errf(err, "%s: tensor '%s': cannot decode "
 				       "elements from %llu", c->ck.shards[it->shard].path,
 				       it->src->name, (unsigned long long)el_off);
-		dtype_convert(DT_F32, c->f32_buf, it->to, c->cv_buf, n);
-	} else if (it->src->dtype == it->to) {
-		memcpy(c->cv_buf, c->src_buf, n * dtype_size(it->to));
-	} else {
+	} else if (!direct) {
 		dtype_convert(it->src->dtype, c->src_buf, it->to, c->cv_buf, n);
 	}
 	c->done_bytes += b1 - b0;
@@ -420,16 +597,20 @@ static int convert_tensor(struct conv *c, int fd, EVP_MD_CTX *sha,
 				const unsigned char *src = c->cv_buf;
 				const void *out = src;
 				if (parts > 1) { /* gather part p of each row */
+					unsigned char *st = c->stage +
+						(uint64_t)p * nr * seg * es;
 					for (uint64_t j = 0; j < nr; j++)
-						memcpy(c->stage + j * seg * es,
+						memcpy(st + j * seg * es,
 						       src + (j * row + (uint64_t)p * seg) * es,
 						       seg * es);
-					out = c->stage;
+					out = st;
 				}
 				if (emit(c, it, p, o * seg, out,
 					 (size_t)(nr * seg), err) < 0)
 					return -1;
 			}
+			if (wq_submit(c, err) < 0)
+				return -1;
 		}
 		return 0;
 	}
@@ -443,7 +624,8 @@ static int convert_tensor(struct conv *c, int fd, EVP_MD_CTX *sha,
 					     o * row + (uint64_t)p * seg + k, n,
 					     err) < 0 ||
 				    emit(c, it, p, o * seg + k, c->cv_buf, n,
-					 err) < 0)
+					 err) < 0 ||
+				    wq_submit(c, err) < 0)
 					return -1;
 			}
 	return 0;
@@ -472,14 +654,10 @@ static int load_source_sums(struct conv *c, const char *dir, struct d0_err *err)
 	return 0;
 }
 
-static int convert_all(struct conv *c, struct d0_err *err)
+static int convert_shards(struct conv *c, struct d0_err *err)
 {
 	size_t i = 0;
 	double last = 0;
-	c->src_buf = malloc((size_t)CONV_CHUNK * 4);
-	c->f32_buf = malloc((size_t)CONV_CHUNK * 4);
-	c->cv_buf = malloc((size_t)CONV_CHUNK * 4);
-	c->stage = malloc((size_t)CONV_CHUNK * 4);
 	for (size_t k = 0; k < c->nitems; k++)
 		c->total_bytes += c->items[k].src->end - c->items[k].src->begin;
 	for (size_t s = 0; s < c->ck.nshards; s++) {
@@ -531,10 +709,25 @@ static int convert_all(struct conv *c, struct d0_err *err)
 		if (rc < 0)
 			return -1;
 	}
-	for (int r = 0; r < c->world; r++)
-		if (st_writer_finish(c->w[r], err) < 0)
-			return -1;
 	return 0;
+}
+
+static int convert_all(struct conv *c, struct d0_err *err)
+{
+	int rc;
+	c->src_buf = malloc((size_t)CONV_CHUNK * 4);
+	c->f32_buf = malloc((size_t)CONV_CHUNK * 4);
+	if (!c->src_buf || !c->f32_buf)
+		return d0_errf(err, "convert: out of memory");
+	rc = wq_start(c, err);
+	if (rc == 0)
+		rc = convert_shards(c, err);
+	if (wq_finish(c, rc == 0, err) < 0)
+		rc = -1;
+	for (int r = 0; rc == 0 && r < c->world; r++)
+		if (st_writer_finish(c->w[r], err) < 0)
+			rc = -1;
+	return rc;
 }
 
 /* Shards hashed here must agree with SHA256SUMS where it lists them. */
@@ -683,8 +876,6 @@ static void conv_free(struct conv *c)
 	json_decref(c->sums);
 	free(c->specs);
 	free(c->src_buf);
-	free(c->cv_buf);
-	free(c->stage);
 	free(c->f32_buf);
 	ckpt_close(&c->ck);
 	model_config_free(&c->cfg);
