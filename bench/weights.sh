@@ -277,6 +277,7 @@ if [ "$FP8" != 0 ]; then
 		f_cp_run f_cp
 		if [ "$WARMUP" != 0 ]; then f_conv_run f_keep_warmup keep; fi
 		f_conv_run f_keep keep
+		if [ "$WARMUP" != 0 ]; then f_conv_run f_bf16_warmup bf16; fi
 		f_conv_run f_bf16 bf16
 	done
 fi
