@@ -11,6 +11,7 @@
 #include "unit.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const double e4m3fn_table[256] = {
@@ -203,6 +204,73 @@ static void encoder_checks(void)
 	CHECK(f32_to_fp8(DT_F8_E4M3, 0x1p-6f * 0.999f) == 0x08); /* rounds up to min normal */
 }
 
+/*
+ * convert's fast FP8 -> bf16/f16 (decode16: AVX2 arithmetic or memoised
+ * tables) against decode followed by dtype_convert, bit for bit: every
+ * code of both dtypes, runs that end mid-vector (cols 300 = 128+128+44),
+ * a slice starting mid-row, and scales whose products go subnormal,
+ * overflow to Inf, or are NaN.
+ */
+static void decode16_checks(void)
+{
+	enum { R = 5, C = 300, N = R * C };
+	static uint8_t codes[N];
+	static float f[N];
+	static uint16_t want[N], got[N];
+	const float scales[] = {1.0f, 0.0037f, 0x1p-140f, 3e35f, -2.5f, NAN,
+				1.5e-3f};
+	const int nsc = (int)(sizeof scales / sizeof scales[0]);
+	const char *modes[] = {"", "portable"};
+	uint32_t x = 12345;
+	int bad[2][2][2] = {{{0}}};
+	for (int i = 0; i < N; i++) {
+		x = x * 1103515245u + 12345u;
+		codes[i] = (uint8_t)(i < 256 ? (uint32_t)i : x >> 24);
+	}
+	for (int e5 = 0; e5 < 2; e5++) {
+		struct quant_config q = {.kind = QUANT_FP8_BLOCK,
+					 .fp8_dtype = e5 ? DT_F8_E5M2 : DT_F8_E4M3,
+					 .block = {2, 128}};
+		/* 3 block rows x 3 block columns of scales */
+		float sc[9];
+		for (int k = 0; k < 9; k++)
+			sc[k] = scales[(k + e5) % nsc];
+		struct quant_view v = {.rows = R, .cols = C, .values = codes,
+				       .scale = sc, .scale_dtype = DT_F32,
+				       .scale_cols = 3};
+		for (int m = 0; m < 2; m++) {
+			if (*modes[m])
+				setenv("DAY0_KERNEL", modes[m], 1);
+			else
+				unsetenv("DAY0_KERNEL");
+			for (int to16 = 0; to16 < 2; to16++) {
+				int to = to16 ? DT_F16 : DT_BF16;
+				for (int sl = 0; sl < 2; sl++) { /* whole, or from 77 */
+					uint64_t el0 = sl ? 77 : 0;
+					size_t n = N - (size_t)el0;
+					v.values = codes + el0;
+					if (format_fp8.decode(&q, &v, el0, n, f) < 0 ||
+					    dtype_convert(DT_F32, f, to, want, n) < 0 ||
+					    format_fp8.decode16(&q, &v, el0, n, to, got) < 0 ||
+					    memcmp(want, got, n * 2))
+						bad[e5][m][to16]++;
+				}
+			}
+		}
+	}
+	unsetenv("DAY0_KERNEL");
+	CHECKN("decode16 e4m3 -> bf16 (AVX2 where the CPU has it) == decode + convert",
+	       bad[0][0][0] == 0);
+	CHECKN("decode16 e4m3 -> bf16 (tables) == decode + convert", bad[0][1][0] == 0);
+	CHECKN("decode16 e4m3 -> f16 == decode + convert",
+	       bad[0][0][1] + bad[0][1][1] == 0);
+	CHECKN("decode16 e5m2 -> bf16 (AVX2 where the CPU has it) == decode + convert",
+	       bad[1][0][0] == 0);
+	CHECKN("decode16 e5m2 -> bf16 (tables) == decode + convert", bad[1][1][0] == 0);
+	CHECKN("decode16 e5m2 -> f16 == decode + convert",
+	       bad[1][0][1] + bad[1][1][1] == 0);
+}
+
 static void packed_checks(void)
 {
 	struct quant_config q;
@@ -301,6 +369,7 @@ int main(void)
 {
 	table_checks();
 	encoder_checks();
+	decode16_checks();
 	packed_checks();
 	config_checks();
 	return unit_done();
