@@ -56,10 +56,8 @@ if ! command -v pdsh >/dev/null || ! command -v clush >/dev/null; then
 		die "apt-get install pdsh clustershell failed"
 fi
 NODE_USER=${NODE_USER:-day0-fanout}
-if [ "$NODE_USER" != root ] && ! id "$NODE_USER" >/dev/null 2>&1; then
-	# '*': no password, yet not locked (sshd refuses a locked account's
-	# key login when it runs without PAM, as the test nodes do)
-	useradd -m -s /bin/sh -p '*' "$NODE_USER" || die "useradd $NODE_USER failed"
+if [ "$NODE_USER" != root ]; then
+	sshd_plain_user "$NODE_USER" || die "useradd $NODE_USER failed"
 fi
 # What a login shell costs per ssh command (run as sshd would: SSH_CLIENT
 # set, so bash reads ~/.bashrc), best of 3, CPU ms.

@@ -34,6 +34,22 @@
 # reported, not failed; the exit status is 1 when the run does not end GO
 # or events are lost, 2 when something does not start.
 #
+# One machine plays the console and all the nodes, so two things keep the
+# node side from standing in for what other machines would do:
+#   - the nodes log in as NODE_USER (default day0-fanout, an account with
+#     /bin/sh made when missing; NODE_USER=root for root): root's login
+#     shell here runs ~/.bashrc (pyenv init) for every ssh command, ~0.17 s
+#     of CPU, paid by day0 and clush alike (bench/fanout.sh);
+#   - with ISOLATE=1 (the default, as root) the node sshds, and with them
+#     every session, agent and simulated engine, run in a CPU cgroup of
+#     the lowest weight: they get the CPU the console leaves, as if they
+#     were other machines.  The console's CPU, RSS and redraw figures are
+#     then its own; clush's run pays the same node side in the same group.
+#     ISOLATE=0 measures without (the redraw then waits behind 128 nodes'
+#     work on 2 cores).
+# The redraw is reported twice: wall time per frame (the target), and the
+# CPU time the console spent drawing it.
+#
 # Environment: BUILD (build), NODES (128), CARDS (8), SIM_SCALE (10:
 # simulated durations / 10), HZ (the console's --sample-hz, 2 = its
 # default), FAIL (day0-agent --fail SPEC, none), STRAGGLER (nodes at half
@@ -56,6 +72,8 @@ RECONNECT_AT=${RECONNECT_AT:-verify}
 TUI=${TUI:-auto}
 CLUSH=${CLUSH:-1}
 OUT_DIR=${OUT_DIR:-}
+NODE_USER=${NODE_USER:-day0-fanout}
+ISOLATE=${ISOLATE:-1}
 CONFIG=$PWD/assets/configs/deepseek-v3.json
 # issue #20's targets
 T_CONNECT=0.6 T_CPU=25 T_RSS=256 T_P99=16 T_RECONNECT=30
@@ -81,7 +99,16 @@ if [ "$CLUSH" = 1 ] && ! command -v clush >/dev/null; then
 		die "apt-get install clustershell failed (CLUSH=0 skips the reference)"
 fi
 
+if [ "$NODE_USER" != root ]; then
+	sshd_plain_user "$NODE_USER" || die "useradd $NODE_USER failed"
+fi
+SSHD_USER=$NODE_USER
 sshd_nodes_start "$NODES" || die "sshd did not start (see above)"
+ISOLATED=no
+if [ "$ISOLATE" = 1 ]; then
+	sshd_nodes_isolate >"$T/isolate.msg" && ISOLATED=yes
+	echo "# node side: $(cat "$T/isolate.msg")" >&2
+fi
 LAST=$((NODES + 1))
 W=$T/fleet
 mkdir -p "$W/model" "$W/sessions"
@@ -102,7 +129,7 @@ if sys.argv[5]: a += ["--sim-straggler", sys.argv[5]]
 print(json.dumps(a))' "$CARDS" "$W/model" "$SIM_SCALE" "$FAIL" "$STRAGGLER")
 cat >"$W/inv.json" <<JSON
 {"name": "fleet",
- "defaults": {"user": "root", "port": $SSHD_PORT, "identity": "$SSHD_KEY",
+ "defaults": {"user": "$NODE_USER", "port": $SSHD_PORT, "identity": "$SSHD_KEY",
               "cards": $CARDS, "card_mem": "80GiB"},
  "nodes": [{"name": "n[$first-$lastn]", "host": "127.0.0.[2-$LAST]"}],
  "agent_args": $agent_args}
@@ -119,8 +146,8 @@ VARS=(-e tp="$CARDS" -e pp=1 -e ep="$NODES" -e link_gbps=20)
 # run then connects to deployed agents, as a warm cluster would.  (128
 # concurrent deployments into one shared directory are 128 x 2.3 MB through
 # one machine's sshd and race on the same files.)
-printf '{"name": "first", "defaults": {"user": "root", "port": %d, "identity": "%s", "cards": %d, "card_mem": "80GiB"},\n "nodes": [{"name": "n%s", "host": "127.0.0.2"}]}\n' \
-	"$SSHD_PORT" "$SSHD_KEY" "$CARDS" "$first" >"$W/first.json"
+printf '{"name": "first", "defaults": {"user": "%s", "port": %d, "identity": "%s", "cards": %d, "card_mem": "80GiB"},\n "nodes": [{"name": "n%s", "host": "127.0.0.2"}]}\n' \
+	"$NODE_USER" "$SSHD_PORT" "$SSHD_KEY" "$CARDS" "$first" >"$W/first.json"
 s=$EPOCHREALTIME
 "$BUILD/day0" hosts --inventory "$W/first.json" --known-hosts "$SSHD_KNOWN_HOSTS" \
 	>"$W/deploy.out" 2>&1 || die "day0 hosts (deploy) failed: $(tail -c 400 "$W/deploy.out")"
@@ -242,10 +269,12 @@ GROWTH=$(awk -v b="$dbsize" -v s="$span" 'BEGIN { printf "%.1f", (s > 0) ? b / s
 DB_NODE_H=$(awk -v b="$dbsize" -v s="$span" -v n="$NODES" 'BEGIN { printf "%.2f", (s > 0) ? b / s * 3600 / n / 1048576 : 0 }')
 CPU=$(awk -v t="$cpu_ticks" -v k="$TICK" -v w="$WALL" 'BEGIN { printf "%.1f", (w > 0) ? t / k / w * 100 : 0 }')
 RSS=$(awk -v r="$rss_max" 'BEGIN { printf "%.1f", r / 1024 }')
-P50=n/a P99=n/a
+P50=n/a P99=n/a C50=n/a C99=n/a
 if [ -s "$W/run.stats" ]; then
 	P50=$(awk '$1 == "redraw_p50_ms" { printf "%.2f", $2 }' "$W/run.stats")
 	P99=$(awk '$1 == "redraw_p99_ms" { printf "%.2f", $2 }' "$W/run.stats")
+	C50=$(awk '$1 == "redraw_cpu_p50_ms" { printf "%.2f", $2 }' "$W/run.stats")
+	C99=$(awk '$1 == "redraw_cpu_p99_ms" { printf "%.2f", $2 }' "$W/run.stats")
 fi
 "$BUILD/day0" report "$DB" --format md -o "$W/report.md" 2>/dev/null
 if [ -n "$OUT_DIR" ]; then
@@ -260,6 +289,7 @@ fi
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
 met() { awk -v r="$1" 'BEGIN { if (r == "n/a") print "not measured"; else print (r <= 1 ? "met" : "MISSED") }'; }
 echo "fleet: $NODES loopback sshd nodes x $CARDS cards, release-day on deepseek-v3 (simulated, time / $SIM_SCALE), ${WALL} s"
+echo "  nodes log in as $NODE_USER; node side isolated in a low-weight CPU cgroup: $ISOLATED"
 CD=n/a
 [ "$CONNECT" != n/a ] && CD=$(awk -v a="$CONNECT" -v b="$DEPLOY" 'BEGIN { printf "%.2f", a + b }')
 r=$(ratio "$CD" "$C")
@@ -268,10 +298,11 @@ printf '  connect + deploy   %7s s   clush true %7s s   ratio %5sx (target <= %.
 printf '  console CPU        %7s %%   of one core over the run (target <= %d%%): %s (%sx)\n' "$CPU" "$T_CPU" "$(met "$(ratio "$CPU" "$T_CPU")")" "$(ratio "$CPU" "$T_CPU")"
 printf '  console RSS peak   %7s MiB (target <= %d MiB): %s (%sx)\n' "$RSS" "$T_RSS" "$(met "$(ratio "$RSS" "$T_RSS")")" "$(ratio "$RSS" "$T_RSS")"
 printf '  redraw p50 / p99   %7s / %s ms (target p99 <= %d ms): %s (%sx)\n' "$P50" "$P99" "$T_P99" "$(met "$(ratio "$P99" "$T_P99")")" "$(ratio "$P99" "$T_P99")"
+printf '  redraw CPU         %7s / %s ms p50 / p99 (the console'"'"'s own drawing time per frame)\n' "$C50" "$C99"
 printf '  mass reconnect     %7s s   until all %d resumed (target <= %d s): %s (%sx)\n' "$resumed_s" "$NODES" "$T_RECONNECT" "$(met "$(ratio "$resumed_s" "$T_RECONNECT")")" "$(ratio "$resumed_s" "$T_RECONNECT")"
 printf '  events lost        %7s     (seq audit over %s stored events; target 0)\n' "$LOST" "$EVENTS"
 printf '  ingest             %7s events/s mean, %s peak second; %s B/s per node at %s Hz\n' "$RATE" "$PEAK" "$BPS_NODE" "$HZ"
 printf '  session file       %7s MiB/hour (%s MiB per node-hour), %s bytes now\n' "$GROWTH" "$DB_NODE_H" "$dbsize"
-echo "fleet: $NODES nodes, verdict $VERDICT, events lost $LOST, simulated $SIMULATED, connect+deploy ${CD}s (clush ${C}s, $(ratio "$CD" "$C")x), cpu ${CPU}%, rss ${RSS}MiB, redraw p50 ${P50}ms p99 ${P99}ms, reconnect ${resumed_s}s, ingest ${RATE} ev/s (peak ${PEAK}), ${BPS_NODE} B/s/node, db ${GROWTH} MiB/h"
+echo "fleet: $NODES nodes, verdict $VERDICT, events lost $LOST, simulated $SIMULATED, connect+deploy ${CD}s (clush ${C}s, $(ratio "$CD" "$C")x), cpu ${CPU}%, rss ${RSS}MiB, redraw p50 ${P50}ms p99 ${P99}ms (cpu p99 ${C99}ms), isolated ${ISOLATED}, reconnect ${resumed_s}s, ingest ${RATE} ev/s (peak ${PEAK}), ${BPS_NODE} B/s/node, db ${GROWTH} MiB/h"
 [ "$VERDICT" = GO ] && [ "$LOST" = 0 ] || exit 1
 exit 0

@@ -104,62 +104,88 @@ struct conv {
 };
 
 /*
- * The writer thread.  The main thread adds the writes of one chunk to
+ * The writer threads.  The main thread adds the writes of one chunk to
  * batch[fill], whose data live in buffer set fill; wq_submit waits until
- * the thread has written the previous batch, hands it batch[fill] and
+ * the threads have written the previous batch, hands them batch[fill] and
  * flips fill, so the set the main thread fills next is one whose writes
- * are done.  The first write error stops the writing and is returned by
- * the next submit or flush.
+ * are done.  Rank r's file is written by lane r % nlanes only, so each
+ * file still sees its writes in order (st_writer hashes sequential
+ * writes on the way).  Two lanes: the kernel's copy into the page cache
+ * is the largest cost of an FP8 -> bf16 convert, and one thread doing it
+ * leaves the second core to the decode and the writeback.  The first
+ * write error stops the writing and is returned by the next submit.
  */
+#define WQ_LANES 2
+
 struct put {
 	struct st_writer *w;
+	int lane;
 	size_t slot;
 	uint64_t off;
 	const void *buf;
 	size_t n;
 };
 
-struct write_queue {
+struct write_queue;
+struct wq_lane {
+	struct write_queue *q;
+	int id;
 	pthread_t th;
+	int started;
+	unsigned seen; /* the last generation written */
+};
+
+struct write_queue {
+	struct wq_lane lane[WQ_LANES];
+	int nlanes;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
+	int sync_ok;  /* mu and cv initialised */
 	struct put *batch[2];
 	size_t n[2], cap[2];
 	unsigned char *buf[2], *stage[2];
-	int fill;    /* the batch the main thread adds to */
-	int pending; /* batch[!fill] handed over, not yet written */
+	int fill;     /* the batch the main thread adds to */
+	unsigned gen; /* batches handed over so far */
+	int pending;  /* lanes still writing batch[!fill] */
 	int stop, failed;
 	struct d0_err err;
 };
 
 static void *wq_main(void *arg)
 {
-	struct write_queue *q = arg;
+	struct wq_lane *ln = arg;
+	struct write_queue *q = ln->q;
 	pthread_mutex_lock(&q->mu);
 	for (;;) {
-		while (!q->pending && !q->stop)
+		while (ln->seen == q->gen && !q->stop)
 			pthread_cond_wait(&q->cv, &q->mu);
-		if (!q->pending)
+		if (ln->seen == q->gen)
 			break;
+		ln->seen = q->gen;
 		int b = !q->fill, failed = q->failed;
+		struct d0_err e = {0};
 		pthread_mutex_unlock(&q->mu);
 		for (size_t i = 0; !failed && i < q->n[b]; i++) {
 			struct put *p = &q->batch[b][i];
-			if (st_writer_put(p->w, p->slot, p->off, p->buf, p->n,
-					  &q->err) < 0)
+			if (p->lane == ln->id &&
+			    st_writer_put(p->w, p->slot, p->off, p->buf, p->n,
+					  &e) < 0)
 				failed = 1;
 		}
 		pthread_mutex_lock(&q->mu);
-		q->failed = failed;
-		q->pending = 0;
-		pthread_cond_broadcast(&q->cv);
+		if (failed && !q->failed) {
+			q->failed = 1;
+			q->err = e;
+		}
+		if (--q->pending == 0)
+			pthread_cond_broadcast(&q->cv);
 	}
 	pthread_mutex_unlock(&q->mu);
 	return NULL;
 }
 
-static int wq_add(struct conv *c, struct st_writer *w, size_t slot,
-		  uint64_t off, const void *buf, size_t n, struct d0_err *err)
+static int wq_add(struct conv *c, int rank, size_t slot, uint64_t off,
+		  const void *buf, size_t n, struct d0_err *err)
 {
 	struct write_queue *q = c->wq;
 	int f = q->fill;
@@ -171,7 +197,8 @@ static int wq_add(struct conv *c, struct st_writer *w, size_t slot,
 		q->batch[f] = nb;
 		q->cap[f] = cap;
 	}
-	q->batch[f][q->n[f]++] = (struct put){w, slot, off, buf, n};
+	q->batch[f][q->n[f]++] =
+		(struct put){c->w[rank], rank % q->nlanes, slot, off, buf, n};
 	return 0;
 }
 
@@ -200,8 +227,9 @@ static int wq_submit(struct conv *c, struct d0_err *err)
 	pthread_mutex_lock(&q->mu);
 	q->fill = !q->fill;
 	q->n[q->fill] = 0;
-	q->pending = 1;
-	pthread_cond_signal(&q->cv);
+	q->pending = q->nlanes;
+	q->gen++;
+	pthread_cond_broadcast(&q->cv);
 	pthread_mutex_unlock(&q->mu);
 	c->cv_buf = q->buf[q->fill];
 	c->stage = q->stage[q->fill];
@@ -213,41 +241,45 @@ static int wq_start(struct conv *c, struct d0_err *err)
 	struct write_queue *q = calloc(1, sizeof *q);
 	if (!q)
 		return d0_errf(err, "convert: out of memory");
+	c->wq = q;
 	for (int b = 0; b < 2; b++) {
 		q->buf[b] = malloc((size_t)CONV_CHUNK * 4);
 		q->stage[b] = malloc((size_t)CONV_CHUNK * 4);
+		if (!q->buf[b] || !q->stage[b])
+			return d0_errf(err, "convert: out of memory");
 	}
-	c->wq = q;
-	if (!q->buf[0] || !q->buf[1] || !q->stage[0] || !q->stage[1])
-		return d0_errf(err, "convert: out of memory");
 	pthread_mutex_init(&q->mu, NULL);
 	pthread_cond_init(&q->cv, NULL);
-	if (pthread_create(&q->th, NULL, wq_main, q) != 0) {
-		pthread_mutex_destroy(&q->mu);
-		pthread_cond_destroy(&q->cv);
-		q->th = 0;
-		return d0_errf(err, "convert: cannot start the writer thread");
+	q->sync_ok = 1;
+	q->nlanes = c->world < WQ_LANES ? c->world : WQ_LANES;
+	for (int i = 0; i < q->nlanes; i++) {
+		q->lane[i] = (struct wq_lane){.q = q, .id = i};
+		if (pthread_create(&q->lane[i].th, NULL, wq_main, &q->lane[i]))
+			return d0_errf(err, "convert: cannot start a writer thread");
+		q->lane[i].started = 1;
 	}
 	c->cv_buf = q->buf[0];
 	c->stage = q->stage[0];
 	return 0;
 }
 
-/* Write what is queued, stop the thread, free the queue. */
+/* Write what is queued (ok), stop the threads, free the queue. */
 static int wq_finish(struct conv *c, int ok, struct d0_err *err)
 {
 	struct write_queue *q = c->wq;
 	int rc = 0;
 	if (!q)
 		return 0;
-	if (q->th) {
-		if (ok)
+	if (q->sync_ok) {
+		if (ok && q->lane[q->nlanes - 1].started)
 			rc = wq_submit(c, err) < 0 || wq_wait(q, err) < 0 ? -1 : 0;
 		pthread_mutex_lock(&q->mu);
 		q->stop = 1;
 		pthread_cond_broadcast(&q->cv);
 		pthread_mutex_unlock(&q->mu);
-		pthread_join(q->th, NULL);
+		for (int i = 0; i < q->nlanes; i++)
+			if (q->lane[i].started)
+				pthread_join(q->lane[i].th, NULL);
 		pthread_mutex_destroy(&q->mu);
 		pthread_cond_destroy(&q->cv);
 	}
@@ -510,8 +542,8 @@ static int emit(struct conv *c, struct item *it, int part, uint64_t off,
 		    layout_part_for_rank(&c->cfg, &c->d, it->spec, &it->split,
 					 r) != part)
 			continue;
-		if (wq_add(c, c->w[r], (size_t)it->slot[r], off * es, buf,
-			   n * es, err) < 0)
+		if (wq_add(c, r, (size_t)it->slot[r], off * es, buf, n * es,
+			   err) < 0)
 			return -1;
 	}
 	return 0;

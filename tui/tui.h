@@ -90,7 +90,7 @@ struct tui {
 	const struct view *base;
 
 	/* Redraw timing (ns) for --stats. */
-	double *draw_ms;
+	double *draw_ms; /* per frame: wall ms, then CPU ms */
 	size_t ndraw, capdraw;
 	int64_t t_start_ns; /* CLOCK_MONOTONIC at start */
 	double cpu_start_s;

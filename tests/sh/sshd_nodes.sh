@@ -34,19 +34,68 @@
 #
 # SSHD_USER (set before sshd_nodes_start; default root): the account the
 # nodes log in as, in the inventory and the ssh_config.  Another account
-# must exist; the key files are then made readable to it.
+# must exist (sshd_plain_user NAME makes one); the key files are then made
+# readable to it.
+# SSHD_NICE (default 0): the sshds run at this niceness, and with them
+# everything the nodes run (sessions, shells, agents, engines).  Benches
+# set it so the node side, which on a cluster runs on other machines,
+# yields the CPU to the console whose figures they measure.
 #
 # Every node is this machine as root: they share /root and so
 # ~/.cache/day0.  The EXIT trap stops the sshd processes and removes $T.
 
 SSHD_PIDFILES=""
+SSHD_CGROUP=""
 
 sshd_nodes_cleanup() {
 	local f
 	for f in $SSHD_PIDFILES; do
 		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
 	done
+	if [ -n "$SSHD_CGROUP" ]; then
+		# its tasks end with their sshd; then the group can go
+		for _ in $(seq 50); do
+			rmdir "$SSHD_CGROUP" 2>/dev/null && break
+			sleep 0.1
+		done
+	fi
 	rm -rf "$T"
+}
+
+# sshd_nodes_isolate: move the node sshds (and so every session, shell,
+# agent and engine they start) into a CPU cgroup of the lowest weight, so
+# that on this one machine the node side yields the CPU to the console as
+# it would if the nodes were other machines.  (Nice values do not do it:
+# sshd starts every session with setsid, and with autogroup scheduling
+# each session is then a group of its own, weighted like the console.)
+# Prints what it did; returns 1 (doing nothing) without root or a cgroup
+# cpu controller.
+sshd_nodes_isolate() {
+	local base="" f pid
+	if [ "$(id -u)" != 0 ]; then
+		echo "not isolated (needs root)"
+		return 1
+	fi
+	if [ -f /sys/fs/cgroup/cpu/cpu.shares ]; then
+		base=/sys/fs/cgroup/cpu # cgroup v1
+	elif grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+		base=/sys/fs/cgroup # v2
+	else
+		echo "not isolated (no cgroup cpu controller)"
+		return 1
+	fi
+	SSHD_CGROUP=$base/day0-nodes-$$
+	mkdir -p "$SSHD_CGROUP" || { SSHD_CGROUP=""; echo "not isolated (mkdir failed)"; return 1; }
+	if [ -f "$SSHD_CGROUP/cpu.shares" ]; then
+		echo 2 >"$SSHD_CGROUP/cpu.shares"
+	else
+		echo 1 >"$SSHD_CGROUP/cpu.weight"
+	fi
+	for f in $SSHD_PIDFILES; do
+		pid=$(cat "$f" 2>/dev/null) || continue
+		echo "$pid" >"$SSHD_CGROUP/cgroup.procs" || { echo "not isolated (cannot move sshd $pid)"; return 1; }
+	done
+	echo "isolated: the node sshds in ${SSHD_CGROUP#/sys/fs/cgroup/} at the lowest CPU weight"
 }
 trap sshd_nodes_cleanup EXIT
 
@@ -83,7 +132,7 @@ PidFile $T/$name.pid
 CFG
 	} >"$T/$name.config"
 	rm -f "$T/$name.pid"
-	/usr/sbin/sshd -f "$T/$name.config" -E "$T/$name.log" || return 1
+	nice -n "${SSHD_NICE:-0}" /usr/sbin/sshd -f "$T/$name.config" -E "$T/$name.log" || return 1
 	SSHD_PIDFILES="$SSHD_PIDFILES $T/$name.pid"
 	for _ in $(seq 100); do
 		[ -s "$T/$name.pid" ] && return 0
@@ -113,6 +162,20 @@ sshd_nodes_stop() {
 		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
 		rm -f "$f"
 	done
+}
+
+# sshd_plain_user NAME: an account with /bin/sh as its shell, made when
+# missing.  Root's login shell here runs ~/.bashrc (pyenv init: ~0.17 s of
+# CPU) for every ssh command, more than the tools measured cost; a plain
+# account's shell costs ~1 ms, as a cluster's service account does.
+sshd_plain_user() {
+	id "$1" >/dev/null 2>&1 && return 0
+	# '*': no password, yet not locked (sshd refuses a locked account's
+	# key login when it runs without PAM, as the test nodes do)
+	useradd -m -s /bin/sh -p '*' "$1" || {
+		fail "sshd" "useradd $1 failed"
+		return 1
+	}
 }
 
 sshd_nodes_start() {

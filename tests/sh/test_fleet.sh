@@ -43,7 +43,7 @@ if [ ! -x /usr/sbin/sshd ]; then
 	fail "fleet" "openssh-server missing (make deps installs it)"
 	exit 0
 fi
-NODES=${FLEET_NODES:-8} TUI=0 CLUSH=0 SIM_SCALE=${FLEET_SCALE:-50} OUT_DIR="$T/out" \
+NODES=${FLEET_NODES:-8} NODE_USER=root ISOLATE=0 TUI=0 CLUSH=0 SIM_SCALE=${FLEET_SCALE:-50} OUT_DIR="$T/out" \
 	timeout 300 bash "$DAY0_ROOT/bench/fleet.sh" >"$T/fleet.txt" 2>&1
 rc=$?
 last=$(tail -n 1 "$T/fleet.txt")
@@ -65,7 +65,7 @@ check "every stage of the release day ran" test \
 # Failures injected by rate reach the verdict through the same path: every
 # node's verify fails (rate 1), and a straggler in the cluster halves the
 # collectives' bandwidth below the playbook's bound.
-NODES=4 TUI=0 CLUSH=0 RECONNECT=0 SIM_SCALE=${FLEET_SCALE:-50} FAIL=verify:1 STRAGGLER=n003 \
+NODES=4 NODE_USER=root ISOLATE=0 TUI=0 CLUSH=0 RECONNECT=0 SIM_SCALE=${FLEET_SCALE:-50} FAIL=verify:1 STRAGGLER=n003 \
 	OUT_DIR="$T/outf" timeout 300 bash "$DAY0_ROOT/bench/fleet.sh" >"$T/fleetf.txt" 2>&1
 rc=$?
 check "with failures injected the bench exits 1 (rc $rc)" test "$rc" = 1
