@@ -55,8 +55,9 @@ struct spool {
 	uint64_t header_len; /* bytes of the header line */
 	uint64_t end;	     /* bytes written to the file */
 	uint64_t committed;  /* bytes written and synced: may be sent */
-	uint64_t cursor;     /* next byte to send */
-	int rewind_pending;  /* rewind once the line being sent is whole */
+	uint64_t cursor;     /* next byte to send, on a line boundary */
+	char *tail;          /* the rest of a line a short write cut */
+	size_t tail_len, tail_off, tail_cap;
 	char *batch;	     /* appended, not yet written */
 	size_t blen, bcap;
 	uint64_t *off; /* off[head + i]: offset of event acked+1+i */

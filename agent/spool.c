@@ -335,6 +335,9 @@ void spool_close(struct spool *sp)
 {
 	if (sp->fd >= 0)
 		close(sp->fd);
+	free(sp->tail);
+	sp->tail = NULL;
+	sp->tail_len = sp->tail_off = sp->tail_cap = 0;
 	if (sp->lockfd >= 0)
 		close(sp->lockfd); /* releases the lock */
 	if (sp->dirfd >= 0)
@@ -419,94 +422,109 @@ int spool_ack(struct spool *sp, int64_t seq, struct d0_err *err)
 	return 0;
 }
 
-/* The end of the line the cursor is in: the next event's offset after
- * it, or the committed end (always a line boundary). */
-static uint64_t line_end(const struct spool *sp, uint64_t pos)
-{
-	size_t lo = sp->head, hi = sp->head + sp->noff;
-	while (lo < hi) { /* first offset > pos */
-		size_t mid = lo + (hi - lo) / 2;
-		if (sp->off[mid] <= pos)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo < sp->head + sp->noff && sp->off[lo] < sp->committed)
-		return sp->off[lo];
-	return sp->committed;
-}
-
-/* Whether pos is the start of a line (or the end of what may be sent). */
-static int at_line_start(const struct spool *sp, uint64_t pos)
-{
-	size_t lo = sp->head, hi = sp->head + sp->noff;
-	if (pos >= sp->committed || !sp->noff || pos <= sp->off[sp->head])
-		return 1;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (sp->off[mid] == pos)
-			return 1;
-		if (sp->off[mid] < pos)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return 0;
-}
-
-static void rewind_now(struct spool *sp)
+/* The cursor sits on a line boundary whenever spool_send is not running
+ * (see hold_rest), so a rewind can always move it at once. */
+void spool_rewind(struct spool *sp)
 {
 	uint64_t first = sp->noff ? sp->off[sp->head] : sp->committed;
 	sp->cursor = first < sp->committed ? first : sp->committed;
-	sp->rewind_pending = 0;
-}
-
-/* A line half written to the pipe (a short write) is finished first:
- * cutting it there would glue its head to the first resent line, and the
- * console would refuse both as one malformed line. */
-void spool_rewind(struct spool *sp)
-{
-	if (at_line_start(sp, sp->cursor))
-		rewind_now(sp);
-	else
-		sp->rewind_pending = 1;
 }
 
 uint64_t spool_unsent(const struct spool *sp)
 {
-	return sp->committed > sp->cursor ? sp->committed - sp->cursor : 0;
+	return (sp->committed > sp->cursor ? sp->committed - sp->cursor : 0) +
+	       (sp->tail_len - sp->tail_off);
+}
+
+/*
+ * A short write (the pipe is full) can stop inside a line.  The rest of
+ * that line is copied out of the file, to be written before anything else,
+ * and the cursor moves past it: an ack, a rewind (the console's hello) or
+ * a compaction may then move the cursor, or drop the line from the file,
+ * without cutting the line on the wire.  (Cut there, its head would be
+ * glued to the next line sent, and the console would refuse both as one
+ * malformed line: the event after it lost until a later resend.)
+ */
+static int hold_rest(struct spool *sp)
+{
+	char c, buf[4096];
+	uint64_t at = sp->cursor;
+	if (at <= sp->header_len || at >= sp->committed)
+		return 0;
+	if (pread(sp->fd, &c, 1, (off_t)(at - 1)) != 1)
+		return -1;
+	if (c == '\n')
+		return 0; /* on a boundary */
+	for (;;) {
+		size_t n = sp->committed - at < sizeof buf ? (size_t)(sp->committed - at)
+							   : sizeof buf;
+		ssize_t r = pread(sp->fd, buf, n, (off_t)at);
+		char *nl;
+		if (r <= 0)
+			return -1;
+		nl = memchr(buf, '\n', (size_t)r);
+		size_t take = nl ? (size_t)(nl - buf) + 1 : (size_t)r;
+		if (sp->tail_len + take > sp->tail_cap) {
+			while (sp->tail_len + take > sp->tail_cap)
+				sp->tail_cap = sp->tail_cap ? 2 * sp->tail_cap : 4096;
+			sp->tail = realloc(sp->tail, sp->tail_cap);
+			if (!sp->tail)
+				abort();
+		}
+		memcpy(sp->tail + sp->tail_len, buf, take);
+		sp->tail_len += take;
+		at += take;
+		if (nl)
+			break;
+	}
+	sp->cursor = at;
+	return 0;
+}
+
+/* Write the held rest of a line; 1 when it is all out. */
+static int send_tail(struct spool *sp, int fd, ssize_t *total)
+{
+	while (sp->tail_off < sp->tail_len) {
+		ssize_t w = write(fd, sp->tail + sp->tail_off,
+				  sp->tail_len - sp->tail_off);
+		if (w <= 0)
+			return 0;
+		sp->tail_off += (size_t)w;
+		*total += w;
+	}
+	sp->tail_off = sp->tail_len = 0;
+	return 1;
 }
 
 ssize_t spool_send(struct spool *sp, int fd)
 {
 	char buf[65536];
 	ssize_t total = 0;
+	if (!send_tail(sp, fd, &total))
+		return total ? total : -1;
 	while (sp->cursor < sp->committed) {
-		uint64_t stop = sp->committed;
-		size_t n;
+		size_t n = (size_t)(sp->committed - sp->cursor);
 		ssize_t r, w;
-		if (sp->rewind_pending) {
-			stop = line_end(sp, sp->cursor);
-			if (stop <= sp->cursor) {
-				rewind_now(sp);
-				continue;
-			}
-		}
-		n = (size_t)(stop - sp->cursor);
 		if (n > sizeof buf)
 			n = sizeof buf;
 		r = pread(sp->fd, buf, n, (off_t)sp->cursor);
-		if (r <= 0)
-			return r < 0 ? -1 : total;
+		if (r <= 0) {
+			if (hold_rest(sp) < 0 || r < 0)
+				return total ? total : -1;
+			return total;
+		}
 		w = write(fd, buf, (size_t)r);
-		if (w < 0)
-			return total ? total : -1;
-		sp->cursor += (uint64_t)w;
-		total += w;
-		if (sp->rewind_pending && sp->cursor == stop)
-			rewind_now(sp);
-		if (w < r)
-			break; /* pipe full */
+		if (w > 0) {
+			sp->cursor += (uint64_t)w;
+			total += w;
+		}
+		if (w < r) { /* pipe full, or an error */
+			if (hold_rest(sp) < 0)
+				return -1;
+			if (w < 0)
+				return total ? total : -1;
+			break;
+		}
 	}
 	return total;
 }
