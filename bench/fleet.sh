@@ -201,17 +201,18 @@ TICK=$(getconf CLK_TCK)
 rss_max=0 cpu_ticks=0 kill_ns=0 resumed_s=n/a reconnect_start=0
 q() { sqlite3 -cmd '.timeout 2000' "$DB" "$1" 2>/dev/null; }
 kill_sessions() {
-	# every connection's sshd (the listeners' children and theirs)
-	local f lp kids=""
-	for f in "$T"/sshd[0-9]*.pid; do
-		lp=$(cat "$f")
-		for c in $(ps -o pid= --ppid "$lp"); do
-			kids="$kids $c $(ps -o pid= --ppid "$c" | tr '\n' ' ')"
-		done
-	done
+	# every connection's sshd (the listeners' children and theirs), from
+	# one ps listing; kill_ns is taken at the kill, not before the listing
+	local f listeners="" kids
+	for f in "$T"/sshd[0-9]*.pid; do listeners="$listeners $(cat "$f")"; done
+	kids=$(ps -e -o pid=,ppid= | awk -v l="$listeners" '
+		BEGIN { n = split(l, a, " "); for (i = 1; i <= n; i++) top[a[i]] = 1 }
+		{ par[$1] = $2 }
+		END { for (p in par) if (top[par[p]] || top[par[par[p]]]) printf "%s ", p }')
+	kill_ns=$(date +%s%N)
 	# shellcheck disable=SC2086
 	[ -n "${kids// /}" ] && kill -KILL $kids 2>/dev/null
-	echo "$kids" | wc -w
+	echo "$kids" | wc -w >"$W/killed"
 }
 while kill -0 "$PID" 2>/dev/null; do
 	r=$(awk '/^VmRSS/ {print $2}' /proc/"$PID"/status 2>/dev/null)
@@ -224,9 +225,8 @@ while kill -0 "$PID" 2>/dev/null; do
 			st=$(q "select min(ts) from events where node='console' and type='stage' and body like '%\"stage_id\":\"$RECONNECT_AT\"%' and body like '%\"state\":\"start\"%'")
 			[ -n "$st" ] && reconnect_start=$now
 		elif awk -v a="$now" -v b="$reconnect_start" 'BEGIN { exit !(a - b >= 2) }'; then
-			kill_ns=$(date +%s%N)
-			killed=$(kill_sessions)
-			echo "# mass reconnect: $killed sshd session processes killed at once" >&2
+			kill_sessions
+			echo "# mass reconnect: $(cat "$W/killed") sshd session processes killed at once" >&2
 		fi
 	fi
 	if [ "$kill_ns" != 0 ] && [ "$resumed_s" = n/a ]; then
@@ -252,8 +252,10 @@ WALL=$(awk -v a="$T1" -v b="$T0" 'BEGIN { printf "%.2f", a - b }')
 t0_ns=$(awk -v a="$T0" 'BEGIN { printf "%.0f", a * 1e9 }')
 conn_ns=$(q "select max(ts) from (select node, min(ts) ts from events where type='hello' group by node)")
 nhello=$(q "select count(distinct node) from events where type='hello'")
-CONNECT=n/a
+first_ns=$(q "select min(ts) from events where type='hello'")
+CONNECT=n/a FIRST=n/a
 [ -n "$conn_ns" ] && CONNECT=$(awk -v a="$conn_ns" -v b="$t0_ns" 'BEGIN { printf "%.2f", (a - b) / 1e9 }')
+[ -n "$first_ns" ] && FIRST=$(awk -v a="$first_ns" -v b="$t0_ns" 'BEGIN { printf "%.2f", (a - b) / 1e9 }')
 verdict=$(q "select body from events where node='console' and type='verdict'")
 case $verdict in *'"go":true'*) VERDICT=GO ;; *) VERDICT=NO-GO ;; esac
 case $verdict in *'"simulated":'[1-9]*) SIMULATED=yes ;; *) SIMULATED=no ;; esac
@@ -293,7 +295,7 @@ echo "  nodes log in as $NODE_USER; node side isolated in a low-weight CPU cgrou
 CD=n/a
 [ "$CONNECT" != n/a ] && CD=$(awk -v a="$CONNECT" -v b="$DEPLOY" 'BEGIN { printf "%.2f", a + b }')
 r=$(ratio "$CD" "$C")
-printf '  deploy (one node)  %7s s   connect (all, deployed) %s s\n' "$DEPLOY" "$CONNECT"
+printf '  deploy (one node)  %7s s   connect (all, deployed) %s s; the first node said hello after %s s\n' "$DEPLOY" "$CONNECT" "$FIRST"
 printf '  connect + deploy   %7s s   clush true %7s s   ratio %5sx (target <= %.1fx): %s\n' "$CD" "$C" "$r" "$T_CONNECT" "$(met "$(ratio "$r" "$T_CONNECT")")"
 printf '  console CPU        %7s %%   of one core over the run (target <= %d%%): %s (%sx)\n' "$CPU" "$T_CPU" "$(met "$(ratio "$CPU" "$T_CPU")")" "$(ratio "$CPU" "$T_CPU")"
 printf '  console RSS peak   %7s MiB (target <= %d MiB): %s (%sx)\n' "$RSS" "$T_RSS" "$(met "$(ratio "$RSS" "$T_RSS")")" "$(ratio "$RSS" "$T_RSS")"

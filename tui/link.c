@@ -83,7 +83,13 @@ void link_service(struct link *l, struct pollfd *pfd, int n)
 {
 	if (l->phase == LINK_FAILED || !l->ops)
 		return;
+	l->again = 0;
 	l->ops->service(l, pfd, n);
+}
+
+int link_busy(const struct link *l)
+{
+	return l->again && l->phase != LINK_FAILED;
 }
 
 int link_send(struct link *l, const char *data, size_t n)

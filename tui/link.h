@@ -84,6 +84,16 @@ int link_timeout_ms(struct link *l);
 /* Advance after poll(): pfd/n as filled by link_pollfds with revents set
  * (n = 0 for a timeout pass).  Calls on_line for received lines. */
 void link_service(struct link *l, struct pollfd *pfd, int n);
+/*
+ * Whether l must be serviced on the next pass even without revents: its
+ * last service stopped with work left (the transport read until EAGAIN
+ * otherwise, so anything else arriving makes its fds ready).  The poll
+ * loop services a link only when one of its fds is ready, a timer of its
+ * is due, or this says so: with 128 nodes, servicing every link on every
+ * wake-up cost the console most of its CPU (recv and setsockopt calls
+ * that found nothing).
+ */
+int link_busy(const struct link *l);
 /* Queue bytes for the agent's stdin (copied).  -1 when not LINK_UP. */
 int link_send(struct link *l, const char *data, size_t n);
 /* Bytes queued but not yet written. */

@@ -37,7 +37,8 @@ struct link {
 	size_t out_len, out_cap, out_off;
 	char err_tail[LINK_STDERR_KEEP + 1];
 	size_t err_len;
-	void *t; /* transport state */
+	int again; /* the last service stopped with work left (link_busy) */
+	void *t;   /* transport state */
 };
 
 /* The transports' constructors: fill l->ops and l->t, start work. */

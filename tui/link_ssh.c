@@ -969,6 +969,8 @@ static void pump(struct link *l, struct ssh *t)
 		     re == LIBSSH2_ERROR_EAGAIN) ||
 		    libssh2_channel_eof(t->ch))
 			break;
+		if (spins == 999)
+			l->again = 1; /* not drained: come back */
 	}
 	/* stderr may have arrived with the last stdout read. */
 	while ((r = libssh2_channel_read_stderr(t->ch, buf, sizeof buf)) > 0)
@@ -1171,6 +1173,8 @@ static void ssh_service(struct link *l, struct pollfd *pfd, int n)
 	while (l->phase != LINK_FAILED && l->phase != LINK_EOF &&
 	       step(l, t) && ++guard < 64)
 		;
+	if (guard >= 64)
+		l->again = 1; /* more steps may be ready: come back */
 	if (l->phase == LINK_FAILED || l->phase == LINK_EOF)
 		return;
 	if (t->keepalive_on) {

@@ -35,7 +35,11 @@ int some_required_failed(struct run *r)
 void loop(struct run *r)
 {
 	struct pollfd *pfd = calloc(r->n_nodes * 8 + 1, sizeof *pfd);
-	int *owner = calloc(r->n_nodes * 8 + 1, sizeof *owner);
+	/* per node: its first pollfd, how many, and whether it must be
+	 * serviced whatever poll says (a timer due, work left, no fds) */
+	int *first = calloc(r->n_nodes + 1, sizeof *first);
+	int *cnt = calloc(r->n_nodes + 1, sizeof *cnt);
+	char *must = calloc(r->n_nodes + 1, 1);
 	int64_t bye_deadline = 0;
 	for (;;) {
 		int n = 0, timeout = 200, rc;
@@ -115,17 +119,19 @@ void loop(struct run *r)
 			if (!nd->link)
 				continue;
 			k = link_pollfds(nd->link, pfd + n, 8);
-			for (int j = 0; j < k; j++)
-				owner[n + j] = (int)i;
+			first[i] = n;
+			cnt[i] = k;
 			n += k;
 			lt = link_timeout_ms(nd->link);
 			if (lt >= 0 && lt < timeout)
 				timeout = lt;
+			must[i] = k == 0 || lt == 0 || link_busy(nd->link);
+			if (must[i])
+				timeout = 0;
 		}
 		if (r->live) {
 			int lt = live_tick(r->live);
-			pfd[n] = (struct pollfd){live_fd(r->live), POLLIN, 0};
-			owner[n++] = -1;
+			pfd[n++] = (struct pollfd){live_fd(r->live), POLLIN, 0};
 			if (lt >= 0 && lt < timeout)
 				timeout = lt;
 		}
@@ -134,24 +140,21 @@ void loop(struct run *r)
 		rc = poll(pfd, (nfds_t)n, timeout);
 		if (rc < 0 && errno != EINTR)
 			break;
-		/* Service every link (with its own revents, or a timeout
-		 * pass) so timers run too. */
+		/* Service the links whose fds are ready, whose timers are
+		 * due or that asked to come back; a poll timeout (or a
+		 * signal) services all, so every timer runs. */
 		for (size_t i = 0; i < r->n_nodes; i++) {
-			int first = -1, cnt = 0;
+			int ready = rc <= 0 || must[i];
 			if (!r->nodes[i].link)
 				continue;
-			for (int j = 0; j < n; j++)
-				if (owner[j] == (int)i) {
-					if (first < 0)
-						first = j;
-					cnt++;
-				}
 			if (rc <= 0)
-				for (int j = first; j >= 0 && j < first + cnt; j++)
+				for (int j = first[i]; j < first[i] + cnt[i]; j++)
 					pfd[j].revents = 0;
-			link_service(r->nodes[i].link,
-				     first >= 0 ? pfd + first : pfd,
-				     first >= 0 ? cnt : 0);
+			for (int j = first[i]; !ready && j < first[i] + cnt[i]; j++)
+				ready = pfd[j].revents != 0;
+			if (ready)
+				link_service(r->nodes[i].link, pfd + first[i],
+					     cnt[i]);
 		}
 		/* Commit (then ack) every half second: uncommitted events
 		 * are still in the agents' spools, so a crash loses nothing,
@@ -166,7 +169,9 @@ void loop(struct run *r)
 		commit_and_ack(r);
 	flush_said(r, 1);
 	free(pfd);
-	free(owner);
+	free(first);
+	free(cnt);
+	free(must);
 }
 
 /* ------------------------------------------------------------ set-up */
