@@ -18,7 +18,12 @@
 #include "store.h"
 #include "tui.h"
 
-#define FRAME_NS 33000000LL  /* at most ~30 redraws a second */
+/* A key redraws within a frame (~30 a second); new events at most 10
+ * times a second: with 128 nodes something changes on every turn, and
+ * drawing it 30 times a second cost the console a fifth of its CPU for
+ * changes no one reads that fast. */
+#define FRAME_NS 33000000LL
+#define DATA_FRAME_NS 100000000LL
 #define IDLE_NS	 500000000LL /* redraw this often anyway (ages move) */
 
 struct live {
@@ -28,7 +33,7 @@ struct live {
 	void *arg;
 	struct view v;
 	struct tui ui;
-	int dirty;
+	int dirty; /* 1: new events (DATA_FRAME_NS), 2: a key (FRAME_NS) */
 	int64_t last_draw, last_manifest;
 	char stats_path[4096];
 };
@@ -85,7 +90,7 @@ int live_start(struct store *s, const struct live_opts *o,
 	}
 	/* live_tick() polls: getch() must never wait. */
 	nodelay(stdscr, TRUE);
-	lv->dirty = 1;
+	lv->dirty = 2;
 	lv->last_manifest = mono_ns();
 	*out = lv;
 	return 0;
@@ -101,7 +106,7 @@ void live_event(struct live *lv, const char *line, size_t len)
 {
 	if (!lv)
 		return;
-	if (view_apply_line(&lv->v, line, len) == 0)
+	if (view_apply_line(&lv->v, line, len) == 0 && !lv->dirty)
 		lv->dirty = 1;
 }
 
@@ -138,7 +143,7 @@ int live_tick(struct live *lv)
 	while ((key = getch()) != ERR) {
 		const char *arg;
 		enum tui_act a = tui_key(&lv->ui, &lv->v, key, &arg);
-		lv->dirty = 1;
+		lv->dirty = 2;
 		act(lv, a, arg);
 	}
 	/* The verdict is in: the run is over, q needs no confirmation. */
@@ -151,13 +156,16 @@ int live_tick(struct live *lv)
 	if (wall > lv->v.t)
 		lv->v.t = wall;
 	int64_t since = now - lv->last_draw;
-	if ((lv->dirty && since >= FRAME_NS) || since >= IDLE_NS) {
+	int64_t frame = lv->dirty == 2 ? FRAME_NS
+			: lv->dirty	 ? DATA_FRAME_NS
+					 : IDLE_NS;
+	if (since >= frame) {
 		tui_draw(&lv->ui, &lv->v);
 		lv->last_draw = now;
 		lv->dirty = 0;
 		return (int)(FRAME_NS / 1000000);
 	}
-	int64_t due = (lv->dirty ? FRAME_NS : IDLE_NS) - since;
+	int64_t due = frame - since;
 	return due > 0 ? (int)((due + 999999) / 1000000) : 0;
 }
 
