@@ -32,8 +32,6 @@ int some_required_failed(struct run *r)
 	return 0;
 }
 
-#define LOOP_MIN_NS 2000000LL /* 2 ms between busy polls */
-
 void loop(struct run *r)
 {
 	struct pollfd *pfd = calloc(r->n_nodes * 8 + 1, sizeof *pfd);
@@ -42,8 +40,7 @@ void loop(struct run *r)
 	int *first = calloc(r->n_nodes + 1, sizeof *first);
 	int *cnt = calloc(r->n_nodes + 1, sizeof *cnt);
 	char *must = calloc(r->n_nodes + 1, 1);
-	int64_t bye_deadline = 0, last_poll = 0;
-	int last_rc = 0;
+	int64_t bye_deadline = 0;
 	for (;;) {
 		int n = 0, timeout = 200, rc;
 		if (sigint_count) {
@@ -140,23 +137,7 @@ void loop(struct run *r)
 		}
 		if (r->out && r->pending_since && timeout > 100)
 			timeout = 100;
-		/* Coalesce wake-ups: after a turn that had fds ready, the next
-		 * poll waits until LOOP_MIN_NS after the last one began, so
-		 * that 128 nodes' lines arriving one by one are serviced in
-		 * batches (poll itself walks every fd: at 128 nodes and a
-		 * wake-up per line it was a fifth of the console's CPU).  A
-		 * line waits at most that long; nothing the operator sees
-		 * moves faster than the 100 ms redraw. */
-		if (last_rc > 0 && timeout > 0) {
-			int64_t left = LOOP_MIN_NS - (now_ns() - last_poll);
-			if (left > 0) {
-				struct timespec ts = {0, (long)left};
-				nanosleep(&ts, NULL);
-			}
-		}
-		last_poll = now_ns();
 		rc = poll(pfd, (nfds_t)n, timeout);
-		last_rc = rc;
 		if (rc < 0 && errno != EINTR)
 			break;
 		/* Service the links whose fds are ready, whose timers are
