@@ -202,6 +202,7 @@ bench: deps
 	bash bench/tui.sh
 	bash bench/resume_soak.sh
 	bash bench/serve.sh
+	bash bench/llamacpp.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory build

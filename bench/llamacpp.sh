@@ -17,7 +17,7 @@
 # bundle (llama/gitRelease.bundle): `npm pack` into the cache directory
 # (LLAMACPP_CACHE, default ${XDG_CACHE_HOME:-~/.cache}/day0/llamacpp), a
 # clone of the bundle, a CPU-only Release build of llama-bench and libllama
-# (cmake, GGML_NATIVE; ~20 min on 2 shared cores, cached after).  The model is
+# (cmake, GGML_NATIVE; 11-15 min on 2 shared cores, cached after).  The model is
 # written as GGUF by bench/llamacpp_gguf.py with the bundle's own gguf-py
 # (its tensor names, its Q/K permutation for llama, a dummy vocabulary), and
 # before any timing both engines must produce the same greedy tokens for a
@@ -88,7 +88,7 @@ fi
 LB="$CACHE/build"
 CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF"
 if [ ! -x "$LB/bin/llama-bench" ] || [ "$(cat "$LB/.day0-flags" 2>/dev/null)" != "$CMAKE_FLAGS" ]; then
-	echo "llamacpp: building llama-bench (CPU only; ~20 min on 2 cores, once): $LB"
+	echo "llamacpp: building llama-bench (CPU only; 11-15 min on 2 cores, once): $LB"
 	t0=$(date +%s)
 	# shellcheck disable=SC2086
 	heavy cmake -S "$SRC" -B "$LB" $CMAKE_FLAGS >"$CACHE/cmake.log" 2>&1 ||
@@ -174,7 +174,7 @@ for ph in pp tg; do
 		for t in $THREADS; do
 			a=${BEST["d0 $ph $d $t"]} b=${BEST["lc $ph $d $t"]}
 			ratio=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }')
-			printf '%-8s %-5s %-7s %14.1f %14.1f %7sx\n' $name "$d" "$t" "$a" "$b" "$ratio"
+			printf '%-8s %-5s %-7s %14.1f %14.1f %7sx\n' "$name" "$d" "$t" "$a" "$b" "$ratio"
 			last="$last$sep $name $d t$t $ratio"
 			sep=","
 		done
