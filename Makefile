@@ -20,7 +20,7 @@ DEB_PKGS := build-essential pkg-config libncurses-dev libssh2-1-dev \
 	libclang-rt-14-dev time python3 procps strace \
 	libpcre2-dev libutf8proc-dev nodejs npm libmicrohttpd-dev \
 	libcurl4-openssl-dev curl apache2-utils jq openssl chromium \
-	clustershell
+	clustershell cmake git python3-numpy python3-yaml
 # Packages a command on PATH already satisfies: nodesource's nodejs ships its
 # own npm and conflicts with Debian's npm package.
 DEB_BY_COMMAND := npm
@@ -202,6 +202,7 @@ bench: deps
 	bash bench/tui.sh
 	bash bench/resume_soak.sh
 	bash bench/serve.sh
+	bash bench/llamacpp.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory build

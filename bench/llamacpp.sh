@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# bench/llamacpp.sh - day0-engine side by side with llama.cpp on the same
+# model: the ~171M llama of bench/forward.sh (12 layers, hidden 1024, ffn
+# 2816, 16 heads, vocab 8192) from `day0-engine gen-model`, stored in f32
+# and in bf16, run by both engines at 1 and 2 threads (THREADS="1 2"):
+#   prefill: tok/s of a 128-token prompt (llama-bench -p 128; day0-engine
+#            perf --prompt-tokens 128: prompt tokens / TTFT)
+#   decode:  tok/s generating 32 tokens (llama-bench -n 32; day0-engine perf
+#            --gen-tokens 32: 1 / TPOT)
+# and the ratio day0 / llama.cpp per case (target >= 1.0, reported, not
+# asserted).  The runs alternate, llama.cpp then day0 per case, ROUNDS
+# times (default 3); each run is itself 3 repetitions (llama-bench -r 3,
+# perf --repeat 3) and each figure is the best sample of all, so that a busy
+# moment on a shared machine does not decide a ratio.
+#
+# llama.cpp comes from npm's node-llama-cpp package, which ships it as a git
+# bundle (llama/gitRelease.bundle): `npm pack` into the cache directory
+# (LLAMACPP_CACHE, default ${XDG_CACHE_HOME:-~/.cache}/day0/llamacpp), a
+# clone of the bundle, a CPU-only Release build of llama-bench and libllama
+# (cmake, GGML_NATIVE; 11-15 min on 2 shared cores, cached after).  The model is
+# written as GGUF by bench/llamacpp_gguf.py with the bundle's own gguf-py
+# (its tensor names, its Q/K permutation for llama, a dummy vocabulary), and
+# before any timing both engines must produce the same greedy tokens for a
+# fixed prompt of ids (bench/llamacpp_greedy.c against libllama, f32 KV
+# cache as day0's): a conversion error would make the comparison
+# meaningless.  day0 runs as bench/forward.sh runs it: one rank under
+# mpirun --bind-to none, OPENBLAS_NUM_THREADS=T.  llama-bench keeps its own
+# defaults otherwise (f16 KV cache, flash attention auto, warm-up run).
+#
+# BENCH_LOCK=/tmp/day0-bench.lock: every CPU-heavy step (the build, the
+# conversion, each measured run) under `flock` on that file, so that other
+# benchmarks sharing the machine never run at the same time; no lock unless
+# asked.  A benchmark, not a test: exits non-zero only when a step fails or
+# the greedy tokens differ.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=${BUILD:-build}
+E="$ROOT/$BUILD/day0-engine"
+[ "${BUILD#/}" != "$BUILD" ] && E="$BUILD/day0-engine"
+CACHE=${LLAMACPP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/day0/llamacpp}
+NLC_VERSION=${NLC_VERSION:-3.22.1}   # node-llama-cpp, pinned: its bundle is the llama.cpp measured
+PYTHON=${PYTHON:-/usr/bin/python3}   # Debian's, where python3-numpy installs
+THREADS=${THREADS:-1 2}
+DTYPES=${DTYPES:-f32 bf16}
+ROUNDS=${ROUNDS:-3}
+P=${PROMPT:-128} G=${GEN:-32}
+L=${LAYERS:-12} H=1024 F=2816 V=8192 NH=16
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+die() { echo "llamacpp: $*" >&2; exit 1; }
+heavy() { # CMD...: a CPU-heavy step, under BENCH_LOCK when it is set
+	if [ -n "${BENCH_LOCK:-}" ]; then flock "$BENCH_LOCK" "$@"; else "$@"; fi
+}
+
+# --- what this needs -------------------------------------------------------
+missing=""
+for c in cmake:cmake g++:g++ cc:build-essential git:git npm:npm tar:tar jq:jq \
+	mpirun:openmpi-bin flock:util-linux; do
+	command -v "${c%%:*}" >/dev/null || missing="$missing ${c%%:*} (package ${c#*:})"
+done
+[ -x "$PYTHON" ] || missing="$missing $PYTHON (package python3)"
+[ -x "$PYTHON" ] && for m in numpy:python3-numpy yaml:python3-yaml; do
+	"$PYTHON" -c "import ${m%%:*}" 2>/dev/null || missing="$missing python module ${m%%:*} (package ${m#*:})"
+done
+[ -x "$E" ] || missing="$missing $E (make)"
+[ -z "$missing" ] || die "missing:$missing - 'make deps' installs the packages, 'make' builds day0"
+
+# --- llama.cpp: npm pack, clone the bundle, build (cached) -----------------
+mkdir -p "$CACHE"
+TGZ="$CACHE/node-llama-cpp-$NLC_VERSION.tgz"
+if [ ! -s "$TGZ" ]; then
+	echo "llamacpp: npm pack node-llama-cpp@$NLC_VERSION into $CACHE"
+	(cd "$CACHE" && npm pack "node-llama-cpp@$NLC_VERSION" --silent >/dev/null) ||
+		die "npm pack node-llama-cpp@$NLC_VERSION failed (is the npm registry reachable?)"
+	[ -s "$TGZ" ] || die "npm pack did not write $TGZ"
+fi
+SRC="$CACHE/src"
+if [ "$(cat "$SRC/.day0-from" 2>/dev/null)" != "$NLC_VERSION" ]; then
+	echo "llamacpp: cloning the llama.cpp bundle of node-llama-cpp $NLC_VERSION"
+	rm -rf "$SRC" "$CACHE/package" "$CACHE/build"
+	tar -xzf "$TGZ" -C "$CACHE" package/llama/gitRelease.bundle package/llama/llama.cpp.info.json ||
+		die "$TGZ has no llama/gitRelease.bundle"
+	git clone -q "$CACHE/package/llama/gitRelease.bundle" "$SRC" 2>/dev/null ||
+		die "git clone of $CACHE/package/llama/gitRelease.bundle failed"
+	echo "$NLC_VERSION" >"$SRC/.day0-from"
+fi
+LB="$CACHE/build"
+CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF"
+if [ ! -x "$LB/bin/llama-bench" ] || [ "$(cat "$LB/.day0-flags" 2>/dev/null)" != "$CMAKE_FLAGS" ]; then
+	echo "llamacpp: building llama-bench (CPU only; 11-15 min on 2 cores, once): $LB"
+	t0=$(date +%s)
+	# shellcheck disable=SC2086
+	heavy cmake -S "$SRC" -B "$LB" $CMAKE_FLAGS >"$CACHE/cmake.log" 2>&1 ||
+		die "cmake configure failed: $CACHE/cmake.log"
+	heavy cmake --build "$LB" -j"$(nproc)" --target llama-bench llama >"$CACHE/build.log" 2>&1 ||
+		die "cmake build failed: tail $CACHE/build.log"
+	echo "$CMAKE_FLAGS" >"$LB/.day0-flags"
+	echo "llamacpp: built in $(($(date +%s) - t0)) s"
+fi
+LIBDIR="$LB/bin"
+GREEDY="$LB/llamacpp_greedy"
+if [ ! -x "$GREEDY" ] || [ bench/llamacpp_greedy.c -nt "$GREEDY" ]; then
+	cc -O2 -o "$GREEDY" bench/llamacpp_greedy.c -I"$SRC/include" -I"$SRC/ggml/include" \
+		-L"$LIBDIR" -lllama -Wl,-rpath,"$LIBDIR" ||
+		die "building bench/llamacpp_greedy.c against $LIBDIR/libllama.so failed"
+fi
+commit=$(jq -r .tag "$CACHE/package/llama/llama.cpp.info.json" 2>/dev/null || echo "?")
+
+# --- the model, both engines' formats --------------------------------------
+W=$(mktemp -d /tmp/day0-llamacpp.XXXXXX)
+trap 'rm -rf "$W"' EXIT INT TERM
+for d in $DTYPES; do
+	"$E" gen-model --arch llama --layers "$L" --hidden $H --heads $NH --ffn $F --vocab $V \
+		--dtype "$d" --shards 2 "$W/m.$d" >/dev/null || die "gen-model --dtype $d failed"
+	PYTHONPATH="$SRC/gguf-py" heavy "$PYTHON" bench/llamacpp_gguf.py "$W/m.$d" "$W/m.$d.gguf" ||
+		die "GGUF conversion of the $d model failed"
+done
+params=$("$E" inspect --json "$W/m.f32" | grep -o '"total": [0-9]*' | head -1 | awk '{print $2}')
+echo "model: $(awk -v p="$params" 'BEGIN { printf "%.0fM", p / 1e6 }') parameters ($L layers, hidden $H, ffn $F, vocab $V), $DTYPES"
+echo "llama.cpp: node-llama-cpp $NLC_VERSION's bundle (release $commit), $LB"
+
+# --- same greedy tokens? ---------------------------------------------------
+PROMPT_IDS=1,42,7,211,5,900,33,4000,17,256,8191,3,64,1000,77,12
+K=${CHECK_TOKENS:-16}
+for d in $DTYPES; do
+	OPENBLAS_NUM_THREADS=1 heavy mpirun --bind-to none -np 1 "$E" run "$W/m.$d" \
+		--tokens $PROMPT_IDS --generate "$K" --dump-generated "$W/gen.$d.json" >"$W/run.$d.log" 2>&1 ||
+		die "day0-engine run ($d) failed: $(tail -3 "$W/run.$d.log")"
+	day0=$(jq -r '.generated | map(tostring) | join(",")' "$W/gen.$d.json")
+	llcpp=$(heavy "$GREEDY" "$W/m.$d.gguf" $PROMPT_IDS "$K" 2>"$W/greedy.$d.log") ||
+		die "llamacpp_greedy ($d) failed: $(tail -3 "$W/greedy.$d.log")"
+	if [ "$day0" = "$llcpp" ]; then
+		echo "greedy $d: the same $K tokens from both engines ($day0)"
+	else
+		echo "greedy $d: DIFFERENT" >&2
+		echo "  day0:      $day0" >&2
+		echo "  llama.cpp: $llcpp" >&2
+		echo "  llama.cpp's top-1 margins:" >&2
+		sed 's/^/    /' "$W/greedy.$d.log" >&2
+		exit 1
+	fi
+done
+
+# --- alternating runs ------------------------------------------------------
+declare -A BEST
+best() { # KEY VALUE: keep the larger
+	BEST[$1]=$(awk -v a="${BEST[$1]:-0}" -v b="$2" 'BEGIN { print (b > a ? b : a) }')
+}
+for r in $(seq "$ROUNDS"); do
+	for d in $DTYPES; do
+		for t in $THREADS; do
+			j=$(heavy "$LB/bin/llama-bench" -m "$W/m.$d.gguf" -p "$P" -n "$G" -t "$t" -r 3 -o json 2>"$W/lb.log") ||
+				die "llama-bench ($d, $t threads) failed: $(tail -3 "$W/lb.log")"
+			best "lc pp $d $t" "$(echo "$j" | jq "[.[] | select(.n_prompt == $P and .n_gen == 0) | .samples_ts | max] | max")"
+			best "lc tg $d $t" "$(echo "$j" | jq "[.[] | select(.n_prompt == 0 and .n_gen == $G) | .samples_ts | max] | max")"
+			j=$(OPENBLAS_NUM_THREADS=$t heavy mpirun --bind-to none -x OPENBLAS_NUM_THREADS -np 1 \
+				"$E" perf "$W/m.$d" --prompt-tokens "$P" --gen-tokens "$G" --repeat 3 --json 2>"$W/perf.log") ||
+				die "day0-engine perf ($d, $t threads) failed: $(tail -3 "$W/perf.log")"
+			best "d0 pp $d $t" "$(echo "$j" | jq ".prompt_tokens * 1000 / .ttft_ms_min")"
+			best "d0 tg $d $t" "$(echo "$j" | jq "1000 / .tpot_ms_min")"
+		done
+	done
+	echo "round $r of $ROUNDS done"
+done
+
+echo
+printf '%-8s %-5s %-7s %14s %14s %8s\n' phase dtype threads "day0 tok/s" "llama.cpp" ratio
+last="llamacpp:"
+sep=""
+for ph in pp tg; do
+	name=$([ $ph = pp ] && echo prefill || echo decode)
+	for d in $DTYPES; do
+		for t in $THREADS; do
+			a=${BEST["d0 $ph $d $t"]} b=${BEST["lc $ph $d $t"]}
+			ratio=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }')
+			printf '%-8s %-5s %-7s %14.1f %14.1f %7sx\n' "$name" "$d" "$t" "$a" "$b" "$ratio"
+			last="$last$sep $name $d t$t $ratio"
+			sep=","
+		done
+	done
+done
+echo "(best of $ROUNDS rounds x 3 repetitions each; prefill $P tokens, decode $G; target day0 / llama.cpp >= 1.0)"
+echo "$last"
