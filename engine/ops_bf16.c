@@ -82,36 +82,79 @@ __attribute__((target("avx2,fma"))) static inline float hsum(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
-/* The same with AVX2+FMA: 16 weights a step, two accumulators per row of
- * x so the FMA latency is hidden. */
+/*
+ * The same with AVX2+FMA.  The row count m is a compile-time constant in
+ * each instance (gemv_rows_avx2 switches on it), and the loops over rows
+ * and accumulators are unrolled, so every accumulator stays in a register:
+ * indexed by a run-time m, gcc kept them on the stack and every FMA
+ * loaded and stored its accumulator (bf16 decode read 5.5 GB/s of weights
+ * against 10 GB/s for the f32 path).  One row of x (decode) uses four
+ * accumulators, 32 weights a step, so the FMA latency is hidden; more
+ * rows use two each (their FMAs are independent already).
+ */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+gemv_avx2_body(float *y, int ldy, const float *x, const uint16_t *w,
+	       const int m, int j0, int j1, int k)
+{
+	enum { MAXM = 4, MAXACC = 4 };
+	const int nacc = m == 1 ? 4 : 2, step = 8 * nacc;
+	const int kk = k - k % step;
+	for (int j = j0; j < j1; j++) {
+		const uint16_t *wr = w + (size_t)j * k;
+		__m256 a[MAXM][MAXACC];
+		float tail[MAXM] = {0, 0, 0, 0};
+#pragma GCC unroll 4
+		for (int i = 0; i < m; i++)
+#pragma GCC unroll 4
+			for (int q = 0; q < nacc; q++)
+				a[i][q] = _mm256_setzero_ps();
+		if (j + 1 < j1)
+			_mm_prefetch((const char *)(wr + k), _MM_HINT_T0);
+		for (int c = 0; c < kk; c += step) {
+#pragma GCC unroll 4
+			for (int q = 0; q < nacc; q++) {
+				__m256 wv = ld_bf16(wr + c + 8 * q);
+#pragma GCC unroll 4
+				for (int i = 0; i < m; i++)
+					a[i][q] = _mm256_fmadd_ps(
+						_mm256_loadu_ps(x + (size_t)i * k + c + 8 * q),
+						wv, a[i][q]);
+			}
+		}
+		for (int c = kk; c < k; c++) {
+			float wv = bf16_f32(wr[c]);
+#pragma GCC unroll 4
+			for (int i = 0; i < m; i++)
+				tail[i] += x[(size_t)i * k + c] * wv;
+		}
+#pragma GCC unroll 4
+		for (int i = 0; i < m; i++) {
+			__m256 t = a[i][0];
+#pragma GCC unroll 4
+			for (int q = 1; q < nacc; q++)
+				t = _mm256_add_ps(t, a[i][q]);
+			y[(size_t)i * ldy + j] = hsum(t) + tail[i];
+		}
+	}
+}
+
 __attribute__((target("avx2,fma")))
 static void gemv_rows_avx2(float *y, int ldy, const float *x,
 			   const uint16_t *w, int m, int j0, int j1, int k)
 {
-	int k16 = k & ~15;
-	for (int j = j0; j < j1; j++) {
-		const uint16_t *wr = w + (size_t)j * k;
-		__m256 a[4][2];
-		float tail[4] = {0, 0, 0, 0};
-		for (int i = 0; i < 4; i++)
-			a[i][0] = a[i][1] = _mm256_setzero_ps();
-		if (j + 1 < j1)
-			_mm_prefetch((const char *)(wr + k), _MM_HINT_T0);
-		for (int c = 0; c < k16; c += 16) {
-			__m256 w0 = ld_bf16(wr + c), w1 = ld_bf16(wr + c + 8);
-			for (int i = 0; i < m; i++) {
-				const float *xr = x + (size_t)i * k + c;
-				a[i][0] = _mm256_fmadd_ps(_mm256_loadu_ps(xr), w0, a[i][0]);
-				a[i][1] = _mm256_fmadd_ps(_mm256_loadu_ps(xr + 8), w1, a[i][1]);
-			}
-		}
-		for (int c = k16; c < k; c++) {
-			float wv = bf16_f32(wr[c]);
-			for (int i = 0; i < m; i++)
-				tail[i] += x[(size_t)i * k + c] * wv;
-		}
-		for (int i = 0; i < m; i++)
-			y[(size_t)i * ldy + j] = hsum(_mm256_add_ps(a[i][0], a[i][1])) + tail[i];
+	switch (m) {
+	case 1:
+		gemv_avx2_body(y, ldy, x, w, 1, j0, j1, k);
+		break;
+	case 2:
+		gemv_avx2_body(y, ldy, x, w, 2, j0, j1, k);
+		break;
+	case 3:
+		gemv_avx2_body(y, ldy, x, w, 3, j0, j1, k);
+		break;
+	default:
+		gemv_avx2_body(y, ldy, x, w, 4, j0, j1, k);
+		break;
 	}
 }
 #endif
@@ -312,9 +355,11 @@ void op_linear_bf16(float *y, const float *x, const uint16_t *w,
 	if (m <= GEMV_ROWS) {
 		gemv_parallel(y, x, w, m, n, k);
 	} else {
-		/* panels of nb rows of W (~1 MiB of f32: widened into the
-		 * cache, read back by sgemm from it) */
-		int nb = (int)((1u << 18) / (unsigned)(k > 0 ? k : 1));
+		/* panels of nb rows of W (~4 MiB of f32: widened into the
+		 * cache, read back by sgemm from it; with 1 MiB panels a
+		 * prompt's sgemm calls were small enough that OpenBLAS's
+		 * second thread spent a quarter of its time waking up) */
+		int nb = (int)((1u << 20) / (unsigned)(k > 0 ? k : 1));
 		float *pan;
 		nb = nb < 16 ? 16 : nb & ~15;
 		if (nb > n)
