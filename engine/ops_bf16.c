@@ -355,11 +355,11 @@ void op_linear_bf16(float *y, const float *x, const uint16_t *w,
 	if (m <= GEMV_ROWS) {
 		gemv_parallel(y, x, w, m, n, k);
 	} else {
-		/* panels of nb rows of W (~4 MiB of f32: widened into the
-		 * cache, read back by sgemm from it; with 1 MiB panels a
-		 * prompt's sgemm calls were small enough that OpenBLAS's
-		 * second thread spent a quarter of its time waking up) */
-		int nb = (int)((1u << 20) / (unsigned)(k > 0 ? k : 1));
+		/* panels of nb rows of W (~1 MiB of f32: widened into the
+		 * cache, read back by sgemm from it; 4 MiB panels, tried to
+		 * give OpenBLAS's second thread larger calls, made 2-thread
+		 * prefill 24% slower) */
+		int nb = (int)((1u << 18) / (unsigned)(k > 0 ? k : 1));
 		float *pan;
 		nb = nb < 16 ? 16 : nb & ~15;
 		if (nb > n)
