@@ -44,11 +44,17 @@
 
 /* Errors below this are rounding noise of float32 against float64. */
 #define NUM_FLOOR 1e-12
+/* Service latencies (ms) closer than this are the same: a tiny model's
+ * TPOT on a CPU is microseconds, and whether two tokens leave in one
+ * write or two moves its p50 by half a millisecond from run to run
+ * (0.009 -> 0.42 ms between two identical release days). */
+#define SVC_FLOOR_MS_DEFAULT 1.0
 
 enum kind { REL, RATIO, COUNT };
 
 struct diff {
 	double thr_perf, thr_busbw, thr_mem, thr_num, thr_svc, small_bytes;
+	double svc_floor_ms; /* latency changes below this are not counted */
 	int gate_small;
 	json_t *out; /* section -> array of rows */
 	int regressions;
@@ -92,6 +98,9 @@ static void compare(struct diff *d, const char *sec, const char *key,
 	double noise = spread_of(ra, metric) + spread_of(rb, metric);
 	if (!json_is_number(va) && !json_is_number(vb))
 		return;
+	if (!strcmp(sec, "service") && kind == REL && strstr(metric, "_ms") &&
+	    noise < d->svc_floor_ms)
+		noise = d->svc_floor_ms;
 	row = json_pack("{s:s,s:s,s:O,s:O}", "key", key, "metric", metric,
 			"a", va ? va : json_null(), "b", vb ? vb : json_null());
 	if (json_is_number(va) && json_is_number(vb)) {
@@ -611,6 +620,7 @@ static int run_diff(int argc, char **argv)
 			 .thr_mem = 0.05,
 			 .thr_num = 2.0,
 			 .thr_svc = 0.10,
+			 .svc_floor_ms = SVC_FLOOR_MS_DEFAULT,
 			 .small_bytes = 1 << 20};
 	const char *files[2] = {NULL, NULL}, *baseline = NULL;
 	char picked[4096];
@@ -626,6 +636,7 @@ static int run_diff(int argc, char **argv)
 	    {"--threshold-mem", offsetof(struct diff, thr_mem)},
 	    {"--threshold-numerics", offsetof(struct diff, thr_num)},
 	    {"--threshold-service", offsetof(struct diff, thr_svc)},
+	    {"--floor-service-ms", offsetof(struct diff, svc_floor_ms)},
 	    {"--small-busbw", offsetof(struct diff, small_bytes)},
 	};
 	for (int i = 1; i < argc; i++) {
@@ -802,6 +813,8 @@ const struct console_cmd cmd_diff = {
     "  --threshold-mem R        relative peak memory growth that counts "
     "(0.05)\n"
     "  --threshold-numerics X   error growth factor that counts (2.0)\n"
+    "  --floor-service-ms MS    service latency changes smaller than this\n"
+    "                           are not regressions (1)\n"
     "  --json                   the comparison as JSON\n\n"
     "Exit status: 0 no regression, 1 a regression past a threshold, 2 "
     "usage or input error.\n\n"

@@ -250,8 +250,9 @@ print("ok" if not bad else bad); sys.exit(0 if not bad else 1)
 PY
 [ $? -eq 0 ] && ok "… service figures as the session files hold them, perf apart" || fail "service in --json" "$(head -c 800 "$T/py.out")"
 
-# A slower service: the second run's c=8 level with TPOT 1.5x and 2 errors,
-# its spread that of the original level.
+# A slower service: the second run's c=8 level with TPOT 1.5x (+ 2 ms, past
+# the 1 ms service floor) and 2 errors, its spread that of the original
+# level.
 cp "$R2" "$T/svc.db"
 python3 - "$T/svc.db" >"$T/svc.ev" <<'PY'
 import json, sqlite3, sys
@@ -265,8 +266,8 @@ for k in ("v", "seq", "ts", "node", "src_seq"):
 lv = e["level"]
 d = lv["tpot_ms"]["p90"] - lv["tpot_ms"]["p50"]
 for p in ("p50", "p90", "p99"):
-    # past the threshold and 2x the level's spread
-    lv["tpot_ms"][p] = lv["tpot_ms"][p] * 1.5 + 4 * d
+    # past the threshold, 2x the level's spread and the 1 ms floor
+    lv["tpot_ms"][p] = lv["tpot_ms"][p] * 1.5 + 4 * d + 2.0
 lv["errors"] = lv["errors"] + 2
 out = {"v": 1, "seq": seq, "ts": ts + 1000, "node": "local"}
 out.update(e)
@@ -278,6 +279,34 @@ check "… c=8 tpot p50 flagged" grep -q 'load local c=8 *tpot_ms.p50 .*REGRESSI
 check "… c=8 errors flagged" grep -q 'load local c=8 *errors .*REGRESSION' "$OUT"
 check "… c=1 untouched" bash -c "! grep 'load local c=1' '$OUT' | grep -q REGRESSION"
 expect_rc 0 "… B -> A (faster, fewer errors) is no regression" "$D0" diff "$T/svc.db" "$R2"
+
+# Under the service floor: two sessions whose c=1 level differs only in
+# TPOT, by 0.9 ms, with a tight spread (0.01 ms) so that the noise does not
+# decide: a tiny model's TPOT is microseconds, and run to run its p50 moves
+# by about half a millisecond.
+for which in a b; do
+	cp "$R2" "$T/svcf-$which.db"
+	python3 - "$T/svcf-$which.db" "$which" >"$T/svcf-$which.ev" <<'PY'
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+(body,) = db.execute("SELECT body FROM events WHERE type = 'perf' AND json_extract(body, '$.concurrency') = 1").fetchone()
+(seq,) = db.execute("SELECT next_seq FROM nodes WHERE node = 'local'").fetchone()
+(ts,) = db.execute("SELECT max(ts) FROM events").fetchone()
+e = json.loads(body)
+for k in ("v", "seq", "ts", "node", "src_seq"):
+    e.pop(k, None)
+base = 0.05 + (0.9 if sys.argv[2] == "b" else 0)
+e["level"]["tpot_ms"].update({"p50": base, "p90": base + 0.01, "p99": base + 0.02})
+out = {"v": 1, "seq": seq, "ts": ts + 1000, "node": "local"}
+out.update(e)
+print(json.dumps(out))
+PY
+	"$DS" ingest "$T/svcf-$which.db" <"$T/svcf-$which.ev" >/dev/null 2>"$T/ing.err" || fail "ingest the c=1 level ($which)" "$(cat "$T/ing.err")"
+done
+expect_rc 0 "a c=1 TPOT 0.9 ms slower (0.05 -> 0.95 ms), under the 1 ms floor: no regression" "$D0" diff "$T/svcf-a.db" "$T/svcf-b.db"
+check "… c=1 tpot p50 shown, not flagged" bash -c "grep 'load local c=1 *tpot_ms.p50' '$OUT' | grep -qv REGRESSION"
+expect_rc 1 "… with --floor-service-ms 0.1 it is one" "$D0" diff "$T/svcf-a.db" "$T/svcf-b.db" --floor-service-ms 0.1
+check "… c=1 tpot p50 flagged then" grep -q 'load local c=1 *tpot_ms.p50 .*REGRESSION' "$OUT"
 
 # --baseline auto for diff and replay; what it passes over.
 run "$D0" diff --baseline auto "$R2"
