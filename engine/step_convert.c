@@ -10,7 +10,8 @@
  * handed to a writer thread while the next chunk is read and converted
  * into the other of two buffer sets (the kernel's copy into the page
  * cache costs as much as the FP8 decode).  Peak memory is six chunk
- * buffers whatever the model size.
+ * buffers (of the largest tensor's size when that is less than a chunk)
+ * whatever the model size.
  *
  * Source checksums: layout.json records each source shard's SHA-256.  By
  * default they are taken from SHA256SUMS, which `verify` has just checked
@@ -101,6 +102,7 @@ struct conv {
 	unsigned char *src_buf, *cv_buf, *stage;
 	float *f32_buf;
 	struct write_queue *wq;
+	size_t chunk_bytes; /* each buffer: min(CONV_CHUNK, largest tensor) x 4 */
 };
 
 /*
@@ -243,8 +245,8 @@ static int wq_start(struct conv *c, struct d0_err *err)
 		return d0_errf(err, "convert: out of memory");
 	c->wq = q;
 	for (int b = 0; b < 2; b++) {
-		q->buf[b] = malloc((size_t)CONV_CHUNK * 4);
-		q->stage[b] = malloc((size_t)CONV_CHUNK * 4);
+		q->buf[b] = malloc(c->chunk_bytes);
+		q->stage[b] = malloc(c->chunk_bytes);
 		if (!q->buf[b] || !q->stage[b])
 			return d0_errf(err, "convert: out of memory");
 	}
@@ -747,8 +749,18 @@ static int convert_shards(struct conv *c, struct d0_err *err)
 static int convert_all(struct conv *c, struct d0_err *err)
 {
 	int rc;
-	c->src_buf = malloc((size_t)CONV_CHUNK * 4);
-	c->f32_buf = malloc((size_t)CONV_CHUNK * 4);
+	/* no chunk is larger than CONV_CHUNK or than its tensor: a small
+	 * model gets small buffers (six of CONV_CHUNK x 4 bytes are 24 MiB) */
+	uint64_t most = 1;
+	for (size_t k = 0; k < c->nitems; k++) {
+		const struct item *it = &c->items[k];
+		uint64_t numel = it->shape[0] * (it->ndim == 2 ? it->shape[1] : 1);
+		if (numel > most)
+			most = numel;
+	}
+	c->chunk_bytes = (size_t)(most < CONV_CHUNK ? most : CONV_CHUNK) * 4;
+	c->src_buf = malloc(c->chunk_bytes);
+	c->f32_buf = malloc(c->chunk_bytes);
 	if (!c->src_buf || !c->f32_buf)
 		return d0_errf(err, "convert: out of memory");
 	rc = wq_start(c, err);

@@ -208,13 +208,19 @@ rd() { # session, extra args...
 expect_rc 0 "release day, first run: GO" rd "$DAY0_SESSIONS/r1.db"
 run rd "$DAY0_SESSIONS/r2.db" --baseline auto
 R1="$DAY0_SESSIONS/r1.db" R2="$DAY0_SESSIONS/r2.db"
-if [ "$RC" = 1 ] && grep -q "^day0 run: GO, but regressions" "$ERR"; then
-	echo "# note: a busy machine: r1 -> r2 regressed; a third run against r2:"
+# Timing figures on a shared 2-core VM swing past their measured noise now
+# and then even with the machine idle (seen: a reducescatter's busbw -41%,
+# a c=8 TTFT +225%): up to three more runs, each against the one before,
+# until a pair agrees.  The first pairs' regression lines are noted.
+k=2
+while [ "$RC" = 1 ] && grep -q "^day0 run: GO, but regressions" "$ERR" && [ "$k" -lt 5 ]; do
+	echo "# note: r$((k - 1)) -> r$k regressed (a timing swing); r$((k + 1)) against r$k:"
 	grep REGRESSION "$OUT" | sed 's/^/#   /'
-	cp "$ERR" "$T/r2.err"
-	run rd "$DAY0_SESSIONS/r3.db" --baseline auto
-	R1="$DAY0_SESSIONS/r2.db" R2="$DAY0_SESSIONS/r3.db"
-fi
+	cp "$ERR" "$T/r$k.err"
+	run rd "$DAY0_SESSIONS/r$((k + 1)).db" --baseline auto
+	R1="$DAY0_SESSIONS/r$k.db" R2="$DAY0_SESSIONS/r$((k + 1)).db"
+	k=$((k + 1))
+done
 [ "$RC" = 0 ] && ok "release day, second run with --baseline auto: GO, no regression" ||
 	fail "second run with --baseline auto" "exit $RC: $(grep REGRESSION "$OUT" | head -c 1200)"
 contains "… says which baseline it picked" "day0 run: baseline: $R1" "$ERR"
