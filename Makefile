@@ -160,36 +160,37 @@ fuzz: deps
 	  -dict=tests/fuzz/playbook.dict build/fuzz/corpus-playbook \
 	  tests/fuzz/playbook-corpus
 
-$(FUZZ_BIN): tests/fuzz/fuzz_safetensors.c $(ENGINE_SRC) $(wildcard engine/*.h)
+# The fuzz targets share one set of instrumented objects (build/fuzz/obj/),
+# so the second target of a run only links, and `make -j` compiles them in
+# parallel.
+FUZZ_CC := clang -std=c11 -D_GNU_SOURCE -g -O1
+FUZZ_OBJ := build/fuzz/obj
+fuzz_objs = $(patsubst %.c,$(FUZZ_OBJ)/%.o,$(1))
+$(FUZZ_OBJ)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iengine \
-	  -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_safetensors.c \
-	  $(ENGINE_SRC) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(LIBS)
+	$(FUZZ_CC) -Iengine -Itui -fsanitize=fuzzer-no-link,address,undefined \
+	  $(MPI_CFLAGS) $(BLAS_CFLAGS) $(PCRE2_CFLAGS) $(HTTP_CFLAGS) -c -o $@ $<
+fuzz_link = @mkdir -p $(dir $@); \
+	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LIBS)
+
+$(FUZZ_BIN): $(call fuzz_objs,tests/fuzz/fuzz_safetensors.c $(ENGINE_SRC))
+	$(fuzz_link)
 
 # The wire protocol's line parsers and the store's JSON scanner (which it
 # holds to jansson's verdicts); util.c brings d0_errf.
-$(FUZZ_PROTO_BIN): tests/fuzz/fuzz_proto.c engine/proto.c engine/proto.h \
-		engine/json_scan.c engine/json_scan.h engine/util.c engine/util.h
-	@mkdir -p $(dir $@)
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iengine \
-	  -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_proto.c \
-	  engine/proto.c engine/json_scan.c engine/util.c $(LIBS)
+$(FUZZ_PROTO_BIN): $(call fuzz_objs,tests/fuzz/fuzz_proto.c engine/proto.c \
+		engine/json_scan.c engine/util.c)
+	$(fuzz_link)
 
 # The inventory parser (engine/inventory.c and util.c) and the playbook
 # parser (tui/playbook.c, which names the engine's steps: the engine).
-$(FUZZ_INV_BIN): tests/fuzz/fuzz_inventory.c engine/inventory.c \
-		engine/inventory.h engine/util.c engine/util.h
-	@mkdir -p $(dir $@)
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iengine \
-	  -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_inventory.c \
-	  engine/inventory.c engine/util.c $(LIBS)
+$(FUZZ_INV_BIN): $(call fuzz_objs,tests/fuzz/fuzz_inventory.c \
+		engine/inventory.c engine/util.c)
+	$(fuzz_link)
 
-$(FUZZ_PB_BIN): tests/fuzz/fuzz_playbook.c tui/playbook.c tui/playbook.h \
-		$(ENGINE_SRC) $(wildcard engine/*.h)
-	@mkdir -p $(dir $@)
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iengine -Itui \
-	  -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_playbook.c \
-	  tui/playbook.c $(ENGINE_SRC) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(LIBS)
+$(FUZZ_PB_BIN): $(call fuzz_objs,tests/fuzz/fuzz_playbook.c tui/playbook.c \
+		$(ENGINE_SRC))
+	$(fuzz_link)
 
 bench: deps
 	@$(MAKE) --no-print-directory build

@@ -78,6 +78,14 @@ static int expand_term(const char *prefix, const char *s, struct strlist *out,
 				return -1;
 			}
 		}
+		/* at most 18 digits, as nodeset_fold folds them: the loop
+		 * below can then never overflow */
+		if (width > 18 || (dash && strlen(dash + 1) > 18) || lo < 0) {
+			d0_errf(err, "'%s' in node set '%s': node numbers have "
+				"at most 18 digits", tok, s);
+			free(items);
+			return -1;
+		}
 		if (hi - lo >= NODESET_MAX) {
 			d0_errf(err, "range '%s' in node set '%s' is too large",
 				tok, s);

@@ -12,7 +12,7 @@ fuzz_run() {
 		return 0
 	fi
 	# Not the parent make's variables (make asan passes BUILD/SAN down).
-	if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$DAY0_ROOT" \
+	if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -j"$(nproc)" -C "$DAY0_ROOT" \
 		"build/fuzz/$target" >"$T/build.log" 2>&1; then
 		if grep -qE 'libclang_rt\.fuzzer|fuzzer.*(not found|No such file)' "$T/build.log"; then
 			ok "$label: skipped (clang has no libFuzzer runtime: install libclang-rt-dev)"

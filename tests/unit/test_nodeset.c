@@ -137,5 +137,27 @@ int main(void)
 		free(f);
 		free_names(v, n);
 	}
+	{
+		/* numbers past 18 digits or a range ending at LONG_MAX are
+		 * refused, not looped over (the fuzzer found the overflow) */
+		const char *bad[] = {"n[04444444444444444444416]",
+				     "n[9223372036854775807]",
+				     "n[9223372036854775806-9223372036854775807]",
+				     "n[1-9999999999999999999]", "n[-1]"};
+		for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+			char **v = NULL;
+			size_t n = 0;
+			struct d0_err err;
+			CHECK(nodeset_expand(bad[i], &v, &n, &err) == -1);
+			CHECK(strstr(err.msg, "18 digits") ||
+			      strstr(err.msg, "not a number"));
+		}
+		char **v = NULL;
+		size_t n = 0;
+		struct d0_err err;
+		CHECK(nodeset_expand("n[999999999999999998-999999999999999999]",
+				     &v, &n, &err) == 0 && n == 2);
+		free_names(v, n);
+	}
 	return unit_done();
 }
