@@ -37,13 +37,14 @@ expect_rc 2 "--fail with a rate over 1" "$AGENT" --fail verify:2
 expect_rc 0 "--help describes --sim-model" "$AGENT" --help
 contains "in the help" "--sim-model CONFIG" "$OUT"
 
-# The bench's short form over real OpenSSH (8 nodes keeps a 2-core
-# machine under a minute or so), headless, without the clush reference.
+# The bench's short form over real OpenSSH: 32 nodes, as issue #20 asks
+# (about 45 s on the 2-core machine), headless, without the clush
+# reference.
 if [ ! -x /usr/sbin/sshd ]; then
 	fail "fleet" "openssh-server missing (make deps installs it)"
 	exit 0
 fi
-NODES=${FLEET_NODES:-8} NODE_USER=root ISOLATE=0 TUI=0 CLUSH=0 SIM_SCALE=${FLEET_SCALE:-50} OUT_DIR="$T/out" \
+NODES=${FLEET_NODES:-32} NODE_USER=root ISOLATE=0 TUI=0 CLUSH=0 SIM_SCALE=${FLEET_SCALE:-50} OUT_DIR="$T/out" \
 	timeout 300 bash "$DAY0_ROOT/bench/fleet.sh" >"$T/fleet.txt" 2>&1
 rc=$?
 last=$(tail -n 1 "$T/fleet.txt")
