@@ -283,6 +283,7 @@ if [ -n "$OUT_DIR" ]; then
 	mkdir -p "$OUT_DIR"
 	cp "$DB" "$W/report.md" "$W/inv.json" "$OUT_DIR"/ 2>/dev/null
 	[ -f "$W/run.out" ] && cp "$W/run.out" "$OUT_DIR"/
+	[ -f "$W/run.err" ] && cp "$W/run.err" "$OUT_DIR"/
 fi
 [ "$nhello" = "$NODES" ] || echo "# only $nhello of $NODES nodes said hello" >&2
 [ "$VERDICT" = GO ] || { echo "# the run's end:"; tail -n 40 "$W/run.out" 2>/dev/null; } >&2

@@ -110,6 +110,15 @@ void live_event(struct live *lv, const char *line, size_t len)
 		lv->dirty = 1;
 }
 
+void live_event_parsed(struct live *lv, const struct proto_event *ev,
+		       const char *line, size_t len)
+{
+	if (!lv)
+		return;
+	view_apply_parsed(&lv->v, ev, line, len);
+	lv->dirty = 1;
+}
+
 static void act(struct live *lv, enum tui_act a, const char *arg)
 {
 	switch (a) {

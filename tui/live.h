@@ -15,6 +15,8 @@
 
 #include "util.h"
 
+struct proto_event;
+
 struct store;
 struct live;
 
@@ -43,6 +45,9 @@ int live_start(struct store *s, const struct live_opts *o,
 int live_fd(const struct live *lv);
 /* One event line just ingested (also the console's own events). */
 void live_event(struct live *lv, const char *line, size_t len);
+/* The same for a line the caller has parsed already (ev, from line). */
+void live_event_parsed(struct live *lv, const struct proto_event *ev,
+		       const char *line, size_t len);
 /* Keys if any, redraw if due.  Returns ms until the next redraw is due. */
 int live_tick(struct live *lv);
 /* Give the terminal back.  NULL-safe. */

@@ -40,9 +40,9 @@ void loop(struct run *r)
 	int *first = calloc(r->n_nodes + 1, sizeof *first);
 	int *cnt = calloc(r->n_nodes + 1, sizeof *cnt);
 	char *must = calloc(r->n_nodes + 1, 1);
-	int64_t bye_deadline = 0;
+	int64_t bye_deadline = 0, last_wake = 0;
 	for (;;) {
-		int n = 0, timeout = 200, rc;
+		int n = 0, timeout = 200, rc, steady = 1;
 		if (sigint_count) {
 			int64_t t = now_ns();
 			if (sigint_count >= 2 && t - sigint_first_ns < 1000000000) {
@@ -128,6 +128,8 @@ void loop(struct run *r)
 			must[i] = k == 0 || lt == 0 || link_busy(nd->link);
 			if (must[i])
 				timeout = 0;
+			if (link_phase(nd->link) != LINK_UP)
+				steady = 0;
 		}
 		if (r->live) {
 			int lt = live_tick(r->live);
@@ -137,7 +139,23 @@ void loop(struct run *r)
 		}
 		if (r->out && r->pending_since && timeout > 100)
 			timeout = 100;
+		/* Batch: not back in poll until LOOP_BATCH_NS after the
+		 * last wake-up, unless something is due sooner.  Connecting
+		 * and reconnecting links are round trips: no batching. */
+		if (steady && timeout > 0 && last_wake) {
+			int64_t nap = LOOP_BATCH_NS - (now_ns() - last_wake);
+			if (nap > (int64_t)timeout * 1000000)
+				nap = (int64_t)timeout * 1000000;
+			if (nap > 0) {
+				struct timespec ts = {0, (long)nap};
+				nanosleep(&ts, NULL);
+				timeout -= (int)((nap + 999999) / 1000000);
+				if (timeout < 0)
+					timeout = 0;
+			}
+		}
 		rc = poll(pfd, (nfds_t)n, timeout);
+		last_wake = now_ns();
 		if (rc < 0 && errno != EINTR)
 			break;
 		/* Service the links whose fds are ready, whose timers are

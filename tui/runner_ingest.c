@@ -426,14 +426,20 @@ void fold_line(struct run *r, const char *line, size_t len)
 {
 	struct d0_err err = {{0}};
 	struct proto_event ev;
-	if (r->live)
-		live_event(r->live, line, len);
 	/* Samples are most of the traffic and change no runner state: no
 	 * need to build their tree (the store and the view scan them). */
-	if (len > 20 && memmem(line, len, "\"type\":\"sample\"", 15))
+	if (len > 20 && memmem(line, len, "\"type\":\"sample\"", 15)) {
+		if (r->live)
+			live_event(r->live, line, len);
 		return;
-	if (proto_event_parse(line, len, &ev, &err))
+	}
+	if (proto_event_parse(line, len, &ev, &err)) {
+		if (r->live) /* the view refuses it the same way */
+			live_event(r->live, line, len);
 		return;
+	}
+	/* one parse for the view and the runner */
+	live_event_parsed(r->live, &ev, line, len);
 	absorb(r, node_index(r, ev.node), &ev);
 	proto_event_free(&ev);
 }

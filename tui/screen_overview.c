@@ -42,10 +42,8 @@ static enum tui_role node_activity(const struct view *v,
 {
 	const struct view_stage *run = NULL, *bad = NULL;
 	int64_t age;
-	for (size_t i = 0; i < v->nstages; i++) {
-		const struct view_stage *s = &v->stages[i];
-		if (strcmp(s->node, n->name))
-			continue;
+	for (size_t i = 0; i < n->nstix; i++) {
+		const struct view_stage *s = VIEW_NODE_STAGE(v, n, i);
 		if (strcmp(s->state, "end"))
 			run = s;
 		else if (s->has_rc && s->rc)

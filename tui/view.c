@@ -77,11 +77,14 @@ void view_init(struct view *v)
 
 static void view_clear(struct view *v)
 {
-	for (size_t i = 0; i < v->nnodes; i++)
+	for (size_t i = 0; i < v->nnodes; i++) {
 		free(v->nodes[i].cards);
+		free(v->nodes[i].stix);
+	}
 	free(v->nodes);
 	free(v->checks);
 	free(v->stages);
+	free(v->stage_hash);
 	free(v->comm.a);
 	free(v->num.a);
 	free(v->perf.a);
@@ -246,11 +249,24 @@ const struct view_check *view_check(const struct view *v, const char *node,
 				    const char *item)
 {
 	const struct view_check *worst = NULL;
-	for (size_t i = 0; i < v->nchecks; i++)
-		if (!strcmp(v->checks[i].item, item) &&
-		    !strcmp(v->checks[i].node, node) &&
-		    (!worst || check_status_parse(v->checks[i].status, NULL) >
-				   check_status_parse(worst->status, NULL)))
+	/* checks are sorted by (item, node, stage): the first of (item,
+	 * node), then its stages */
+	size_t lo = 0, hi = v->nchecks;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = strcmp(v->checks[mid].item, item);
+		if (!c)
+			c = strcmp(v->checks[mid].node, node);
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i < v->nchecks && !strcmp(v->checks[i].item, item) &&
+			    !strcmp(v->checks[i].node, node);
+	     i++)
+		if (!worst || check_status_parse(v->checks[i].status, NULL) >
+				  check_status_parse(worst->status, NULL))
 			worst = &v->checks[i];
 	return worst;
 }
@@ -509,6 +525,53 @@ static void view_sample(struct view *v, const char *node, int card,
 		c->kv_budget = value;
 }
 
+static uint32_t stage_key_hash(const char *node, const char *id)
+{
+	uint32_t h = 2166136261u; /* FNV-1a over node, NUL, id */
+	for (const char *p = node; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	h = (h ^ 0xffu) * 16777619u;
+	for (const char *p = id; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return h;
+}
+
+/* The slot of (node, id) in the stage hash: its entry, or the empty
+ * slot where it goes.  The table has room (stage_index_add keeps it at
+ * most half full). */
+static uint32_t *stage_slot(const struct view *v, const char *node,
+			    const char *id)
+{
+	size_t mask = v->stage_hcap - 1,
+	       i = stage_key_hash(node, id) & mask;
+	for (;; i = (i + 1) & mask) {
+		uint32_t e = v->stage_hash[i];
+		if (!e || (!strcmp(v->stages[e - 1].id, id) &&
+			   !strcmp(v->stages[e - 1].node, node)))
+			return &v->stage_hash[i];
+	}
+}
+
+/* Index stage k (just appended) by (node, id). */
+static void stage_index_add(struct view *v, size_t k)
+{
+	if (2 * v->nstages > v->stage_hcap) {
+		size_t cap = v->stage_hcap ? v->stage_hcap * 2 : 64;
+		while (2 * v->nstages > cap)
+			cap *= 2;
+		free(v->stage_hash);
+		v->stage_hash = calloc(cap, sizeof *v->stage_hash);
+		if (!v->stage_hash)
+			abort();
+		v->stage_hcap = cap;
+		for (size_t i = 0; i < v->nstages; i++)
+			*stage_slot(v, v->stages[i].node, v->stages[i].id) =
+			    (uint32_t)i + 1;
+		return;
+	}
+	*stage_slot(v, v->stages[k].node, v->stages[k].id) = (uint32_t)k + 1;
+}
+
 static void apply_stage(struct view *v, const struct proto_event *ev)
 {
 	json_t *o = ev->obj;
@@ -520,12 +583,16 @@ static void apply_stage(struct view *v, const struct proto_event *ev)
 		v->held = 0;
 	if (!*id)
 		id = jstr(o, "stage");
-	for (size_t i = v->nstages; i-- > 0;)
-		if (!strcmp(v->stages[i].id, id) &&
-		    !strcmp(v->stages[i].node, ev->node)) {
-			s = &v->stages[i];
-			break;
-		}
+	/* the stored key is the copy (names past the field's size are
+	 * cut), so look up what copy() keeps */
+	char node[sizeof s->node], sid[sizeof s->id];
+	copy(node, sizeof node, ev->node);
+	copy(sid, sizeof sid, id);
+	if (v->stage_hcap) {
+		uint32_t e = *stage_slot(v, node, sid);
+		if (e)
+			s = &v->stages[e - 1];
+	}
 	if (!s) {
 		if (v->nstages == v->capstages) {
 			size_t nc = v->capstages ? v->capstages * 2 : 16;
@@ -538,9 +605,23 @@ static void apply_stage(struct view *v, const struct proto_event *ev)
 		}
 		s = &v->stages[v->nstages++];
 		memset(s, 0, sizeof *s);
-		copy(s->node, sizeof s->node, ev->node);
-		copy(s->id, sizeof s->id, id);
+		copy(s->node, sizeof s->node, node);
+		copy(s->id, sizeof s->id, sid);
 		s->first_ts = ev->ts;
+		stage_index_add(v, v->nstages - 1);
+		if (strcmp(ev->node, CONSOLE_NODE)) {
+			struct view_node *n = node_get(v, ev->node, ev->ts);
+			if (n->nstix == n->capstix) {
+				size_t nc = n->capstix ? n->capstix * 2 : 16;
+				uint32_t *na =
+				    realloc(n->stix, nc * sizeof *na);
+				if (!na)
+					abort();
+				n->stix = na;
+				n->capstix = nc;
+			}
+			n->stix[n->nstix++] = (uint32_t)(v->nstages - 1);
+		}
 	}
 	copy(s->step, sizeof s->step, jstr(o, "stage"));
 	copy(s->state, sizeof s->state, jstr(o, "state"));
@@ -977,11 +1058,19 @@ int view_apply_line(struct view *v, const char *line, size_t len)
 		return 0;
 	if (proto_event_parse(line, len, &ev, &err) < 0)
 		return -1;
-	view_apply(v, &ev);
-	if (!v->no_log)
-		view_log_push(v, ev.ts, line, len);
+	view_apply_parsed(v, &ev, line, len);
 	proto_event_free(&ev);
 	return 0;
+}
+
+void view_apply_parsed(struct view *v, const struct proto_event *ev,
+		       const char *line, size_t len)
+{
+	while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+		len--;
+	view_apply(v, ev);
+	if (!v->no_log)
+		view_log_push(v, ev->ts, line, len);
 }
 
 /* -------------------------------------------------------------------- dump */

@@ -108,6 +108,10 @@ struct view_node {
 	 * unreachable, excluded or done (its agent said bye), and why. */
 	char state[16], why[160];
 	int sim; /* its agent simulates: hello with sim: true */
+	/* Its stages: indexes into view.stages, in order of appearance
+	 * (the screens ask per node; a fleet has thousands of stages). */
+	uint32_t *stix;
+	size_t nstix, capstix;
 };
 
 struct view_check {
@@ -209,6 +213,10 @@ struct view {
 	size_t nchecks, capchecks;
 	struct view_stage *stages; /* in order of first appearance */
 	size_t nstages, capstages;
+	/* (node, id) -> stage index + 1, open addressing; capacity a power
+	 * of two, at least twice nstages (0: not built yet) */
+	uint32_t *stage_hash;
+	size_t stage_hcap;
 	VIEW_VEC(struct view_comm) comm;
 	VIEW_VEC(struct view_num) num;
 	VIEW_VEC(struct view_perf) perf;
@@ -252,6 +260,10 @@ void view_apply(struct view *v, const struct proto_event *ev);
 /* Parse one event line and fold it (lines that are not events are
  * ignored: the store refused them too).  Returns 0, or -1 if refused. */
 int view_apply_line(struct view *v, const char *line, size_t len);
+/* Fold an event parsed from line (len bytes, as view_apply_line takes
+ * it): what view_apply_line does once the line is parsed. */
+void view_apply_parsed(struct view *v, const struct proto_event *ev,
+		       const char *line, size_t len);
 /* Push a line into the log ring only. */
 void view_log_push(struct view *v, int64_t ts, const char *line, size_t len);
 
@@ -266,6 +278,8 @@ const char *view_node_labels(const struct view *v, const char *node);
 
 /* Lookups (NULL when absent). */
 const struct view_node *view_node(const struct view *v, const char *name);
+/* The node's i-th stage (0 <= i < n->nstix), in order of appearance. */
+#define VIEW_NODE_STAGE(v, n, i) (&(v)->stages[(n)->stix[(i)]])
 /* The worst of the item's evidence on node over its stages. */
 const struct view_check *view_check(const struct view *v, const char *node,
 				    const char *item);

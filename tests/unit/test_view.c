@@ -308,6 +308,60 @@ int main(void)
 	CHECK(view_apply_line(&a, "not json", 8) == -1);
 	CHECK(a.applied == before);
 
+	/* A fleet's stages: 300 nodes x 5 stages, each started then ended
+	 * (the stage index grows past its first sizes); a stage id longer
+	 * than the field is one stage, not one per event. */
+	{
+		struct view f;
+		char line[512], longid[200];
+		int64_t seq = 0, ok_nodes = 0, applied = 0;
+		view_init(&f);
+		memset(longid, 'x', sizeof longid - 1);
+		longid[sizeof longid - 1] = 0;
+		for (int pass = 0; pass < 2; pass++)
+			for (int nd = 0; nd < 300; nd++)
+				for (int k = 0; k < 5; k++) {
+					int n = snprintf(
+					    line, sizeof line,
+					    "{\"v\":1,\"seq\":%lld,\"ts\":%lld,"
+					    "\"node\":\"n%03d\",\"type\":\"stage\","
+					    "\"stage\":\"run\",\"stage_id\":\"s%d\","
+					    "\"state\":\"%s\"%s}",
+					    (long long)(seq + 1), (long long)(1001 + seq), nd, k,
+					    pass ? "end" : "start",
+					    pass ? ",\"rc\":0" : "");
+					seq++;
+					applied += view_apply_line(
+							       &f, line, (size_t)n) == 0;
+				}
+		for (int i = 0; i < 3; i++) {
+			int n = snprintf(line, sizeof line,
+					 "{\"v\":1,\"seq\":%lld,\"ts\":%lld,"
+					 "\"node\":\"n000\",\"type\":\"stage\","
+					 "\"stage\":\"run\",\"stage_id\":\"%s\","
+					 "\"state\":\"start\"}",
+					 (long long)(seq + 1), (long long)(1001 + seq), longid);
+			seq++;
+			applied += view_apply_line(&f, line, (size_t)n) == 0;
+		}
+		CHECK(applied == 3003);
+		CHECK(f.nstages == 1501 && f.nnodes == 300);
+		for (size_t i = 0; i < f.nnodes; i++) {
+			const struct view_node *n = &f.nodes[i];
+			int good = n->nstix == (i == 0 ? 6u : 5u);
+			for (size_t k = 0; good && k < 5; k++) {
+				const struct view_stage *s =
+				    VIEW_NODE_STAGE(&f, n, k);
+				good = !strcmp(s->node, n->name) &&
+				       !strcmp(s->state, "end") &&
+				       s->id[0] == 's' && s->id[1] == '0' + (char)k;
+			}
+			ok_nodes += good;
+		}
+		CHECK(ok_nodes == 300);
+		view_free(&f);
+	}
+
 	view_free(&a);
 	view_free(&b);
 	view_src_close(src);
