@@ -227,7 +227,11 @@ struct store {
 	int in_txn;
 	unsigned pending, batch;
 	struct node_state *nodes;
-	size_t nnodes, last_node;
+	size_t nnodes, last_node, capnodes;
+	/* node name -> index + 1, open addressing, at most half full (a
+	 * fleet's lines each look their node up) */
+	uint32_t *node_hash;
+	size_t node_hcap;
 	struct series *series; /* open addressing, power-of-two capacity */
 	size_t series_cap, series_n;
 	struct event_row *evq; /* new events not yet inserted */
@@ -361,6 +365,8 @@ static int load_nodes(struct store *s, struct d0_err *err)
 	for (size_t i = 0; i < s->nnodes; i++)
 		free(s->nodes[i].node);
 	s->nnodes = s->last_node = 0;
+	if (s->node_hcap)
+		memset(s->node_hash, 0, s->node_hcap * sizeof *s->node_hash);
 	if (sqlite3_prepare_v2(s->db,
 			       "SELECT node, next_seq, events FROM nodes", -1,
 			       &st, NULL) != SQLITE_OK)
@@ -487,6 +493,7 @@ int store_close(struct store *s, struct d0_err *err)
 	for (size_t i = 0; i < s->nnodes; i++)
 		free(s->nodes[i].node);
 	free(s->nodes);
+	free(s->node_hash);
 	series_clear(s);
 	free(s->series);
 	free(s->scratch);
@@ -500,27 +507,62 @@ int store_close(struct store *s, struct d0_err *err)
 
 /* ------------------------------------------------------------------ ingest */
 
+/* The hash slot of node: its entry, or the empty slot where it goes. */
+static uint32_t *node_slot(struct store *s, const char *node)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	size_t mask = s->node_hcap - 1, i;
+	for (const char *p = node; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	for (i = h & mask; s->node_hash[i]; i = (i + 1) & mask)
+		if (!strcmp(s->nodes[s->node_hash[i] - 1].node, node))
+			break;
+	return &s->node_hash[i];
+}
+
 static struct node_state *node_get(struct store *s, const char *node,
 				   int create)
 {
+	uint32_t *slot = NULL;
 	if (s->last_node < s->nnodes &&
 	    !strcmp(s->nodes[s->last_node].node, node))
 		return &s->nodes[s->last_node];
-	for (size_t i = 0; i < s->nnodes; i++)
-		if (!strcmp(s->nodes[i].node, node)) {
-			s->last_node = i;
-			return &s->nodes[i];
+	if (s->node_hcap) {
+		slot = node_slot(s, node);
+		if (*slot) {
+			s->last_node = *slot - 1;
+			return &s->nodes[s->last_node];
 		}
+	}
 	if (!create)
 		return NULL;
-	s->nodes = realloc(s->nodes, (s->nnodes + 1) * sizeof *s->nodes);
-	if (!s->nodes)
-		abort();
+	if (s->nnodes == s->capnodes) {
+		size_t nc = s->capnodes ? 2 * s->capnodes : 16;
+		struct node_state *na = realloc(s->nodes, nc * sizeof *na);
+		if (!na)
+			abort();
+		s->nodes = na;
+		s->capnodes = nc;
+	}
 	memset(&s->nodes[s->nnodes], 0, sizeof *s->nodes);
 	s->nodes[s->nnodes].node = strdup(node);
+	if (!s->nodes[s->nnodes].node)
+		abort();
 	s->nodes[s->nnodes].next_seq = s->nodes[s->nnodes].c_next_seq = 1;
-	s->last_node = s->nnodes;
-	return &s->nodes[s->nnodes++];
+	s->last_node = s->nnodes++;
+	if (2 * s->nnodes > s->node_hcap) {
+		size_t cap = s->node_hcap ? 2 * s->node_hcap : 64;
+		free(s->node_hash);
+		s->node_hash = calloc(cap, sizeof *s->node_hash);
+		if (!s->node_hash)
+			abort();
+		s->node_hcap = cap;
+		for (size_t i = 0; i < s->nnodes; i++)
+			*node_slot(s, s->nodes[i].node) = (uint32_t)i + 1;
+	} else {
+		*slot = (uint32_t)s->nnodes;
+	}
+	return &s->nodes[s->last_node];
 }
 
 void store_set_batch(struct store *s, unsigned n)

@@ -422,7 +422,7 @@ int node_index(struct run *r, const char *name)
 }
 
 /* One stored line: fold it into the live view and the runner. */
-void fold_line(struct run *r, const char *line, size_t len)
+void fold_line(struct run *r, int node, const char *line, size_t len)
 {
 	struct d0_err err = {{0}};
 	struct proto_event ev;
@@ -440,7 +440,11 @@ void fold_line(struct run *r, const char *line, size_t len)
 	}
 	/* one parse for the view and the runner */
 	live_event_parsed(r->live, &ev, line, len);
-	absorb(r, node_index(r, ev.node), &ev);
+	/* the intake let the line in only if it names its link's node */
+	if (node >= 0 ? strcmp(r->nodes[node].inv->name, ev.node) != 0
+		      : strcmp(ev.node, CONSOLE_NODE) != 0)
+		node = node_index(r, ev.node);
+	absorb(r, node, &ev);
 	proto_event_free(&ev);
 }
 
@@ -453,7 +457,7 @@ void feed_console(struct run *r, const char *line, size_t len)
 		fprintf(stderr, "day0: %s\n", err.msg);
 		return;
 	}
-	fold_line(r, line, len);
+	fold_line(r, -1, line, len);
 }
 
 /* A line from node i's link: through the door (intake.c), folded only
@@ -463,7 +467,7 @@ void on_agent_line(void *arg, const char *line, size_t len)
 	struct line_ctx *c = arg;
 	if (intake_line(c->r->intake, c->node, line, len, now_ns()) ==
 	    INTAKE_STORED)
-		fold_line(c->r, line, len);
+		fold_line(c->r, c->node, line, len);
 }
 
 void on_agent_toolong(void *arg, size_t len)

@@ -159,7 +159,7 @@ static inline void scpy(char *d, size_t n, const char *s)
 /* In steady state (every link up) the loop gathers lines for this long
  * between wake-ups, so one pass over the links services many at once:
  * at 128 nodes it woke ~570 times a second for ~1,200 events. */
-#define LOOP_BATCH_NS 4000000LL
+#define LOOP_BATCH_NS 8000000LL
 
 static inline int64_t now_ns(void)
 {
@@ -216,7 +216,8 @@ struct task *oldest_sent(struct run *r, int node);
 void absorb(struct run *r, int node, struct proto_event *ev);
 void absorb_console(struct run *r, struct proto_event *ev);
 int node_index(struct run *r, const char *name);
-void fold_line(struct run *r, const char *line, size_t len);
+/* node: the link's node index the line came on, -1 for the console's */
+void fold_line(struct run *r, int node, const char *line, size_t len);
 void feed_console(struct run *r, const char *line, size_t len);
 void on_agent_line(void *arg, const char *line, size_t len);
 void on_agent_toolong(void *arg, size_t len);
