@@ -243,6 +243,87 @@ static void engine_version(const char *engine, char *out, size_t cap)
 		out[0] = 0;
 }
 
+/*
+ * The engine's version, cached per engine binary: running `ENGINE
+ * --version` loads the engine's libraries (~20 ms of CPU), which every
+ * agent start would pay before its hello; a fleet's connect is 128 such
+ * starts.  The cache ($HOME/.cache/day0/engine-version) holds the binary's
+ * identity (device, inode, size, mtime) and the version line; any change
+ * of the binary runs it again.  A cache that cannot be read or written
+ * only costs the run.
+ */
+static int version_cache_path(char *out, size_t cap)
+{
+	const char *home = getenv("HOME");
+	if (!home || !*home)
+		return -1;
+	return (size_t)snprintf(out, cap, "%s/.cache/day0/engine-version",
+				home) < cap
+		   ? 0
+		   : -1;
+}
+
+static void engine_version_cached(const char *engine, char *out, size_t cap)
+{
+	char path[PATH_MAX], key[160], line[512];
+	struct stat st;
+	FILE *f;
+	out[0] = 0;
+	if (!strchr(engine, '/') || stat(engine, &st) < 0 ||
+	    version_cache_path(path, sizeof path) < 0) {
+		engine_version(engine, out, cap);
+		return;
+	}
+	snprintf(key, sizeof key, "%llu %llu %lld %lld.%09ld",
+		 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+		 (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+		 st.st_mtim.tv_nsec);
+	if ((f = fopen(path, "re"))) {
+		int hit = 0;
+		if (fgets(line, sizeof line, f)) {
+			line[strcspn(line, "\n")] = 0;
+			hit = !strcmp(line, key);
+		}
+		if (hit && fgets(line, sizeof line, f)) {
+			line[strcspn(line, "\n")] = 0;
+			if (*line && strlen(line) < cap &&
+			    proto_utf8_valid(line, strlen(line), NULL)) {
+				snprintf(out, cap, "%s", line);
+				fclose(f);
+				return;
+			}
+		}
+		fclose(f);
+	}
+	engine_version(engine, out, cap);
+	if (!*out)
+		return; /* nothing worth keeping: ask again next time */
+	/* write it whole or not at all: a temp file renamed over */
+	char dir[PATH_MAX], tmp[PATH_MAX + 16];
+	snprintf(dir, sizeof dir, "%s", path);
+	*strrchr(dir, '/') = 0;
+	char *cut = strrchr(dir, '/');
+	if (cut) { /* $HOME/.cache, then $HOME/.cache/day0 */
+		*cut = 0;
+		mkdir(dir, 0700);
+		*cut = '/';
+	}
+	mkdir(dir, 0700);
+	snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
+	int fd = mkstemp(tmp);
+	if (fd < 0)
+		return;
+	f = fdopen(fd, "w");
+	if (!f) {
+		close(fd);
+		unlink(tmp);
+		return;
+	}
+	int ok = fprintf(f, "%s\n%s\n", key, out) > 0;
+	if (fclose(f) != 0 || !ok || rename(tmp, path) < 0)
+		unlink(tmp);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -446,7 +527,8 @@ int main(int argc, char **argv)
 	}
 	if (!a.cfg.engine[0])
 		default_engine(a.cfg.engine, sizeof a.cfg.engine);
-	engine_version(a.cfg.engine, a.engine_version, sizeof a.engine_version);
+	engine_version_cached(a.cfg.engine, a.engine_version,
+			      sizeof a.engine_version);
 
 	if (cards_init(&a.cards, &a.cfg, &err) < 0) {
 		fprintf(stderr, "day0-agent: %s\n", err.msg);

@@ -149,6 +149,37 @@ else
 	ok "mpirun tests: skipped (no mpirun)"
 fi
 
+# ---- the engine's version, cached per engine binary ----------------------
+# `ENGINE --version` runs once per binary, not once per agent start; a new
+# binary (size or mtime changed) is asked again; without a cache it runs.
+cat >"$T/count-engine" <<EOF
+#!/bin/sh
+[ "\$1" = --version ] && { echo run >>"$T/version-runs"; echo "count-engine 1"; exit 0; }
+exit 0
+EOF
+chmod +x "$T/count-engine"
+vhello() { # spool-name: the hello's engine_version
+	HOME="$T/vhome" agent "$1" --engine "$T/count-engine" </dev/null 2>/dev/null |
+		head -n 1 | python3 -c 'import json,sys; print(json.load(sys.stdin).get("engine_version", "-"))'
+}
+rm -f "$T/version-runs"; mkdir -p "$T/vhome"
+v1=$(vhello vs1)
+v2=$(vhello vs2)
+check "the hello says the engine's version, first start ($v1)" test "$v1" = "count-engine 1"
+check "and on the second start, from the cache ($v2)" test "$v2" = "count-engine 1"
+check "the engine ran --version once for two agent starts" test "$(wc -l <"$T/version-runs")" = 1
+contains "the cache names the binary and its version" "count-engine 1" "$T/vhome/.cache/day0/engine-version"
+sed -i 's/count-engine 1/count-engine 22/' "$T/count-engine"
+touch -d '2020-01-01' "$T/count-engine"
+v3=$(vhello vs3)
+check "a changed engine binary is asked again ($v3)" test "$v3" = "count-engine 22"
+check "so --version ran twice in all" test "$(wc -l <"$T/version-runs")" = 2
+rm -f "$T/vhome/.cache/day0/engine-version"
+mkdir "$T/vhome/.cache/day0/engine-version" # unreadable and unwritable, even for root
+v4=$(vhello vs4)
+check "a cache it cannot read or write costs only the run ($v4)" test "$v4" = "count-engine 22"
+check "and leaves no temp file behind" test "$(ls "$T/vhome/.cache/day0" | wc -l)" = 1
+
 # ---- exec stages ----------------------------------------------------------
 printf '%s\n' \
 	'{"cmd":"run","stage_id":"x1","step":"exec","argv":["sh","-c","echo hello; echo oops >&2; exit 3"]}' \
