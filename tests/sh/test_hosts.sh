@@ -59,6 +59,22 @@ m1=$(stat -c %y "$BIN/day0-agent" "$BIN/day0-engine")
 expect_rc 0 "hosts: second run" timeout 60 "$DAY0" hosts --inventory "$SSHD_INV" "${KH[@]}"
 check "hosts: second run does not upload again (mtimes unchanged)" \
 	test "$m1" = "$(stat -c %y "$BIN/day0-agent" "$BIN/day0-engine")"
+# The start notes the copies' hash beside the directory and trusts the note
+# (no hashing) while neither copy nor the directory is newer than it.
+check "hosts: the start noted the copies' hash in ~/.cache/day0/bin.stamp" \
+	grep -qxE '[0-9a-f]{64}' "$BIN.stamp"
+echo 0000000000000000000000000000000000000000000000000000000000000000 >"$BIN.stamp"
+expect_rc 0 "hosts: a note of another hash" timeout 60 "$DAY0" hosts --inventory "$SSHD_INV" "${KH[@]}"
+check "hosts: ... has the copies hashed again: they are right, nothing uploaded" \
+	test "$m1" = "$(stat -c %y "$BIN/day0-agent" "$BIN/day0-engine")"
+check "hosts: ... and the note is theirs again" \
+	test "$(cat "$BIN/day0-agent" "$BIN/day0-engine" | sha256sum | cut -c1-64)" = "$(cat "$BIN.stamp")"
+sleep 0.05
+printf 'x' >>"$BIN/day0-engine" # changed in place: no rename, the note stays
+check "hosts: (the engine changed in place after the note)" bash -c "! cmp -s '$BIN/day0-engine' '$BUILD/day0-engine'"
+expect_rc 0 "hosts: a copy newer than the note" timeout 120 "$DAY0" hosts --inventory "$SSHD_INV" "${KH[@]}"
+check "hosts: ... is hashed, found different and replaced" cmp -s "$BIN/day0-engine" "$BUILD/day0-engine"
+m1=$(stat -c %y "$BIN/day0-agent" "$BIN/day0-engine")
 # A stale remote copy of another version is replaced.
 # (renamed into place: an agent may still be running from the old file)
 printf '#!/bin/sh\necho day0-agent 0.0.0-old\n' >"$BIN/old.$$"
