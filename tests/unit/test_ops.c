@@ -99,6 +99,33 @@ int main(void)
 			op_bf16_widen(f, h, 3);
 			CHECK(f[0] == 1.0f && f[1] == -2.0f && f[2] == 0.0f);
 		}
+		for (size_t q = 0; q < 2; q++) {
+			/* every bf16 code (NaN, Inf, subnormals too) widens to
+			 * the f32 with it as its top half, through each kernel,
+			 * from an odd start and with a tail */
+			uint16_t *h = malloc(65536 * 2 + 2);
+			float *f = malloc(65536 * 4 + 4);
+			int bad = 0;
+			char name[96];
+			if (op_bf16_set_kernel(kern[q]) < 0) {
+				free(h);
+				free(f);
+				continue;
+			}
+			for (uint32_t c = 0; c < 65536; c++)
+				h[c + 1] = (uint16_t)c;
+			op_bf16_widen(f + 1, h + 1, 65535);
+			for (uint32_t c = 0; c < 65535; c++) {
+				uint32_t u;
+				memcpy(&u, &f[c + 1], 4);
+				bad += u != c << 16;
+			}
+			snprintf(name, sizeof name, "bf16 widening (%s): all 65535 "
+				 "codes exact", kern[q]);
+			CHECKN(name, bad == 0);
+			free(h);
+			free(f);
+		}
 	}
 	{ /* rms_norm: x / sqrt(mean(x^2) + eps) * w */
 		float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 0.5f}, y[4];
