@@ -55,7 +55,8 @@
 # default), FAIL (day0-agent --fail SPEC, none), STRAGGLER (nodes at half
 # speed, none), RECONNECT (1), RECONNECT_AT (verify), TUI (auto), CLUSH
 # (1: time clush), SETTLE (seconds between clush and the run, 15),
-# OUT_DIR (keep run.out, the session, report.md there).
+# OUT_DIR (keep run.out, the session, report.md there; with the TUI, the
+# screen at the verdict as screen.txt).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -239,6 +240,8 @@ while kill -0 "$PID" 2>/dev/null; do
 	# the live TUI waits for q once the verdict is in
 	if [ "$TUI" = 1 ] && [ "$(q "select count(*) from events where node='console' and type='verdict'")" = 1 ]; then
 		sleep 1
+		# what the operator sees at the verdict (OUT_DIR/screen.txt)
+		[ -s "$W/screen.txt" ] || tmux -L $SOCK capture-pane -p >"$W/screen.txt" 2>/dev/null
 		tmux -L $SOCK send-keys q 2>/dev/null
 	fi
 	sleep 0.5
@@ -284,6 +287,7 @@ if [ -n "$OUT_DIR" ]; then
 	cp "$DB" "$W/report.md" "$W/inv.json" "$OUT_DIR"/ 2>/dev/null
 	[ -f "$W/run.out" ] && cp "$W/run.out" "$OUT_DIR"/
 	[ -f "$W/run.err" ] && cp "$W/run.err" "$OUT_DIR"/
+	[ -f "$W/screen.txt" ] && cp "$W/screen.txt" "$OUT_DIR"/
 fi
 [ "$nhello" = "$NODES" ] || echo "# only $nhello of $NODES nodes said hello" >&2
 [ "$VERDICT" = GO ] || { echo "# the run's end:"; tail -n 40 "$W/run.out" 2>/dev/null; } >&2

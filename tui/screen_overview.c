@@ -46,8 +46,8 @@ static enum tui_role node_activity(const struct view *v,
 		const struct view_stage *s = VIEW_NODE_STAGE(v, n, i);
 		if (strcmp(s->state, "end"))
 			run = s;
-		else if (s->has_rc && s->rc)
-			bad = s;
+		else if (s->has_rc && s->rc && !view_stage_superseded(v, s))
+			bad = s; /* a rerun that followed decides, not this */
 	}
 	if (n->state[0] && strcmp(n->state, "done")) {
 		snprintf(out, max, "%s: %.*s", n->state, (int)(max > 20 ? max - 20 : 1), n->why);

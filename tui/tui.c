@@ -561,6 +561,7 @@ static const struct view_stage *failed_stage(const struct view *v)
 			if ((pass == 0) != !strcmp(s->node, CONSOLE_NODE))
 				continue;
 			if (!strcmp(s->state, "end") && s->has_rc && s->rc &&
+			    !view_stage_superseded(v, s) &&
 			    (!best || s->ts >= best->ts))
 				best = s;
 		}

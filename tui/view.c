@@ -300,6 +300,25 @@ const struct view_stage *view_current_stage(const struct view *v)
 	return best;
 }
 
+int view_stage_superseded(const struct view *v, const struct view_stage *s)
+{
+	const struct view_node *n;
+	char base[sizeof s->id], other[sizeof s->id];
+	size_t me = (size_t)(s - v->stages);
+	if (!strcmp(s->node, CONSOLE_NODE) || !(n = view_node(v, s->node)))
+		return 0;
+	checklist_stage_of(s->id, base, sizeof base);
+	for (size_t i = 0; i < n->nstix; i++) {
+		if (n->stix[i] <= me)
+			continue;
+		checklist_stage_of(v->stages[n->stix[i]].id, other,
+				   sizeof other);
+		if (!strcmp(base, other))
+			return 1;
+	}
+	return 0;
+}
+
 /* Is s an agent's run of console stage id (id itself or an attempt
  * "id.N")? */
 static int stage_of(const struct view_stage *s, const char *id)

@@ -278,6 +278,11 @@ const char *view_node_labels(const struct view *v, const char *node);
 
 /* Lookups (NULL when absent). */
 const struct view_node *view_node(const struct view *v, const char *name);
+/* Has a later attempt of the same playbook stage on the same node (a
+ * rerun: "ID.n", checklist_stage_of) superseded agent stage s?  Then its
+ * failure is history, not the node's state (the screens show the latest
+ * attempt). */
+int view_stage_superseded(const struct view *v, const struct view_stage *s);
 /* The node's i-th stage (0 <= i < n->nstix), in order of appearance. */
 #define VIEW_NODE_STAGE(v, n, i) (&(v)->stages[(n)->stix[(i)]])
 /* The worst of the item's evidence on node over its stages. */

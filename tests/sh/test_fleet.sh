@@ -80,3 +80,34 @@ esac
 contains "verify:1 fails weights.integrity on every node" "weights.integrity@n001" "$T/outf/run.out"
 contains "the straggler fails comm.bandwidth" "comm.bandwidth@n001" "$T/outf/run.out"
 contains "the simulated failure says where" "sha256 differs from SHA256SUMS (simulated)" "$T/outf/run.out"
+
+# What the operator sees: the live TUI (tmux) through a mass reconnect while
+# verify runs.  A node's killed verify (rc 143) and its rerun (verify.2,
+# rc 0) are both in the session; the overview at the verdict must show the
+# rerun's outcome, not "FAIL verify", for every node the session says
+# reran it.
+if ! command -v tmux >/dev/null; then
+	fail "fleet TUI" "tmux missing (make deps installs it)"
+	exit 0
+fi
+NODES=4 NODE_USER=root ISOLATE=0 TUI=1 CLUSH=0 RECONNECT_AT=verify SIM_SCALE=${FLEET_SCALE:-50} \
+	OUT_DIR="$T/outt" timeout "$RUN_LIMIT" bash "$DAY0_ROOT/bench/fleet.sh" >"$T/fleett.txt" 2>&1
+rc=$?
+check "the TUI run exits 0 (rc $rc: $(tail -c 300 "$T/fleett.txt" | tr '\n' ' '))" test "$rc" = 0
+check "the screen at the verdict was captured" test -s "$T/outt/screen.txt"
+contains "the screen says GO" "GO" "$T/outt/screen.txt"
+reran=$(sqlite3 "$T/outt/fleet.db" "select distinct a.node from events a join events b on a.node = b.node
+	where a.type = 'stage' and b.type = 'stage'
+	and json_extract(a.body, '\$.stage_id') = 'verify' and json_extract(a.body, '\$.state') = 'end'
+	and json_extract(a.body, '\$.rc') != 0
+	and json_extract(b.body, '\$.stage_id') = 'verify.2' and json_extract(b.body, '\$.state') = 'end'
+	and json_extract(b.body, '\$.rc') = 0 order by a.node")
+check "the session has nodes whose killed verify reran and passed ($(echo $reran))" test -n "$reran"
+for n in $reran; do
+	row=$(grep -m1 "^ *$n " "$T/outt/screen.txt")
+	case $row in
+	*FAIL*) fail "the overview row of $n shows the rerun, not the killed attempt" "$row" ;;
+	"") fail "the overview row of $n shows the rerun, not the killed attempt" "no row for $n: $(head -c 1500 "$T/outt/screen.txt")" ;;
+	*) ok "the overview row of $n shows the rerun, not the killed attempt" ;;
+	esac
+done

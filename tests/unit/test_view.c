@@ -362,6 +362,44 @@ int main(void)
 		view_free(&f);
 	}
 
+	/* A killed stage and its rerun ("verify" ended rc 143, then
+	 * "verify.2" ended 0): the rerun supersedes the failure; a failure
+	 * with no later attempt, or another stage's, is not superseded. */
+	{
+		struct view f;
+		const char *lines[] = {
+		    "\"stage_id\":\"verify\",\"state\":\"start\"",
+		    "\"stage_id\":\"verify\",\"state\":\"end\",\"rc\":143",
+		    "\"stage_id\":\"verify.2\",\"state\":\"start\"",
+		    "\"stage_id\":\"verify.2\",\"state\":\"end\",\"rc\":0",
+		    "\"stage_id\":\"plan\",\"state\":\"end\",\"rc\":1",
+		};
+		char line[512];
+		view_init(&f);
+		for (int nd = 0; nd < 2; nd++)
+			for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
+				/* node r2 has no rerun of verify */
+				if (nd == 1 && (i == 2 || i == 3))
+					continue;
+				int n = snprintf(line, sizeof line,
+						 "{\"v\":1,\"seq\":%zu,\"ts\":%zu,"
+						 "\"node\":\"n%d\",\"type\":\"stage\","
+						 "\"stage\":\"x\",%s}",
+						 i + 1, 100 + i, nd + 1, lines[i]);
+				view_apply_line(&f, line, (size_t)n);
+			}
+		const struct view_node *r1 = view_node(&f, "n1"),
+				       *r2 = view_node(&f, "n2");
+		CHECK(r1 && r2 && r1->nstix == 3 && r2->nstix == 2);
+		if (r1 && r2 && r1->nstix == 3 && r2->nstix == 2) {
+			CHECK(view_stage_superseded(&f, VIEW_NODE_STAGE(&f, r1, 0)));
+			CHECK(!view_stage_superseded(&f, VIEW_NODE_STAGE(&f, r1, 1)));
+			CHECK(!view_stage_superseded(&f, VIEW_NODE_STAGE(&f, r1, 2)));
+			CHECK(!view_stage_superseded(&f, VIEW_NODE_STAGE(&f, r2, 0)));
+		}
+		view_free(&f);
+	}
+
 	view_free(&a);
 	view_free(&b);
 	view_src_close(src);
