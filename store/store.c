@@ -510,11 +510,9 @@ int store_close(struct store *s, struct d0_err *err)
 /* The hash slot of node: its entry, or the empty slot where it goes. */
 static uint32_t *node_slot(struct store *s, const char *node)
 {
-	uint32_t h = 2166136261u; /* FNV-1a */
 	size_t mask = s->node_hcap - 1, i;
-	for (const char *p = node; *p; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	for (i = h & mask; s->node_hash[i]; i = (i + 1) & mask)
+	uint64_t h = fnv1a(0xcbf29ce484222325ULL, node, strlen(node));
+	for (i = (size_t)h & mask; s->node_hash[i]; i = (i + 1) & mask)
 		if (!strcmp(s->nodes[s->node_hash[i] - 1].node, node))
 			break;
 	return &s->node_hash[i];

@@ -544,15 +544,10 @@ static void view_sample(struct view *v, const char *node, int card,
 		c->kv_budget = value;
 }
 
-static uint32_t stage_key_hash(const char *node, const char *id)
+/* (node, id) hashed with the engine's FNV-1a (hash_str64) */
+static uint64_t stage_key_hash(const char *node, const char *id)
 {
-	uint32_t h = 2166136261u; /* FNV-1a over node, NUL, id */
-	for (const char *p = node; *p; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	h = (h ^ 0xffu) * 16777619u;
-	for (const char *p = id; *p; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	return h;
+	return hash_str64(node) * 31 + hash_str64(id);
 }
 
 /* The slot of (node, id) in the stage hash: its entry, or the empty
@@ -562,7 +557,7 @@ static uint32_t *stage_slot(const struct view *v, const char *node,
 			    const char *id)
 {
 	size_t mask = v->stage_hcap - 1,
-	       i = stage_key_hash(node, id) & mask;
+	       i = (size_t)stage_key_hash(node, id) & mask;
 	for (;; i = (i + 1) & mask) {
 		uint32_t e = v->stage_hash[i];
 		if (!e || (!strcmp(v->stages[e - 1].id, id) &&
