@@ -97,56 +97,108 @@ widen_avx2(float *out, const uint16_t *in, size_t n)
 }
 
 /*
- * The same with AVX2+FMA.  The row count m is a compile-time constant in
- * each instance (gemv_rows_avx2 switches on it), and the loops over rows
- * and accumulators are unrolled, so every accumulator stays in a register:
- * indexed by a run-time m, gcc kept them on the stack and every FMA
- * loaded and stored its accumulator (bf16 decode read 5.5 GB/s of weights
- * against 10 GB/s for the f32 path).  One row of x (decode) uses four
- * accumulators, 32 weights a step, so the FMA latency is hidden; more
- * rows use two each (their FMAs are independent already).
+ * The same with AVX2+FMA.  A 32-byte load holds 16 bf16 weights, two in
+ * each 32-bit lane: the even-numbered one in the low half, the odd one in
+ * the high half.  Shifting each lane left by 16 gives the even weights as
+ * f32, masking off the low half the odd ones: two cheap integer ops and no
+ * shuffle (vpmovzxwd runs on one port only).  x is laid out to match
+ * (xp_permute: per block of 16, its 8 even then its 8 odd values), once
+ * per product, so each block is 1 load of W, 2 of x and 2 FMAs.
+ *
+ * A decode step streams every weight once, so the kernel is there to keep
+ * the memory busy: few instructions per byte, and a software prefetch
+ * PREFETCH bytes ahead in the (contiguous) rows, which keeps more lines in
+ * flight than the out-of-order window alone (standalone, over 512 MB:
+ * 0.75-0.8 of a plain sum's read rate without it, 0.85-0.95 with it).
+ *
+ * The row count m is a compile-time constant in each instance
+ * (gemv_rows_avx2 switches on it) and the loops over rows are unrolled,
+ * so every accumulator stays in a register: indexed by a run-time m, gcc
+ * kept them on the stack and every FMA loaded and stored its accumulator.
+ * One row of x (decode) takes two blocks a step, four accumulators, so the
+ * FMA latency is hidden; more rows use two each.
  */
+#define PREFETCH 1024
+
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256
+bf16_even(__m256i v)
+{
+	return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256
+bf16_odd(__m256i v)
+{
+	return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+/* xp[i*k + ...] for the m rows of x: each whole block of 16 as its 8 even
+ * then its 8 odd values; the k % 16 tail as it is. */
+static void xp_permute(float *xp, const float *x, int m, int k)
+{
+	int kk = k - k % 16;
+	for (int i = 0; i < m; i++) {
+		const float *xr = x + (size_t)i * k;
+		float *o = xp + (size_t)i * k;
+		for (int c = 0; c < kk; c += 16)
+			for (int t = 0; t < 8; t++) {
+				o[c + t] = xr[c + 2 * t];
+				o[c + 8 + t] = xr[c + 2 * t + 1];
+			}
+		for (int c = kk; c < k; c++)
+			o[c] = xr[c];
+	}
+}
+
 __attribute__((target("avx2,fma"), always_inline)) static inline void
-gemv_avx2_body(float *y, int ldy, const float *x, const uint16_t *w,
+gemv_avx2_body(float *y, int ldy, const float *xp, const uint16_t *w,
 	       const int m, int j0, int j1, int k)
 {
-	enum { MAXM = 4, MAXACC = 4 };
-	const int nacc = m == 1 ? 4 : 2, step = 8 * nacc;
+	enum { MAXM = 4 };
+	const int step = m == 1 ? 32 : 16;
 	const int kk = k - k % step;
 	for (int j = j0; j < j1; j++) {
 		const uint16_t *wr = w + (size_t)j * k;
-		__m256 a[MAXM][MAXACC];
+		__m256 ae[MAXM], ao[MAXM], be = _mm256_setzero_ps(), bo = be;
 		float tail[MAXM] = {0, 0, 0, 0};
 #pragma GCC unroll 4
 		for (int i = 0; i < m; i++)
-#pragma GCC unroll 4
-			for (int q = 0; q < nacc; q++)
-				a[i][q] = _mm256_setzero_ps();
-		if (j + 1 < j1)
-			_mm_prefetch((const char *)(wr + k), _MM_HINT_T0);
+			ae[i] = ao[i] = _mm256_setzero_ps();
 		for (int c = 0; c < kk; c += step) {
+			__m256i v = _mm256_loadu_si256((const __m256i *)(wr + c));
+			_mm_prefetch((const char *)(wr + c) + PREFETCH, _MM_HINT_T0);
 #pragma GCC unroll 4
-			for (int q = 0; q < nacc; q++) {
-				__m256 wv = ld_bf16(wr + c + 8 * q);
-#pragma GCC unroll 4
-				for (int i = 0; i < m; i++)
-					a[i][q] = _mm256_fmadd_ps(
-						_mm256_loadu_ps(x + (size_t)i * k + c + 8 * q),
-						wv, a[i][q]);
+			for (int i = 0; i < m; i++) {
+				const float *xr = xp + (size_t)i * k + c;
+				ae[i] = _mm256_fmadd_ps(_mm256_loadu_ps(xr), bf16_even(v), ae[i]);
+				ao[i] = _mm256_fmadd_ps(_mm256_loadu_ps(xr + 8), bf16_odd(v), ao[i]);
+			}
+			if (m == 1) {
+				__m256i u = _mm256_loadu_si256((const __m256i *)(wr + c + 16));
+				be = _mm256_fmadd_ps(_mm256_loadu_ps(xp + c + 16), bf16_even(u), be);
+				bo = _mm256_fmadd_ps(_mm256_loadu_ps(xp + c + 24), bf16_odd(u), bo);
 			}
 		}
-		for (int c = kk; c < k; c++) {
+		/* a last whole block of 16 (m == 1 steps by 32), then the
+		 * k % 16 tail, whose x is not permuted */
+		int c = kk;
+		if (m == 1 && k - c >= 16) {
+			__m256i v = _mm256_loadu_si256((const __m256i *)(wr + c));
+			be = _mm256_fmadd_ps(_mm256_loadu_ps(xp + c), bf16_even(v), be);
+			bo = _mm256_fmadd_ps(_mm256_loadu_ps(xp + c + 8), bf16_odd(v), bo);
+			c += 16;
+		}
+		for (; c < k; c++) {
 			float wv = bf16_f32(wr[c]);
 #pragma GCC unroll 4
 			for (int i = 0; i < m; i++)
-				tail[i] += x[(size_t)i * k + c] * wv;
+				tail[i] += xp[(size_t)i * k + c] * wv;
 		}
 #pragma GCC unroll 4
 		for (int i = 0; i < m; i++) {
-			__m256 t = a[i][0];
-#pragma GCC unroll 4
-			for (int q = 1; q < nacc; q++)
-				t = _mm256_add_ps(t, a[i][q]);
+			__m256 t = _mm256_add_ps(ae[i], ao[i]);
+			if (m == 1)
+				t = _mm256_add_ps(t, _mm256_add_ps(be, bo));
 			y[(size_t)i * ldy + j] = hsum(t) + tail[i];
 		}
 	}
@@ -240,11 +292,14 @@ const char *op_bf16_kernel(void)
  * holding the product up.
  */
 struct job {
+	void (*run)(const struct job *, int chunk, int slot);
 	float *y;
 	const float *x;
 	const uint16_t *w;
 	int m, n, k, rows, nchunks;
-	gemv_fn fn;
+	int slots;      /* threads that may take chunks: slot 0 the caller */
+	gemv_fn fn;     /* GEMV jobs */
+	float *scratch; /* panel jobs: slots x rows x k floats */
 };
 
 #define POOL_MAX 64
@@ -266,19 +321,21 @@ static inline void relax(void)
 #endif
 }
 
-static void run_chunk(const struct job *j, int c)
+/* A GEMV chunk: output rows [c*rows, (c+1)*rows) for every row of x. */
+static void gemv_chunk(const struct job *j, int c, int slot)
 {
+	(void)slot;
 	int j0 = c * j->rows, j1 = j0 + j->rows < j->n ? j0 + j->rows : j->n;
 	for (int i = 0; i < j->m; i += 4)
 		j->fn(j->y + (size_t)i * j->n, j->n, j->x + (size_t)i * j->k, j->w,
 		      j->m - i < 4 ? j->m - i : 4, j0, j1, j->k);
 }
 
-static void take_chunks(const struct job *j)
+static void take_chunks(const struct job *j, int slot)
 {
 	int c, did = 0;
 	while ((c = atomic_fetch_add(&pool.next, 1)) < j->nchunks) {
-		run_chunk(j, c);
+		j->run(j, c, slot);
 		did++;
 	}
 	if (did)
@@ -288,7 +345,7 @@ static void take_chunks(const struct job *j)
 static void *worker(void *arg)
 {
 	unsigned seen = 0;
-	(void)arg;
+	int slot = (int)(intptr_t)arg;
 	for (;;) {
 		unsigned p;
 		int spins = 0;
@@ -309,7 +366,8 @@ static void *worker(void *arg)
 		atomic_fetch_add(&pool.active, 1);
 		if (atomic_load(&pool.pub) == p) {
 			seen = p;
-			take_chunks(&pool.job);
+			if (slot < pool.job.slots)
+				take_chunks(&pool.job, slot);
 		}
 		atomic_fetch_sub(&pool.active, 1);
 	}
@@ -323,35 +381,27 @@ static int pool_threads(void)
 	return t < 1 ? 1 : t > POOL_MAX ? POOL_MAX : t;
 }
 
-static void gemv_parallel(float *y, const float *x, const uint16_t *w, int m,
-			  int n, int k)
+/* Runs j's chunks on the caller (slot 0) and j->slots - 1 workers
+ * (started the first time they are needed); returns when all are done. */
+static void pool_run(struct job *j)
 {
 	static unsigned jobs;
-	int threads = pool_threads(), spins = 0;
-	/* chunks of ~64 KiB of weights */
-	int rows = (int)(32768 / (unsigned)(k > 0 ? k : 1)) & ~7;
-	struct job j = {y, x, w, m, n, k, 0, 0, pick_gemv()};
-	j.rows = rows < 8 ? 8 : rows;
-	j.nchunks = (n + j.rows - 1) / j.rows;
-	/* small products are not worth waking anyone */
-	if ((size_t)n * (size_t)k < 65536 || threads == 1 || j.nchunks < 2) {
-		j.rows = n;
-		run_chunk(&j, 0);
-		return;
-	}
+	int spins = 0;
 	pthread_mutex_lock(&pool.mu);
-	while (pool.nworkers < threads - 1 && pool.nworkers < POOL_MAX) {
+	while (pool.nworkers < j->slots - 1 && pool.nworkers < POOL_MAX) {
 		pthread_t t;
-		if (pthread_create(&t, NULL, worker, NULL))
+		if (pthread_create(&t, NULL, worker, (void *)(intptr_t)(pool.nworkers + 1)))
 			break;
 		pthread_detach(t);
 		pool.nworkers++;
 	}
+	if (j->slots > pool.nworkers + 1)
+		j->slots = pool.nworkers + 1;
 	pthread_mutex_unlock(&pool.mu);
 	atomic_store(&pool.pub, 0);
 	while (atomic_load(&pool.active) > 0)
 		relax();
-	pool.job = j;
+	pool.job = *j;
 	atomic_store(&pool.next, 0);
 	atomic_store(&pool.done, 0);
 	if (++jobs == 0)
@@ -360,13 +410,55 @@ static void gemv_parallel(float *y, const float *x, const uint16_t *w, int m,
 	atomic_store(&pool.pub, jobs);
 	pthread_cond_broadcast(&pool.cv);
 	pthread_mutex_unlock(&pool.mu);
-	take_chunks(&j);
-	while (atomic_load_explicit(&pool.done, memory_order_acquire) < j.nchunks) {
+	take_chunks(j, 0);
+	while (atomic_load_explicit(&pool.done, memory_order_acquire) < j->nchunks) {
 		if (++spins < 4000)
 			relax();
 		else
 			sched_yield(); /* a worker holds a chunk but not a core */
 	}
+}
+
+static void gemv_parallel(float *y, const float *x, const uint16_t *w, int m,
+			  int n, int k)
+{
+	/* chunks of ~64 KiB of weights */
+	int rows = (int)(32768 / (unsigned)(k > 0 ? k : 1)) & ~7;
+	struct job j = {gemv_chunk, y, x, w, m, n, k, 0, 0, pool_threads(), pick_gemv(), NULL};
+	float *xp = NULL, xbuf[4096];
+#ifdef HAVE_X86
+	if (j.fn == gemv_rows_avx2) {
+		/* x in the kernel's order (its even/odd halves of each block) */
+		size_t need = (size_t)m * (size_t)k;
+		xp = need <= sizeof xbuf / sizeof *xbuf ? xbuf : malloc(need * sizeof *xp);
+		if (!xp)
+			abort();
+		xp_permute(xp, x, m, k);
+		j.x = xp;
+	}
+#endif
+	j.rows = rows < 8 ? 8 : rows;
+	j.nchunks = (n + j.rows - 1) / j.rows;
+	/* small products are not worth waking anyone */
+	if ((size_t)n * (size_t)k < 65536 || j.slots == 1 || j.nchunks < 2) {
+		j.rows = n;
+		gemv_chunk(&j, 0, 0);
+	} else {
+		pool_run(&j);
+	}
+	if (xp != xbuf)
+		free(xp);
+}
+
+/* A prefill chunk: one panel of W (rows [c*rows, (c+1)*rows)) widened into
+ * the slot's own scratch, multiplied by a one-thread sgemm. */
+static void panel_chunk(const struct job *j, int c, int slot)
+{
+	int j0 = c * j->rows, len = j->n - j0 < j->rows ? j->n - j0 : j->rows;
+	float *pan = j->scratch + (size_t)slot * (size_t)j->rows * (size_t)j->k;
+	op_bf16_widen(pan, j->w + (size_t)j0 * j->k, (size_t)len * j->k);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->m, len, j->k, 1.0f,
+		    j->x, j->k, pan, j->k, 0.0f, j->y + j0, j->n);
 }
 
 /* ------------------------------------------------------------- products */
@@ -381,25 +473,37 @@ void op_linear_bf16(float *y, const float *x, const uint16_t *w,
 	if (m <= GEMV_ROWS) {
 		gemv_parallel(y, x, w, m, n, k);
 	} else {
-		/* panels of nb rows of W (~1 MiB of f32: widened into the
-		 * cache, read back by sgemm from it; 4 MiB panels, tried to
-		 * give OpenBLAS's second thread larger calls, made 2-thread
-		 * prefill 24% slower) */
-		int nb = (int)((1u << 18) / (unsigned)(k > 0 ? k : 1));
-		float *pan;
-		nb = nb < 16 ? 16 : nb & ~15;
-		if (nb > n)
-			nb = n;
-		pan = malloc((size_t)nb * (size_t)k * sizeof *pan + 64);
-		if (!pan)
+		/* panels of ~1 MiB of f32 (widened into the cache, read back
+		 * by sgemm from it), as many a thread; with more than one
+		 * thread each widens its own panels and multiplies them by a
+		 * one-thread sgemm (widening on the caller alone while OpenBLAS
+		 * forked and joined per panel gave 2-thread bf16 prefill 0.67x
+		 * llama.cpp's; 4 MiB panels were slower still) */
+		int threads = pool_threads();
+		int np = (int)(((size_t)n * (size_t)k + (1u << 18) - 1) >> 18);
+		struct job j = {panel_chunk, y, x, w, m, n, k, 0, 0, threads, NULL, NULL};
+		if (np < 1)
+			np = 1;
+		if (threads > 1 && np > 1)
+			np = (np + threads - 1) / threads * threads;
+		j.rows = ((n + np - 1) / np + 15) & ~15; /* >= 16, whole blocks */
+		if (j.rows > n)
+			j.rows = n;
+		j.nchunks = (n + j.rows - 1) / j.rows;
+		if (j.slots > j.nchunks)
+			j.slots = j.nchunks;
+		j.scratch = malloc((size_t)j.slots * (size_t)j.rows * (size_t)k * sizeof(float));
+		if (!j.scratch)
 			abort();
-		for (int j0 = 0; j0 < n; j0 += nb) {
-			int len = n - j0 < nb ? n - j0 : nb;
-			op_bf16_widen(pan, w + (size_t)j0 * k, (size_t)len * k);
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, len, k,
-				    1.0f, x, k, pan, k, 0.0f, y + j0, n);
+		if (j.slots > 1) {
+			openblas_set_num_threads(1);
+			pool_run(&j);
+			openblas_set_num_threads(threads);
+		} else {
+			for (int c = 0; c < j.nchunks; c++)
+				panel_chunk(&j, c, 0);
 		}
-		free(pan);
+		free(j.scratch);
 	}
 	if (b)
 		for (int i = 0; i < m; i++)

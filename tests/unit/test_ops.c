@@ -56,7 +56,12 @@ int main(void)
 						{8, 513, 200}, {9, 40, 17},
 						{20, 70, 300}, {2, 16, 4100},
 						{1, 50, 1000}, {4, 9, 130},
-						{16, 3000, 512}, {12, 1, 64}};
+						{16, 3000, 512}, {12, 1, 64},
+						/* one row: a last block of 16 after
+						 * the 32-wide steps, with and
+						 * without a tail, threaded */
+						{1, 20, 48},   {1, 9, 57},
+						{1, 200, 1040}, {1, 300, 1049}};
 		const char *kern[] = {"portable", "avx2+fma"};
 		for (size_t q = 0; q < 2; q++) {
 			char name[96];
