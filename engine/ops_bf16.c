@@ -463,6 +463,46 @@ static void panel_chunk(const struct job *j, int c, int slot)
 
 /* ------------------------------------------------------------- products */
 
+/*
+ * A bf16 prefill product: panels of W widened to ~1 MiB of f32 (into the
+ * cache, read back by sgemm from it), as many a thread; with more than one
+ * thread each widens its own panels and multiplies them by a one-thread
+ * sgemm.  Widening on the caller alone while OpenBLAS forked and joined
+ * per panel gave 2-thread prefill 0.67x llama.cpp's (4 MiB panels were
+ * slower still).  (The same split for f32 W, no widening, measured no
+ * better than OpenBLAS's own 2-thread sgemm: f32 stays with op_linear.)
+ */
+static void panels(float *y, const float *x, const uint16_t *w, int m, int n, int k)
+{
+	int threads = pool_threads();
+	int np = (int)(((size_t)n * (size_t)k + (1u << 18) - 1) >> 18);
+	struct job j = {panel_chunk, y, x, w, m, n, k, 0, 0, threads, NULL, NULL};
+	if (np < 1)
+		np = 1;
+	if (threads > 1 && np > 1)
+		np = (np + threads - 1) / threads * threads;
+	j.rows = ((n + np - 1) / np + 15) & ~15; /* >= 16, whole blocks */
+	if (j.rows > n)
+		j.rows = n;
+	j.nchunks = (n + j.rows - 1) / j.rows;
+	if (j.slots > j.nchunks)
+		j.slots = j.nchunks;
+	j.scratch = malloc((size_t)j.slots * (size_t)j.rows * (size_t)k * sizeof(float));
+	if (!j.scratch)
+		abort();
+	if (j.slots > 1) {
+		openblas_set_num_threads(1);
+		pool_run(&j);
+		openblas_set_num_threads(threads);
+	} else {
+		for (int c = 0; c < j.nchunks; c++)
+			panel_chunk(&j, c, 0);
+	}
+	free(j.scratch);
+}
+
+
+
 /* Rows of x below which the GEMV (W read once per 4 rows) beats widening
  * panels of W for sgemm. */
 #define GEMV_ROWS 8
@@ -473,37 +513,7 @@ void op_linear_bf16(float *y, const float *x, const uint16_t *w,
 	if (m <= GEMV_ROWS) {
 		gemv_parallel(y, x, w, m, n, k);
 	} else {
-		/* panels of ~1 MiB of f32 (widened into the cache, read back
-		 * by sgemm from it), as many a thread; with more than one
-		 * thread each widens its own panels and multiplies them by a
-		 * one-thread sgemm (widening on the caller alone while OpenBLAS
-		 * forked and joined per panel gave 2-thread bf16 prefill 0.67x
-		 * llama.cpp's; 4 MiB panels were slower still) */
-		int threads = pool_threads();
-		int np = (int)(((size_t)n * (size_t)k + (1u << 18) - 1) >> 18);
-		struct job j = {panel_chunk, y, x, w, m, n, k, 0, 0, threads, NULL, NULL};
-		if (np < 1)
-			np = 1;
-		if (threads > 1 && np > 1)
-			np = (np + threads - 1) / threads * threads;
-		j.rows = ((n + np - 1) / np + 15) & ~15; /* >= 16, whole blocks */
-		if (j.rows > n)
-			j.rows = n;
-		j.nchunks = (n + j.rows - 1) / j.rows;
-		if (j.slots > j.nchunks)
-			j.slots = j.nchunks;
-		j.scratch = malloc((size_t)j.slots * (size_t)j.rows * (size_t)k * sizeof(float));
-		if (!j.scratch)
-			abort();
-		if (j.slots > 1) {
-			openblas_set_num_threads(1);
-			pool_run(&j);
-			openblas_set_num_threads(threads);
-		} else {
-			for (int c = 0; c < j.nchunks; c++)
-				panel_chunk(&j, c, 0);
-		}
-		free(j.scratch);
+		panels(y, x, w, m, n, k);
 	}
 	if (b)
 		for (int i = 0; i < m; i++)
@@ -514,10 +524,11 @@ void op_linear_bf16(float *y, const float *x, const uint16_t *w,
 void op_linear_w(float *y, const float *x, const struct wmat *w,
 		 const float *b, int m, int n, int k)
 {
-	if (w->dtype == DT_BF16)
+	if (w->dtype == DT_BF16) {
 		op_linear_bf16(y, x, w->p, b, m, n, k);
-	else
+	} else {
 		op_linear(y, x, w->p, b, m, n, k);
+	}
 }
 
 void op_embedding_w(float *y, const struct wmat *table, int64_t id, int h)
