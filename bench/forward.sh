@@ -9,6 +9,9 @@
 #   decode:  (bytes one token reads: weights as resident + the KV cache)
 #            / the read bandwidth at the same thread count (bench/membw.c:
 #            a vectorised sum over 1 GiB, best of 7) / TPOT      target >= 0.85
+#   TTFT and TPOT are the best of perf's repetitions (REPEAT, default 5),
+#   as the peak and the bandwidth are the best of theirs: on a shared
+#   machine a busy moment lowers one sample, never raises one.
 #            This fraction cannot exceed 1.0: when it does, the script says
 #            the bound is wrong.
 #   TP=2 against TP=1 (f32, 2 ranks of 1 thread on the same cores)
@@ -36,7 +39,8 @@ params=$("$E" inspect --json "$W/m.f32" | grep -o '"total": [0-9]*' | head -1 | 
 get() { echo "$1" | grep -o "\"$2\":[0-9.e+-]*" | cut -d: -f2; }
 perf() { # DTYPE THREADS NP TP
 	OPENBLAS_NUM_THREADS=$2 mpirun --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS \
-		-np "$3" "$E" perf "$W/m.$1" --tp "$4" --prompt-tokens $P --gen-tokens $G --json |
+		-np "$3" "$E" perf "$W/m.$1" --tp "$4" --prompt-tokens $P --gen-tokens $G \
+		--repeat "${REPEAT:-5}" --json |
 		tr -d ' \n'
 }
 echo "model: $(awk -v p="$params" 'BEGIN { printf "%.0fM", p / 1e6 }') parameters, prompt $P tokens, $G generated, f32 and bf16"
@@ -60,7 +64,7 @@ for t in $THREADS; do
 		j=${J[$d]}
 		awk -v d=$d -v params="$params" -v L=$L -v H=$H -v V=$V -v P=$P -v G=$G \
 			-v peak="$peak" -v sb="$sb" -v bw="$bw" \
-			-v ttft="$(get "$j" ttft_ms)" -v tpot="$(get "$j" tpot_ms)" 'BEGIN {
+			-v ttft="$(get "$j" ttft_ms_min)" -v tpot="$(get "$j" tpot_ms_min)" 'BEGIN {
 		emb = V * H; head = V * H   # the embedding is a lookup; lm_head untied
 		norms = (2 * L + 1) * H     # f32 whatever the dtype
 		# prefill: every weight over P tokens but the lm_head (the last
@@ -88,8 +92,8 @@ for t in $THREADS; do
 done
 j1=$(perf f32 1 1 1)
 j2=$(perf f32 1 2 2)
-awk -v ttft1="$(get "$j1" ttft_ms)" -v tpot1="$(get "$j1" tpot_ms)" \
-	-v ttft2="$(get "$j2" ttft_ms)" -v tpot2="$(get "$j2" tpot_ms)" \
+awk -v ttft1="$(get "$j1" ttft_ms_min)" -v tpot1="$(get "$j1" tpot_ms_min)" \
+	-v ttft2="$(get "$j2" ttft_ms_min)" -v tpot2="$(get "$j2" tpot_ms_min)" \
 	-v comm2="$(get "$j2" comm_share)" 'BEGIN {
 	printf "\nTP2/TP1 (f32, 1 thread per rank): prefill %.2fx, decode %.2fx (comm %.0f%% of TP2 time)\n",
 		ttft1 / ttft2, tpot1 / tpot2, comm2 * 100

@@ -206,41 +206,67 @@ void op_rope_deinterleave(float *x, int n_heads, int head_dim, int rot_dim)
 
 /* ------------------------------------------------------------- attention */
 
+struct attn {
+	float *out, *S;
+	const float *q, *k, *v;
+	int n_q, n_kv, nh, nkv, dqk, dv, window, group;
+	int64_t pos0;
+	double scale;
+	size_t s_step; /* floats of S per head: 0 when the heads share one */
+};
+
+/* One query head: S = scale * Q_h K_h^T, causal (and window) mask, row
+ * softmax, O_h = P V_h.  Heads are interleaved in memory, so the leading
+ * dimensions step over the other heads: no copies. */
+static void attn_head(void *ctx, int h)
+{
+	const struct attn *a = ctx;
+	int kh = h / a->group, n_kv = a->n_kv;
+	float *S = a->S + (size_t)h * a->s_step;
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->n_q, n_kv, a->dqk,
+		    (float)a->scale, a->q + (size_t)h * a->dqk, a->nh * a->dqk,
+		    a->k + (size_t)kh * a->dqk, a->nkv * a->dqk, 0.0f, S, n_kv);
+	for (int i = 0; i < a->n_q; i++) {
+		int64_t qpos = a->pos0 + i; /* kv j is visible if j <= qpos */
+		int last = (int)(qpos < n_kv - 1 ? qpos : n_kv - 1);
+		int first = a->window > 0 && qpos - a->window + 1 > 0
+				    ? (int)(qpos - a->window + 1) : 0;
+		float *row = S + (size_t)i * n_kv;
+		op_softmax(row + first, last - first + 1);
+		for (int j = 0; j < first; j++)
+			row[j] = 0;
+		for (int j = last + 1; j < n_kv; j++)
+			row[j] = 0;
+	}
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, a->n_q, a->dv, n_kv, 1.0f,
+		    S, n_kv, a->v + (size_t)kh * a->dv, a->nkv * a->dv, 0.0f,
+		    a->out + (size_t)h * a->dv, a->nh * a->dv);
+}
+
 void op_attention(float *out, const float *q, const float *k, const float *v,
 		  int n_q, int n_kv, int64_t pos0, int nh, int nkv, int dqk,
 		  int dv, double scale, int window)
 {
 	/*
-	 * Per query head: S = scale * Q_h K_h^T, causal (and window) mask,
-	 * row softmax, O_h = P V_h.  Heads are interleaved in memory, so the
-	 * leading dimensions step over the other heads: no copies.
+	 * A decode step (a few query rows) runs its heads in parallel, one
+	 * S each: each head's products are too small for OpenBLAS's threads,
+	 * and reading the KV cache is the step's largest part after the
+	 * weights.  A prefill's heads run in turn, one S, OpenBLAS threading
+	 * each product.
 	 */
-	int group = nh / nkv;
-	float *S = malloc((size_t)n_q * (size_t)(n_kv > 0 ? n_kv : 1) * sizeof *S);
-	if (!S)
+	size_t per = (size_t)n_q * (size_t)(n_kv > 0 ? n_kv : 1);
+	int par = n_q <= 8 && nh > 1;
+	struct attn a = {out, NULL, q, k, v, n_q, n_kv, nh, nkv, dqk, dv, window,
+			 nh / nkv, pos0, scale, par ? per : 0};
+	a.S = malloc((par ? (size_t)nh : 1) * per * sizeof *a.S);
+	if (!a.S)
 		abort();
-	for (int h = 0; h < nh; h++) {
-		int kh = h / group;
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_q, n_kv, dqk,
-			    (float)scale, q + (size_t)h * dqk, nh * dqk,
-			    k + (size_t)kh * dqk, nkv * dqk, 0.0f, S, n_kv);
-		for (int i = 0; i < n_q; i++) {
-			int64_t qpos = pos0 + i; /* kv j is visible if j <= qpos */
-			int last = (int)(qpos < n_kv - 1 ? qpos : n_kv - 1);
-			int first = window > 0 && qpos - window + 1 > 0
-					    ? (int)(qpos - window + 1) : 0;
-			float *row = S + (size_t)i * n_kv;
-			op_softmax(row + first, last - first + 1);
-			for (int j = 0; j < first; j++)
-				row[j] = 0;
-			for (int j = last + 1; j < n_kv; j++)
-				row[j] = 0;
-		}
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, dv, n_kv,
-			    1.0f, S, n_kv, v + (size_t)kh * dv, nkv * dv, 0.0f,
-			    out + (size_t)h * dv, nh * dv);
-	}
-	free(S);
+	if (par)
+		op_parallel_for(nh, attn_head, &a);
+	else
+		for (int h = 0; h < nh; h++)
+			attn_head(&a, h);
+	free(a.S);
 }
 
 /* ---------------------------------------------------------------- routers */

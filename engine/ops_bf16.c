@@ -10,14 +10,18 @@
  *   with __builtin_cpu_supports), a portable loop otherwise.
  * - Prefill (many rows): panels of W widened to f32 in a scratch buffer,
  *   each multiplied by OpenBLAS sgemm; the widening costs n*k operations
- *   against the product's m*n*k.  (This OpenBLAS exports no sbgemm and
- *   this CPU has no AVX512-BF16; see docs/runtime.md.)
+ *   against the product's m*n*k.  With more than one thread each thread
+ *   widens and multiplies its own panels (panels()).  (This OpenBLAS
+ *   exports no sbgemm and this CPU has no AVX512-BF16; see docs/runtime.md.)
  *
- * The GEMV's rows are split over a small pool of threads, as many as
- * OpenBLAS uses, so decode runs on the cores sgemv would: chunks of rows
- * taken from a counter, so a worker the scheduler has parked does not hold
- * a product up.  Workers spin a little for the next product (a decode
- * step is ~100 short products), then sleep.  DAY0_KERNEL=portable forces the portable loop (tests).
+ * The work is split over a small pool of threads, as many as OpenBLAS
+ * uses, so it runs on the cores sgemv would: chunks (GEMV rows, prefill
+ * panels, or op_parallel_for's items: a decode step's attention heads)
+ * taken from a counter, so a worker the scheduler has parked does not
+ * hold a product up.  Workers spin a little for the next job (a decode
+ * step is ~100 short products), then sleep.  While workers call OpenBLAS
+ * it is told to use one thread.  DAY0_KERNEL=portable forces the portable
+ * loop (tests).
  */
 #include "engine.h"
 
@@ -300,6 +304,8 @@ struct job {
 	int slots;      /* threads that may take chunks: slot 0 the caller */
 	gemv_fn fn;     /* GEMV jobs */
 	float *scratch; /* panel jobs: slots x rows x k floats */
+	void (*each)(void *, int); /* op_parallel_for jobs: item c */
+	void *ctx;
 };
 
 #define POOL_MAX 64
@@ -424,7 +430,7 @@ static void gemv_parallel(float *y, const float *x, const uint16_t *w, int m,
 {
 	/* chunks of ~64 KiB of weights */
 	int rows = (int)(32768 / (unsigned)(k > 0 ? k : 1)) & ~7;
-	struct job j = {gemv_chunk, y, x, w, m, n, k, 0, 0, pool_threads(), pick_gemv(), NULL};
+	struct job j = {gemv_chunk, y, x, w, m, n, k, 0, 0, pool_threads(), pick_gemv(), NULL, NULL, NULL};
 	float *xp = NULL, xbuf[4096];
 #ifdef HAVE_X86
 	if (j.fn == gemv_rows_avx2) {
@@ -461,6 +467,29 @@ static void panel_chunk(const struct job *j, int c, int slot)
 		    j->x, j->k, pan, j->k, 0.0f, j->y + j0, j->n);
 }
 
+static void each_chunk(const struct job *j, int c, int slot)
+{
+	(void)slot;
+	j->each(j->ctx, c);
+}
+
+void op_parallel_for(int n, void (*each)(void *ctx, int i), void *ctx)
+{
+	int threads = pool_threads();
+	struct job j = {each_chunk, NULL, NULL, NULL, 0, n, 0, 1, n, threads, NULL, NULL,
+			each, ctx};
+	if (j.slots > n)
+		j.slots = n;
+	if (j.slots <= 1) {
+		for (int i = 0; i < n; i++)
+			each(ctx, i);
+		return;
+	}
+	openblas_set_num_threads(1);
+	pool_run(&j);
+	openblas_set_num_threads(threads);
+}
+
 /* ------------------------------------------------------------- products */
 
 /*
@@ -476,7 +505,7 @@ static void panels(float *y, const float *x, const uint16_t *w, int m, int n, in
 {
 	int threads = pool_threads();
 	int np = (int)(((size_t)n * (size_t)k + (1u << 18) - 1) >> 18);
-	struct job j = {panel_chunk, y, x, w, m, n, k, 0, 0, threads, NULL, NULL};
+	struct job j = {panel_chunk, y, x, w, m, n, k, 0, 0, threads, NULL, NULL, NULL, NULL};
 	if (np < 1)
 		np = 1;
 	if (threads > 1 && np > 1)

@@ -263,6 +263,25 @@ int main(void)
 		op_attention(o, q, k, v, 3, 3, 0, 2, 1, 2, 3, 1.0 / sqrt(2), 0);
 		CHECK(memcmp(o1, o + 2 * 2 * 3, sizeof o1) == 0);
 	}
+	{ /* a prefill (heads in turn) against decode steps (heads over the
+	   * thread pool): 16 query heads on 4 kv heads, 12 positions */
+		enum { T = 12, NH = 16, NKV = 4, D = 8 };
+		static float q[T * NH * D], k[T * NKV * D], v[T * NKV * D];
+		static float o[T * NH * D], o1[NH * D];
+		double worst = 0;
+		for (int i = 0; i < T * NH * D; i++) q[i] = frand(&r);
+		for (int i = 0; i < T * NKV * D; i++) k[i] = frand(&r), v[i] = frand(&r);
+		op_attention(o, q, k, v, T, T, 0, NH, NKV, D, D, 0.35, 0);
+		for (int t = 0; t < T; t++) {
+			op_attention(o1, q + (size_t)t * NH * D, k, v, 1, t + 1, t, NH, NKV,
+				     D, D, 0.35, 0);
+			for (int i = 0; i < NH * D; i++) {
+				double d = fabs(o1[i] - o[(size_t)t * NH * D + i]);
+				worst = d > worst ? d : worst;
+			}
+		}
+		CHECKN("attention: decode steps (heads in parallel) match the prefill", worst < 1e-5);
+	}
 	{ /* routers */
 		float logits[4] = {0.1f, 2.0f, -1.0f, 1.5f}, w[2];
 		int idx[2];
