@@ -156,7 +156,8 @@ for r in $(seq "$ROUNDS"); do
 			best "lc tg $d $t" "$(echo "$j" | jq "[.[] | select(.n_prompt == 0 and .n_gen == $G) | .samples_ts | max] | max")"
 			j=$(OPENBLAS_NUM_THREADS=$t heavy mpirun --bind-to none -x OPENBLAS_NUM_THREADS -np 1 \
 				"$E" perf "$W/m.$d" --prompt-tokens "$P" --gen-tokens "$G" --repeat 3 --json 2>"$W/perf.log") ||
-				die "day0-engine perf ($d, $t threads) failed: $(tail -3 "$W/perf.log")"
+				{ cp "$W/perf.log" "${TMPDIR:-/tmp}/day0-llamacpp-perf.log"
+				  die "day0-engine perf ($d, $t threads) failed: $(grep -m2 -i 'signal\|error\|day0-engine' "$W/perf.log" | tr '\n' ' ')(whole log: ${TMPDIR:-/tmp}/day0-llamacpp-perf.log)"; }
 			best "d0 pp $d $t" "$(echo "$j" | jq ".prompt_tokens * 1000 / .ttft_ms_min")"
 			best "d0 tg $d $t" "$(echo "$j" | jq "1000 / .tpot_ms_min")"
 		done
