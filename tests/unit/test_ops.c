@@ -48,6 +48,40 @@ int main(void)
 			}
 		CHECKN("linear matches the naive product", bad == 0);
 	}
+	{ /* f32 weights, one row of x (decode): the four-stream kernel over
+	   * the pool and its remainders, or sgemv, against float64 */
+		static const int shapes[][2] = {{7, 5},    {300, 37},  {64, 1024},
+						{513, 200}, {2000, 1030}, {3, 16},
+						{1024, 2816}, {9, 4100}};
+		const char *kern[] = {"portable", "avx2+fma"};
+		for (size_t q = 0; q < 2; q++) {
+			char name[96];
+			int bad = 0;
+			if (op_bf16_set_kernel(kern[q]) < 0)
+				continue;
+			for (size_t z = 0; z < sizeof shapes / sizeof *shapes; z++) {
+				int n = shapes[z][0], k = shapes[z][1];
+				float *x = malloc((size_t)k * 4), *y = malloc((size_t)n * 4);
+				float *b = malloc((size_t)n * 4), *w = malloc((size_t)n * k * 4);
+				struct wmat wm = {w, DT_F32};
+				for (int i = 0; i < k; i++) x[i] = frand(&r);
+				for (int i = 0; i < n; i++) b[i] = frand(&r);
+				for (int i = 0; i < n * k; i++) w[i] = frand(&r);
+				op_linear_w(y, x, &wm, b, 1, n, k);
+				for (int j = 0; j < n; j++) {
+					double sm = b[j], mag = fabs(b[j]);
+					for (int c = 0; c < k; c++) {
+						sm += (double)x[c] * w[(size_t)j * k + c];
+						mag += fabs((double)x[c] * w[(size_t)j * k + c]);
+					}
+					bad += fabs(sm - y[j]) > 1e-6 * mag + 1e-6;
+				}
+				free(x); free(y); free(b); free(w);
+			}
+			snprintf(name, sizeof name, "f32 linear, one row (%s), matches float64", kern[q]);
+			CHECKN(name, bad == 0);
+		}
+	}
 	{ /* bf16 weights as stored: every kernel and shape (decode rows, the
 	   * GEMV's 4-row blocks, the sgemm panels, tails of k) against the
 	   * float64 product of the same bf16 values */
