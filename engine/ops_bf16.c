@@ -7,7 +7,9 @@
  *
  * - Decode (few rows of x): our own GEMV, each weight row read once for
  *   up to four rows of x; AVX2+FMA when the CPU has it (chosen at run time
- *   with __builtin_cpu_supports), a portable loop otherwise.
+ *   with __builtin_cpu_supports), a portable loop otherwise.  One row of x
+ *   times f32 W (an f32 checkpoint's decode) goes through the same
+ *   four-stream kernel and pool (gemv_f32), sgemv without AVX2.
  * - Prefill (many rows): panels of W widened to f32 in a scratch buffer,
  *   each multiplied by OpenBLAS sgemm; the widening costs n*k operations
  *   against the product's m*n*k.  With more than one thread each thread
