@@ -215,6 +215,14 @@ void op_parallel_for(int n, void (*each)(void *ctx, int i), void *ctx);
 void op_attention(float *out, const float *q, const float *k, const float *v,
 		  int n_q, int n_kv, int64_t pos0, int nh, int nkv, int dqk,
 		  int dv, double scale, int window);
+/* The same with the keys and values laid out by the caller: kv head h's
+ * position j at k[h*k_hs + j*k_ld] (op_attention: k_hs = dqk,
+ * k_ld = nkv*dqk, the heads interleaved; the runtime's cache keeps each
+ * head's positions contiguous, k_hs = max_ctx*dqk, k_ld = dqk). */
+void op_attention_kv(float *out, const float *q, const float *k, const float *v,
+		     int n_q, int n_kv, int64_t pos0, int nh, int nkv, int dqk, int dv,
+		     double scale, int window, size_t k_hs, int k_ld, size_t v_hs,
+		     int v_ld);
 void op_router_softmax_topk(const float *logits, int E, int k, int renorm,
 			    int *idx, float *w);
 void op_router_sigmoid_group_topk(const float *logits, const float *bias,

@@ -213,6 +213,8 @@ struct attn {
 	int64_t pos0;
 	double scale;
 	size_t s_step; /* floats of S per head: 0 when the heads share one */
+	size_t k_hs, v_hs; /* floats from one kv head to the next */
+	int k_ld, v_ld;    /* floats from one position to the next */
 };
 
 /* One query head: S = scale * Q_h K_h^T, causal (and window) mask, row
@@ -225,7 +227,7 @@ static void attn_head(void *ctx, int h)
 	float *S = a->S + (size_t)h * a->s_step;
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->n_q, n_kv, a->dqk,
 		    (float)a->scale, a->q + (size_t)h * a->dqk, a->nh * a->dqk,
-		    a->k + (size_t)kh * a->dqk, a->nkv * a->dqk, 0.0f, S, n_kv);
+		    a->k + (size_t)kh * a->k_hs, a->k_ld, 0.0f, S, n_kv);
 	for (int i = 0; i < a->n_q; i++) {
 		int64_t qpos = a->pos0 + i; /* kv j is visible if j <= qpos */
 		int last = (int)(qpos < n_kv - 1 ? qpos : n_kv - 1);
@@ -239,13 +241,14 @@ static void attn_head(void *ctx, int h)
 			row[j] = 0;
 	}
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, a->n_q, a->dv, n_kv, 1.0f,
-		    S, n_kv, a->v + (size_t)kh * a->dv, a->nkv * a->dv, 0.0f,
+		    S, n_kv, a->v + (size_t)kh * a->v_hs, a->v_ld, 0.0f,
 		    a->out + (size_t)h * a->dv, a->nh * a->dv);
 }
 
-void op_attention(float *out, const float *q, const float *k, const float *v,
-		  int n_q, int n_kv, int64_t pos0, int nh, int nkv, int dqk,
-		  int dv, double scale, int window)
+void op_attention_kv(float *out, const float *q, const float *k, const float *v,
+		     int n_q, int n_kv, int64_t pos0, int nh, int nkv, int dqk, int dv,
+		     double scale, int window, size_t k_hs, int k_ld, size_t v_hs,
+		     int v_ld)
 {
 	/*
 	 * A decode step (a few query rows) runs its heads in parallel, one
@@ -257,7 +260,7 @@ void op_attention(float *out, const float *q, const float *k, const float *v,
 	size_t per = (size_t)n_q * (size_t)(n_kv > 0 ? n_kv : 1);
 	int par = n_q <= 8 && nh > 1;
 	struct attn a = {out, NULL, q, k, v, n_q, n_kv, nh, nkv, dqk, dv, window,
-			 nh / nkv, pos0, scale, par ? per : 0};
+			 nh / nkv, pos0, scale, par ? per : 0, k_hs, v_hs, k_ld, v_ld};
 	a.S = malloc((par ? (size_t)nh : 1) * per * sizeof *a.S);
 	if (!a.S)
 		abort();
@@ -267,6 +270,14 @@ void op_attention(float *out, const float *q, const float *k, const float *v,
 		for (int h = 0; h < nh; h++)
 			attn_head(&a, h);
 	free(a.S);
+}
+
+void op_attention(float *out, const float *q, const float *k, const float *v,
+		  int n_q, int n_kv, int64_t pos0, int nh, int nkv, int dqk,
+		  int dv, double scale, int window)
+{
+	op_attention_kv(out, q, k, v, n_q, n_kv, pos0, nh, nkv, dqk, dv, scale, window,
+			(size_t)dqk, nkv * dqk, (size_t)dv, nkv * dv);
 }
 
 /* ---------------------------------------------------------------- routers */

@@ -49,7 +49,8 @@ struct rt_layer {
 	float *router_bias;
 	struct wmat *e_gate, *e_up, *e_down; /* [experts], .p NULL if not ours */
 	struct wmat sh_gate, sh_up, sh_down, sh_gate_w;
-	float *kc, *vc; /* cache [slots][max_ctx][nkv_l][dqk|dv] */
+	float *kc, *vc; /* cache [slots][nkv_l][max_ctx][dqk|dv]: each kv
+			 * head's positions contiguous, as its attention reads them */
 };
 
 struct rt {
@@ -792,15 +793,19 @@ static void attention(struct rt *r, struct rt_layer *y, int T, const float *x,
 	 * everything it has so far (run: one segment, slot 0) */
 	for (int g = 0, t0 = 0; g < r->nseg; t0 += r->seg[g].len, g++) {
 		const struct rt_seg *sg = &r->seg[g];
-		size_t base = (size_t)sg->slot * (size_t)r->max_ctx;
-		float *kc = y->kc + base * nkv * dqk, *vc = y->vc + base * nkv * dv;
-		memcpy(kc + (size_t)sg->pos0 * nkv * dqk, k + (size_t)t0 * nkv * dqk,
-		       (size_t)sg->len * nkv * dqk * 4);
-		memcpy(vc + (size_t)sg->pos0 * nkv * dv, v + (size_t)t0 * nkv * dv,
-		       (size_t)sg->len * nkv * dv * 4);
-		op_attention(s->att + (size_t)t0 * nh * dv, q + (size_t)t0 * nh * dqk,
-			     kc, vc, sg->len, (int)(sg->pos0 + sg->len), sg->pos0,
-			     nh, nkv, dqk, dv, r->scale, (int)y->window);
+		size_t mc = (size_t)r->max_ctx, base = (size_t)sg->slot * mc * nkv;
+		float *kc = y->kc + base * dqk, *vc = y->vc + base * dv;
+		for (int t = 0; t < sg->len; t++)
+			for (int h = 0; h < nkv; h++) {
+				size_t at = (size_t)h * mc + (size_t)sg->pos0 + (size_t)t;
+				size_t from = ((size_t)t0 + (size_t)t) * nkv + (size_t)h;
+				memcpy(kc + at * dqk, k + from * dqk, (size_t)dqk * 4);
+				memcpy(vc + at * dv, v + from * dv, (size_t)dv * 4);
+			}
+		op_attention_kv(s->att + (size_t)t0 * nh * dv, q + (size_t)t0 * nh * dqk,
+				kc, vc, sg->len, (int)(sg->pos0 + sg->len), sg->pos0, nh,
+				nkv, dqk, dv, r->scale, (int)y->window, mc * dqk, dqk,
+				mc * dv, dv);
 	}
 	op_linear_w(out, s->att, &y->wo, NULL, T, H, nh * dv); /* partial: row-parallel */
 }

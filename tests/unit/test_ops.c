@@ -315,6 +315,32 @@ int main(void)
 			}
 		}
 		CHECKN("attention: decode steps (heads in parallel) match the prefill", worst < 1e-5);
+		{ /* the runtime's cache layout: each kv head's positions
+		   * contiguous, in a cache of 20 positions */
+			enum { MC = 20 };
+			static float kh[NKV * MC * D], vh[NKV * MC * D], o2[T * NH * D];
+			for (int t = 0; t < T; t++)
+				for (int h = 0; h < NKV; h++)
+					for (int d = 0; d < D; d++) {
+						kh[(h * MC + t) * D + d] = k[(t * NKV + h) * D + d];
+						vh[(h * MC + t) * D + d] = v[(t * NKV + h) * D + d];
+					}
+			worst = 0;
+			op_attention_kv(o2, q, kh, vh, T, T, 0, NH, NKV, D, D, 0.35, 0,
+					MC * D, D, MC * D, D);
+			for (int i = 0; i < T * NH * D; i++)
+				worst = fabs(o2[i] - o[i]) > worst ? fabs(o2[i] - o[i]) : worst;
+			for (int t = 0; t < T; t++) {
+				op_attention_kv(o1, q + (size_t)t * NH * D, kh, vh, 1, t + 1, t, NH,
+						NKV, D, D, 0.35, 0, MC * D, D, MC * D, D);
+				for (int i = 0; i < NH * D; i++) {
+					double d = fabs(o1[i] - o[(size_t)t * NH * D + i]);
+					worst = d > worst ? d : worst;
+				}
+			}
+			CHECKN("attention over a head-contiguous cache matches the interleaved one",
+			       worst < 1e-5);
+		}
 	}
 	{ /* routers */
 		float logits[4] = {0.1f, 2.0f, -1.0f, 1.5f}, w[2];
