@@ -261,38 +261,44 @@ __attribute__((target("avx2,fma"))) static void
 gemv_f32_quarters_avx2(float *y, const float *x, const float *w, int j0, int j1, int k)
 {
 	int q = (j1 - j0) / 4, kk = k - k % 16;
-	for (int j = j0; j < j1;) {
-		int ns = j < j0 + q ? 4 : 1; /* four streams, then the rest a row at a time */
+	for (int j = j0; j < j0 + q; j++) {
 		const float *r[4];
 		__m256 a[4], b[4];
 		float tail[4] = {0, 0, 0, 0};
+#pragma GCC unroll 4
 		for (int s = 0; s < 4; s++) {
-			r[s] = w + (size_t)(j + (ns == 4 ? s * q : 0)) * k;
+			r[s] = w + (size_t)(j + s * q) * k;
 			a[s] = b[s] = _mm256_setzero_ps();
 		}
-		if (ns == 4) {
-			for (int c = 0; c < kk; c += 16) {
-				__m256 x0 = _mm256_loadu_ps(x + c), x1 = _mm256_loadu_ps(x + c + 8);
+		for (int c = 0; c < kk; c += 16) {
+			__m256 x0 = _mm256_loadu_ps(x + c), x1 = _mm256_loadu_ps(x + c + 8);
 #pragma GCC unroll 4
-				for (int s = 0; s < 4; s++) {
-					_mm_prefetch((const char *)(r[s] + c) + PREFETCH, _MM_HINT_T0);
-					a[s] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(r[s] + c), a[s]);
-					b[s] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(r[s] + c + 8), b[s]);
-				}
-			}
-		} else {
-			for (int c = 0; c < kk; c += 16) {
-				a[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + c), _mm256_loadu_ps(r[0] + c), a[0]);
-				b[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + c + 8),
-						       _mm256_loadu_ps(r[0] + c + 8), b[0]);
+			for (int s = 0; s < 4; s++) {
+				_mm_prefetch((const char *)(r[s] + c) + PREFETCH, _MM_HINT_T0);
+				a[s] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(r[s] + c), a[s]);
+				b[s] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(r[s] + c + 8), b[s]);
 			}
 		}
 		for (int c = kk; c < k; c++)
-			for (int s = 0; s < ns; s++)
+#pragma GCC unroll 4
+			for (int s = 0; s < 4; s++)
 				tail[s] += x[c] * r[s][c];
-		for (int s = 0; s < ns; s++)
+#pragma GCC unroll 4
+		for (int s = 0; s < 4; s++)
 			y[j + s * q] = hsum(_mm256_add_ps(a[s], b[s])) + tail[s];
-		j += ns == 4 && j + 1 == j0 + q ? 1 + 3 * q : 1;
+	}
+	/* the rows past the four quarters, one at a time */
+	for (int j = j0 + 4 * q; j < j1; j++) {
+		const float *r = w + (size_t)j * k;
+		__m256 a = _mm256_setzero_ps(), b = a;
+		float tail = 0;
+		for (int c = 0; c < kk; c += 16) {
+			a = _mm256_fmadd_ps(_mm256_loadu_ps(x + c), _mm256_loadu_ps(r + c), a);
+			b = _mm256_fmadd_ps(_mm256_loadu_ps(x + c + 8), _mm256_loadu_ps(r + c + 8), b);
+		}
+		for (int c = kk; c < k; c++)
+			tail += x[c] * r[c];
+		y[j] = hsum(_mm256_add_ps(a, b)) + tail;
 	}
 }
 
