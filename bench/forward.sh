@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/forward.sh - the forward pass against what this machine can do,
-# measured in the same run, for the same ~171M llama stored in f32 and in
-# bf16 (held as stored), at 1 and 2 threads (THREADS="1 2"):
+# measured in the same run, for the same ~171M llama stored in f32, in
+# bf16 and in block-scaled FP8 (e4m3, 128x128 blocks; the embedding and
+# lm_head stay f32, as transformers' FP8 releases keep them
+# unquantised), each held as stored, at 1 and 2 threads (THREADS="1 2"):
 #   prefill: model FLOPs / TTFT / the sgemm peak at the same thread count
 #            (bench/sgemm_peak.c 2048^3; bf16 products are widened panels
 #            through sgemm; cblas_sbgemm's peak too where OpenBLAS has it)
@@ -31,11 +33,15 @@ THREADS=${THREADS:-1 2}
 
 # ~170M parameters: 12 layers, hidden 1024, ffn 2816, vocab 8192
 L=12 H=1024 F=2816 V=8192 NH=16 P=${PROMPT:-512} G=${GEN:-16}
-for d in f32 bf16; do
+DTYPES=${DTYPES:-f32 bf16 fp8}
+for d in $DTYPES; do
+	q="--dtype $d"
+	[ "$d" = fp8 ] && q="--quant fp8 --block 128"
 	"$E" gen-model --arch llama --layers $L --hidden $H --heads $NH --ffn $F --vocab $V \
-		--dtype $d --shards 2 "$W/m.$d" >/dev/null
+		$q --shards 2 "$W/m.$d" >/dev/null
 done
-params=$("$E" inspect --json "$W/m.f32" | grep -o '"total": [0-9]*' | head -1 | awk '{print $2}')
+first=${DTYPES%% *}
+params=$("$E" inspect --json "$W/m.$first" | grep -o '"total": [0-9]*' | head -1 | awk '{print $2}')
 get() { echo "$1" | grep -o "\"$2\":[0-9.e+-]*" | cut -d: -f2; }
 perf() { # DTYPE THREADS NP TP
 	OPENBLAS_NUM_THREADS=$2 mpirun --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS \
@@ -43,7 +49,7 @@ perf() { # DTYPE THREADS NP TP
 		--repeat "${REPEAT:-5}" --json |
 		tr -d ' \n'
 }
-echo "model: $(awk -v p="$params" 'BEGIN { printf "%.0fM", p / 1e6 }') parameters, prompt $P tokens, $G generated, f32 and bf16"
+echo "model: $(awk -v p="$params" 'BEGIN { printf "%.0fM", p / 1e6 }') parameters, prompt $P tokens, $G generated, $DTYPES"
 for t in $THREADS; do
 	peak=$(OPENBLAS_NUM_THREADS=$t "$W/peak" 2048)
 	sb=$(OPENBLAS_NUM_THREADS=$t "$W/peak" 2048 --sbgemm)
@@ -51,7 +57,7 @@ for t in $THREADS; do
 	# shared machine one measurement can land on a busy moment
 	bw=$("$W/membw" "$t" 1024 7)
 	declare -A J
-	for d in f32 bf16; do
+	for d in $DTYPES; do
 		J[$d]=$(perf $d "$t" 1 1)
 		b=$("$W/membw" "$t" 1024 7)
 		bw=$(awk -v a="$bw" -v b="$b" 'BEGIN { print (b > a ? b : a) }')
@@ -60,7 +66,7 @@ for t in $THREADS; do
 	peak=$(awk -v a="$peak" -v b="$b" 'BEGIN { print (b > a ? b : a) }')
 	echo
 	echo "threads $t: sgemm peak $peak GFLOP/s (best of 2), sbgemm ${sb/none/not exported by this OpenBLAS}$([ "$sb" = none ] || echo ' GFLOP/s'), read bandwidth $bw GB/s (best of 3 x 7)"
-	for d in f32 bf16; do
+	for d in $DTYPES; do
 		j=${J[$d]}
 		awk -v d=$d -v params="$params" -v L=$L -v H=$H -v V=$V -v P=$P -v G=$G \
 			-v peak="$peak" -v sb="$sb" -v bw="$bw" \
@@ -74,6 +80,8 @@ for t in $THREADS; do
 		# decode: each resident weight byte once, and the KV cache (f32
 		# keys and values, at the mean position of the generated tokens)
 		wb = (d == "bf16" ? 2 : 4) * (params - emb - norms) + 4 * norms
+		if (d == "fp8")   # codes and 128x128 f32 scales; lm_head f32
+			wb = (params - emb - head - norms) * (1 + 4 / 16384) + 4 * head + 4 * norms
 		kv = L * (P + G / 2) * 2 * H * 4
 		bound_ms = (wb + kv) / (bw * 1e9) * 1e3
 		frac = bound_ms / tpot

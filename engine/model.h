@@ -174,12 +174,17 @@ void op_linear(float *y, const float *x, const float *w, const float *b,
 	       int m, int n, int k);
 void op_rms_norm(float *y, const float *x, const float *w, int n, double eps);
 /*
- * A weight matrix as it is resident: f32, or bf16 kept as stored
- * (ops_bf16.c).  dtype is DT_F32 or DT_BF16.
+ * A weight matrix as it is resident: f32, bf16 kept as stored
+ * (ops_bf16.c), or block-scaled FP8 kept as stored (ops_fp8.c).  dtype is
+ * DT_F32, DT_BF16, DT_F8_E4M3 or DT_F8_E5M2.  FP8: p holds the codes,
+ * scale one f32 per br x bc block of the matrix (rows of sc_cols), e4m3's
+ * times 2^8 (op_fp8_scale_factor), in the same allocation as p.
  */
 struct wmat {
 	void *p;
 	int dtype;
+	const float *scale;
+	int br, bc, sc_cols;
 };
 /* op_linear for a resident weight of either dtype; products in f32. */
 void op_linear_w(float *y, const float *x, const struct wmat *w,
@@ -188,6 +193,17 @@ void op_linear_bf16(float *y, const float *x, const uint16_t *w,
 		    const float *b, int m, int n, int k);
 void op_embedding_w(float *y, const struct wmat *table, int64_t id, int h);
 void op_bf16_widen(float *out, const uint16_t *in, size_t n);
+/* FP8 kernels (ops_fp8.c; op_linear_w picks them): up to four rows of x
+ * times rows [j0, j1) of W, and rows [j0, j0+n) of W widened to f32;
+ * vec: the AVX2+FMA+F16C kernels (op_fp8_vector() says the CPU has them). */
+void op_fp8_gemv_rows(float *y, int ldy, const float *x, const struct wmat *w,
+		      int m, int j0, int j1, int k, int vec);
+void op_fp8_widen_rows(float *out, const struct wmat *w, int j0, int n, int k,
+		       int vec);
+int op_fp8_vector(void);
+/* What the runtime multiplies an FP8 dtype's block scales by (2^8 for
+ * e4m3, whose codes the kernels read as f16: the value times 2^-8). */
+float op_fp8_scale_factor(int dtype);
 /* The bf16 GEMV kernel in use: "avx2+fma" or "portable". */
 const char *op_bf16_kernel(void);
 /* Use kernel name (tests); -1 if this CPU or build lacks it. */

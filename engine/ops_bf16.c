@@ -24,6 +24,10 @@
  * step is ~100 short products), then sleep.  While workers call OpenBLAS
  * it is told to use one thread.  DAY0_KERNEL=portable forces the portable
  * loop (tests).
+ *
+ * op_linear_w also takes block-scaled FP8 W (ops_fp8.c's kernels) through
+ * the same pool: its GEMV for up to GEMV_ROWS rows, its widened panels for
+ * sgemm beyond.
  */
 #include "engine.h"
 
@@ -402,6 +406,8 @@ struct job {
 	void (*each)(void *, int); /* op_parallel_for jobs: item c */
 	void *ctx;
 	const float *wf; /* f32 GEMV jobs */
+	const struct wmat *wm; /* FP8 GEMV and panel jobs */
+	int vec;               /* FP8: the vector kernels */
 };
 
 #define POOL_MAX 64
@@ -527,7 +533,8 @@ static void gemv_parallel(float *y, const float *x, const uint16_t *w, int m,
 	/* chunks of ~64 KiB of weights, ~256 KiB for one row of x (four
 	 * streams of 64 KiB) */
 	int rows = (int)((m == 1 ? 131072u : 32768u) / (unsigned)(k > 0 ? k : 1)) & ~7;
-	struct job j = {gemv_chunk, y, x, w, m, n, k, 0, 0, pool_threads(), pick_gemv(), NULL, NULL, NULL, NULL};
+	struct job j = {.run = gemv_chunk, .y = y, .x = x, .w = w, .m = m, .n = n,
+			.k = k, .slots = pool_threads(), .fn = pick_gemv()};
 	float *xp = NULL, xbuf[4096];
 #ifdef HAVE_X86
 	if (j.fn == gemv_rows_avx2) {
@@ -559,7 +566,10 @@ static void panel_chunk(const struct job *j, int c, int slot)
 {
 	int j0 = c * j->rows, len = j->n - j0 < j->rows ? j->n - j0 : j->rows;
 	float *pan = j->scratch + (size_t)slot * (size_t)j->rows * (size_t)j->k;
-	op_bf16_widen(pan, j->w + (size_t)j0 * j->k, (size_t)len * j->k);
+	if (j->wm)
+		op_fp8_widen_rows(pan, j->wm, j0, len, j->k, j->vec);
+	else
+		op_bf16_widen(pan, j->w + (size_t)j0 * j->k, (size_t)len * j->k);
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->m, len, j->k, 1.0f,
 		    j->x, j->k, pan, j->k, 0.0f, j->y + j0, j->n);
 }
@@ -573,8 +583,8 @@ static void each_chunk(const struct job *j, int c, int slot)
 void op_parallel_for(int n, void (*each)(void *ctx, int i), void *ctx)
 {
 	int threads = pool_threads();
-	struct job j = {each_chunk, NULL, NULL, NULL, 0, n, 0, 1, n, threads, NULL, NULL,
-			each, ctx, NULL};
+	struct job j = {.run = each_chunk, .n = n, .rows = 1, .nchunks = n,
+			.slots = threads, .each = each, .ctx = ctx};
 	if (j.slots > n)
 		j.slots = n;
 	if (j.slots <= 1) {
@@ -604,8 +614,8 @@ static void gemv_f32(float *y, const float *x, const float *w, int n, int k)
 #ifdef HAVE_X86
 	if (pick_gemv() == gemv_rows_avx2) {
 		int rows = (int)(65536 / (unsigned)(k > 0 ? k : 1)) & ~7; /* ~256 KiB */
-		struct job j = {gemv_f32_chunk, y, x, NULL, 1, n, k, 0, 0, pool_threads(),
-				NULL, NULL, NULL, NULL, w};
+		struct job j = {.run = gemv_f32_chunk, .y = y, .x = x, .m = 1, .n = n,
+				.k = k, .slots = pool_threads(), .wf = w};
 		j.rows = rows < 8 ? 8 : rows;
 		j.nchunks = (n + j.rows - 1) / j.rows;
 		if ((size_t)n * (size_t)k < 65536 || j.slots == 1 || j.nchunks < 2)
@@ -616,6 +626,44 @@ static void gemv_f32(float *y, const float *x, const float *w, int n, int k)
 	}
 #endif
 	op_linear(y, x, w, NULL, 1, n, k);
+}
+
+/* FP8 weights (ops_fp8.c's kernels): the vector ones with the bf16
+ * kernel's choice (DAY0_KERNEL=portable, op_bf16_set_kernel) where the
+ * CPU also has F16C. */
+static int fp8_vec(void)
+{
+#ifdef HAVE_X86
+	return pick_gemv() == gemv_rows_avx2 && op_fp8_vector();
+#else
+	return 0;
+#endif
+}
+
+static void fp8_chunk(const struct job *j, int c, int slot)
+{
+	int j0 = c * j->rows, j1 = j0 + j->rows < j->n ? j0 + j->rows : j->n;
+	(void)slot;
+	for (int i = 0; i < j->m; i += 4)
+		op_fp8_gemv_rows(j->y + (size_t)i * j->n, j->n, j->x + (size_t)i * j->k,
+				 j->wm, j->m - i < 4 ? j->m - i : 4, j0, j1, j->k, j->vec);
+}
+
+/* Up to GEMV_ROWS rows of x times FP8 W: chunks of ~256 KiB of codes for
+ * one row of x, ~64 KiB for more, over the pool. */
+static void gemv_fp8(float *y, const float *x, const struct wmat *w, int m, int n, int k)
+{
+	int rows = (int)((m == 1 ? 262144u : 65536u) / (unsigned)(k > 0 ? k : 1)) & ~7;
+	struct job j = {.run = fp8_chunk, .y = y, .x = x, .m = m, .n = n, .k = k,
+			.slots = pool_threads(), .wm = w, .vec = fp8_vec()};
+	j.rows = rows < 8 ? 8 : rows;
+	j.nchunks = (n + j.rows - 1) / j.rows;
+	if ((size_t)n * (size_t)k < 65536 || j.slots == 1 || j.nchunks < 2) {
+		j.rows = n;
+		fp8_chunk(&j, 0, 0);
+	} else {
+		pool_run(&j);
+	}
 }
 
 /* ------------------------------------------------------------- products */
@@ -629,11 +677,13 @@ static void gemv_f32(float *y, const float *x, const float *w, int n, int k)
  * slower still).  (The same split for f32 W, no widening, measured no
  * better than OpenBLAS's own 2-thread sgemm: f32 stays with op_linear.)
  */
-static void panels(float *y, const float *x, const uint16_t *w, int m, int n, int k)
+static void panels(float *y, const float *x, const uint16_t *w,
+		   const struct wmat *wm, int m, int n, int k)
 {
 	int threads = pool_threads();
 	int np = (int)(((size_t)n * (size_t)k + (1u << 18) - 1) >> 18);
-	struct job j = {panel_chunk, y, x, w, m, n, k, 0, 0, threads, NULL, NULL, NULL, NULL, NULL};
+	struct job j = {.run = panel_chunk, .y = y, .x = x, .w = w, .m = m, .n = n,
+			.k = k, .slots = threads, .wm = wm, .vec = fp8_vec()};
 	if (np < 1)
 		np = 1;
 	if (threads > 1 && np > 1)
@@ -670,7 +720,7 @@ void op_linear_bf16(float *y, const float *x, const uint16_t *w,
 	if (m <= GEMV_ROWS) {
 		gemv_parallel(y, x, w, m, n, k);
 	} else {
-		panels(y, x, w, m, n, k);
+		panels(y, x, w, NULL, m, n, k);
 	}
 	if (b)
 		for (int i = 0; i < m; i++)
@@ -683,6 +733,15 @@ void op_linear_w(float *y, const float *x, const struct wmat *w,
 {
 	if (w->dtype == DT_BF16) {
 		op_linear_bf16(y, x, w->p, b, m, n, k);
+	} else if (w->dtype == DT_F8_E4M3 || w->dtype == DT_F8_E5M2) {
+		if (m <= GEMV_ROWS)
+			gemv_fp8(y, x, w, m, n, k);
+		else
+			panels(y, x, NULL, w, m, n, k);
+		if (b)
+			for (int i = 0; i < m; i++)
+				for (int jj = 0; jj < n; jj++)
+					y[(size_t)i * n + jj] += b[jj];
 	} else if (m == 1) {
 		gemv_f32(y, x, w->p, n, k);
 		if (b)
@@ -697,6 +756,8 @@ void op_embedding_w(float *y, const struct wmat *table, int64_t id, int h)
 {
 	if (table->dtype == DT_BF16)
 		op_bf16_widen(y, (const uint16_t *)table->p + id * h, (size_t)h);
+	else if (table->dtype == DT_F8_E4M3 || table->dtype == DT_F8_E5M2)
+		op_fp8_widen_rows(y, table, (int)id, 1, h, fp8_vec());
 	else
 		op_embedding(y, table->p, id, h);
 }

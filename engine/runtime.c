@@ -162,6 +162,34 @@ static int part_refs(const struct st_file *st, int fd,
 	return found;
 }
 
+/*
+ * The np stored parts sp of a tensor in the HF checkpoint's shards: each
+ * ref's fd is opened (-1 where no shard holds it; the caller closes the
+ * others); *where is the shard of the first part (for messages).  Returns
+ * the number found.
+ */
+static int shard_refs(struct rt *r, const struct stored_part *sp, int np,
+		      struct part_ref *ref, const char **where)
+{
+	int got = 0;
+	*where = r->dir;
+	for (int p = 0; p < np; p++) {
+		ref[p].fd = -1;
+		for (size_t k = 0; k < r->ck.nshards && ref[p].fd < 0; k++) {
+			struct ckpt_shard *sh = &r->ck.shards[k];
+			if (!st_find(&sh->st, sp[p].name))
+				continue;
+			ref[p].fd = open(sh->path, O_RDONLY | O_CLOEXEC);
+			if (ref[p].fd >= 0 &&
+			    part_refs(&sh->st, ref[p].fd, sp + p, 1, ref + p))
+				got++;
+			if (p == 0)
+				*where = sh->path;
+		}
+	}
+	return got;
+}
+
 /* Read tensor `name` (this rank's slice) as f32, dequantising FP8 or
  * packed integers on load; NULL if this rank has no part of it.  Errors
  * go to r->over. */
@@ -214,23 +242,9 @@ static float *load(struct rt *r, const struct tensor_spec *specs, size_t ns,
 	/* from the HF checkpoint: decode the whole tensor, keep our part */
 	{
 		uint64_t full = rows * cols, outer = 1, row, seg;
-		const char *where = r->dir;
+		const char *where;
 		float *f;
-		int got = 0, rc = 0;
-		for (int p = 0; p < np; p++) {
-			ref[p].fd = -1;
-			for (size_t k = 0; k < r->ck.nshards && ref[p].fd < 0; k++) {
-				struct ckpt_shard *sh = &r->ck.shards[k];
-				if (!st_find(&sh->st, sp[p].name))
-					continue;
-				ref[p].fd = open(sh->path, O_RDONLY | O_CLOEXEC);
-				if (ref[p].fd >= 0 &&
-				    part_refs(&sh->st, ref[p].fd, sp + p, 1, ref + p))
-					got++;
-				if (p == 0)
-					where = sh->path;
-			}
-		}
+		int got = shard_refs(r, sp, np, ref, &where), rc = 0;
 		if (got < (quantised ? 2 : 1)) {
 			snprintf(r->over, sizeof r->over, "%s: tensor '%s' %s",
 				 where, name, ref[0].fd < 0 ? "is in no shard"
@@ -266,6 +280,150 @@ static float *load(struct rt *r, const struct tensor_spec *specs, size_t ns,
 	}
 }
 
+/* FP8 weights stay FP8 unless DAY0_FP8=f32 (A/B runs: the same model
+ * dequantised on load, as before the fused product). */
+static int fp8_resident(void)
+{
+	const char *e = getenv("DAY0_FP8");
+	return !(e && !strcmp(e, "f32"));
+}
+
+static int fp8_nan(int dtype, const uint8_t *b, uint64_t n)
+{
+	uint8_t lo = dtype == DT_F8_E5M2 ? 0x7d : 0x7f, any = 0;
+	for (uint64_t i = 0; i < n; i++)
+		any |= (b[i] & 0x7f) >= lo;
+	return any;
+}
+
+/*
+ * Block-scaled FP8 weight t kept as stored (ops_fp8.c): this rank's codes
+ * and, in the same allocation, the f32 scales of its blocks (times
+ * op_fp8_scale_factor).  Returns 1 when *w is settled: filled, this rank
+ * holds no part of t, or an error in r->over; 0 to read it through load()
+ * as f32 instead: a slice that starts inside a scale block, a rank file
+ * that holds it dequantised, NaN codes (the kernels would read them as
+ * numbers), a scale that overflows f32 times the factor, or parts that
+ * are not as expected (load() names what is wrong).
+ */
+static int load_fp8(struct rt *r, const struct tensor_spec *t, struct wmat *w)
+{
+	const struct quant_config *q = &r->c.qc;
+	struct tensor_split s;
+	struct stored_part sp[3];
+	struct part_ref ref[3];
+	const char *where = r->rank_st.path;
+	uint64_t R = t->shape[0], C = t->shape[1], lr = R, lc = C, r0 = 0, c0 = 0;
+	uint64_t br = (uint64_t)q->block[0], bc = (uint64_t)q->block[1];
+	uint64_t SR, SC, lbr, lbc, sbc, cbytes, bytes = 0;
+	uint8_t *buf = NULL, *tmp = NULL, *sc = NULL;
+	float fac = op_fp8_scale_factor(q->fp8_dtype), *ls;
+	int part, got, rc = 1;
+	layout_split(&r->c, &r->d, t, &s);
+	part = layout_part_for_rank(&r->c, &r->d, t, &s, r->rank);
+	if (part < 0)
+		return 1;
+	if (s.axis == 0) {
+		lr = R / (uint64_t)s.parts;
+		r0 = (uint64_t)part * lr;
+	} else if (s.axis == 1) {
+		lc = C / (uint64_t)s.parts;
+		c0 = (uint64_t)part * lc;
+	}
+	if (q->block[0] <= 0 || q->block[1] <= 0 || r0 % br || c0 % bc ||
+	    quant_parts(q, t, DT_F32, sp) < 2)
+		return 0;
+	if (r->converted) {
+		/* the rank file holds the slice and its own blocks' scales */
+		got = part_refs(&r->rank_st, r->rank_fd, sp, 2, ref);
+		SR = lr;
+		SC = lc;
+		r0 = c0 = 0;
+	} else {
+		got = shard_refs(r, sp, 2, ref, &where);
+		SR = R;
+		SC = C;
+	}
+	lbr = (lr + br - 1) / br;
+	lbc = (lc + bc - 1) / bc;
+	sbc = (SC + bc - 1) / bc;
+	if (got < 2 || ref[0].dtype != q->fp8_dtype || ref[0].numel != SR * SC ||
+	    (ref[1].dtype != DT_F32 && ref[1].dtype != DT_BF16) ||
+	    ref[1].numel != ((SR + br - 1) / br) * sbc) {
+		rc = 0;
+		goto out;
+	}
+	cbytes = (lr * lc + 63) & ~(uint64_t)63;
+	bytes = cbytes + lbr * lbc * sizeof(float);
+	buf = rt_alloc(r, bytes, t->name);
+	if (!buf)
+		goto out;
+	if (c0 == 0 && lc == SC) {
+		/* whole rows: one read */
+		if (pread_full(ref[0].fd, buf, lr * lc, ref[0].off + r0 * SC) < 0)
+			snprintf(r->over, sizeof r->over, "%s: tensor '%s': read "
+				 "failed", where, t->name);
+	} else {
+		/* a column slice: the whole tensor, then our part of each row */
+		tmp = malloc(SR * SC + 1);
+		if (!tmp || pread_full(ref[0].fd, tmp, SR * SC, ref[0].off) < 0)
+			snprintf(r->over, sizeof r->over, "%s: tensor '%s': %s",
+				 where, t->name, tmp ? "read failed" : "out of memory");
+		else
+			for (uint64_t i = 0; i < lr; i++)
+				memcpy(buf + i * lc, tmp + (r0 + i) * SC + c0, lc);
+	}
+	sc = r->over[0] ? NULL : malloc(ref[1].numel * dtype_size(ref[1].dtype) + 1);
+	if (!r->over[0] && (!sc || pread_full(ref[1].fd, sc, ref[1].numel *
+					      dtype_size(ref[1].dtype), ref[1].off) < 0))
+		snprintf(r->over, sizeof r->over, "%s: tensor '%s': cannot read "
+			 "its scales", where, t->name);
+	if (r->over[0])
+		goto out;
+	ls = (float *)(buf + cbytes);
+	for (uint64_t i = 0; i < lbr; i++)
+		for (uint64_t b = 0; b < lbc; b++) {
+			uint64_t at = (r0 / br + i) * sbc + c0 / bc + b;
+			float v;
+			if (ref[1].dtype == DT_BF16) {
+				uint16_t h;
+				memcpy(&h, sc + 2 * at, 2);
+				v = bf16_to_f32(h);
+			} else {
+				memcpy(&v, sc + 4 * at, 4);
+			}
+			ls[i * lbc + b] = v * fac;
+			if (!isfinite(ls[i * lbc + b]))
+				rc = 0;
+		}
+	if (rc == 0 || fp8_nan(q->fp8_dtype, buf, lr * lc)) {
+		rc = 0;
+		r->used -= bytes; /* load() accounts its f32 copy instead */
+		free(buf);
+		buf = NULL;
+		goto out;
+	}
+	w->p = buf;
+	buf = NULL;
+	w->dtype = q->fp8_dtype;
+	w->scale = ls;
+	w->br = (int)br;
+	w->bc = (int)bc;
+	w->sc_cols = (int)lbc;
+out:
+	if (buf) {
+		r->used -= bytes;
+		free(buf);
+	}
+	free(tmp);
+	free(sc);
+	if (!r->converted)
+		for (int p = 0; p < 2; p++)
+			if (ref[p].fd >= 0)
+				close(ref[p].fd);
+	return rc;
+}
+
 /*
  * Tensor `name` as it stays resident: a plain bf16 matrix (the stored
  * bytes of this rank's slice, half of f32's), anything else f32 through
@@ -278,13 +436,16 @@ static struct wmat load_w(struct rt *r, const struct tensor_spec *specs,
 	const struct tensor_spec *t = NULL;
 	const struct st_tensor *x = NULL;
 	const struct st_file *stf = NULL;
-	struct wmat w = {NULL, DT_F32};
+	struct wmat w = {.p = NULL, .dtype = DT_F32};
 	struct tensor_split s;
 	uint64_t numel, full;
 	int part;
 	for (size_t i = 0; i < ns && !t; i++)
 		if (!strcmp(specs[i].name, name))
 			t = &specs[i];
+	if (t && t->ndim == 2 && quant_applies(&r->c.qc, t) &&
+	    r->c.qc.kind == QUANT_FP8_BLOCK && fp8_resident() && load_fp8(r, t, &w))
+		return w;
 	if (t && t->ndim == 2 && !quant_applies(&r->c.qc, t) &&
 	    !role_keeps_f32(t->role)) {
 		if (r->converted) {

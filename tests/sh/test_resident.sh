@@ -55,6 +55,65 @@ expect_rc 0 "the portable kernel gives the same run (DAY0_KERNEL=portable)" \
 expect_rc 0 "… within the bf16 bound too" "$ENGINE" validate "$T/m.bf16" \
 	--tokens "$TOK" --logits "$T/lg.p.st" --levels e2e --max-rel 2e-2 --kl-max 1e-3
 
+# FP8 block-scaled weights stay FP8 (engine/ops_fp8.c): the accountant
+# counts each quantised weight at one byte plus its blocks' f32 scales
+# where dequantising on load (DAY0_FP8=f32) counted four; the logits of
+# the fused product stay within 1e-5 of the float64 reference of the codes
+# times their scales, for both FP8 dtypes, both kernels, one rank and a
+# tp 2 pp 2 layout, from the checkpoint and from kept rank files.
+"$ENGINE" gen-model --arch llama --layers 16 --hidden 512 --heads 8 --kv-heads 8 \
+	--ffn 1536 --vocab 8192 --quant fp8 --block 128 "$T/m.fp8" >/dev/null
+"$ENGINE" gen-model --arch llama --layers 4 --hidden 256 --heads 4 --kv-heads 2 \
+	--ffn 640 --vocab 512 --quant fp8-e5m2 --block 64 "$T/m.e5m2" >/dev/null
+for e in fp8 f32; do
+	DAY0_FP8=$e "$TOOLS/maxrss" "$ENGINE" run "$T/m.fp8" --tokens "$TOK" --generate 4 --events \
+		>"$T/ev.fp8.$e" 2>"$T/err.fp8.$e"
+	echo "fp8 (DAY0_FP8=$e): $(grep maxrss_kib "$T/err.fp8.$e"), accountant peak $(alloc_peak "$T/ev.fp8.$e") bytes"
+done
+# 16 layers x (4 x 512^2 + 3 x 512 x 1536) quantised weights, 128x128 blocks
+qn=$((16 * (4 * 512 * 512 + 3 * 512 * 1536)))
+qs=$((16 * (4 * 4 * 4 + 3 * 4 * 12) * 4))
+p8=$(alloc_peak "$T/ev.fp8.fp8")
+p32=$(alloc_peak "$T/ev.fp8.f32")
+check "the accountant counts FP8 weights at 1 byte + scales: $p8 = $p32 - 3 x $qn + $qs bytes" \
+	test "${p8:-0}" -eq $(( ${p32:-0} - 3 * qn + qs ))
+want=$("$ENGINE" run "$T/m.fp8" --tokens "$TOK" --generate 6 | sed -n 's/^generated: //p')
+got=$(DAY0_FP8=f32 "$ENGINE" run "$T/m.fp8" --tokens "$TOK" --generate 6 | sed -n 's/^generated: //p')
+check "FP8 resident gives dequantise-on-load's greedy tokens [$got] = [$want]" test -n "$want" -a "$want" = "$got"
+case "$BUILD" in
+*asan*) ;;
+*)
+	k8=$(sed -n 's/^maxrss_kib //p' "$T/err.fp8.fp8")
+	k8f=$(sed -n 's/^maxrss_kib //p' "$T/err.fp8.f32")
+	check "peak RSS of run on FP8 held as stored ($k8 KiB) <= 0.5 x dequantised on load ($k8f KiB)" \
+		awk -v a="${k8:-0}" -v b="${k8f:-0}" 'BEGIN { exit !(b > 0 && a <= 0.5 * b) }'
+	;;
+esac
+for m in fp8 e5m2; do
+	for kern in avx2+fma portable; do
+		kv=$kern; [ "$kern" = avx2+fma ] && kv=
+		expect_rc 0 "$m ($kern kernel): run, tp 1" env ${kv:+DAY0_KERNEL=$kv} \
+			"$ENGINE" run "$T/m.$m" --tokens "$TOK" --dump-logits "$T/lg.$m.st"
+		expect_rc 0 "… logits within 1e-5 of float64" "$ENGINE" validate "$T/m.$m" \
+			--tokens "$TOK" --logits "$T/lg.$m.st" --levels e2e --max-rel 1e-5 --kl-max 1e-6
+	done
+	expect_rc 0 "$m: run tp 2 pp 2 (slices cut in memory)" \
+		mpi 4 run "$T/m.$m" --tp 2 --pp 2 --tokens "$TOK" --dump-logits "$T/lg.$m.st"
+	expect_rc 0 "… logits within 1e-5 of float64" "$ENGINE" validate "$T/m.$m" \
+		--tokens "$TOK" --logits "$T/lg.$m.st" --levels e2e --max-rel 1e-5 --kl-max 1e-6
+done
+"$ENGINE" convert "$T/m.fp8" "$T/c8" --dtype keep --tp 2 --pp 2 >/dev/null
+expect_rc 0 "run from kept FP8 rank files, tp 2 pp 2" \
+	mpi 4 run "$T/c8" --tp 2 --pp 2 --tokens "$TOK" --dump-logits "$T/lg.c8.st" --events
+cp "$OUT" "$T/ev.c8"
+expect_rc 0 "… logits within 1e-5 of float64 of the source" "$ENGINE" validate "$T/m.fp8" \
+	--tokens "$TOK" --logits "$T/lg.c8.st" --levels e2e --max-rel 1e-5 --kl-max 1e-6
+DAY0_FP8=f32 mpi 4 run "$T/c8" --tp 2 --pp 2 --tokens "$TOK" --events >"$T/ev.c8f" 2>/dev/null
+c8=$(alloc_peak "$T/ev.c8")
+c8f=$(alloc_peak "$T/ev.c8f")
+check "… held as FP8 from the rank files too: card 0's accountant $c8 <= 0.4 x dequantised $c8f" \
+	awk -v a="${c8:-0}" -v b="${c8f:-0}" 'BEGIN { exit !(a > 0 && b > 0 && a <= 0.4 * b) }'
+
 # perf prefills as a server does (the lm_head at the last position only):
 # its greedy answer is run's, which computes every position
 for d in f32 bf16; do

@@ -63,7 +63,7 @@ int main(void)
 				int n = shapes[z][0], k = shapes[z][1];
 				float *x = malloc((size_t)k * 4), *y = malloc((size_t)n * 4);
 				float *b = malloc((size_t)n * 4), *w = malloc((size_t)n * k * 4);
-				struct wmat wm = {w, DT_F32};
+				struct wmat wm = {.p = w, .dtype = DT_F32};
 				for (int i = 0; i < k; i++) x[i] = frand(&r);
 				for (int i = 0; i < n; i++) b[i] = frand(&r);
 				for (int i = 0; i < n * k; i++) w[i] = frand(&r);
@@ -107,7 +107,7 @@ int main(void)
 				float *x = malloc((size_t)m * k * 4), *y = malloc((size_t)m * n * 4);
 				float *b = malloc((size_t)n * 4), *wf = malloc((size_t)n * k * 4);
 				uint16_t *w = malloc((size_t)n * k * 2);
-				struct wmat wm = {w, DT_BF16};
+				struct wmat wm = {.p = w, .dtype = DT_BF16};
 				for (int i = 0; i < m * k; i++) x[i] = frand(&r);
 				for (int i = 0; i < n; i++) b[i] = frand(&r);
 				for (int i = 0; i < n * k; i++) {
@@ -166,6 +166,78 @@ int main(void)
 			free(h);
 			free(f);
 		}
+	}
+	{ /* block-scaled FP8 weights as stored (e4m3 and e5m2), every kernel
+	   * and shape (one row and the 4-row GEMV blocks, prefill panels,
+	   * blocks of 16 and 128, blocks that do not divide the matrix or
+	   * are wider than it, tails of k inside a block) against the float64
+	   * product of the codes' values times their block's scale */
+		static const int shapes[][5] = {
+			{1, 7, 5, 128, 128},    {1, 300, 37, 16, 16},  {3, 64, 1024, 128, 128},
+			{5, 33, 48, 16, 16},    {8, 513, 200, 128, 128}, {1, 257, 300, 7, 5},
+			{20, 70, 300, 16, 16},  {16, 3000, 512, 128, 128}, {12, 1, 64, 16, 16},
+			{1, 3000, 2048, 128, 128}, {4, 9, 130, 32, 64}, {2, 40, 33, 3, 33}};
+		const char *kern[] = {"portable", "avx2+fma"};
+		const int dts[] = {DT_F8_E4M3, DT_F8_E5M2};
+		for (size_t q = 0; q < 2; q++)
+			for (size_t d = 0; d < 2; d++) {
+				char name[128];
+				int bad = 0, bad_w = 0, dt = dts[d];
+				if (op_bf16_set_kernel(kern[q]) < 0)
+					continue;
+				for (size_t z = 0; z < sizeof shapes / sizeof *shapes; z++) {
+					int m = shapes[z][0], n = shapes[z][1], k = shapes[z][2];
+					int br = shapes[z][3], bc = shapes[z][4];
+					int gr = (n + br - 1) / br, gc = (k + bc - 1) / bc;
+					float *x = malloc((size_t)m * k * 4), *y = malloc((size_t)m * n * 4);
+					float *b = malloc((size_t)n * 4), *row = malloc((size_t)k * 4);
+					float *sraw = malloc((size_t)gr * gc * 4), *sk = malloc((size_t)gr * gc * 4);
+					uint8_t *w = malloc((size_t)n * k);
+					struct wmat wm = {.p = w, .dtype = dt, .scale = sk, .br = br,
+							  .bc = bc, .sc_cols = gc};
+					for (int i = 0; i < m * k; i++) x[i] = frand(&r);
+					for (int i = 0; i < n; i++) b[i] = frand(&r);
+					for (int i = 0; i < gr * gc; i++) {
+						sraw[i] = (float)ldexp(0.5 + rng_uniform(&r), -6);
+						sk[i] = sraw[i] * op_fp8_scale_factor(dt);
+					}
+					for (int i = 0; i < n * k; i++) {
+						uint8_t c;
+						do
+							c = (uint8_t)(rng_uniform(&r) * 256);
+						while (!isfinite(fp8_to_f32(dt, c)));
+						w[i] = c;
+					}
+					op_linear_w(y, x, &wm, b, m, n, k);
+					for (int i = 0; i < m; i++)
+						for (int j = 0; j < n; j++) {
+							double sm = b[j], mag = fabs(b[j]);
+							for (int c = 0; c < k; c++) {
+								double wv = (double)fp8_to_f32(dt, w[(size_t)j * k + c]) *
+									    sraw[(j / br) * gc + c / bc];
+								sm += x[i * k + c] * wv;
+								mag += fabs(x[i * k + c] * wv);
+							}
+							bad += fabs(sm - y[i * n + j]) > 1e-6 * mag + 1e-6;
+						}
+					/* a row widened (embedding) is each code's value
+					 * times its scale rounded once, as load's f32 */
+					for (int j = 0; j < n; j += n / 3 + 1) {
+						op_embedding_w(row, &wm, j, k);
+						for (int c = 0; c < k; c++)
+							bad_w += row[c] != (float)((double)fp8_to_f32(dt, w[(size_t)j * k + c]) *
+										   sraw[(j / br) * gc + c / bc]);
+					}
+					free(x); free(y); free(b); free(row); free(sraw); free(sk); free(w);
+				}
+				snprintf(name, sizeof name, "%s linear (%s) matches the float64 "
+					 "product of its scaled codes", dtype_name(dt), kern[q]);
+				CHECKN(name, bad == 0);
+				snprintf(name, sizeof name, "%s rows widen (%s) to load's f32 exactly",
+					 dtype_name(dt), kern[q]);
+				CHECKN(name, bad_w == 0);
+			}
+		op_bf16_set_kernel("avx2+fma");
 	}
 	{ /* rms_norm: x / sqrt(mean(x^2) + eps) * w */
 		float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 0.5f}, y[4];

@@ -1,0 +1,293 @@
+/*
+ * ops_fp8.c - products with block-scaled FP8 weights kept as stored.
+ *
+ * An FP8 checkpoint (DeepSeek-V3, Kimi-K2, the Qwen3 FP8 releases) stays
+ * FP8 in memory: one byte a weight plus one f32 scale per br x bc block
+ * (struct wmat), a quarter of f32's bytes and half of bf16's, so a decode
+ * step streams half the bytes of the same model in bf16.  The scale is
+ * applied once per block: y_j = sum_b s_jb * sum_{c in b} w_jc x_c, the
+ * inner sum in f32 over the codes' values.
+ *
+ * A code becomes a float through f16, which the CPU converts in hardware
+ * (F16C's vcvtph2ps), subnormals included:
+ *   e5m2 is the top byte of an f16 (same sign, exponent and bias), so
+ *        f16 = code << 8, exactly its value (Inf and NaN too);
+ *   e4m3 moved into an f16's fields, f16 = sign << 15 | (code & 0x7f) << 7,
+ *        is its value times 2^-8 (the exponent bias 15 against 7), for the
+ *        subnormal codes too; the runtime keeps the block scales times 2^8
+ *        (exact), so the product is the same.  Its NaN codes (0x7f, 0xff)
+ *        would read as finite numbers: the runtime keeps a weight with NaN
+ *        codes as f32 instead (runtime.c, load_w).
+ * Two integer ops (unpack the byte into the high half of a 16-bit lane,
+ * e4m3: an arithmetic shift right by one and a mask) and the conversion a
+ * group of eight weights.  The portable loop reads the same values from a
+ * 256-entry table.
+ *
+ * The pool, the choice of kernel and the split of a product into chunks
+ * are ops_bf16.c's (op_linear_w): it calls op_fp8_gemv_rows for up to four
+ * rows of x over a range of W's rows, op_fp8_widen_rows to widen a panel
+ * of W to f32 for sgemm (prefill).
+ */
+#include "engine.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_X86 1
+#include <immintrin.h>
+#endif
+
+#define PREFETCH 1024
+
+/* The value the kernels read for each code: e4m3's times 2^-8 (see top). */
+static float tab[2][256];
+static int tab_ready;
+
+static const float *fp8_tab(int dtype)
+{
+	if (!__atomic_load_n(&tab_ready, __ATOMIC_ACQUIRE)) {
+		for (int c = 0; c < 256; c++) {
+			tab[0][c] = fp8_to_f32(DT_F8_E4M3, (uint8_t)c) * 0x1p-8f;
+			tab[1][c] = fp8_to_f32(DT_F8_E5M2, (uint8_t)c);
+		}
+		__atomic_store_n(&tab_ready, 1, __ATOMIC_RELEASE);
+	}
+	return tab[dtype == DT_F8_E5M2];
+}
+
+float op_fp8_scale_factor(int dtype)
+{
+	return dtype == DT_F8_E5M2 ? 1.0f : 256.0f;
+}
+
+static inline const float *scale_row(const struct wmat *w, int j)
+{
+	return w->scale + (size_t)(j / w->br) * (size_t)w->sc_cols;
+}
+
+static void gemv_portable(float *y, int ldy, const float *x, const struct wmat *w,
+			  int m, int j0, int j1, int k)
+{
+	const float *t = fp8_tab(w->dtype);
+	for (int j = j0; j < j1; j++) {
+		const uint8_t *wr = (const uint8_t *)w->p + (size_t)j * k;
+		const float *s = scale_row(w, j);
+		float acc[4] = {0, 0, 0, 0};
+		for (int c0 = 0, b = 0; c0 < k; c0 += w->bc, b++) {
+			int c1 = c0 + w->bc < k ? c0 + w->bc : k;
+			float part[4] = {0, 0, 0, 0};
+			for (int c = c0; c < c1; c++) {
+				float wv = t[wr[c]];
+				for (int i = 0; i < m; i++)
+					part[i] += x[(size_t)i * k + c] * wv;
+			}
+			for (int i = 0; i < m; i++)
+				acc[i] += s[b] * part[i];
+		}
+		for (int i = 0; i < m; i++)
+			y[(size_t)i * ldy + j] = acc[i];
+	}
+}
+
+static void widen_portable(float *out, const struct wmat *w, int j0, int n, int k)
+{
+	const float *t = fp8_tab(w->dtype);
+	for (int j = j0; j < j0 + n; j++) {
+		const uint8_t *wr = (const uint8_t *)w->p + (size_t)j * k;
+		const float *s = scale_row(w, j);
+		float *o = out + (size_t)(j - j0) * k;
+		for (int c0 = 0, b = 0; c0 < k; c0 += w->bc, b++) {
+			int c1 = c0 + w->bc < k ? c0 + w->bc : k;
+			for (int c = c0; c < c1; c++)
+				o[c] = t[wr[c]] * s[b];
+		}
+	}
+}
+
+#ifdef HAVE_X86
+/* 16 codes to two vectors of 8 floats (codes 0-7, 8-15). */
+__attribute__((target("avx2,fma,f16c"), always_inline)) static inline void
+fp8x16(const uint8_t *p, const int e5, __m256 *lo, __m256 *hi)
+{
+	__m128i v = _mm_loadu_si128((const __m128i *)p), z = _mm_setzero_si128();
+	__m128i a = _mm_unpacklo_epi8(z, v), b = _mm_unpackhi_epi8(z, v);
+	if (!e5) {
+		const __m128i mask = _mm_set1_epi16((short)0xbf80);
+		a = _mm_and_si128(_mm_srai_epi16(a, 1), mask);
+		b = _mm_and_si128(_mm_srai_epi16(b, 1), mask);
+	}
+	*lo = _mm256_cvtph_ps(a);
+	*hi = _mm256_cvtph_ps(b);
+}
+
+__attribute__((target("avx2,fma,f16c"))) static inline float hsum8(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+	return _mm_cvtss_f32(s);
+}
+
+/*
+ * m rows of x (a compile-time constant in each instance, so the
+ * accumulators stay in registers), rows [j0, j1) of W, a block's codes in
+ * steps of 16 (a block is as narrow as 16 in the generated models), its
+ * sum scaled into the row's total; the block's last k % 16 codes from the
+ * table.
+ */
+__attribute__((target("avx2,fma,f16c"), always_inline)) static inline void
+gemv_body(float *y, int ldy, const float *x, const struct wmat *w, const int m,
+	  const int e5, int j0, int j1, int k)
+{
+	const float *t = fp8_tab(w->dtype);
+	const int bc = w->bc;
+	for (int j = j0; j < j1; j++) {
+		const uint8_t *wr = (const uint8_t *)w->p + (size_t)j * k;
+		const float *s = scale_row(w, j);
+		__m256 tot[4];
+		float tail[4] = {0, 0, 0, 0};
+#pragma GCC unroll 4
+		for (int i = 0; i < m; i++)
+			tot[i] = _mm256_setzero_ps();
+		for (int c0 = 0, b = 0; c0 < k; c0 += bc, b++) {
+			int c1 = c0 + bc < k ? c0 + bc : k, c = c0;
+			int c16 = c0 + (c1 - c0) / 16 * 16;
+			__m256 a[4], a2[4];
+			float part[4] = {0, 0, 0, 0};
+#pragma GCC unroll 4
+			for (int i = 0; i < m; i++)
+				a[i] = a2[i] = _mm256_setzero_ps();
+			if (m == 1) {
+				/* two steps at a time into two more sums: each
+				 * FMA chain waits for its last one (4-5 cycles),
+				 * which bounded the one-step loop */
+				__m256 b0 = _mm256_setzero_ps(), b1 = b0;
+				for (; c + 32 <= c16; c += 32) {
+					__m256 lo, hi, lo2, hi2;
+					if (!(c & 63))
+						_mm_prefetch((const char *)(wr + c) + PREFETCH,
+							     _MM_HINT_T0);
+					fp8x16(wr + c, e5, &lo, &hi);
+					fp8x16(wr + c + 16, e5, &lo2, &hi2);
+					a[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + c), lo, a[0]);
+					a2[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + c + 8), hi, a2[0]);
+					b0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + c + 16), lo2, b0);
+					b1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + c + 24), hi2, b1);
+				}
+				a[0] = _mm256_add_ps(a[0], b0);
+				a2[0] = _mm256_add_ps(a2[0], b1);
+			}
+			for (; c < c16; c += 16) {
+				__m256 lo, hi;
+				if (!(c & 63))
+					_mm_prefetch((const char *)(wr + c) + PREFETCH, _MM_HINT_T0);
+				fp8x16(wr + c, e5, &lo, &hi);
+#pragma GCC unroll 4
+				for (int i = 0; i < m; i++) {
+					const float *xr = x + (size_t)i * k + c;
+					a[i] = _mm256_fmadd_ps(_mm256_loadu_ps(xr), lo, a[i]);
+					a2[i] = _mm256_fmadd_ps(_mm256_loadu_ps(xr + 8), hi, a2[i]);
+				}
+			}
+			for (; c < c1; c++) {
+				float wv = t[wr[c]];
+#pragma GCC unroll 4
+				for (int i = 0; i < m; i++)
+					part[i] += x[(size_t)i * k + c] * wv;
+			}
+			__m256 sv = _mm256_set1_ps(s[b]);
+#pragma GCC unroll 4
+			for (int i = 0; i < m; i++) {
+				tot[i] = _mm256_fmadd_ps(sv, _mm256_add_ps(a[i], a2[i]), tot[i]);
+				tail[i] += s[b] * part[i];
+			}
+		}
+#pragma GCC unroll 4
+		for (int i = 0; i < m; i++)
+			y[(size_t)i * ldy + j] = hsum8(tot[i]) + tail[i];
+	}
+}
+
+#define GEMV_INSTANCE(M, E5)                                                        \
+	__attribute__((target("avx2,fma,f16c"))) static void gemv_##M##_##E5(        \
+		float *y, int ldy, const float *x, const struct wmat *w, int j0,    \
+		int j1, int k)                                                      \
+	{                                                                           \
+		gemv_body(y, ldy, x, w, M, E5, j0, j1, k);                          \
+	}
+GEMV_INSTANCE(1, 0)
+GEMV_INSTANCE(2, 0)
+GEMV_INSTANCE(3, 0)
+GEMV_INSTANCE(4, 0)
+GEMV_INSTANCE(1, 1)
+GEMV_INSTANCE(2, 1)
+GEMV_INSTANCE(3, 1)
+GEMV_INSTANCE(4, 1)
+
+__attribute__((target("avx2,fma,f16c"))) static void
+widen_avx2(float *out, const struct wmat *w, int j0, int n, int k)
+{
+	const float *t = fp8_tab(w->dtype);
+	const int e5 = w->dtype == DT_F8_E5M2;
+	for (int j = j0; j < j0 + n; j++) {
+		const uint8_t *wr = (const uint8_t *)w->p + (size_t)j * k;
+		const float *s = scale_row(w, j);
+		float *o = out + (size_t)(j - j0) * k;
+		for (int c0 = 0, b = 0; c0 < k; c0 += w->bc, b++) {
+			int c1 = c0 + w->bc < k ? c0 + w->bc : k, c = c0;
+			int c16 = c0 + (c1 - c0) / 16 * 16;
+			__m256 sv = _mm256_set1_ps(s[b]);
+			for (; c < c16; c += 16) {
+				__m256 lo, hi;
+				if (e5)
+					fp8x16(wr + c, 1, &lo, &hi);
+				else
+					fp8x16(wr + c, 0, &lo, &hi);
+				_mm256_storeu_ps(o + c, _mm256_mul_ps(lo, sv));
+				_mm256_storeu_ps(o + c + 8, _mm256_mul_ps(hi, sv));
+			}
+			for (; c < c1; c++)
+				o[c] = t[wr[c]] * s[b];
+		}
+	}
+}
+#endif
+
+int op_fp8_vector(void)
+{
+#ifdef HAVE_X86
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+	       __builtin_cpu_supports("f16c");
+#else
+	return 0;
+#endif
+}
+
+void op_fp8_gemv_rows(float *y, int ldy, const float *x, const struct wmat *w,
+		      int m, int j0, int j1, int k, int vec)
+{
+#ifdef HAVE_X86
+	if (vec) {
+		typedef void (*fn)(float *, int, const float *, const struct wmat *, int,
+				   int, int);
+		static const fn f[2][4] = {{gemv_1_0, gemv_2_0, gemv_3_0, gemv_4_0},
+					   {gemv_1_1, gemv_2_1, gemv_3_1, gemv_4_1}};
+		f[w->dtype == DT_F8_E5M2][(m > 4 ? 4 : m) - 1](y, ldy, x, w, j0, j1, k);
+		return;
+	}
+#endif
+	(void)vec;
+	gemv_portable(y, ldy, x, w, m > 4 ? 4 : m, j0, j1, k);
+}
+
+void op_fp8_widen_rows(float *out, const struct wmat *w, int j0, int n, int k, int vec)
+{
+#ifdef HAVE_X86
+	if (vec) {
+		widen_avx2(out, w, j0, n, k);
+		return;
+	}
+#endif
+	(void)vec;
+	widen_portable(out, w, j0, n, k);
+}
