@@ -225,6 +225,33 @@ static void attn_head(void *ctx, int h)
 	const struct attn *a = ctx;
 	int kh = h / a->group, n_kv = a->n_kv;
 	float *S = a->S + (size_t)h * a->s_step;
+	if (a->n_q <= 8) {
+		/* a decode step: each query row's visible positions only, by
+		 * sgemv (sgemm packed all of K and V into its buffers first,
+		 * per head and step, a quarter of a 512-token decode step) */
+		const float *kb = a->k + (size_t)kh * a->k_hs;
+		const float *vb = a->v + (size_t)kh * a->v_hs;
+		for (int i = 0; i < a->n_q; i++) {
+			int64_t qpos = a->pos0 + i;
+			int last = (int)(qpos < n_kv - 1 ? qpos : n_kv - 1);
+			int first = a->window > 0 && qpos - a->window + 1 > 0
+					    ? (int)(qpos - a->window + 1) : 0;
+			int len = last - first + 1;
+			float *o = a->out + (size_t)i * a->nh * a->dv + (size_t)h * a->dv;
+			if (len <= 0) {
+				memset(o, 0, (size_t)a->dv * sizeof *o);
+				continue;
+			}
+			cblas_sgemv(CblasRowMajor, CblasNoTrans, len, a->dqk, (float)a->scale,
+				    kb + (size_t)first * a->k_ld, a->k_ld,
+				    a->q + (size_t)i * a->nh * a->dqk + (size_t)h * a->dqk, 1,
+				    0.0f, S, 1);
+			op_softmax(S, len);
+			cblas_sgemv(CblasRowMajor, CblasTrans, len, a->dv, 1.0f,
+				    vb + (size_t)first * a->v_ld, a->v_ld, S, 1, 0.0f, o, 1);
+		}
+		return;
+	}
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->n_q, n_kv, a->dqk,
 		    (float)a->scale, a->q + (size_t)h * a->dqk, a->nh * a->dqk,
 		    a->k + (size_t)kh * a->k_hs, a->k_ld, 0.0f, S, n_kv);
