@@ -225,9 +225,12 @@ void op_rope_deinterleave(float *x, int n_heads, int head_dim, int rot_dim);
  * dqk], v [n_kv, nkv, dv] at positions 0..; out [n_q, nh, dv].  window > 0
  * limits each query to the last `window` positions.
  */
-/* each(ctx, i) for i < n, spread over the products' thread pool (as many
- * threads as OpenBLAS uses; OpenBLAS itself single-threaded meanwhile). */
-void op_parallel_for(int n, void (*each)(void *ctx, int i), void *ctx);
+/* each(ctx, i, slot) for i < n, spread over the products' thread pool (as
+ * many threads as OpenBLAS uses, op_pool_threads(); OpenBLAS itself
+ * single-threaded meanwhile); slot < op_pool_threads() is the thread's
+ * own index, for scratch of its own. */
+void op_parallel_for(int n, void (*each)(void *ctx, int i, int slot), void *ctx);
+int op_pool_threads(void);
 void op_attention(float *out, const float *q, const float *k, const float *v,
 		  int n_q, int n_kv, int64_t pos0, int nh, int nkv, int dqk,
 		  int dv, double scale, int window);

@@ -56,10 +56,127 @@ void op_embedding(float *y, const float *table, int64_t id, int h)
 	memcpy(y, table + id * h, (size_t)h * sizeof *y);
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_X86 1
+#include <immintrin.h>
+
+/*
+ * e^x for 8 floats (Cephes' expf, as avx_mathfun writes it): x = n ln2 +
+ * r with |r| <= ln2/2 (ln2 in two parts, so r is exact), e^r by a degree-5
+ * polynomial times r^2 plus 1 + r, times 2^n through the exponent bits.
+ * Within 2 ulp of exp over [-87.3, 88]; inputs are clamped to it (below,
+ * about 1e-38 instead of a subnormal or 0: nothing here divides by it).
+ * Prefill evaluates it for every visible attention score and every FFN
+ * activation: libm's scalar expf was 5% of a 512-token prefill.
+ */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 exp8(__m256 x)
+{
+	const __m256 hi = _mm256_set1_ps(88.0f), lo = _mm256_set1_ps(-87.3365447504f);
+	__m256 n, r, p;
+	x = _mm256_max_ps(_mm256_min_ps(x, hi), lo);
+	n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+			    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+	r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+	p = _mm256_set1_ps(1.9875691500e-4f);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+	p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+	return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(
+		_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23)));
+}
+
+__attribute__((target("avx2,fma"))) static void softmax_avx2(float *x, int n)
+{
+	__m256 mv = _mm256_set1_ps(x[0]);
+	__m256d s0 = _mm256_setzero_pd(), s1 = s0;
+	float m, t[8];
+	double s;
+	int i = 0, n8 = n - n % 8;
+	for (; i < n8; i += 8)
+		mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+	_mm256_storeu_ps(t, mv);
+	m = t[0];
+	for (int k = 1; k < 8; k++)
+		m = t[k] > m ? t[k] : m;
+	for (; i < n; i++)
+		m = x[i] > m ? x[i] : m;
+	mv = _mm256_set1_ps(m);
+	for (i = 0; i < n8; i += 8) {
+		__m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+		_mm256_storeu_ps(x + i, e);
+		/* the sum in double, as the portable loop keeps it */
+		s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+		s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+	}
+	{
+		double d[4];
+		_mm256_storeu_pd(d, _mm256_add_pd(s0, s1));
+		s = d[0] + d[1] + d[2] + d[3];
+	}
+	for (; i < n; i++) {
+		x[i] = expf(x[i] - m);
+		s += x[i];
+	}
+	{
+		__m256 inv = _mm256_set1_ps((float)(1.0 / s));
+		for (i = 0; i < n8; i += 8)
+			_mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+		for (; i < n; i++)
+			x[i] = (float)(x[i] / s);
+	}
+}
+
+__attribute__((target("avx2,fma"))) static void swiglu_avx2(float *y, const float *gate,
+							    const float *up, int n)
+{
+	const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+	int i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 g = _mm256_loadu_ps(gate + i);
+		__m256 d = _mm256_add_ps(one, exp8(_mm256_sub_ps(zero, g)));
+		_mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_div_ps(g, d), _mm256_loadu_ps(up + i)));
+	}
+	for (; i < n; i++)
+		y[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+__attribute__((target("avx2,fma"))) static void sigmoid_avx2(float *x, int n)
+{
+	const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+	int i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(x + i, _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(
+						   zero, _mm256_loadu_ps(x + i))))));
+	for (; i < n; i++)
+		x[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+#endif
+
+/* The vector forms with the products' kernel choice (DAY0_KERNEL=portable,
+ * op_bf16_set_kernel: the libm loops below). */
+static int vec_math(void)
+{
+#ifdef HAVE_X86
+	return !strcmp(op_bf16_kernel(), "avx2+fma");
+#else
+	return 0;
+#endif
+}
+
 void op_softmax(float *x, int n)
 {
 	float m = x[0];
 	double s = 0;
+#ifdef HAVE_X86
+	if (n >= 16 && vec_math()) {
+		softmax_avx2(x, n);
+		return;
+	}
+#endif
 	for (int i = 1; i < n; i++)
 		if (x[i] > m)
 			m = x[i];
@@ -73,12 +190,24 @@ void op_softmax(float *x, int n)
 
 void op_sigmoid(float *x, int n)
 {
+#ifdef HAVE_X86
+	if (n >= 8 && vec_math()) {
+		sigmoid_avx2(x, n);
+		return;
+	}
+#endif
 	for (int i = 0; i < n; i++)
 		x[i] = 1.0f / (1.0f + expf(-x[i]));
 }
 
 void op_swiglu(float *y, const float *gate, const float *up, int n)
 {
+#ifdef HAVE_X86
+	if (n >= 8 && vec_math()) {
+		swiglu_avx2(y, gate, up, n);
+		return;
+	}
+#endif
 	for (int i = 0; i < n; i++)
 		y[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
@@ -212,7 +341,7 @@ struct attn {
 	int n_q, n_kv, nh, nkv, dqk, dv, window, group;
 	int64_t pos0;
 	double scale;
-	size_t s_step; /* floats of S per head: 0 when the heads share one */
+	size_t s_step; /* floats of S per pool slot: 0 when heads run in turn */
 	size_t k_hs, v_hs; /* floats from one kv head to the next */
 	int k_ld, v_ld;    /* floats from one position to the next */
 };
@@ -220,11 +349,11 @@ struct attn {
 /* One query head: S = scale * Q_h K_h^T, causal (and window) mask, row
  * softmax, O_h = P V_h.  Heads are interleaved in memory, so the leading
  * dimensions step over the other heads: no copies. */
-static void attn_head(void *ctx, int h)
+static void attn_head(void *ctx, int h, int slot)
 {
 	const struct attn *a = ctx;
 	int kh = h / a->group, n_kv = a->n_kv;
-	float *S = a->S + (size_t)h * a->s_step;
+	float *S = a->S + (size_t)slot * a->s_step;
 	if (a->n_q <= 8) {
 		/* a decode step: each query row's visible positions only, by
 		 * sgemv (sgemm packed all of K and V into its buffers first,
@@ -278,24 +407,27 @@ void op_attention_kv(float *out, const float *q, const float *k, const float *v,
 		     int v_ld)
 {
 	/*
-	 * A decode step (a few query rows) runs its heads in parallel, one
-	 * S each: each head's products are too small for OpenBLAS's threads,
-	 * and reading the KV cache is the step's largest part after the
-	 * weights.  A prefill's heads run in turn, one S, OpenBLAS threading
-	 * each product.
+	 * The heads run in parallel over the products' pool, one S per
+	 * thread, each head's products and softmax on one thread: a decode
+	 * step's products are too small for OpenBLAS's threads, and a
+	 * prefill's softmax ran on one thread while OpenBLAS threaded only
+	 * the products.  Heads run in turn (OpenBLAS threading each product)
+	 * where one S a thread would pass 256 MiB (long prompts).
 	 */
 	size_t per = (size_t)n_q * (size_t)(n_kv > 0 ? n_kv : 1);
-	int par = n_q <= 8 && nh > 1;
+	int threads = op_pool_threads();
+	int slots = threads < nh ? threads : nh;
+	int par = slots > 1 && (size_t)slots * per * sizeof(float) <= ((size_t)256 << 20);
 	struct attn a = {out, NULL, q, k, v, n_q, n_kv, nh, nkv, dqk, dv, window,
 			 nh / nkv, pos0, scale, par ? per : 0, k_hs, v_hs, k_ld, v_ld};
-	a.S = malloc((par ? (size_t)nh : 1) * per * sizeof *a.S);
+	a.S = malloc((par ? (size_t)slots : 1) * per * sizeof *a.S);
 	if (!a.S)
 		abort();
 	if (par)
 		op_parallel_for(nh, attn_head, &a);
 	else
 		for (int h = 0; h < nh; h++)
-			attn_head(&a, h);
+			attn_head(&a, h, 0);
 	free(a.S);
 }
 

@@ -403,7 +403,7 @@ struct job {
 	int slots;      /* threads that may take chunks: slot 0 the caller */
 	gemv_fn fn;     /* GEMV jobs */
 	float *scratch; /* panel jobs: slots x rows x k floats */
-	void (*each)(void *, int); /* op_parallel_for jobs: item c */
+	void (*each)(void *, int, int); /* op_parallel_for jobs: item c, slot */
 	void *ctx;
 	const float *wf; /* f32 GEMV jobs */
 	const struct wmat *wm; /* FP8 GEMV and panel jobs */
@@ -576,11 +576,15 @@ static void panel_chunk(const struct job *j, int c, int slot)
 
 static void each_chunk(const struct job *j, int c, int slot)
 {
-	(void)slot;
-	j->each(j->ctx, c);
+	j->each(j->ctx, c, slot);
 }
 
-void op_parallel_for(int n, void (*each)(void *ctx, int i), void *ctx)
+int op_pool_threads(void)
+{
+	return pool_threads();
+}
+
+void op_parallel_for(int n, void (*each)(void *ctx, int i, int slot), void *ctx)
 {
 	int threads = pool_threads();
 	struct job j = {.run = each_chunk, .n = n, .rows = 1, .nchunks = n,
@@ -589,7 +593,7 @@ void op_parallel_for(int n, void (*each)(void *ctx, int i), void *ctx)
 		j.slots = n;
 	if (j.slots <= 1) {
 		for (int i = 0; i < n; i++)
-			each(ctx, i);
+			each(ctx, i, 0);
 		return;
 	}
 	openblas_set_num_threads(1);

@@ -260,6 +260,68 @@ int main(void)
 		op_swiglu(y, g, u, 2);
 		CHECK(y[0] == 0 && fabs(y[1] - 2 / (1 + exp(-2)) * 5) < 1e-5);
 	}
+	{ /* softmax, swiglu and sigmoid through each kernel (the vector exp
+	   * and its tails: lengths 1..70 and 4099) against float64, over
+	   * inputs from -100 to 100 (past the vector exp's clamps) */
+		const char *kern[] = {"portable", "avx2+fma"};
+		for (size_t q = 0; q < 2; q++) {
+			char name[96];
+			double worst_s = 0, worst_g = 0, worst_i = 0;
+			if (op_bf16_set_kernel(kern[q]) < 0)
+				continue;
+			for (int n = 1; n <= 4099; n = n < 70 ? n + 1 : 4099 + (n == 4099)) {
+				float *x = malloc((size_t)n * 4), *g = malloc((size_t)n * 4);
+				float *u = malloc((size_t)n * 4), *y = malloc((size_t)n * 4);
+				float *sg = malloc((size_t)n * 4);
+				double mx = -1e300, sum = 0;
+				for (int i = 0; i < n; i++) {
+					x[i] = (float)(rng_uniform(&r) * 40 - 20);
+					g[i] = (float)(rng_uniform(&r) * 200 - 100);
+					u[i] = frand(&r);
+					sg[i] = g[i];
+					mx = x[i] > mx ? x[i] : mx;
+				}
+				for (int i = 0; i < n; i++)
+					sum += exp((double)x[i] - mx);
+				{
+					float *x0 = malloc((size_t)n * 4);
+					memcpy(x0, x, (size_t)n * 4);
+					op_softmax(x, n);
+					for (int i = 0; i < n; i++) {
+						double want = exp((double)x0[i] - mx) / sum;
+						double e = fabs(x[i] - want) / (want + 1e-30);
+						if (want > 1e-30 && e > worst_s)
+							worst_s = e;
+					}
+					free(x0);
+				}
+				op_swiglu(y, g, u, n);
+				op_sigmoid(sg, n);
+				for (int i = 0; i < n; i++) {
+					double sig = 1 / (1 + exp(-(double)g[i]));
+					double want = g[i] * sig * u[i];
+					double e = fabs(y[i] - want) / (fabs(want) + 1e-30);
+					if (fabs(want) > 1e-30 && e > worst_g)
+						worst_g = e;
+					e = fabs(sg[i] - sig) / (sig + 1e-30);
+					if (sig > 1e-30 && e > worst_i)
+						worst_i = e;
+				}
+				free(x); free(g); free(u); free(y); free(sg);
+			}
+			/* x - max rounds to f32 first: 2^-24 of |x| <= 20 */
+			snprintf(name, sizeof name, "softmax (%s) within 4e-6 of float64 (worst %.2g)",
+				 kern[q], worst_s);
+			CHECKN(name, worst_s < 4e-6);
+			snprintf(name, sizeof name, "swiglu (%s) within 1e-6 of float64 (worst %.2g)",
+				 kern[q], worst_g);
+			CHECKN(name, worst_g < 1e-6);
+			snprintf(name, sizeof name, "sigmoid (%s) within 1e-6 of float64 (worst %.2g)",
+				 kern[q], worst_i);
+			CHECKN(name, worst_i < 1e-6);
+		}
+		op_bf16_set_kernel("avx2+fma");
+	}
 	{ /* inverse frequencies */
 		double f[64], af;
 		struct model_config c = rope_cfg("", 1);
