@@ -189,6 +189,10 @@ struct wmat {
 /* op_linear for a resident weight of either dtype; products in f32. */
 void op_linear_w(float *y, const float *x, const struct wmat *w,
 		 const float *b, int m, int n, int k);
+/* np (<= 4) products of one x, y[q] = x . w[q]^T (+ b[q]): one job over
+ * the pool for a decode step where the dtypes allow, else op_linear_w each. */
+void op_linear_many(int np, float *const *y, const struct wmat *const *w,
+		    const float *const *b, const int *n, const float *x, int m, int k);
 void op_linear_bf16(float *y, const float *x, const uint16_t *w,
 		    const float *b, int m, int n, int k);
 void op_embedding_w(float *y, const struct wmat *table, int64_t id, int h);

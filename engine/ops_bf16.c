@@ -408,6 +408,14 @@ struct job {
 	const float *wf; /* f32 GEMV jobs */
 	const struct wmat *wm; /* FP8 GEMV and panel jobs */
 	int vec;               /* FP8: the vector kernels */
+	/* op_linear_many's GEMV jobs: products of one x, chunks numbered
+	 * across them (product q's from c0) */
+	int np;
+	struct prod {
+		float *y;
+		const struct wmat *w;
+		int n, rows, c0;
+	} prod[4];
 };
 
 #define POOL_MAX 64
@@ -670,6 +678,44 @@ static void gemv_fp8(float *y, const float *x, const struct wmat *w, int m, int 
 	}
 }
 
+/* Rows of one chunk of a GEMV of m rows of x over W of dtype and width k:
+ * ~256 KiB of W for one row of x (its four streams of 64 KiB), ~64 KiB for
+ * more; the single products below use the same sizes. */
+static int gemv_rows(int dtype, int m, int k)
+{
+	unsigned bytes = m == 1 ? 262144u : 65536u;
+	unsigned es = dtype == DT_F32 ? 4 : dtype == DT_BF16 ? 2 : 1;
+	int rows = (int)(bytes / es / (unsigned)(k > 0 ? k : 1)) & ~7;
+	return rows < 8 ? 8 : rows;
+}
+
+/* A chunk of op_linear_many: its product's rows [j0, j1) for every row of
+ * x, through that dtype's GEMV kernel (x already permuted for bf16's). */
+static void many_chunk(const struct job *j, int c, int slot)
+{
+	int q = 0;
+	(void)slot;
+	while (q + 1 < j->np && c >= j->prod[q + 1].c0)
+		q++;
+	const struct prod *p = &j->prod[q];
+	int j0 = (c - p->c0) * p->rows, j1 = j0 + p->rows < p->n ? j0 + p->rows : p->n;
+	for (int i = 0; i < j->m; i += 4) {
+		int mm = j->m - i < 4 ? j->m - i : 4;
+		float *y = p->y + (size_t)i * p->n;
+		const float *x = j->x + (size_t)i * j->k;
+		if (p->w->dtype == DT_BF16)
+			j->fn(y, p->n, x, p->w->p, mm, j0, j1, j->k);
+		else if (p->w->dtype == DT_F32)
+#ifdef HAVE_X86
+			gemv_f32_quarters_avx2(y, x, p->w->p, j0, j1, j->k);
+#else
+			abort(); /* op_linear_many takes f32 only with AVX2 */
+#endif
+		else
+			op_fp8_gemv_rows(y, p->n, x, p->w, mm, j0, j1, j->k, j->vec);
+	}
+}
+
 /* ------------------------------------------------------------- products */
 
 /*
@@ -754,6 +800,71 @@ void op_linear_w(float *y, const float *x, const struct wmat *w,
 	} else {
 		op_linear(y, x, w->p, b, m, n, k);
 	}
+}
+
+/*
+ * np (<= 4) products of one x: y[q] = x . w[q]^T (+ b[q], NULL for none),
+ * w[q] n[q] x k.  A decode step's (m <= GEMV_ROWS) run as one job over the
+ * pool when the weights share a dtype our GEMV takes (bf16, FP8; f32 for
+ * one row of x with AVX2): the q, k and v projections, or gate and up, are
+ * then one wake-up of the workers and one wait instead of three or two,
+ * and the chunks of the last product no longer leave a thread idle at the
+ * end of each.  Otherwise (prefill, mixed dtypes) one op_linear_w each.
+ */
+void op_linear_many(int np, float *const *y, const struct wmat *const *w,
+		    const float *const *b, const int *n, const float *x, int m, int k)
+{
+	struct job j = {.run = many_chunk, .x = x, .m = m, .k = k, .slots = pool_threads(),
+			.fn = pick_gemv(), .vec = fp8_vec(), .np = np};
+	int dt = w[0]->dtype, ok = np >= 1 && np <= 4 && m <= GEMV_ROWS && k > 0;
+	size_t work = 0;
+	float *xp = NULL, xbuf[4096];
+	for (int q = 0; q < np && ok; q++)
+		ok = w[q]->dtype == dt && w[q]->p && n[q] > 0;
+#ifdef HAVE_X86
+	if (dt == DT_F32)
+		ok = ok && m == 1 && j.fn == gemv_rows_avx2;
+#else
+	if (dt == DT_F32)
+		ok = 0;
+#endif
+	if (!ok) {
+		for (int q = 0; q < np; q++)
+			op_linear_w(y[q], x, w[q], b[q], m, n[q], k);
+		return;
+	}
+	for (int q = 0; q < np; q++) {
+		struct prod *p = &j.prod[q];
+		p->y = y[q];
+		p->w = w[q];
+		p->n = n[q];
+		p->rows = gemv_rows(dt, m, k);
+		p->c0 = j.nchunks;
+		j.nchunks += (n[q] + p->rows - 1) / p->rows;
+		work += (size_t)n[q] * (size_t)k;
+	}
+#ifdef HAVE_X86
+	if (dt == DT_BF16 && j.fn == gemv_rows_avx2) {
+		size_t need = (size_t)m * (size_t)k;
+		xp = need <= sizeof xbuf / sizeof *xbuf ? xbuf : malloc(need * sizeof *xp);
+		if (!xp)
+			abort();
+		xp_permute(xp, x, m, k);
+		j.x = xp;
+	}
+#endif
+	if (work < 65536 || j.slots == 1 || j.nchunks < 2)
+		for (int c = 0; c < j.nchunks; c++)
+			many_chunk(&j, c, 0);
+	else
+		pool_run(&j);
+	if (xp && xp != xbuf)
+		free(xp);
+	for (int q = 0; q < np; q++)
+		if (b[q])
+			for (int i = 0; i < m; i++)
+				for (int jj = 0; jj < n[q]; jj++)
+					y[q][(size_t)i * n[q] + jj] += b[q][jj];
 }
 
 void op_embedding_w(float *y, const struct wmat *table, int64_t id, int h)

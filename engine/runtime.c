@@ -858,8 +858,13 @@ static void mlp(int T, int H, int F, const float *x, const struct wmat *g,
 		const struct wmat *dn, float *acc, const float *w, float *tmp_a,
 		float *tmp_b, float *tmp_c)
 {
-	op_linear_w(tmp_a, x, g, gb, T, F, H);
-	op_linear_w(tmp_b, x, u, ub, T, F, H);
+	{
+		float *ys[2] = {tmp_a, tmp_b};
+		const struct wmat *ws[2] = {g, u};
+		const float *bs[2] = {gb, ub};
+		int ns[2] = {F, F};
+		op_linear_many(2, ys, ws, bs, ns, x, T, H);
+	}
 	op_swiglu(tmp_a, tmp_a, tmp_b, T * F);
 	op_linear_w(tmp_c, tmp_a, dn, NULL, T, H, F);
 	for (int t = 0; t < T; t++)
@@ -931,9 +936,11 @@ static void attention(struct rt *r, struct rt_layer *y, int T, const float *x,
 			}
 		}
 	} else {
-		op_linear_w(q, x, &y->wq, y->bq, T, nh * dqk, H);
-		op_linear_w(k, x, &y->wk, y->bk, T, nkv * dqk, H);
-		op_linear_w(v, x, &y->wv, y->bv, T, nkv * dv, H);
+		float *ys[3] = {q, k, v};
+		const struct wmat *ws[3] = {&y->wq, &y->wk, &y->wv};
+		const float *bs[3] = {y->bq, y->bk, y->bv};
+		int ns[3] = {nh * dqk, nkv * dqk, nkv * dv};
+		op_linear_many(3, ys, ws, bs, ns, x, T, H);
 		for (int t = 0; t < T; t++) {
 			float *qt = q + (size_t)t * nh * dqk, *kt = k + (size_t)t * nkv * dqk;
 			if (y->q_norm) { /* Qwen3: per-head RMSNorm before RoPE */

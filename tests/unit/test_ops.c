@@ -260,6 +260,83 @@ int main(void)
 		op_swiglu(y, g, u, 2);
 		CHECK(y[0] == 0 && fabs(y[1] - 2 / (1 + exp(-2)) * 5) < 1e-5);
 	}
+	{ /* op_linear_many: three products of one x (q, k, v; gate and up)
+	   * as one job, for each dtype and row count (12 rows: one product
+	   * at a time), against float64 of each product's weights */
+		const int dts[] = {DT_F32, DT_BF16, DT_F8_E4M3};
+		const int ms[] = {1, 3, 8, 12};
+		const int ns[3] = {1024, 256, 264}, k = 1040;
+		const char *kern[] = {"portable", "avx2+fma"};
+		for (size_t q = 0; q < 2; q++)
+			for (size_t d = 0; d < 3; d++) {
+				char name[128];
+				int bad = 0, dt = dts[d];
+				int gc = (k + 127) / 128;
+				if (op_bf16_set_kernel(kern[q]) < 0)
+					continue;
+				for (size_t mi = 0; mi < 4; mi++) {
+					int m = ms[mi];
+					float *x = malloc((size_t)m * k * 4), *ys[3], *bs[3], *wf[3];
+					struct wmat wm[3];
+					const struct wmat *wp[3];
+					const float *bp[3];
+					for (int i = 0; i < m * k; i++) x[i] = frand(&r);
+					for (int t = 0; t < 3; t++) {
+						int n = ns[t], gr = (n + 127) / 128;
+						size_t nk = (size_t)n * k;
+						void *w = malloc(nk * 4);
+						float *sc = malloc((size_t)gr * gc * 4);
+						ys[t] = malloc((size_t)m * n * 4);
+						bs[t] = t == 1 ? NULL : malloc((size_t)n * 4);
+						wf[t] = malloc(nk * 4);
+						for (int j = 0; bs[t] && j < n; j++) bs[t][j] = frand(&r);
+						for (int i = 0; i < gr * gc; i++) sc[i] = 0.01f;
+						for (size_t i = 0; i < nk; i++) {
+							float f = frand(&r);
+							if (dt == DT_F32) {
+								((float *)w)[i] = wf[t][i] = f;
+							} else if (dt == DT_BF16) {
+								uint32_t u;
+								memcpy(&u, &f, 4);
+								((uint16_t *)w)[i] = (uint16_t)(u >> 16);
+								u &= 0xffff0000u;
+								memcpy(&wf[t][i], &u, 4);
+							} else {
+								uint8_t c = (uint8_t)(rng_uniform(&r) * 126);
+								((uint8_t *)w)[i] = c;
+								wf[t][i] = (float)((double)fp8_to_f32(dt, c) * 0.01f);
+							}
+						}
+						for (int i = 0; dt != DT_F32 && dt != DT_BF16 && i < gr * gc; i++)
+							sc[i] *= op_fp8_scale_factor(dt);
+						wm[t] = (struct wmat){.p = w, .dtype = dt, .scale = sc,
+								      .br = 128, .bc = 128, .sc_cols = gc};
+						wp[t] = &wm[t];
+						bp[t] = bs[t];
+					}
+					op_linear_many(3, ys, wp, bp, ns, x, m, k);
+					for (int t = 0; t < 3; t++) {
+						for (int i = 0; i < m; i++)
+							for (int j = 0; j < ns[t]; j++) {
+								double sm = bs[t] ? bs[t][j] : 0, mag = fabs(sm);
+								for (int c = 0; c < k; c++) {
+									double v = (double)x[i * k + c] * wf[t][(size_t)j * k + c];
+									sm += v;
+									mag += fabs(v);
+								}
+								bad += fabs(sm - ys[t][(size_t)i * ns[t] + j]) > 1e-6 * mag + 1e-6;
+							}
+						free(ys[t]); free(bs[t]); free(wf[t]); free(wm[t].p);
+						free((void *)wm[t].scale);
+					}
+					free(x);
+				}
+				snprintf(name, sizeof name, "op_linear_many (%s, %s): 1, 3, 8, 12 rows "
+					 "match float64 of each product", dtype_name(dt), kern[q]);
+				CHECKN(name, bad == 0);
+			}
+		op_bf16_set_kernel("avx2+fma");
+	}
 	{ /* softmax, swiglu and sigmoid through each kernel (the vector exp
 	   * and its tails: lengths 1..70 and 4099) against float64, over
 	   * inputs from -100 to 100 (past the vector exp's clamps) */
