@@ -160,6 +160,20 @@ static void xp_permute(float *xp, const float *x, int m, int k)
 	}
 }
 
+/* x (m x k) in the kernel's order, in buf (nbuf floats) when it fits,
+ * else in memory the caller frees (*owned). */
+static const float *permuted_x(const float *x, int m, int k, float *buf, size_t nbuf,
+			       float **owned)
+{
+	size_t need = (size_t)m * (size_t)k;
+	float *xp = need <= nbuf ? buf : malloc(need * sizeof *xp);
+	if (!xp)
+		abort();
+	xp_permute(xp, x, m, k);
+	*owned = xp == buf ? NULL : xp;
+	return xp;
+}
+
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 gemv_avx2_body(float *y, int ldy, const float *xp, const uint16_t *w,
 	       const int m, int j0, int j1, int k)
@@ -405,7 +419,6 @@ struct job {
 	float *scratch; /* panel jobs: slots x rows x k floats */
 	void (*each)(void *, int, int); /* op_parallel_for jobs: item c, slot */
 	void *ctx;
-	const float *wf; /* f32 GEMV jobs */
 	const struct wmat *wm; /* FP8 GEMV and panel jobs */
 	int vec;               /* FP8: the vector kernels */
 	/* op_linear_many's GEMV jobs: products of one x, chunks numbered
@@ -437,15 +450,6 @@ static inline void relax(void)
 #endif
 }
 
-/* A GEMV chunk: output rows [c*rows, (c+1)*rows) for every row of x. */
-static void gemv_chunk(const struct job *j, int c, int slot)
-{
-	(void)slot;
-	int j0 = c * j->rows, j1 = j0 + j->rows < j->n ? j0 + j->rows : j->n;
-	for (int i = 0; i < j->m; i += 4)
-		j->fn(j->y + (size_t)i * j->n, j->n, j->x + (size_t)i * j->k, j->w,
-		      j->m - i < 4 ? j->m - i : 4, j0, j1, j->k);
-}
 
 static void take_chunks(const struct job *j, int slot)
 {
@@ -535,38 +539,17 @@ static void pool_run(struct job *j)
 	}
 }
 
-static void gemv_parallel(float *y, const float *x, const uint16_t *w, int m,
-			  int n, int k)
+/* Rows of one chunk of a GEMV of m rows of x over W of dtype and width k:
+ * ~256 KiB of W for one row of x (its four streams of 64 KiB), ~64 KiB for
+ * more. */
+static int gemv_rows(int dtype, int m, int k)
 {
-	/* chunks of ~64 KiB of weights, ~256 KiB for one row of x (four
-	 * streams of 64 KiB) */
-	int rows = (int)((m == 1 ? 131072u : 32768u) / (unsigned)(k > 0 ? k : 1)) & ~7;
-	struct job j = {.run = gemv_chunk, .y = y, .x = x, .w = w, .m = m, .n = n,
-			.k = k, .slots = pool_threads(), .fn = pick_gemv()};
-	float *xp = NULL, xbuf[4096];
-#ifdef HAVE_X86
-	if (j.fn == gemv_rows_avx2) {
-		/* x in the kernel's order (its even/odd halves of each block) */
-		size_t need = (size_t)m * (size_t)k;
-		xp = need <= sizeof xbuf / sizeof *xbuf ? xbuf : malloc(need * sizeof *xp);
-		if (!xp)
-			abort();
-		xp_permute(xp, x, m, k);
-		j.x = xp;
-	}
-#endif
-	j.rows = rows < 8 ? 8 : rows;
-	j.nchunks = (n + j.rows - 1) / j.rows;
-	/* small products are not worth waking anyone */
-	if ((size_t)n * (size_t)k < 65536 || j.slots == 1 || j.nchunks < 2) {
-		j.rows = n;
-		gemv_chunk(&j, 0, 0);
-	} else {
-		pool_run(&j);
-	}
-	if (xp != xbuf)
-		free(xp);
+	unsigned bytes = m == 1 ? 262144u : 65536u;
+	unsigned es = dtype == DT_F32 ? 4 : dtype == DT_BF16 ? 2 : 1;
+	int rows = (int)(bytes / es / (unsigned)(k > 0 ? k : 1)) & ~7;
+	return rows < 8 ? 8 : rows;
 }
+
 
 /* A prefill chunk: one panel of W (rows [c*rows, (c+1)*rows)) widened into
  * the slot's own scratch, multiplied by a one-thread sgemm. */
@@ -609,35 +592,22 @@ void op_parallel_for(int n, void (*each)(void *ctx, int i, int slot), void *ctx)
 	openblas_set_num_threads(threads);
 }
 
-#ifdef HAVE_X86
-static void gemv_f32_chunk(const struct job *j, int c, int slot)
-{
-	int j0 = c * j->rows, j1 = j0 + j->rows < j->n ? j0 + j->rows : j->n;
-	(void)slot;
-	gemv_f32_quarters_avx2(j->y, j->x, j->wf, j0, j1, j->k);
-}
-#endif
+static void gemv_many(int np, float *const *y, const struct wmat *const *w,
+		      const float *const *b, const int *n, const float *x, int m, int k);
 
 /* One row of x times f32 W: our four-stream kernel over the pool where the
  * CPU has AVX2+FMA (and DAY0_KERNEL is not portable), OpenBLAS's sgemv
  * otherwise. */
-static void gemv_f32(float *y, const float *x, const float *w, int n, int k)
+static void gemv_f32(float *y, const float *x, const struct wmat *w, const float *b,
+		     int n, int k)
 {
 #ifdef HAVE_X86
 	if (pick_gemv() == gemv_rows_avx2) {
-		int rows = (int)(65536 / (unsigned)(k > 0 ? k : 1)) & ~7; /* ~256 KiB */
-		struct job j = {.run = gemv_f32_chunk, .y = y, .x = x, .m = 1, .n = n,
-				.k = k, .slots = pool_threads(), .wf = w};
-		j.rows = rows < 8 ? 8 : rows;
-		j.nchunks = (n + j.rows - 1) / j.rows;
-		if ((size_t)n * (size_t)k < 65536 || j.slots == 1 || j.nchunks < 2)
-			gemv_f32_quarters_avx2(y, x, w, 0, n, k);
-		else
-			pool_run(&j);
+		gemv_many(1, &y, &w, &b, &n, x, 1, k);
 		return;
 	}
 #endif
-	op_linear(y, x, w, NULL, 1, n, k);
+	op_linear(y, x, w->p, b, 1, n, k);
 }
 
 /* FP8 weights (ops_fp8.c's kernels): the vector ones with the bf16
@@ -650,43 +620,6 @@ static int fp8_vec(void)
 #else
 	return 0;
 #endif
-}
-
-static void fp8_chunk(const struct job *j, int c, int slot)
-{
-	int j0 = c * j->rows, j1 = j0 + j->rows < j->n ? j0 + j->rows : j->n;
-	(void)slot;
-	for (int i = 0; i < j->m; i += 4)
-		op_fp8_gemv_rows(j->y + (size_t)i * j->n, j->n, j->x + (size_t)i * j->k,
-				 j->wm, j->m - i < 4 ? j->m - i : 4, j0, j1, j->k, j->vec);
-}
-
-/* Up to GEMV_ROWS rows of x times FP8 W: chunks of ~256 KiB of codes for
- * one row of x, ~64 KiB for more, over the pool. */
-static void gemv_fp8(float *y, const float *x, const struct wmat *w, int m, int n, int k)
-{
-	int rows = (int)((m == 1 ? 262144u : 65536u) / (unsigned)(k > 0 ? k : 1)) & ~7;
-	struct job j = {.run = fp8_chunk, .y = y, .x = x, .m = m, .n = n, .k = k,
-			.slots = pool_threads(), .wm = w, .vec = fp8_vec()};
-	j.rows = rows < 8 ? 8 : rows;
-	j.nchunks = (n + j.rows - 1) / j.rows;
-	if ((size_t)n * (size_t)k < 65536 || j.slots == 1 || j.nchunks < 2) {
-		j.rows = n;
-		fp8_chunk(&j, 0, 0);
-	} else {
-		pool_run(&j);
-	}
-}
-
-/* Rows of one chunk of a GEMV of m rows of x over W of dtype and width k:
- * ~256 KiB of W for one row of x (its four streams of 64 KiB), ~64 KiB for
- * more; the single products below use the same sizes. */
-static int gemv_rows(int dtype, int m, int k)
-{
-	unsigned bytes = m == 1 ? 262144u : 65536u;
-	unsigned es = dtype == DT_F32 ? 4 : dtype == DT_BF16 ? 2 : 1;
-	int rows = (int)(bytes / es / (unsigned)(k > 0 ? k : 1)) & ~7;
-	return rows < 8 ? 8 : rows;
 }
 
 /* A chunk of op_linear_many: its product's rows [j0, j1) for every row of
@@ -768,10 +701,12 @@ void op_linear_bf16(float *y, const float *x, const uint16_t *w,
 		    const float *b, int m, int n, int k)
 {
 	if (m <= GEMV_ROWS) {
-		gemv_parallel(y, x, w, m, n, k);
-	} else {
-		panels(y, x, w, NULL, m, n, k);
+		struct wmat wm = {.p = (void *)w, .dtype = DT_BF16};
+		const struct wmat *wp = &wm;
+		gemv_many(1, &y, &wp, &b, &n, x, m, k);
+		return;
 	}
+	panels(y, x, w, NULL, m, n, k);
 	if (b)
 		for (int i = 0; i < m; i++)
 			for (int j = 0; j < n; j++)
@@ -784,22 +719,57 @@ void op_linear_w(float *y, const float *x, const struct wmat *w,
 	if (w->dtype == DT_BF16) {
 		op_linear_bf16(y, x, w->p, b, m, n, k);
 	} else if (w->dtype == DT_F8_E4M3 || w->dtype == DT_F8_E5M2) {
-		if (m <= GEMV_ROWS)
-			gemv_fp8(y, x, w, m, n, k);
-		else
+		if (m <= GEMV_ROWS) {
+			gemv_many(1, &y, &w, &b, &n, x, m, k);
+		} else {
 			panels(y, x, NULL, w, m, n, k);
-		if (b)
-			for (int i = 0; i < m; i++)
-				for (int jj = 0; jj < n; jj++)
-					y[(size_t)i * n + jj] += b[jj];
+			if (b)
+				for (int i = 0; i < m; i++)
+					for (int jj = 0; jj < n; jj++)
+						y[(size_t)i * n + jj] += b[jj];
+		}
 	} else if (m == 1) {
-		gemv_f32(y, x, w->p, n, k);
-		if (b)
-			for (int jj = 0; jj < n; jj++)
-				y[jj] += b[jj];
+		gemv_f32(y, x, w, b, n, k);
 	} else {
 		op_linear(y, x, w->p, b, m, n, k);
 	}
+}
+
+/* The products of op_linear_many as one GEMV job over the pool (the
+ * caller has checked the dtypes: bf16, FP8, or one-row f32 with AVX2). */
+static void gemv_many(int np, float *const *y, const struct wmat *const *w,
+		      const float *const *b, const int *n, const float *x, int m, int k)
+{
+	struct job j = {.run = many_chunk, .x = x, .m = m, .k = k, .slots = pool_threads(),
+			.fn = pick_gemv(), .vec = fp8_vec(), .np = np};
+	size_t work = 0;
+	float *xp = NULL, xbuf[4096];
+	for (int q = 0; q < np; q++) {
+		struct prod *p = &j.prod[q];
+		p->y = y[q];
+		p->w = w[q];
+		p->n = n[q];
+		p->rows = gemv_rows(w[q]->dtype, m, k);
+		p->c0 = j.nchunks;
+		j.nchunks += (n[q] + p->rows - 1) / p->rows;
+		work += (size_t)n[q] * (size_t)k;
+	}
+#ifdef HAVE_X86
+	if (w[0]->dtype == DT_BF16 && j.fn == gemv_rows_avx2)
+		j.x = permuted_x(x, m, k, xbuf, sizeof xbuf / sizeof *xbuf, &xp);
+#endif
+	/* small products are not worth waking anyone */
+	if (work < 65536 || j.slots == 1 || j.nchunks < 2)
+		for (int c = 0; c < j.nchunks; c++)
+			many_chunk(&j, c, 0);
+	else
+		pool_run(&j);
+	free(xp);
+	for (int q = 0; q < np; q++)
+		if (b[q])
+			for (int i = 0; i < m; i++)
+				for (int jj = 0; jj < n[q]; jj++)
+					y[q][(size_t)i * n[q] + jj] += b[q][jj];
 }
 
 /*
@@ -814,57 +784,23 @@ void op_linear_w(float *y, const float *x, const struct wmat *w,
 void op_linear_many(int np, float *const *y, const struct wmat *const *w,
 		    const float *const *b, const int *n, const float *x, int m, int k)
 {
-	struct job j = {.run = many_chunk, .x = x, .m = m, .k = k, .slots = pool_threads(),
-			.fn = pick_gemv(), .vec = fp8_vec(), .np = np};
-	int dt = w[0]->dtype, ok = np >= 1 && np <= 4 && m <= GEMV_ROWS && k > 0;
-	size_t work = 0;
-	float *xp = NULL, xbuf[4096];
+	int dt = np >= 1 ? w[0]->dtype : DT_F32;
+	int ok = np >= 1 && np <= 4 && m <= GEMV_ROWS && k > 0;
 	for (int q = 0; q < np && ok; q++)
 		ok = w[q]->dtype == dt && w[q]->p && n[q] > 0;
 #ifdef HAVE_X86
 	if (dt == DT_F32)
-		ok = ok && m == 1 && j.fn == gemv_rows_avx2;
+		ok = ok && m == 1 && pick_gemv() == gemv_rows_avx2;
 #else
 	if (dt == DT_F32)
 		ok = 0;
 #endif
-	if (!ok) {
-		for (int q = 0; q < np; q++)
-			op_linear_w(y[q], x, w[q], b[q], m, n[q], k);
+	if (ok) {
+		gemv_many(np, y, w, b, n, x, m, k);
 		return;
 	}
-	for (int q = 0; q < np; q++) {
-		struct prod *p = &j.prod[q];
-		p->y = y[q];
-		p->w = w[q];
-		p->n = n[q];
-		p->rows = gemv_rows(dt, m, k);
-		p->c0 = j.nchunks;
-		j.nchunks += (n[q] + p->rows - 1) / p->rows;
-		work += (size_t)n[q] * (size_t)k;
-	}
-#ifdef HAVE_X86
-	if (dt == DT_BF16 && j.fn == gemv_rows_avx2) {
-		size_t need = (size_t)m * (size_t)k;
-		xp = need <= sizeof xbuf / sizeof *xbuf ? xbuf : malloc(need * sizeof *xp);
-		if (!xp)
-			abort();
-		xp_permute(xp, x, m, k);
-		j.x = xp;
-	}
-#endif
-	if (work < 65536 || j.slots == 1 || j.nchunks < 2)
-		for (int c = 0; c < j.nchunks; c++)
-			many_chunk(&j, c, 0);
-	else
-		pool_run(&j);
-	if (xp && xp != xbuf)
-		free(xp);
 	for (int q = 0; q < np; q++)
-		if (b[q])
-			for (int i = 0; i < m; i++)
-				for (int jj = 0; jj < n[q]; jj++)
-					y[q][(size_t)i * n[q] + jj] += b[q][jj];
+		op_linear_w(y[q], x, w[q], b[q], m, n[q], k);
 }
 
 void op_embedding_w(float *y, const struct wmat *table, int64_t id, int h)
