@@ -34,6 +34,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -256,8 +257,11 @@ widen_avx2(float *out, const struct wmat *w, int j0, int n, int k)
 int op_fp8_vector(void)
 {
 #ifdef HAVE_X86
+	/* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports
+	 * does not know "f16c" */
+	unsigned a, b, c, d;
 	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-	       __builtin_cpu_supports("f16c");
+	       __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 #else
 	return 0;
 #endif
