@@ -258,10 +258,17 @@ int op_fp8_vector(void)
 {
 #ifdef HAVE_X86
 	/* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports
-	 * does not know "f16c" */
-	unsigned a, b, c, d;
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-	       __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+	 * does not know "f16c".  Asked once: in a VM each CPUID traps to the
+	 * hypervisor, and every product asks. */
+	static int have = -1;
+	int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
+	if (h < 0) {
+		unsigned a, b, c, d;
+		h = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+		    __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+		__atomic_store_n(&have, h, __ATOMIC_RELAXED);
+	}
+	return h;
 #else
 	return 0;
 #endif
