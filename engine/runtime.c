@@ -190,6 +190,28 @@ static int shard_refs(struct rt *r, const struct stored_part *sp, int np,
 	return got;
 }
 
+/* This rank's part `part` of t (split as s) from the whole tensor in src,
+ * elements of es bytes: the whole of it when t is not split, else each
+ * outer row's segment along the split axis. */
+static void cut_part(void *dst, const void *src, const struct tensor_spec *t,
+		     const struct tensor_split *s, int part, size_t es)
+{
+	uint64_t full = 1, outer = 1, row, seg;
+	for (int a = 0; a < t->ndim; a++)
+		full *= t->shape[a];
+	if (s->axis < 0) {
+		memcpy(dst, src, full * es);
+		return;
+	}
+	for (int a = 0; a < s->axis; a++)
+		outer *= t->shape[a];
+	row = full / outer;
+	seg = row / (uint64_t)s->parts;
+	for (uint64_t o = 0; o < outer; o++)
+		memcpy((char *)dst + o * seg * es,
+		       (const char *)src + (o * row + (uint64_t)part * seg) * es, seg * es);
+}
+
 /* Read tensor `name` (this rank's slice) as f32, dequantising FP8 or
  * packed integers on load; NULL if this rank has no part of it.  Errors
  * go to r->over. */
@@ -241,7 +263,7 @@ static float *load(struct rt *r, const struct tensor_spec *specs, size_t ns,
 	}
 	/* from the HF checkpoint: decode the whole tensor, keep our part */
 	{
-		uint64_t full = rows * cols, outer = 1, row, seg;
+		uint64_t full = rows * cols;
 		const char *where;
 		float *f;
 		int got = shard_refs(r, sp, np, ref, &where), rc = 0;
@@ -264,17 +286,7 @@ static float *load(struct rt *r, const struct tensor_spec *specs, size_t ns,
 			free(f);
 			return NULL;
 		}
-		if (s.axis < 0) {
-			memcpy(out, f, full * 4);
-		} else {
-			for (int a = 0; a < s.axis; a++)
-				outer *= t->shape[a];
-			row = full / outer;
-			seg = row / (uint64_t)s.parts;
-			for (uint64_t o = 0; o < outer; o++)
-				memcpy(out + o * seg, f + o * row + (uint64_t)part * seg,
-				       seg * 4);
-		}
+		cut_part(out, f, t, &s, part, 4);
 		free(f);
 		return out;
 	}
@@ -370,8 +382,7 @@ static int load_fp8(struct rt *r, const struct tensor_spec *t, struct wmat *w)
 			snprintf(r->over, sizeof r->over, "%s: tensor '%s': %s",
 				 where, t->name, tmp ? "read failed" : "out of memory");
 		else
-			for (uint64_t i = 0; i < lr; i++)
-				memcpy(buf + i * lc, tmp + (r0 + i) * SC + c0, lc);
+			cut_part(buf, tmp, t, &s, part, 1);
 	}
 	sc = r->over[0] ? NULL : malloc(ref[1].numel * dtype_size(ref[1].dtype) + 1);
 	if (!r->over[0] && (!sc || pread_full(ref[1].fd, sc, ref[1].numel *
@@ -492,14 +503,8 @@ static struct wmat load_w(struct rt *r, const struct tensor_spec *specs,
 			snprintf(r->over, sizeof r->over, "%s: tensor '%s': %s",
 				 stf->path, name, fd < 0 ? "cannot open"
 					 : f ? "read failed" : "out of memory");
-		} else if (s.axis < 0) {
-			memcpy(w.p, f, full * 2);
 		} else {
-			uint64_t outer = s.axis == 0 ? 1 : t->shape[0];
-			uint64_t row = full / outer, seg = row / (uint64_t)s.parts;
-			for (uint64_t o = 0; o < outer; o++)
-				memcpy((uint16_t *)w.p + o * seg,
-				       f + o * row + (uint64_t)part * seg, seg * 2);
+			cut_part(w.p, f, t, &s, part, 2);
 		}
 		free(f);
 		if (fd >= 0)
