@@ -199,7 +199,8 @@ void op_embedding_w(float *y, const struct wmat *table, int64_t id, int h);
 void op_bf16_widen(float *out, const uint16_t *in, size_t n);
 /* FP8 kernels (ops_fp8.c; op_linear_w picks them): up to four rows of x
  * times rows [j0, j1) of W, and rows [j0, j0+n) of W widened to f32;
- * vec: the AVX2+FMA+F16C kernels (op_fp8_vector() says the CPU has them). */
+ * vec: 0 the portable loops, 1 the AVX2+FMA+F16C kernels (op_fp8_vector()
+ * says the CPU has them), 2 the AVX-512 ones (F and BW: the caller checks). */
 void op_fp8_gemv_rows(float *y, int ldy, const float *x, const struct wmat *w,
 		      int m, int j0, int j1, int k, int vec);
 void op_fp8_widen_rows(float *out, const struct wmat *w, int j0, int n, int k,
@@ -208,9 +209,11 @@ int op_fp8_vector(void);
 /* What the runtime multiplies an FP8 dtype's block scales by (2^8 for
  * e4m3, whose codes the kernels read as f16: the value times 2^-8). */
 float op_fp8_scale_factor(int dtype);
-/* The bf16 GEMV kernel in use: "avx2+fma" or "portable". */
+/* The GEMV kernel in use (bf16, FP8, one-row f32): "avx512", "avx2+fma" or
+ * "portable"; the best the CPU has unless DAY0_KERNEL names another. */
 const char *op_bf16_kernel(void);
-/* Use kernel name (tests); -1 if this CPU or build lacks it. */
+/* Use kernel name ("avx2" for "avx2+fma"; NULL or "" the best the CPU has)
+ * (tests); -1 if this CPU or build lacks it. */
 int op_bf16_set_kernel(const char *name);
 void op_embedding(float *y, const float *table, int64_t id, int h);
 void op_softmax(float *x, int n);

@@ -161,7 +161,7 @@ __attribute__((target("avx2,fma"))) static void sigmoid_avx2(float *x, int n)
 static int vec_math(void)
 {
 #ifdef HAVE_X86
-	return !strcmp(op_bf16_kernel(), "avx2+fma");
+	return strcmp(op_bf16_kernel(), "portable") != 0;
 #else
 	return 0;
 #endif

@@ -101,7 +101,13 @@ static void *rt_alloc(struct rt *r, size_t bytes, const char *what)
 			 fmt_bytes(r->used, b), fmt_bytes(r->budget, c));
 		return NULL;
 	}
-	p = calloc(1, bytes ? bytes : 1);
+	/* 64-byte aligned (a cache line, an AVX-512 vector): malloc's 16
+	 * put every 64-byte load of a large weight across two lines, and the
+	 * AVX-512 GEMV read at 0.55 of its aligned rate */
+	if (posix_memalign(&p, 64, bytes ? bytes : 1))
+		p = NULL;
+	else
+		memset(p, 0, bytes);
 	if (!p) {
 		snprintf(r->over, sizeof r->over, "%s: out of host memory", what);
 		return NULL;

@@ -90,8 +90,8 @@ case "$BUILD" in
 	;;
 esac
 for m in fp8 e5m2; do
-	for kern in avx2+fma portable; do
-		kv=$kern; [ "$kern" = avx2+fma ] && kv=
+	for kern in best avx2 portable; do
+		kv=$kern; [ "$kern" = best ] && kv=
 		expect_rc 0 "$m ($kern kernel): run, tp 1" env ${kv:+DAY0_KERNEL=$kv} \
 			"$ENGINE" run "$T/m.$m" --tokens "$TOK" --dump-logits "$T/lg.$m.st"
 		expect_rc 0 "… logits within 1e-5 of float64" "$ENGINE" validate "$T/m.$m" \

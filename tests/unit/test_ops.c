@@ -32,6 +32,21 @@ int main(void)
 	struct rng r;
 	rng_seed(&r, 42);
 
+#if defined(__x86_64__)
+	{ /* the kernel in use is the best this CPU has, and every kernel the
+	   * CPU has can be chosen (the checks below run each of them) */
+		int a512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+		int a2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+		const char *best = a512 ? "avx512" : a2 ? "avx2+fma" : "portable";
+		printf("# GEMV kernel on this CPU: %s\n", op_bf16_kernel());
+		CHECK(!strcmp(op_bf16_kernel(), best));
+		CHECK((op_bf16_set_kernel("avx512") == 0) == a512);
+		CHECK((op_bf16_set_kernel("avx2") == 0) == a2);
+		CHECK(op_bf16_set_kernel("portable") == 0 && op_bf16_set_kernel(NULL) == 0 &&
+		      !strcmp(op_bf16_kernel(), best));
+	}
+#endif
+
 	{ /* linear = naive x W^T + b */
 		float x[3 * 5], w[4 * 5], b[4], y[3 * 4];
 		int bad = 0;
@@ -53,8 +68,8 @@ int main(void)
 		static const int shapes[][2] = {{7, 5},    {300, 37},  {64, 1024},
 						{513, 200}, {2000, 1030}, {3, 16},
 						{1024, 2816}, {9, 4100}};
-		const char *kern[] = {"portable", "avx2+fma"};
-		for (size_t q = 0; q < 2; q++) {
+		const char *kern[] = {"portable", "avx2+fma", "avx512"};
+		for (size_t q = 0; q < 3; q++) {
 			char name[96];
 			int bad = 0;
 			if (op_bf16_set_kernel(kern[q]) < 0)
@@ -95,9 +110,14 @@ int main(void)
 						 * the 32-wide steps, with and
 						 * without a tail, threaded */
 						{1, 20, 48},   {1, 9, 57},
-						{1, 200, 1040}, {1, 300, 1049}};
-		const char *kern[] = {"portable", "avx2+fma"};
-		for (size_t q = 0; q < 2; q++) {
+						{1, 200, 1040}, {1, 300, 1049},
+						/* AVX-512: a last block of 32
+						 * after the 64-wide steps, more
+						 * rows with a tail of 32 */
+						{1, 20, 96},   {1, 33, 160},
+						{3, 10, 100},  {4, 17, 65}};
+		const char *kern[] = {"portable", "avx2+fma", "avx512"};
+		for (size_t q = 0; q < 3; q++) {
 			char name[96];
 			int bad = 0;
 			if (op_bf16_set_kernel(kern[q]) < 0)
@@ -139,7 +159,7 @@ int main(void)
 			op_bf16_widen(f, h, 3);
 			CHECK(f[0] == 1.0f && f[1] == -2.0f && f[2] == 0.0f);
 		}
-		for (size_t q = 0; q < 2; q++) {
+		for (size_t q = 0; q < 3; q++) {
 			/* every bf16 code (NaN, Inf, subnormals too) widens to
 			 * the f32 with it as its top half, through each kernel,
 			 * from an odd start and with a tail */
@@ -177,9 +197,9 @@ int main(void)
 			{5, 33, 48, 16, 16},    {8, 513, 200, 128, 128}, {1, 257, 300, 7, 5},
 			{20, 70, 300, 16, 16},  {16, 3000, 512, 128, 128}, {12, 1, 64, 16, 16},
 			{1, 3000, 2048, 128, 128}, {4, 9, 130, 32, 64}, {2, 40, 33, 3, 33}};
-		const char *kern[] = {"portable", "avx2+fma"};
+		const char *kern[] = {"portable", "avx2+fma", "avx512"};
 		const int dts[] = {DT_F8_E4M3, DT_F8_E5M2};
-		for (size_t q = 0; q < 2; q++)
+		for (size_t q = 0; q < 3; q++)
 			for (size_t d = 0; d < 2; d++) {
 				char name[128];
 				int bad = 0, bad_w = 0, dt = dts[d];
@@ -237,7 +257,7 @@ int main(void)
 					 dtype_name(dt), kern[q]);
 				CHECKN(name, bad_w == 0);
 			}
-		op_bf16_set_kernel("avx2+fma");
+		op_bf16_set_kernel(NULL);
 	}
 	{ /* rms_norm: x / sqrt(mean(x^2) + eps) * w */
 		float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 0.5f}, y[4];
@@ -266,8 +286,8 @@ int main(void)
 		const int dts[] = {DT_F32, DT_BF16, DT_F8_E4M3};
 		const int ms[] = {1, 3, 8, 12};
 		const int ns[3] = {1024, 256, 264}, k = 1040;
-		const char *kern[] = {"portable", "avx2+fma"};
-		for (size_t q = 0; q < 2; q++)
+		const char *kern[] = {"portable", "avx2+fma", "avx512"};
+		for (size_t q = 0; q < 3; q++)
 			for (size_t d = 0; d < 3; d++) {
 				char name[128];
 				int bad = 0, dt = dts[d];
@@ -335,13 +355,13 @@ int main(void)
 					 "match float64 of each product", dtype_name(dt), kern[q]);
 				CHECKN(name, bad == 0);
 			}
-		op_bf16_set_kernel("avx2+fma");
+		op_bf16_set_kernel(NULL);
 	}
 	{ /* softmax, swiglu and sigmoid through each kernel (the vector exp
 	   * and its tails: lengths 1..70 and 4099) against float64, over
 	   * inputs from -100 to 100 (past the vector exp's clamps) */
-		const char *kern[] = {"portable", "avx2+fma"};
-		for (size_t q = 0; q < 2; q++) {
+		const char *kern[] = {"portable", "avx2+fma", "avx512"};
+		for (size_t q = 0; q < 3; q++) {
 			char name[96];
 			double worst_s = 0, worst_g = 0, worst_i = 0;
 			if (op_bf16_set_kernel(kern[q]) < 0)
@@ -397,7 +417,7 @@ int main(void)
 				 kern[q], worst_i);
 			CHECKN(name, worst_i < 1e-6);
 		}
-		op_bf16_set_kernel("avx2+fma");
+		op_bf16_set_kernel(NULL);
 	}
 	{ /* inverse frequencies */
 		double f[64], af;
