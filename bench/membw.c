@@ -7,12 +7,13 @@
  * array of MIB MiB (>= 1 GiB: far past every cache) with AVX2 (8 floats a
  * load, four accumulators) where the CPU has it, a 4-way unrolled loop
  * otherwise; best of REPS passes, each byte read once per pass.  With AVX2
- * the passes alternate between two read patterns and the best of both is
- * the bound: one stream front to back, and the four quarters of each
- * thread's share side by side with a software prefetch 1 KiB ahead (the
- * engine's decode GEMV reads that way, engine/ops_bf16.c, and on some
- * machines it reads faster than one stream: the bound must not be below
- * what the engine reaches).  (A copy
+ * the passes alternate between read patterns and the best of all is the
+ * bound: one stream front to back, the four quarters of each thread's
+ * share side by side with a software prefetch 1 KiB ahead (the engine's
+ * AVX2 decode GEMV reads that way, engine/ops_bf16.c, and on some machines
+ * it reads faster than one stream), and where the CPU has AVX-512 one
+ * stream of 64-byte loads with a prefetch 2 KiB ahead (the engine's
+ * AVX-512 GEMV): the bound must not be below what the engine reaches.  (A copy
  * moves every byte twice - read and write - so memcpy's rate is not the
  * bound.)  --copy instead reports memcpy over the same array (bytes copied). */
 #include <pthread.h>
@@ -99,6 +100,32 @@ __attribute__((target("avx2"))) static float sum_quarters(const float *p, size_t
 }
 #endif
 
+#if defined(__x86_64__)
+/* AVX-512 where the CPU has it, one stream with a prefetch a cache line
+ * PF512 bytes ahead: the engine's AVX-512 decode GEMV reads that way
+ * (engine/ops_bf16.c), and on the Zen 5 measured it read faster than the
+ * plain AVX2 sum on some passes. */
+#define PF512 2048
+__attribute__((target("avx512f"))) static float sum_avx512(const float *p, size_t n)
+{
+	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+	size_t i = 0;
+	for (; i + 64 <= n; i += 64) {
+		const char *f = (const char *)(p + i) + PF512;
+		_mm_prefetch(f, _MM_HINT_T0);
+		_mm_prefetch(f + 64, _MM_HINT_T0);
+		_mm_prefetch(f + 128, _MM_HINT_T0);
+		_mm_prefetch(f + 192, _MM_HINT_T0);
+		a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
+		a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+		a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
+		a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+	}
+	return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3))) +
+	       sum_plain(p + i, n - i);
+}
+#endif
+
 static float (*sum_fn)(const float *, size_t) = sum_plain;
 
 static void *reader(void *arg)
@@ -148,7 +175,13 @@ int main(int argc, char **argv)
 		free(a);
 		return check < 0;
 	}
-	for (int r = 0; r < reps * (sum_fn == sum_plain ? 1 : 2); r++) {
+	int npat = 1; /* read patterns the passes alternate between */
+#if defined(__x86_64__)
+	float (*pat[3])(const float *, size_t) = {sum_avx2, sum_quarters, sum_avx512};
+	if (sum_fn != sum_plain)
+		npat = __builtin_cpu_supports("avx512f") ? 3 : 2;
+#endif
+	for (int r = 0; r < reps * npat; r++) {
 		pthread_t t[256];
 		struct part q[256];
 		pthread_barrier_t go;
@@ -157,7 +190,7 @@ int main(int argc, char **argv)
 		pthread_barrier_init(&go, NULL, (unsigned)th + 1);
 #if defined(__x86_64__)
 		if (sum_fn != sum_plain)
-			sum_fn = r % 2 ? sum_quarters : sum_avx2;
+			sum_fn = pat[r % npat];
 #endif
 		for (int k = 0; k < th; k++) {
 			q[k] = (struct part){a + (size_t)k * per,
