@@ -17,6 +17,10 @@
 #            This fraction cannot exceed 1.0: when it does, the script says
 #            the bound is wrong.
 #   TP=2 against TP=1 (f32, 2 ranks of 1 thread on the same cores)
+# BLAS=own: OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for this run
+# (some shared machines force an older kernel set through them): the
+# kernels OpenBLAS picks for this CPU, as on a node without them; the line
+# "OpenBLAS kernels:" names the set either way.
 # Prints ratios; exits non-zero only when a command fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +31,11 @@ W=$(mktemp -d /tmp/day0-fwd.XXXXXX)
 trap 'rm -rf "$W"' EXIT INT TERM
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 BLAS_FLAGS=$(pkg-config --cflags --libs openblas 2>/dev/null || echo -lopenblas)
+if [ "${BLAS:-env}" = own ]; then
+	unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+fi
 $CC -O2 -o "$W/peak" bench/sgemm_peak.c $BLAS_FLAGS -ldl
+echo "OpenBLAS kernels: $("$W/peak" --core)${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE in the environment; BLAS=own to measure without it)}"
 $CC -O2 -pthread -o "$W/membw" bench/membw.c
 THREADS=${THREADS:-1 2}
 

@@ -120,18 +120,41 @@ params=$("$E" inspect --json "$W/m.f32" | grep -o '"total": [0-9]*' | head -1 | 
 echo "model: $(awk -v p="$params" 'BEGIN { printf "%.0fM", p / 1e6 }') parameters ($L layers, hidden $H, ffn $F, vocab $V), $DTYPES"
 echo "llama.cpp: node-llama-cpp $NLC_VERSION's bundle (release $commit), $LB"
 
+# --- which OpenBLAS kernels day0 runs on ------------------------------------
+# Where this machine's environment forces OpenBLAS's kernel set
+# (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE: some shared machines set them for
+# older OpenBLAS builds), day0 is also measured with both unset for its own
+# commands alone ("own"): the kernels OpenBLAS picks for this CPU, as on a
+# cluster node without them.  Its greedy tokens are checked like the rest.
+CC=${CC:-cc}
+$CC -O2 -o "$W/peak" bench/sgemm_peak.c $(pkg-config --cflags --libs openblas 2>/dev/null || echo -lopenblas) -ldl ||
+	die "building bench/sgemm_peak.c failed"
+BLAS_MODES="env"
+core_env=$("$W/peak" --core)
+if [ -n "${OPENBLAS_CORETYPE:-}${OPENBLAS_L2_SIZE:-}" ]; then
+	core_own=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$W/peak" --core)
+	BLAS_MODES="env own"
+	echo "OpenBLAS kernels: $core_env as this environment sets them (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}), $core_own as OpenBLAS picks them itself (day0 measured both ways)"
+else
+	echo "OpenBLAS kernels: $core_env"
+fi
+blas() { # MODE: the env(1) words that run a command with OpenBLAS's kernels as MODE says
+	if [ "$1" = own ]; then echo env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE; else echo env; fi
+}
+
 # --- same greedy tokens? ---------------------------------------------------
 PROMPT_IDS=1,42,7,211,5,900,33,4000,17,256,8191,3,64,1000,77,12
 K=${CHECK_TOKENS:-16}
 for d in $DTYPES; do
-	OPENBLAS_NUM_THREADS=1 heavy mpirun --bind-to none -np 1 "$E" run "$W/m.$d" \
-		--tokens $PROMPT_IDS --generate "$K" --dump-generated "$W/gen.$d.json" >"$W/run.$d.log" 2>&1 ||
-		die "day0-engine run ($d) failed: $(tail -3 "$W/run.$d.log")"
-	day0=$(jq -r '.generated | map(tostring) | join(",")' "$W/gen.$d.json")
 	llcpp=$(heavy "$GREEDY" "$W/m.$d.gguf" $PROMPT_IDS "$K" 2>"$W/greedy.$d.log") ||
 		die "llamacpp_greedy ($d) failed: $(tail -3 "$W/greedy.$d.log")"
+	for bm in $BLAS_MODES; do
+	OPENBLAS_NUM_THREADS=1 heavy $(blas $bm) mpirun --bind-to none -np 1 "$E" run "$W/m.$d" \
+		--tokens $PROMPT_IDS --generate "$K" --dump-generated "$W/gen.$d.json" >"$W/run.$d.log" 2>&1 ||
+		die "day0-engine run ($d, OpenBLAS $bm) failed: $(tail -3 "$W/run.$d.log")"
+	day0=$(jq -r '.generated | map(tostring) | join(",")' "$W/gen.$d.json")
 	if [ "$day0" = "$llcpp" ]; then
-		echo "greedy $d: the same $K tokens from both engines ($day0)"
+		echo "greedy $d (day0 OpenBLAS $bm): the same $K tokens from both engines ($day0)"
 	else
 		echo "greedy $d: DIFFERENT" >&2
 		echo "  day0:      $day0" >&2
@@ -140,6 +163,7 @@ for d in $DTYPES; do
 		sed 's/^/    /' "$W/greedy.$d.log" >&2
 		exit 1
 	fi
+	done
 done
 
 # --- alternating runs ------------------------------------------------------
@@ -154,32 +178,50 @@ for r in $(seq "$ROUNDS"); do
 				die "llama-bench ($d, $t threads) failed: $(tail -3 "$W/lb.log")"
 			best "lc pp $d $t" "$(echo "$j" | jq "[.[] | select(.n_prompt == $P and .n_gen == 0) | .samples_ts | max] | max")"
 			best "lc tg $d $t" "$(echo "$j" | jq "[.[] | select(.n_prompt == 0 and .n_gen == $G) | .samples_ts | max] | max")"
-			j=$(OPENBLAS_NUM_THREADS=$t heavy mpirun --bind-to none -x OPENBLAS_NUM_THREADS -np 1 \
+			for bm in $BLAS_MODES; do
+			j=$(OPENBLAS_NUM_THREADS=$t heavy $(blas $bm) mpirun --bind-to none -x OPENBLAS_NUM_THREADS -np 1 \
 				"$E" perf "$W/m.$d" --prompt-tokens "$P" --gen-tokens "$G" --repeat 3 --json 2>"$W/perf.log") ||
 				{ cp "$W/perf.log" "${TMPDIR:-/tmp}/day0-llamacpp-perf.log"
-				  die "day0-engine perf ($d, $t threads) failed: $(grep -m2 -i 'signal\|error\|day0-engine' "$W/perf.log" | tr '\n' ' ')(whole log: ${TMPDIR:-/tmp}/day0-llamacpp-perf.log)"; }
-			best "d0 pp $d $t" "$(echo "$j" | jq ".prompt_tokens * 1000 / .ttft_ms_min")"
-			best "d0 tg $d $t" "$(echo "$j" | jq "1000 / .tpot_ms_min")"
+				  die "day0-engine perf ($d, $t threads, OpenBLAS $bm) failed: $(grep -m2 -i 'signal\|error\|day0-engine' "$W/perf.log" | tr '\n' ' ')(whole log: ${TMPDIR:-/tmp}/day0-llamacpp-perf.log)"; }
+			best "d0$bm pp $d $t" "$(echo "$j" | jq ".prompt_tokens * 1000 / .ttft_ms_min")"
+			best "d0$bm tg $d $t" "$(echo "$j" | jq "1000 / .tpot_ms_min")"
+			done
 		done
 	done
 	echo "round $r of $ROUNDS done"
 done
 
 echo
-printf '%-8s %-5s %-7s %14s %14s %8s\n' phase dtype threads "day0 tok/s" "llama.cpp" ratio
+own=$([ "$BLAS_MODES" = "env own" ] && echo yes || true)
+if [ -n "$own" ]; then
+	printf '%-8s %-5s %-7s %14s %14s %8s %16s %8s\n' phase dtype threads "day0 tok/s" "llama.cpp" ratio \
+		"day0 $core_own" ratio
+else
+	printf '%-8s %-5s %-7s %14s %14s %8s\n' phase dtype threads "day0 tok/s" "llama.cpp" ratio
+fi
 last="llamacpp:"
+last_own="llamacpp (OpenBLAS $([ -n "$own" ] && echo "$core_own" || true)):"
 sep=""
 for ph in pp tg; do
 	name=$([ $ph = pp ] && echo prefill || echo decode)
 	for d in $DTYPES; do
 		for t in $THREADS; do
-			a=${BEST["d0 $ph $d $t"]} b=${BEST["lc $ph $d $t"]}
+			a=${BEST["d0env $ph $d $t"]} b=${BEST["lc $ph $d $t"]}
 			ratio=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }')
-			printf '%-8s %-5s %-7s %14.1f %14.1f %7sx\n' "$name" "$d" "$t" "$a" "$b" "$ratio"
+			if [ -n "$own" ]; then
+				o=${BEST["d0own $ph $d $t"]}
+				ro=$(awk -v a="$o" -v b="$b" 'BEGIN { printf "%.2f", a / b }')
+				printf '%-8s %-5s %-7s %14.1f %14.1f %7sx %16.1f %7sx\n' "$name" "$d" "$t" "$a" "$b" "$ratio" "$o" "$ro"
+				last_own="$last_own$sep $name $d t$t $ro"
+			else
+				printf '%-8s %-5s %-7s %14.1f %14.1f %7sx\n' "$name" "$d" "$t" "$a" "$b" "$ratio"
+			fi
 			last="$last$sep $name $d t$t $ratio"
 			sep=","
 		done
 	done
 done
-echo "(best of $ROUNDS rounds x 3 repetitions each; prefill $P tokens, decode $G; target day0 / llama.cpp >= 1.0)"
+echo "(best of $ROUNDS rounds x 3 repetitions each; prefill $P tokens, decode $G; target day0 / llama.cpp >= 1.0;"
+echo " day0 with OpenBLAS $core_env$([ -n "$own" ] && echo " as this environment forces it, and with $core_own, OpenBLAS's own choice for this CPU" || true))"
 echo "$last"
+[ -z "$own" ] || echo "$last_own"

@@ -3,6 +3,7 @@
  * measures the forward pass's model FLOP utilisation against.
  *
  *   sgemm_peak [N] [--sbgemm]
+ *   sgemm_peak --core        the kernel set OpenBLAS chose (openblas_get_corename)
  *
  * --sbgemm: the bf16 product cblas_sbgemm instead, looked up at run time
  * (older OpenBLAS builds do not export it): prints "none" when absent. */
@@ -60,9 +61,14 @@ static int sbgemm_peak(int n, int reps)
 int main(int argc, char **argv)
 {
 	int n = argc > 1 && argv[1][0] != '-' ? atoi(argv[1]) : 2048, reps = 5;
-	for (int i = 1; i < argc; i++)
+	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--sbgemm"))
 			return sbgemm_peak(n, reps);
+		if (!strcmp(argv[i], "--core")) {
+			printf("%s\n", openblas_get_corename());
+			return 0;
+		}
+	}
 	float *a = malloc(sizeof(float) * (size_t)n * n);
 	float *b = malloc(sizeof(float) * (size_t)n * n);
 	float *c = malloc(sizeof(float) * (size_t)n * n);

@@ -6,15 +6,17 @@
  * value widened to f32 is exact: its 16 bits are the f32's top half).
  *
  * - Decode (few rows of x): our own GEMV, each weight row read once for
- *   up to four rows of x; AVX2+FMA when the CPU has it (chosen at run time
- *   with __builtin_cpu_supports), a portable loop otherwise.  One row of x
- *   times f32 W (an f32 checkpoint's decode) goes through the same
- *   four-stream kernel and pool (gemv_f32), sgemv without AVX2.
+ *   up to four rows of x; the best kernel the CPU has, chosen at run time
+ *   with __builtin_cpu_supports: AVX-512 (F and BW), else AVX2+FMA, else a
+ *   portable loop (DAY0_KERNEL names one).  One row of x times f32 W (an
+ *   f32 checkpoint's decode) goes through the same kernels' f32 forms and
+ *   pool (gemv_f32), sgemv without AVX2.
  * - Prefill (many rows): panels of W widened to f32 in a scratch buffer,
  *   each multiplied by OpenBLAS sgemm; the widening costs n*k operations
  *   against the product's m*n*k.  With more than one thread each thread
- *   widens and multiplies its own panels (panels()).  (This OpenBLAS
- *   exports no sbgemm and this CPU has no AVX512-BF16; see docs/runtime.md.)
+ *   widens and multiplies its own panels (panels()).  (Debian's OpenBLAS
+ *   0.3.21 exports no sbgemm, so bf16 panels are widened even where the
+ *   CPU has AVX512-BF16; see docs/runtime.md.)
  *
  * The work is split over a small pool of threads, as many as OpenBLAS
  * uses, so it runs on the cores sgemv would: chunks (GEMV rows, prefill

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
 #include <mpi.h>
 
 static int run(int argc, char **argv);
@@ -75,7 +76,7 @@ static int run(int argc, char **argv)
 	int ch, rank, json = 0, events = 0, rc = 0, bad = 0, last, V;
 	int64_t *toks, *gen = NULL, next = 0;
 	float *logits;
-	json_t *spread = NULL;
+	json_t *spread = NULL, *kern = NULL;
 	double t0, ttft, tdec, comm_prefill, comm_all, tall;
 	double *m_ttft = NULL, *m_tpot = NULL, *m_tps = NULL;
 
@@ -238,6 +239,10 @@ static int run(int argc, char **argv)
 				   "tpot_ms_max", mx[1], "tokens_per_s_min", mn[2],
 				   "tokens_per_s_max", mx[2]);
 	}
+	/* the kernels the figures were measured with: a baseline from another
+	 * release day compares like with like only when these match */
+	kern = json_pack("{s:s, s:s}", "kernel", op_bf16_kernel(), "blas_core",
+			 openblas_get_corename());
 	if (rank == 0 && rc == 0) {
 		double tpot = median(m_tpot, nrep);
 		double tps = median(m_tps, nrep);
@@ -251,6 +256,7 @@ static int run(int argc, char **argv)
 					      "gen_tokens", (json_int_t)ng, "comm_share",
 					      share, "tp", lay.d.tp, "pp", lay.d.pp, "ep", lay.d.ep);
 			json_object_update(o, spread);
+			json_object_update(o, kern);
 			{ /* the greedy answer: the same tokens as run --generate */
 				json_t *a = json_array();
 				for (long g = 0; g < ng; g++)
@@ -263,8 +269,10 @@ static int run(int argc, char **argv)
 		} else if (!events_enabled()) {
 			printf("perf: tp %d pp %d ep %d: TTFT %.2f ms (%ld prompt tokens, "
 			       "%.0f tokens/s), TPOT %.3f ms, %.1f tokens/s decode, "
-			       "communication %.1f%% of step time\n", lay.d.tp, lay.d.pp, lay.d.ep,
-			       ttft * 1e3, np, ptps, tpot, tps, share * 100);
+			       "communication %.1f%% of step time (GEMV kernel %s, "
+			       "OpenBLAS %s)\n", lay.d.tp, lay.d.pp, lay.d.ep,
+			       ttft * 1e3, np, ptps, tpot, tps, share * 100, op_bf16_kernel(),
+			       openblas_get_corename());
 		}
 		{
 			json_t *ev = json_pack("{s:f, s:f, s:f, s:I, s:I, s:f}", "ttft_ms",
@@ -273,6 +281,7 @@ static int run(int argc, char **argv)
 					       "gen_tokens", (json_int_t)ng, "comm_share",
 					       share);
 			json_object_update(ev, spread);
+			json_object_update(ev, kern);
 			events_emit("perf", ev);
 		}
 		{
@@ -291,6 +300,7 @@ static int run(int argc, char **argv)
 	free(m_tpot);
 	free(m_tps);
 	json_decref(spread);
+	json_decref(kern);
 	layout_opts_free(&lay);
 	rt_close(r);
 	MPI_Finalize();

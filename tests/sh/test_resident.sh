@@ -50,10 +50,12 @@ expect_rc 0 "run from bf16 rank files, tp 2 pp 2" \
 	mpi 4 run "$T/c16" --tp 2 --pp 2 --tokens "$TOK" --dump-logits "$T/lg.c.st"
 expect_rc 0 "… within the bf16 bound (rel 2e-2, KL 1e-3)" "$ENGINE" validate "$T/m.bf16" \
 	--tokens "$TOK" --logits "$T/lg.c.st" --levels e2e --max-rel 2e-2 --kl-max 1e-3
-expect_rc 0 "the portable kernel gives the same run (DAY0_KERNEL=portable)" \
-	env DAY0_KERNEL=portable "$ENGINE" run "$T/m.bf16" --tokens "$TOK" --dump-logits "$T/lg.p.st"
-expect_rc 0 "… within the bf16 bound too" "$ENGINE" validate "$T/m.bf16" \
-	--tokens "$TOK" --logits "$T/lg.p.st" --levels e2e --max-rel 2e-2 --kl-max 1e-3
+for kern in portable avx2; do
+	expect_rc 0 "the $kern kernel gives the same run (DAY0_KERNEL=$kern)" \
+		env DAY0_KERNEL=$kern "$ENGINE" run "$T/m.bf16" --tokens "$TOK" --dump-logits "$T/lg.p.st"
+	expect_rc 0 "… within the bf16 bound too" "$ENGINE" validate "$T/m.bf16" \
+		--tokens "$TOK" --logits "$T/lg.p.st" --levels e2e --max-rel 2e-2 --kl-max 1e-3
+done
 
 # FP8 block-scaled weights stay FP8 (engine/ops_fp8.c): the accountant
 # counts each quantised weight at one byte plus its blocks' f32 scales
