@@ -256,7 +256,8 @@ static const struct proto_field ev_numerics[] = {
 static const struct proto_field ev_perf[] = {
     {"ttft_ms", PF_NUM, 0, NULL},      {"tpot_ms", PF_NUM, 0, NULL},
     {"tokens_per_s", PF_NUM, 0, NULL}, {"prompt_tokens", PF_INT, 0, NULL},
-    {"gen_tokens", PF_INT, 0, NULL},   END};
+    {"gen_tokens", PF_INT, 0, NULL},   {"kernel", PF_STR, 0, NULL},
+    {"blas_core", PF_STR, 0, NULL},    END};
 static const struct proto_field ev_log[] = {
     {"level", PF_STR, 1, log_levels}, {"msg", PF_STR, 1, NULL}, END};
 static const struct proto_field ev_error[] = {{"msg", PF_STR, 1, NULL},

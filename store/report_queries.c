@@ -131,10 +131,16 @@ static const char *const query_sql[STORE_Q_COUNT] = {
 	"SELECT node, stage_id, level, name, max_abs, "
 			 "max_rel, kl, top1, ppl_ref, ppl, rank, ts FROM "
 			 "numerics ORDER BY ts, node, seq",
+    /* with the kernels the engine measured with (step perf's event: its
+     * GEMV kernel and OpenBLAS's kernel set), so that a baseline from
+     * another release day is compared like with like */
     [STORE_Q_PERF] =
-	"SELECT node, stage_id, rank, ttft_ms, tpot_ms, "
-			 "tokens_per_s, prompt_tokens, gen_tokens, ts FROM "
-			 "perf ORDER BY ts, node, seq",
+	"SELECT p.node, p.stage_id, p.rank, p.ttft_ms, p.tpot_ms, "
+	"p.tokens_per_s, p.prompt_tokens, p.gen_tokens, "
+	"json_extract(e.body, '$.kernel') AS kernel, "
+	"json_extract(e.body, '$.blas_core') AS blas_core, p.ts FROM perf p "
+	"LEFT JOIN events e ON e.node = p.node AND e.seq = p.seq "
+	"ORDER BY p.ts, p.node, p.seq",
     [STORE_Q_SERVICE] =
 	"SELECT p.node, p.stage_id, json_extract(e.body, '$.concurrency') "
 	"AS concurrency, json_extract(e.body, '$.requests') AS requests, "

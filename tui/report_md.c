@@ -519,11 +519,12 @@ int report_write_md(FILE *f, json_t *doc)
 	static const char *const phead[] = {"node", "stage", "rank",
 					    "ttft_ms", "tpot_ms", "tokens/s",
 					    "prompt tokens", "gen tokens",
-					    NULL};
+					    "kernel", "OpenBLAS", NULL};
 	static const char *const pkeys[] = {"node", "stage_id", "rank",
 					    "ttft_ms", "tpot_ms",
 					    "tokens_per_s", "prompt_tokens",
-					    "gen_tokens", NULL};
+					    "gen_tokens", "kernel", "blas_core",
+					    NULL};
 	md_session(f, json_object_get(doc, "session"));
 	md_checklist(f, json_object_get(doc, "checklist"));
 	{

@@ -117,8 +117,11 @@ def has(parts, what):
 n = 0
 for op, b, busbw, algbw, wrong, grp in q("SELECT op, bytes, printf('%.17g', busbw), printf('%.17g', algbw), wrong, \"group\" FROM comm c JOIN events e USING (node, seq) WHERE json_extract(e.body, '$.calls') IS NULL"):
     has(["| %s | %s | %s |" % (grp, op, b), "| %s | %s | %s |" % (g(algbw), g(busbw), wrong)], "comm"); n += 1
-for t, p, s in q("SELECT printf('%.17g', ttft_ms), printf('%.17g', tpot_ms), printf('%.17g', tokens_per_s) FROM perf"):
-    has(["| %s | %s | %s |" % (g(t), g(p), g(s))], "perf"); n += 1
+for t, p, s, kern, core in q("SELECT printf('%.17g', ttft_ms), printf('%.17g', tpot_ms), printf('%.17g', tokens_per_s), json_extract(e.body, '$.kernel'), json_extract(e.body, '$.blas_core') FROM perf JOIN events e USING (node, seq)"):
+    # the kernels the engine measured with, as its perf event recorded them
+    if not kern or not core:
+        bad.append("perf event without kernel/blas_core: %r %r" % (kern, core))
+    has(["| %s | %s | %s |" % (g(t), g(p), g(s)), "| %s | %s |" % (kern, core)], "perf"); n += 1
 for lv, name, mr in q("SELECT level, name, printf('%.17g', max_rel) FROM numerics"):
     has(["| %s | %s |" % (lv, name), "| %s |" % g(mr)], "numerics"); n += 1
 for node, card, peak, budget in q("SELECT node, card, max(CASE WHEN metric != 'mem.budget' THEN value END), max(CASE WHEN metric = 'mem.budget' THEN value END) FROM samples WHERE card >= 0 AND metric IN ('mem.used','mem.peak','mem.budget') GROUP BY node, card"):
@@ -174,6 +177,10 @@ for k in ("ttft_ms", "tpot_ms", "tokens_per_s"):
     v = float(q("SELECT printf('%%.17g', %s) FROM perf" % k))
     if abs(d["perf"][0][k] - v) > 1e-12 * abs(v):
         bad.append("perf %s %r != db %r" % (k, d["perf"][0][k], v))
+for k in ("kernel", "blas_core"):
+    v = q("SELECT json_extract(e.body, '$.%s') FROM perf JOIN events e USING (node, seq)" % k)
+    if not v or d["perf"][0].get(k) != v:
+        bad.append("perf %s %r != db %r" % (k, d["perf"][0].get(k), v))
 if len(d["comm"]) != int(q("SELECT count(*) FROM comm c JOIN events e USING (node, seq) WHERE json_extract(e.body, '$.calls') IS NULL")):
     bad.append("comm rows %d" % len(d["comm"]))
 rt = int(q("SELECT count(*) FROM comm c JOIN events e USING (node, seq) WHERE json_extract(e.body, '$.calls') IS NOT NULL"))
@@ -231,6 +238,7 @@ check "html: no external resources (src=, href=, url(, @import, <link)" bash -c 
 check "html: no raw <script> from the store" bash -c "! grep -qi '<script' '$H'"
 contains "html: the detail escaped" "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;" "$H"
 contains "html: the perf figure" "$(python3 -c "print('%.6g' % $(q "SELECT printf('%.17g', tokens_per_s) FROM perf"))")" "$H"
+contains "html: the kernels perf measured with" "<td>$(q "SELECT json_extract(e.body, '$.kernel') FROM perf JOIN events e USING (node, seq)")</td>" "$H"
 check "html: ends whole" bash -c "tail -n 1 '$H' | grep -q '</html>'"
 check "html: the verdict block is the body's first element" bash -c "grep -A1 '^<body>' '$H' | tail -1 | grep -q '^<div id=\"verdict\" class=\"verdict v-no-go\"><div class=\"big\">NO-GO</div>'"
 contains "html: failed listed apart" '<p class="failed"><b>failed:</b> repro.manifest</p>' "$H"

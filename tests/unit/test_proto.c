@@ -269,6 +269,10 @@ static void test_events(void)
 	CHECK(ev_err("{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":"
 		     "\"stage\",\"stage\":\"s\",\"state\":\"paused\"}",
 		     "'paused' is not one of start|progress|end"));
+	/* perf's kernels are strings (the report shows them as text) */
+	CHECK(ev_err("{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":"
+		     "\"perf\",\"tpot_ms\":1,\"kernel\":512}",
+		     "kernel"));
 	/* Every type in the table has fields and a summary. */
 	for (const struct proto_type *t = proto_event_types; t->name; t++)
 		CHECKN(t->name, t->fields && t->summary);
