@@ -26,6 +26,11 @@
 # meaningless.  day0 runs as bench/forward.sh runs it: one rank under
 # mpirun --bind-to none, OPENBLAS_NUM_THREADS=T.  llama-bench keeps its own
 # defaults otherwise (f16 KV cache, flash attention auto, warm-up run).
+# Where the environment forces OpenBLAS's kernel set (OPENBLAS_CORETYPE,
+# OPENBLAS_L2_SIZE: some shared machines set them for older OpenBLAS
+# builds), day0 is measured a second time with both unset for its own
+# commands (OpenBLAS's own choice for the CPU, greedy tokens checked too),
+# in a second column.
 #
 # BENCH_LOCK=/tmp/day0-bench.lock: every CPU-heavy step (the build, the
 # conversion, each measured run) under `flock` on that file, so that other
