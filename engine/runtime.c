@@ -88,7 +88,10 @@ struct rt {
 
 /* ------------------------------------------------------------ accountant */
 
-static void *rt_alloc(struct rt *r, size_t bytes, const char *what)
+/* bytes for `what`, 64-byte aligned, counted against the card's budget;
+ * zeroed when zero is set (the KV cache), not for a weight its loader
+ * fills whole (a second pass over every weight byte on load). */
+static void *rt_alloc(struct rt *r, size_t bytes, const char *what, int zero)
 {
 	void *p;
 	if (r->over[0])
@@ -106,7 +109,7 @@ static void *rt_alloc(struct rt *r, size_t bytes, const char *what)
 	 * AVX-512 GEMV read at 0.55 of its aligned rate */
 	if (posix_memalign(&p, 64, bytes ? bytes : 1))
 		p = NULL;
-	else
+	else if (zero)
 		memset(p, 0, bytes);
 	if (!p) {
 		snprintf(r->over, sizeof r->over, "%s: out of host memory", what);
@@ -242,7 +245,7 @@ static float *load(struct rt *r, const struct tensor_spec *specs, size_t ns,
 	if (part < 0)
 		return NULL;
 	numel = layout_slice_numel(t, &s);
-	out = rt_alloc(r, numel * 4, name);
+	out = rt_alloc(r, numel * 4, name, 0);
 	if (!out)
 		return NULL;
 	quantised = quant_applies(&r->c.qc, t);
@@ -373,9 +376,10 @@ static int load_fp8(struct rt *r, const struct tensor_spec *t, struct wmat *w)
 	}
 	cbytes = (lr * lc + 63) & ~(uint64_t)63;
 	bytes = cbytes + lbr * lbc * sizeof(float);
-	buf = rt_alloc(r, bytes, t->name);
+	buf = rt_alloc(r, bytes, t->name, 0);
 	if (!buf)
 		goto out;
+	memset(buf + lr * lc, 0, cbytes - lr * lc); /* the pad before the scales */
 	if (c0 == 0 && lc == SC) {
 		/* whole rows: one read */
 		if (pread_full(ref[0].fd, buf, lr * lc, ref[0].off + r0 * SC) < 0)
@@ -491,7 +495,7 @@ static struct wmat load_w(struct rt *r, const struct tensor_spec *specs,
 			 (unsigned long long)(r->converted ? numel : full));
 		return w;
 	}
-	w.p = rt_alloc(r, numel * 2, name);
+	w.p = rt_alloc(r, numel * 2, name, 0);
 	if (!w.p)
 		return w;
 	w.dtype = DT_BF16;
@@ -848,8 +852,8 @@ int rt_open_slots(struct rt **out, const char *dir,
 	/* the KV cache for the whole context of every slot, up front */
 	for (int i = 0; i < r->nl && !r->over[0]; i++) {
 		size_t per = (size_t)r->slots * (size_t)max_ctx * (size_t)r->nkv_l;
-		r->L[i].kc = rt_alloc(r, per * (size_t)r->dqk * 4, "KV cache (keys)");
-		r->L[i].vc = rt_alloc(r, per * (size_t)r->dv * 4, "KV cache (values)");
+		r->L[i].kc = rt_alloc(r, per * (size_t)r->dqk * 4, "KV cache (keys)", 1);
+		r->L[i].vc = rt_alloc(r, per * (size_t)r->dv * 4, "KV cache (values)", 1);
 	}
 	agree_load(r);
 	return 0;
