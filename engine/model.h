@@ -200,12 +200,16 @@ void op_bf16_widen(float *out, const uint16_t *in, size_t n);
 /* FP8 kernels (ops_fp8.c; op_linear_w picks them): up to four rows of x
  * times rows [j0, j1) of W, and rows [j0, j0+n) of W widened to f32;
  * vec: 0 the portable loops, 1 the AVX2+FMA+F16C kernels (op_fp8_vector()
- * says the CPU has them), 2 the AVX-512 ones (F and BW: the caller checks). */
+ * says the CPU has them), 2 the AVX-512 ones (F and BW: the caller checks),
+ * 3 as 2 but one row of x by table lookups (AVX-512 VBMI, op_fp8_vbmi():
+ * x permuted by op_fp8_permute_x, every scale block whole steps of 64). */
 void op_fp8_gemv_rows(float *y, int ldy, const float *x, const struct wmat *w,
 		      int m, int j0, int j1, int k, int vec);
 void op_fp8_widen_rows(float *out, const struct wmat *w, int j0, int n, int k,
 		       int vec);
 int op_fp8_vector(void);
+int op_fp8_vbmi(void);
+void op_fp8_permute_x(float *xp, const float *x, int k);
 /* What the runtime multiplies an FP8 dtype's block scales by (2^8 for
  * e4m3, whose codes the kernels read as f16: the value times 2^-8). */
 float op_fp8_scale_factor(int dtype);

@@ -163,7 +163,8 @@ static void xp_permute(float *xp, const float *x, int m, int k, int blk)
 	}
 }
 
-/* x (m x k) in the kernel's order (blocks of blk; 1: as it is), in buf
+/* x (m x k) in the kernel's order (blocks of blk; 1: as it is; 64: FP8's
+ * table kernel's lanes, one row), in buf
  * (nbuf floats, 64-byte aligned) when it fits, else in 64-byte aligned
  * memory the caller frees (*owned): an AVX-512 load of x across two cache
  * lines, two of them per 64 bytes of W, cost the bf16 GEMV a third of its
@@ -175,7 +176,9 @@ static const float *permuted_x(const float *x, int m, int k, int blk, float *buf
 	float *xp = need <= nbuf ? buf : aligned_alloc(64, (need * sizeof *xp + 63) & ~(size_t)63);
 	if (!xp)
 		abort();
-	if (blk > 1)
+	if (blk == 64) /* FP8 by table lookups: one row */
+		op_fp8_permute_x(xp, x, k);
+	else if (blk > 1)
 		xp_permute(xp, x, m, k, blk);
 	else
 		memcpy(xp, x, need * sizeof *xp);
@@ -935,9 +938,20 @@ static void gemv_many(int np, float *const *y, const struct wmat *const *w,
 		work += (size_t)n[q] * (size_t)k;
 	}
 #ifdef HAVE_X86
+	if (j.vec == 2 && m == 1 && op_fp8_vbmi()) {
+		/* FP8 by table lookups where every product's scale blocks are
+		 * whole steps of 64 codes (ops_fp8.c), x in its lanes' order */
+		int tab = 1;
+		for (int q = 0; q < np; q++)
+			tab = tab && w[q]->bc % 64 == 0;
+		if (tab)
+			j.vec = 3;
+	}
 	if (w[0]->dtype == DT_BF16 && j.fn != gemv_rows_portable)
 		j.x = permuted_x(x, m, k, j.fn == gemv_rows_avx512 ? 32 : 16, xbuf,
 				 sizeof xbuf / sizeof *xbuf, &xp);
+	else if (j.vec == 3 && w[0]->dtype != DT_F32)
+		j.x = permuted_x(x, m, k, 64, xbuf, sizeof xbuf / sizeof *xbuf, &xp);
 	else if (j.fn == gemv_rows_avx512 && ((uintptr_t)x & 63))
 		j.x = permuted_x(x, m, k, 1, xbuf, sizeof xbuf / sizeof *xbuf, &xp);
 #endif

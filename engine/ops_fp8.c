@@ -335,6 +335,115 @@ gemv512_body(float *y, int ldy, const float *x, const struct wmat *w, const int 
 	}
 }
 
+/*
+ * One row of x (decode) with AVX-512 VBMI (vec == 3), where every scale
+ * block is whole steps of 64 codes: 64 codes become 64 bf16 values by two
+ * byte lookups (vpermi2b over a 128-entry table of each value's high and
+ * low byte, indexed by the code's low 7 bits) and the sign bit merged back
+ * in, interleaved into 16-bit lanes, then widened to f32 by the bf16
+ * kernel's shift and mask.  Every FP8 value is a bf16 exactly (e4m3's
+ * times 2^-8 too), so the products are the same as vec 2's; the work per
+ * code is half of vcvtph2ps's, which bounded the FP8 GEMV (standalone,
+ * codes in L2: 20 -> 42 GB/s).  x comes permuted to the lanes' order
+ * (op_fp8_permute_x).
+ */
+static uint8_t tab16[2][2][128]; /* [e5m2][high, low byte][code & 0x7f] */
+static int tab16_ready;
+
+static void fp8_tab16(void)
+{
+	if (!__atomic_load_n(&tab16_ready, __ATOMIC_ACQUIRE)) {
+		for (int e = 0; e < 2; e++) {
+			const float *t = fp8_tab(e ? DT_F8_E5M2 : DT_F8_E4M3);
+			for (int c = 0; c < 128; c++) {
+				uint32_t u;
+				memcpy(&u, &t[c], 4);
+				tab16[e][0][c] = (uint8_t)(u >> 24);
+				tab16[e][1][c] = (uint8_t)(u >> 16);
+			}
+		}
+		__atomic_store_n(&tab16_ready, 1, __ATOMIC_RELEASE);
+	}
+}
+
+/* Where the kernel's four vectors of a 64-code step take their codes: the
+ * byte unpacks interleave within each 128-bit lane (w0: codes 0-7 of each
+ * lane's 16, w1: 8-15), then each 32-bit pair splits into its even and
+ * odd 16-bit halves. */
+static inline int lane_code(int p)
+{
+	int half = p / 32, par = p / 16 % 2, lane = p / 4 % 4, q = p % 4;
+	return lane * 16 + half * 8 + 2 * q + par;
+}
+
+void op_fp8_permute_x(float *xp, const float *x, int k)
+{
+	int kk = k - k % 64;
+	for (int c = 0; c < kk; c += 64)
+		for (int p = 0; p < 64; p++)
+			xp[c + p] = x[c + lane_code(p)];
+	for (int c = kk; c < k; c++)
+		xp[c] = x[c];
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline)) static inline void
+gemv_tab_body(float *y, const float *xp, const struct wmat *w, const int e5, int j0,
+	      int j1, int k)
+{
+	const float *t = fp8_tab(w->dtype);
+	const int bc = w->bc, kk = k - k % 64;
+	const __m512i h0 = _mm512_loadu_si512(tab16[e5][0]), h1 = _mm512_loadu_si512(tab16[e5][0] + 64);
+	const __m512i l0 = _mm512_loadu_si512(tab16[e5][1]), l1 = _mm512_loadu_si512(tab16[e5][1] + 64);
+	const __m512i sign = _mm512_set1_epi8((char)0x80);
+	const __m512i mask = _mm512_set1_epi32((int)0xffff0000u);
+	for (int j = j0; j < j1; j++) {
+		const uint8_t *wr = (const uint8_t *)w->p + (size_t)j * k;
+		const float *s = scale_row(w, j);
+		__m512 tot = _mm512_setzero_ps();
+		float tail = 0;
+		for (int c0 = 0, b = 0; c0 < k; c0 += bc, b++) {
+			int c1 = c0 + bc < k ? c0 + bc : k, c = c0;
+			__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+			float part = 0;
+			for (; c + 64 <= c1 && c < kk; c += 64) {
+				__m512i v = _mm512_loadu_si512((const void *)(wr + c));
+				_mm_prefetch((const char *)(wr + c) + 4 * PREFETCH, _MM_HINT_T0);
+				__m512i hi = _mm512_permutex2var_epi8(h0, v, h1);
+				__m512i lo = _mm512_permutex2var_epi8(l0, v, l1);
+				hi = _mm512_ternarylogic_epi32(hi, v, sign, 0xf8); /* hi | (v & sign) */
+				__m512i w0 = _mm512_unpacklo_epi8(lo, hi), w1 = _mm512_unpackhi_epi8(lo, hi);
+				a0 = _mm512_fmadd_ps(_mm512_loadu_ps(xp + c),
+						     _mm512_castsi512_ps(_mm512_slli_epi32(w0, 16)), a0);
+				a1 = _mm512_fmadd_ps(_mm512_loadu_ps(xp + c + 16),
+						     _mm512_castsi512_ps(_mm512_and_si512(w0, mask)), a1);
+				a2 = _mm512_fmadd_ps(_mm512_loadu_ps(xp + c + 32),
+						     _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16)), a2);
+				a3 = _mm512_fmadd_ps(_mm512_loadu_ps(xp + c + 48),
+						     _mm512_castsi512_ps(_mm512_and_si512(w1, mask)), a3);
+			}
+			for (; c < c1; c++) /* past the last whole 64: x as it is */
+				part += xp[c] * t[wr[c]];
+			tot = _mm512_fmadd_ps(_mm512_set1_ps(s[b]),
+					      _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+					      tot);
+			tail += s[b] * part;
+		}
+		y[j] = _mm512_reduce_add_ps(tot) + tail;
+	}
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void
+gemv_tab_0(float *y, const float *xp, const struct wmat *w, int j0, int j1, int k)
+{
+	gemv_tab_body(y, xp, w, 0, j0, j1, k);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void
+gemv_tab_1(float *y, const float *xp, const struct wmat *w, int j0, int j1, int k)
+{
+	gemv_tab_body(y, xp, w, 1, j0, j1, k);
+}
+
 #define GEMV512_INSTANCE(M, E5)                                                     \
 	__attribute__((target("avx512f,avx512bw"))) static void gemv512_##M##_##E5(   \
 		float *y, int ldy, const float *x, const struct wmat *w, int j0,    \
@@ -395,6 +504,21 @@ int op_fp8_vector(void)
 #endif
 }
 
+int op_fp8_vbmi(void)
+{
+#ifdef HAVE_X86
+	static int have = -1;
+	int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
+	if (h < 0) {
+		h = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
+		__atomic_store_n(&have, h, __ATOMIC_RELAXED);
+	}
+	return h;
+#else
+	return 0;
+#endif
+}
+
 void op_fp8_gemv_rows(float *y, int ldy, const float *x, const struct wmat *w,
 		      int m, int j0, int j1, int k, int vec)
 {
@@ -407,7 +531,12 @@ void op_fp8_gemv_rows(float *y, int ldy, const float *x, const struct wmat *w,
 			 {gemv_1_1, gemv_2_1, gemv_3_1, gemv_4_1}},
 			{{gemv512_1_0, gemv512_2_0, gemv512_3_0, gemv512_4_0},
 			 {gemv512_1_1, gemv512_2_1, gemv512_3_1, gemv512_4_1}}};
-		f[vec == 2][w->dtype == DT_F8_E5M2][(m > 4 ? 4 : m) - 1](y, ldy, x, w, j0,
+		if (vec == 3 && m == 1) {
+			fp8_tab16();
+			(w->dtype == DT_F8_E5M2 ? gemv_tab_1 : gemv_tab_0)(y, x, w, j0, j1, k);
+			return;
+		}
+		f[vec >= 2][w->dtype == DT_F8_E5M2][(m > 4 ? 4 : m) - 1](y, ldy, x, w, j0,
 									  j1, k);
 		return;
 	}
@@ -420,7 +549,7 @@ void op_fp8_widen_rows(float *out, const struct wmat *w, int j0, int n, int k, i
 {
 #ifdef HAVE_X86
 	if (vec) {
-		(vec == 2 ? widen_avx512 : widen_avx2)(out, w, j0, n, k);
+		(vec >= 2 ? widen_avx512 : widen_avx2)(out, w, j0, n, k);
 		return;
 	}
 #endif
