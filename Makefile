@@ -20,7 +20,8 @@ DEB_PKGS := build-essential pkg-config libncurses-dev libssh2-1-dev \
 	libclang-rt-14-dev time python3 procps strace \
 	libpcre2-dev libutf8proc-dev nodejs npm libmicrohttpd-dev \
 	libcurl4-openssl-dev curl apache2-utils jq openssl chromium \
-	clustershell cmake git python3-numpy python3-yaml
+	clustershell cmake git python3-numpy python3-yaml \
+	libdnnl-dev libpng-dev libjpeg62-turbo-dev python3-pil
 # Packages a command on PATH already satisfies: nodesource's nodejs ships its
 # own npm and conflicts with Debian's npm package.
 DEB_BY_COMMAND := npm
@@ -50,19 +51,24 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -pthread \
 # it; store/ builds on engine/; agent/ and tui/ build on engine/ (tui also
 # on store/); nothing but agent/ itself sees agent/.  tests/sh/test_modules.sh
 # holds the sources to the same arrows.
-INC_engine := -Iengine
-INC_store := -Iengine -Istore
-INC_agent := -Iengine -Iagent
-INC_tui := -Iengine -Istore -Itui
-INC_tests := -Iengine -Istore -Iagent -Itui
+# engine/ is one module in sub-folders (formats/, kernels/, model/,
+# runtime/, ref/, serve/, text/, steps/, ...: docs/architecture.md); each
+# sub-folder is on the include path of everything that may see engine/.
+ENGINE_DIRS := engine $(patsubst %/,%,$(wildcard engine/*/))
+ENGINE_INC := $(addprefix -I,$(ENGINE_DIRS))
+INC_engine := $(ENGINE_INC)
+INC_store := $(ENGINE_INC) -Istore
+INC_agent := $(ENGINE_INC) -Iagent
+INC_tui := $(ENGINE_INC) -Istore -Itui
+INC_tests := $(ENGINE_INC) -Istore -Iagent -Itui
 module_of = $(firstword $(subst /, ,$(patsubst $(BUILD)/%,%,$(1))))
 LIBS := -lsqlite3 -lssh2 -lncursesw -ljansson -lcrypto $(PCRE2_LIBS) -lutf8proc $(HTTP_LIBS) $(MPI_LIBS) \
 	$(BLAS_LIBS) -lpthread -lm -ldl
-HEADERS := $(wildcard engine/*.h store/*.h agent/*.h tui/*.h)
+HEADERS := $(wildcard $(addsuffix /*.h,$(ENGINE_DIRS)) store/*.h agent/*.h tui/*.h)
 
 # One static library per module folder (its *.c but main.c); a folder's
 # main.c is its program.  Link order: dependents before what they use.
-lib_src = $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
+lib_src = $(filter-out $(1)/main.c,$(wildcard $(1)/*.c $(1)/*/*.c))
 lib_of = $(if $(call lib_src,$(1)),$(BUILD)/libday0$(1).a)
 ENGINE_LIB := $(BUILD)/libday0engine.a
 MODULE_LIBS := $(call lib_of,tui) $(call lib_of,agent) $(call lib_of,store) $(ENGINE_LIB)
@@ -168,7 +174,7 @@ FUZZ_OBJ := build/fuzz/obj
 fuzz_objs = $(patsubst %.c,$(FUZZ_OBJ)/%.o,$(1))
 $(FUZZ_OBJ)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -Iengine -Itui -fsanitize=fuzzer-no-link,address,undefined \
+	$(FUZZ_CC) $(ENGINE_INC) -Itui -fsanitize=fuzzer-no-link,address,undefined \
 	  $(MPI_CFLAGS) $(BLAS_CFLAGS) $(PCRE2_CFLAGS) $(HTTP_CFLAGS) -c -o $@ $<
 fuzz_link = @mkdir -p $(dir $@); \
 	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LIBS)
@@ -182,10 +188,10 @@ $(FUZZ_PROTO_BIN): $(call fuzz_objs,tests/fuzz/fuzz_proto.c engine/proto.c \
 		engine/json_scan.c engine/util.c)
 	$(fuzz_link)
 
-# The inventory parser (engine/inventory.c and util.c) and the playbook
+# The inventory parser (engine/model/inventory.c and util.c) and the playbook
 # parser (tui/playbook.c, which names the engine's steps: the engine).
 $(FUZZ_INV_BIN): $(call fuzz_objs,tests/fuzz/fuzz_inventory.c \
-		engine/inventory.c engine/util.c)
+		engine/model/inventory.c engine/util.c)
 	$(fuzz_link)
 
 $(FUZZ_PB_BIN): $(call fuzz_objs,tests/fuzz/fuzz_playbook.c tui/playbook.c \
@@ -216,7 +222,7 @@ install: build
 	install -m 0644 playbooks/*.json $(DESTDIR)$(PREFIX)/share/day0/playbooks/
 
 format:
-	clang-format -i engine/*.c engine/*.h tests/unit/*.c tests/tools/*.c
+	clang-format -i engine/*.[ch] engine/*/*.[ch] tests/unit/*.c tests/tools/*.c
 
 clean:
 	rm -rf build build-asan
