@@ -9,6 +9,20 @@
  *              its worst status over the nodes and the evidence line
  *   ALERTS     the latest failures and markers, newest first
  *
+ * and the glance block above them (docs/screens.md):
+ *
+ *   SUMMARY    the verdict line and the checklist's counts with the
+ *              first failing item (always drawn, 80x24 included)
+ *   MEMORY     per card a bar with used/budget, peak and headroom;
+ *              per node (its worst card), or per node set, when the
+ *              cards outnumber the rows
+ *   NET        per node (or node set) the NIC rx/tx, the running
+ *              collective's bus bandwidth and a sparkline of the data
+ *              moved (glance.h)
+ *
+ * Text that does not fit is shortened at a word or number boundary
+ * (fit.h); the full text is on the Checklist screen (4) and in the report.
+ *
  * Each panel draws from the view model only (htop's meter shape): a
  * function of (view, window, first row, rows, columns), returning the
  * rows it used.
@@ -16,6 +30,8 @@
 #include "tui.h"
 #include "checklist.h"
 #include "console.h"
+#include "fit.h"
+#include "glance.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -124,8 +140,8 @@ int overview_timeline(struct tui *ui, const struct view *v, WINDOW *w, int y,
 			tui_dur(cs->ts - cs->first_ts, t, sizeof t);
 			x += tui_printf(w, yy, x, cols - x, A_NORMAL, "%8s  ", t);
 			if (cs->msg[0] && strcmp(word, "done"))
-				tui_put(w, yy, x, cols - x, tui_attr(ui, role),
-					cs->msg);
+				overview_put_fit(ui, w, yy, x, cols - x,
+						 tui_attr(ui, role), cs->msg);
 		}
 	}
 	return n - first + 1 < h ? n - first + 1 : h;
@@ -226,8 +242,8 @@ int overview_checklist(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		snprintf(where, sizeof where, "%s%s%s", cnt,
 			 named ? "" : c->node, named ? "" : ": ");
 		x += tui_put(w, yy, x, cols - x, tui_attr(ui, ROLE_DIM), where);
-		tui_put(w, yy, x, cols - x, A_NORMAL,
-			c->detail[0] ? c->detail : it->title);
+		overview_put_fit(ui, w, yy, x, cols - x, A_NORMAL,
+				 c->detail[0] ? c->detail : it->title);
 		shown++;
 	}
 	return (int)shown + 1;
@@ -237,7 +253,7 @@ int overview_alerts(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		    int h, int cols)
 {
 	size_t n = v->marks.n;
-	if (h < 2)
+	if (h < 1 || (h < 2 && n))
 		return 0;
 	tui_printf(w, y, 0, cols, tui_attr(ui, ROLE_HEAD),
 		   "FAILURES AND MARKERS%s", n ? "" : "  none");
@@ -251,10 +267,334 @@ int overview_alerts(struct tui *ui, const struct view *v, WINDOW *w, int y,
 				"  [%7s] ", t);
 		x += tui_printf(w, y + row, x, cols - x,
 				tui_attr(ui, ROLE_NORMAL), "%-12s ", m->node);
-		tui_put(w, y + row, x, cols - x,
-			tui_attr(ui, m->kind == VIEW_FAILURE ? ROLE_FAIL
-							    : ROLE_MARK),
-			m->text);
+		overview_put_fit(ui, w, y + row, x, cols - x,
+				 tui_attr(ui, m->kind == VIEW_FAILURE
+						  ? ROLE_FAIL
+						  : ROLE_MARK),
+				 m->text);
 	}
 	return (size_t)h - 1 < n ? h : (int)n + 1;
+}
+
+/* ------------------------------------------------------------ glance block */
+
+int overview_put_fit(struct tui *ui, WINDOW *w, int y, int x, int n, attr_t a,
+		     const char *s)
+{
+	char b[1024];
+	fit_text(s, n, ui->ascii ? "..." : "\u2026", b, sizeof b);
+	return tui_put(w, y, x, n, a, b);
+}
+
+int overview_summary(struct tui *ui, const struct view *v, WINDOW *w, int y,
+		     int h, int cols)
+{
+	struct glance_checklist g;
+	int x = 0;
+	char b[256];
+	if (h < 1)
+		return 0;
+	/* The verdict line. */
+	if (v->verdict >= 0) {
+		x += tui_put(w, y, x, cols - x,
+			     tui_attr(ui, v->verdict ? ROLE_OK : ROLE_FAIL),
+			     v->verdict ? "VERDICT GO" : "VERDICT NO-GO");
+		if (!v->verdict && v->verdict_failed[0]) {
+			snprintf(b, sizeof b, "  failed: %s", v->verdict_failed);
+			overview_put_fit(ui, w, y, x, cols - x,
+					 tui_attr(ui, ROLE_FAIL), b);
+		}
+	} else if (v->held) {
+		x += tui_put(w, y, x, cols - x, tui_attr(ui, ROLE_FAIL),
+			     "VERDICT held  ");
+		overview_put_fit(ui, w, y, x, cols - x, tui_attr(ui, ROLE_FAIL),
+				 "the run ended with failures: r reruns a "
+				 "failed stage, q ends the run");
+	} else {
+		const struct view_stage *cur = view_current_stage(v);
+		x += tui_put(w, y, x, cols - x, tui_attr(ui, ROLE_HEAD),
+			     "VERDICT pending");
+		if (cur) {
+			snprintf(b, sizeof b, "  stage %s %.0f%%", cur->id,
+				 view_stage_progress(v, cur, NULL) * 100);
+			overview_put_fit(ui, w, y, x, cols - x, A_NORMAL, b);
+		}
+	}
+	if (h < 2)
+		return 1;
+	/* The checklist's counts, then the first failing item. */
+	glance_checklist(v, &g);
+	y++;
+	x = tui_put(w, y, 0, cols, tui_attr(ui, ROLE_HEAD), "CHECKLIST");
+	for (int s = 0; s < GLANCE_NSTATUS; s++) {
+		if (!g.n[s] && s != GLANCE_PASS && s != GLANCE_FAIL)
+			continue;
+		snprintf(b, sizeof b, " %d %s", g.n[s], glance_status_name[s]);
+		if (fit_cols(b) > cols - x)
+			break; /* a count is written whole or not at all */
+		x += tui_put(w, y, x, cols - x,
+			     tui_attr(ui, !g.n[s] ? ROLE_DIM
+				      : s == GLANCE_NONE
+					  ? ROLE_DIM
+					  : tui_status_role(glance_status_name[s])),
+			     b);
+	}
+	if (g.first) {
+		snprintf(b, sizeof b, "  first %s: %s", g.first_status,
+			 g.first);
+		if (fit_cols(b) <= cols - x) {
+			x += tui_put(w, y, x, cols - x,
+				     tui_attr(ui, tui_status_role(g.first_status)),
+				     b);
+			if (g.first_check && g.first_check->detail[0] &&
+			    cols - x > 8) {
+				x += tui_put(w, y, x, cols - x, A_NORMAL, " ");
+				overview_put_fit(ui, w, y, x, cols - x,
+						 tui_attr(ui, ROLE_DIM),
+						 g.first_check->detail);
+			}
+		}
+	}
+	return 2;
+}
+
+/* One line of the memory or network panel: a card, a node or a node set. */
+struct gline {
+	char label[96];
+	size_t first, last; /* nodes */
+	int card;	    /* -1: the node's or set's worst card */
+};
+
+/* The lines for h rows: per card when they fit, else per node, else per
+ * node set (consecutive nodes, as the grid folds them). */
+static int glance_lines(const struct view *v, int h, int per_card,
+			struct gline *out, int max)
+{
+	int n = 0;
+	size_t group;
+	if (h < 1 || !v->nnodes)
+		return 0;
+	if (per_card && glance_ncards(v, 0, v->nnodes - 1) <= h) {
+		for (size_t i = 0; i < v->nnodes; i++)
+			for (int c = 0; c < v->nodes[i].ncards && n < max; c++) {
+				if (!v->nodes[i].cards[c].present)
+					continue;
+				snprintf(out[n].label, sizeof out[n].label,
+					 "%.60s/%d", v->nodes[i].name, c);
+				out[n].first = out[n].last = i;
+				out[n++].card = c;
+			}
+		return n;
+	}
+	group = (v->nnodes + (size_t)h - 1) / (size_t)h;
+	for (size_t i = 0; i < v->nnodes && n < max; i += group) {
+		size_t last = i + group - 1 < v->nnodes ? i + group - 1
+							: v->nnodes - 1;
+		tui_fold_name(v->nodes[i].name, v->nodes[last].name,
+			      out[n].label, sizeof out[n].label);
+		out[n].first = i;
+		out[n].last = last;
+		out[n++].card = -1;
+	}
+	return n;
+}
+
+#define GLINES 256
+
+int overview_memory_need(const struct view *v)
+{
+	int c = v->nnodes ? glance_ncards(v, 0, v->nnodes - 1) : 0;
+	return c ? c : 0;
+}
+
+int overview_memory(struct tui *ui, const struct view *v, WINDOW *w, int y,
+		    int h, int cols)
+{
+	struct gline l[GLINES];
+	struct glance_card g[GLINES];
+	char ub[GLINES][48], pk[GLINES][32], hr[GLINES][16], worst[GLINES][96];
+	int lw = 0, ubw = 0, pkw = 0, hrw = 0, wsw = 0, n, rows = 0;
+	int head = h >= 2 && h > overview_memory_need(v);
+	n = glance_lines(v, h - head, 1, l, GLINES);
+	if (!n)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		int total;
+		double f;
+		if (l[i].card >= 0) {
+			glance_card(&v->nodes[l[i].first], l[i].card, &g[i]);
+			total = 1;
+		} else
+			total = glance_worst(v, l[i].first, l[i].last, &g[i]);
+		fit_used_budget(g[i].used, g[i].budget, ub[i], sizeof ub[i]);
+		fit_bytes(g[i].peak, pk[i], sizeof pk[i]);
+		fit_headroom(g[i].peak, g[i].budget, hr[i], sizeof hr[i], &f);
+		worst[i][0] = 0;
+		if (!total)
+			snprintf(ub[i], sizeof ub[i], "no card");
+		else if (l[i].card < 0 && l[i].first == l[i].last)
+			snprintf(worst[i], sizeof worst[i],
+				 "worst of %d cards: #%d", total, g[i].card);
+		else if (l[i].card < 0)
+			snprintf(worst[i], sizeof worst[i],
+				 "worst of %d cards: %.40s/%d", total,
+				 g[i].node, g[i].card);
+#define WIDEST(var, s)                                                       \
+	if (fit_cols(s) > var)                                               \
+		var = fit_cols(s);
+		WIDEST(lw, l[i].label)
+		WIDEST(ubw, ub[i])
+		WIDEST(pkw, pk[i])
+		WIDEST(hrw, hr[i])
+		WIDEST(wsw, worst[i])
+	}
+	if (lw > 24)
+		lw = 24;
+	/* The fields in order of what to give up when the line is narrow:
+	 * the worst card's name, then the words; a number is never cut. */
+	const char *pkl = "  peak ", *hrl = "  headroom ";
+	int text = ubw + 7 + pkw + 11 + hrw + (wsw ? 2 + wsw : 0);
+	int fixed = 2 + lw + 1;
+	if (fixed + 8 + text > cols && wsw) {
+		text -= 2 + wsw;
+		wsw = 0;
+	}
+	if (fixed + 8 + text > cols) {
+		pkl = " pk ";
+		hrl = " free ";
+		text = ubw + 4 + pkw + 6 + hrw;
+	}
+	int bw = cols - fixed - 1 - text;
+	if (bw > 30)
+		bw = 30;
+	if (bw < 4)
+		bw = 0;
+	if (head) {
+		tui_printf(w, y, 0, cols, tui_attr(ui, ROLE_HEAD),
+			   "MEMORY  used/budget, peak, headroom above the peak");
+		rows++;
+	}
+	for (int i = 0; i < n && rows < h; i++, rows++) {
+		int yy = y + rows, x = 0, dim = 0;
+		enum tui_role role;
+		double f = g[i].headroom;
+		role = isnan(f) ? ROLE_NORMAL
+		       : f < 0.1 ? ROLE_FAIL
+		       : f < 0.25 ? ROLE_WARN
+				  : ROLE_OK;
+		for (size_t k = l[i].first; k <= l[i].last; k++)
+			dim |= view_node_stale(v, &v->nodes[k], NULL);
+		x += tui_printf(w, yy, x, cols - x, A_NORMAL, "  %-*.*s ", lw,
+				lw, l[i].label);
+		if (bw) {
+			tui_membar(ui, w, yy, x, bw, g[i].used, g[i].peak,
+				   g[i].budget, dim);
+			x += bw + 1;
+		}
+		if (x + text > cols)
+			continue; /* numbers whole or not at all */
+		x += tui_printf(w, yy, x, cols - x, A_NORMAL, "%*s", ubw, ub[i]);
+		x += tui_printf(w, yy, x, cols - x, tui_attr(ui, ROLE_DIM), "%s",
+				pkl);
+		x += tui_printf(w, yy, x, cols - x, A_NORMAL, "%*s", pkw, pk[i]);
+		x += tui_printf(w, yy, x, cols - x, tui_attr(ui, ROLE_DIM), "%s",
+				hrl);
+		x += tui_printf(w, yy, x, cols - x,
+				tui_attr(ui, dim ? ROLE_DIM : role), "%*s", hrw,
+				hr[i]);
+		if (wsw && worst[i][0])
+			tui_printf(w, yy, x, cols - x, tui_attr(ui, ROLE_DIM),
+				   "  %s", worst[i]);
+	}
+	return rows;
+}
+
+int overview_net_need(const struct view *v) { return (int)v->nnodes; }
+
+int overview_net(struct tui *ui, const struct view *v, WINDOW *w, int y, int h,
+		 int cols)
+{
+	struct gline l[GLINES];
+	int head = h >= 2 && h > overview_net_need(v);
+	int n = glance_lines(v, h - head, 0, l, GLINES), lw = 0, rows = 0;
+	if (!n)
+		return 0;
+	if (head) {
+		tui_put(w, y++, 0, cols, tui_attr(ui, ROLE_HEAD),
+			"NET  NIC rx/tx, the running collective's bus "
+			"bandwidth, data moved");
+		rows++;
+		h--;
+	}
+	for (int i = 0; i < n; i++)
+		if (fit_cols(l[i].label) > lw)
+			lw = fit_cols(l[i].label);
+	if (lw > 24)
+		lw = 24;
+	for (int i = 0; i < n && i < h; i++, rows++) {
+		struct glance_net g;
+		char rx[32], tx[32], bus[96], t[160];
+		double vals[64];
+		int yy = y + i, x = 0, m;
+		glance_net(v, l[i].first, l[i].last, &g);
+		fit_bytes(g.rx, rx, sizeof rx);
+		fit_bytes(g.tx, tx, sizeof tx);
+		snprintf(t, sizeof t, "rx %s/s  tx %s/s", rx, tx);
+		bus[0] = 0;
+		if (g.bus) {
+			char bw[32];
+			fit_busbw(g.busbw, bw, sizeof bw);
+			snprintf(bus, sizeof bus, "%s busbw %s", g.op, bw);
+		}
+		x += tui_printf(w, yy, x, cols - x, tui_attr(ui, ROLE_HEAD),
+				"  %-*.*s ", lw, lw, l[i].label);
+		if (x + fit_cols(t) > cols)
+			continue;
+		x += tui_put(w, yy, x, cols - x, A_NORMAL, t);
+		if (bus[0] && x + 2 + fit_cols(bus) <= cols) {
+			x += tui_put(w, yy, x, cols - x, A_NORMAL, "  ");
+			x += tui_put(w, yy, x, cols - x, tui_attr(ui, ROLE_OK),
+				     bus);
+		}
+		/* The data moved per sample tick, of the set's first node
+		 * (the grid's sparkline is the same line). */
+		int sw = cols - x - 2;
+		if (sw > 30)
+			sw = 30;
+		if (sw < 4)
+			continue;
+		m = glance_moved(v, &v->nodes[l[i].first], vals,
+				 sw < 64 ? sw : 64);
+		overview_spark(ui, w, yy, x + 2, sw, vals, m,
+			       tui_attr(ui, ROLE_BAR));
+	}
+	return rows;
+}
+
+void overview_spark(struct tui *ui, WINDOW *w, int y, int x, int n,
+		    const double *vals, int m, attr_t a)
+{
+	double mx = 0;
+	char run[8 * 64 + 1];
+	size_t off = 0;
+	if (n > 64)
+		n = 64;
+	for (int i = 0; i < m; i++)
+		if (!isnan(vals[i]) && vals[i] > mx)
+			mx = vals[i];
+	for (int i = 0; i < n; i++) {
+		int k = i - (n - m); /* right-aligned: the newest at the end */
+		const char *gl = " ";
+		if (k >= 0 && k < m) {
+			int lvl = mx > 0 && !isnan(vals[k])
+				      ? (int)(vals[k] / mx * 7 + 0.5)
+				      : 0;
+			gl = ui->g->spark[lvl < 0 ? 0 : lvl > 7 ? 7 : lvl];
+		}
+		size_t gl_n = strlen(gl);
+		memcpy(run + off, gl, gl_n);
+		off += gl_n;
+	}
+	run[off] = 0;
+	tui_put(w, y, x, n, a, run);
 }

@@ -1,15 +1,19 @@
 /*
  * screen_overview.c - one row per node: state, a memory bar per card (used,
  * peak mark, budget = the bar's end; colour by headroom; bars widen with
- * the terminal), a bandwidth sparkline and the node's checklist row;
+ * the terminal), a sparkline of the data the node moves (NIC or the
+ * collectives' bus bandwidth: glance.h) and the node's checklist row;
  * folded node sets when the nodes outnumber the rows they get.  Below the
- * grid, the rows left go to the stage timeline, the checklist by name
- * with its evidence and the last alerts (overview_panels.c); the perf line
- * and the alerts line at the bottom.
+ * grid: the verdict line and the checklist's counts, memory with numbers
+ * per card, the network per node, then the stage timeline, the checklist
+ * by name with its evidence and the last alerts (overview_panels.c); the
+ * perf line and the alerts line at the bottom.  The layout rule per
+ * terminal size is in docs/screens.md.
  */
 #include "tui.h"
 #include "checklist.h"
 #include "console.h"
+#include "glance.h"
 
 #include <math.h>
 #include <string.h>
@@ -46,11 +50,21 @@ static enum tui_role node_activity(const struct view *v,
 		const struct view_stage *s = VIEW_NODE_STAGE(v, n, i);
 		if (strcmp(s->state, "end"))
 			run = s;
-		else if (s->has_rc && s->rc && !view_stage_superseded(v, s))
-			bad = s; /* a rerun that followed decides, not this */
+		else if (s->has_rc && s->rc && !view_stage_superseded(v, s) &&
+			 !(v->verdict_ts && s->ts > v->verdict_ts))
+			bad = s; /* a rerun that followed decides, not this;
+				  * nor a service its agent stopped after the
+				  * verdict (FAILURES AND MARKERS keeps it) */
 	}
 	if (n->state[0] && strcmp(n->state, "done")) {
-		snprintf(out, max, "%s: %.*s", n->state, (int)(max > 20 ? max - 20 : 1), n->why);
+		/* The grid shortens it at a word (fit.h). */
+		size_t k = strlen(n->state);
+		snprintf(out, max, "%s: ", n->state);
+		if (k + 3 < max) {
+			size_t wl = strnlen(n->why, max - k - 3);
+			memcpy(out + k + 2, n->why, wl);
+			out[k + 2 + wl] = 0;
+		}
 		return ROLE_FAIL;
 	}
 	if (view_node_stale(v, n, &age)) {
@@ -230,38 +244,54 @@ static void perf_line(struct tui *ui, const struct view *v, WINDOW *w, int y,
 			  b->tokens_per_s, 1);
 }
 
-/* The panels share h rows: each gets up to a third, then what the others
- * leave, in order timeline, checklist, alerts. */
+/* The panels share h rows.  Each drawn panel takes at least a heading and
+ * one line: when rows are short they go first to the failures and
+ * markers (when there are any), then the timeline, then the checklist;
+ * what is left is shared out in screen order, a third each, then what
+ * the others leave. */
 static void draw_panels(struct tui *ui, const struct view *v, WINDOW *w,
 			int y, int h, int cols)
 {
-	int need[3], got[3], left = h - 2; /* a blank row between panels */
+	int need[3], got[3] = {0, 0, 0}, left = h, drawn = 0;
+	static const int prio[3] = {2, 0, 1};
 	int nst = v->npb_stages;
 	if (!nst)
 		for (size_t i = 0; i < v->nstages; i++)
 			nst += !strcmp(v->stages[i].node, CONSOLE_NODE);
 	need[0] = nst ? nst + 1 : 0;
 	need[1] = (int)checklist_n + 1;
-	need[2] = (int)(v->marks.n < 8 ? v->marks.n : 8) + 1;
-	for (int i = 0; i < 3; i++) {
-		got[i] = need[i] < left / 3 ? need[i] : left / 3;
-		if (got[i] < 0)
-			got[i] = 0;
-	}
-	left -= got[0] + got[1] + got[2];
-	for (int i = 0; i < 3 && left > 0; i++) {
-		int more = need[i] - got[i];
-		if (more > left)
-			more = left;
-		if (more > 0) {
-			got[i] += more;
-			left -= more;
+	need[2] = v->marks.n ? (int)(v->marks.n < 8 ? v->marks.n : 8) + 1 : 0;
+	for (int k = 0; k < 3; k++) {
+		int i = prio[k];
+		int gap = drawn ? 1 : 0; /* a blank row between panels */
+		if (need[i] >= 2 && left >= 2 + gap) {
+			got[i] = 2;
+			left -= 2 + gap;
+			drawn++;
 		}
 	}
+	for (int round = 0; round < 2; round++)
+		for (int i = 0; i < 3 && left > 0; i++) {
+			int more = need[i] - got[i], cap = h / 3 - got[i];
+			if (!got[i])
+				continue;
+			if (round == 0 && more > cap)
+				more = cap;
+			if (more > left)
+				more = left;
+			if (more > 0) {
+				got[i] += more;
+				left -= more;
+			}
+		}
 	if (got[0])
 		y += overview_timeline(ui, v, w, y, got[0], cols) + 1;
-	y += overview_checklist(ui, v, w, y, got[1], cols) + 1;
-	overview_alerts(ui, v, w, y, got[2] + left, cols);
+	if (got[1])
+		y += overview_checklist(ui, v, w, y, got[1], cols) + 1;
+	if (got[2])
+		overview_alerts(ui, v, w, y, got[2], cols);
+	else if (!v->marks.n && left >= 1)
+		overview_alerts(ui, v, w, y, 1, cols);
 }
 
 /* Nodes per row of the last draw (folded node sets), for Enter. */
@@ -319,19 +349,35 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		bw = 1;
 		gap = 0;
 	}
-	int body = rows - 1 - (v->perf.n ? 1 : 0) - 1; /* heading, perf, alerts */
-	/* The grid keeps its rows when the nodes need them; the panels get
-	 * what a grid of few nodes leaves (at least a third when they fit). */
-	int panels = 0;
-	if (body >= 12) {
-		int want = (int)v->nnodes, keep = body - body / 3;
-		if (want > keep)
-			want = keep;
-		if (want < 1)
-			want = 1;
-		panels = body - want - 1;
-		body = want;
-	}
+	/* The layout rule (docs/screens.md): under the grid's heading the
+	 * rows go, in this order, to the node grid (its node sets folded
+	 * to at most half of them), the verdict line and the checklist's
+	 * counts (always), memory (per card, else folded: at most half of
+	 * what is left), the network (a third of the rest), then the
+	 * stage / checklist / failure panels; perf and alerts at the
+	 * bottom. */
+	int avail = rows - 1 - (v->perf.n ? 1 : 0) - 1; /* heading, perf, alerts */
+	int sum = avail >= 4 ? 2 : avail >= 3 ? 1 : 0;
+	int body = (int)v->nnodes, rest, memh, neth, panels, blank;
+	avail -= sum;
+	if (avail >= 4 && body > avail / 2)
+		body = avail / 2;
+	if (body > avail)
+		body = avail;
+	if (body < 1)
+		body = 1;
+	rest = avail - body;
+	blank = rest >= 24; /* a blank row under the grid when roomy */
+	rest -= blank;
+	memh = overview_memory_need(v) + 1;
+	if (memh > (rest + 1) / 2)
+		memh = rest >= 2 ? (rest + 1) / 2 : rest > 0 ? rest : 0;
+	rest -= memh;
+	neth = overview_net_need(v) + 1;
+	if (neth > rest / 3)
+		neth = rest >= 1 ? (rest / 3 > 0 ? rest / 3 : 1) : 0;
+	rest -= neth;
+	panels = rest - 1 >= 2 ? rest - 1 : 0;
 	if (!v->nnodes) {
 		tui_put(w, 1, 0, cols, tui_attr(ui, ROLE_DIM),
 			"no node has reported yet");
@@ -394,7 +440,8 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 			tui_printf(w, y, namew0 + 1, labw + 2,
 				   tui_attr(ui, ROLE_MARK), "[%s]",
 				   view_node_labels(v, n0->name));
-		tui_put(w, y, namew + 1, statew, tui_attr(ui, role), state);
+		overview_put_fit(ui, w, y, namew + 1, statew, tui_attr(ui, role),
+				 state);
 		/* Per card: this node's, or per card index the group's
 		 * fullest. */
 		int x = barx;
@@ -424,14 +471,27 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 			   tui_attr(ui, dim ? ROLE_DIM
 					    : tui_mem_role(maxfrac, 1)),
 			   "%3.0f%%", maxfrac * 100);
-		tui_spark(ui, w, y, rx, sparkw, &n0->rx_hist,
-			  tui_attr(ui, dim ? ROLE_DIM : ROLE_BAR));
+		{
+			/* NIC rx + tx, or the collectives' bus bandwidth
+			 * (glance.h): not flat while a collective runs. */
+			double vals[64];
+			int m = glance_moved(v, n0, vals,
+					     sparkw < 64 ? sparkw : 64);
+			overview_spark(ui, w, y, rx, sparkw, vals, m,
+				       tui_attr(ui, dim ? ROLE_DIM : ROLE_BAR));
+		}
 		if (chkw)
 			checks_row(ui, v, w, y, cols - chkw, chkw, n0->name,
 				   dim);
 	}
-	if (panels > 0)
-		draw_panels(ui, v, w, 1 + body + 1, panels, cols);
+	{
+		int y = 1 + (body < (int)ngroups ? body : (int)ngroups) + blank;
+		y += overview_summary(ui, v, w, y, sum, cols);
+		y += overview_memory(ui, v, w, y, memh, cols);
+		y += overview_net(ui, v, w, y, neth, cols) + 1;
+		if (panels > 0)
+			draw_panels(ui, v, w, y, panels, cols);
+	}
 	if (v->perf.n)
 		perf_line(ui, v, w, rows - 2, cols);
 	alerts(ui, v, w, rows - 1, cols);

@@ -104,6 +104,26 @@ int overview_checklist(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		       int h, int cols);
 int overview_alerts(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		    int h, int cols);
+/* The glance block (docs/screens.md): the verdict line and the
+ * checklist's counts (2 rows), memory per card / node / node set, the
+ * network per node / node set; the rows each would take when every line
+ * is its own (memory: one per card). */
+int overview_summary(struct tui *ui, const struct view *v, WINDOW *w, int y,
+		     int h, int cols);
+int overview_memory(struct tui *ui, const struct view *v, WINDOW *w, int y,
+		    int h, int cols);
+int overview_memory_need(const struct view *v);
+int overview_net(struct tui *ui, const struct view *v, WINDOW *w, int y, int h,
+		 int cols);
+int overview_net_need(const struct view *v);
+/* s shortened to n columns at a word or number boundary (fit.h), "…" or
+ * "..." under --ascii; returns columns used. */
+int overview_put_fit(struct tui *ui, WINDOW *w, int y, int x, int n, attr_t a,
+		     const char *s);
+/* A sparkline of m values (oldest first), right-aligned in n columns,
+ * scaled to their max: flat only when every value is 0. */
+void overview_spark(struct tui *ui, WINDOW *w, int y, int x, int n,
+		    const double *vals, int m, attr_t a);
 extern const struct tui_screen *const tui_screens[];
 #define TUI_NSCREENS 8
 

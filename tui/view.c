@@ -508,6 +508,7 @@ static void view_sample(struct view *v, const char *node, int card,
 			n->host_used = value;
 		else if (!strcmp(metric, "net.rx_bps")) {
 			n->rx = value;
+			n->rx_ts[n->rx_hist.head] = ts;
 			view_ring_push(&n->rx_hist, value);
 		} else if (!strcmp(metric, "net.tx_bps")) {
 			n->tx = value;
@@ -1122,6 +1123,10 @@ void view_dump(const struct view *v, FILE *f)
 		for (int k = 0; k < n->rx_hist.n; k++)
 			fprintf(f, "%s%.6g", k ? "," : "",
 				view_ring_get(&n->rx_hist, k));
+		fprintf(f, " rxt=");
+		for (int k = 0; k < n->rx_hist.n; k++)
+			fprintf(f, "%s%lld", k ? "," : "",
+				(long long)VIEW_RX_TS(n, k));
 		fprintf(f, " txh=");
 		for (int k = 0; k < n->tx_hist.n; k++)
 			fprintf(f, "%s%.6g", k ? "," : "",

@@ -63,6 +63,10 @@ void view_ring_push(struct view_ring *r, double x);
 int view_metric_ringed(const char *metric);
 /* The i-th oldest value held (0 <= i < r->n). */
 double view_ring_get(const struct view_ring *r, int i);
+/* The ts of the node's i-th oldest net.rx_bps value (0 <= i < rx_hist.n). */
+#define VIEW_RX_TS(n, i)                                                     \
+	((n)->rx_ts[((n)->rx_hist.head - (n)->rx_hist.n + (i) + VIEW_HIST) % \
+		    VIEW_HIST])
 
 struct view_card {
 	int present;
@@ -99,6 +103,9 @@ struct view_node {
 	int ncards; /* slots: card numbers 0..ncards-1 (some not present) */
 	double host_used, rx, tx;
 	struct view_ring rx_hist, tx_hist;
+	/* The ts of each rx_hist value (same slots): the Overview lines the
+	 * collectives' comm events up with the NIC samples' ticks. */
+	int64_t rx_ts[VIEW_HIST];
 	/* Service figures (NAN: not reported); has_svc: any of them, or a
 	 * card's kv.used.  tps_hist: load.tokens_per_s. */
 	double svc[VIEW_SVC_N];
