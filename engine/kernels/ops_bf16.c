@@ -11,12 +11,14 @@
  *   portable loop (DAY0_KERNEL names one).  One row of x times f32 W (an
  *   f32 checkpoint's decode) goes through the same kernels' f32 forms and
  *   pool (gemv_f32), sgemv without AVX2.
- * - Prefill (many rows): panels of W widened to f32 in a scratch buffer,
- *   each multiplied by OpenBLAS sgemm; the widening costs n*k operations
- *   against the product's m*n*k.  With more than one thread each thread
- *   widens and multiplies its own panels (panels()).  (Debian's OpenBLAS
- *   0.3.21 exports no sbgemm, so bf16 panels are widened even where the
- *   CPU has AVX512-BF16; see docs/runtime.md.)
+ * - Prefill (many rows): on oneDNN's matmul where it has a native kernel
+ *   for the CPU (ops_onednn.c; AMX-BF16, AVX512-BF16, AVX-512): x rounded
+ *   to bf16, W's panels as stored (FP8's widened with their scales and
+ *   rounded to bf16), f32 sums, each pool thread its own panels
+ *   (onednn_panels()); f32 W through oneDNN's f32 matmul the same way.
+ *   Otherwise, or with a GEMV named by DAY0_KERNEL: panels of W widened to
+ *   f32 in a scratch buffer, each multiplied by OpenBLAS sgemm (panels();
+ *   Debian's OpenBLAS 0.3.21 exports no sbgemm); f32 W by sgemm.
  *
  * The work is split over a small pool of threads, as many as OpenBLAS
  * uses, so it runs on the cores sgemv would: chunks (GEMV rows, prefill
@@ -24,8 +26,9 @@
  * taken from a counter, so a worker the scheduler has parked does not
  * hold a product up.  Workers spin a little for the next job (a decode
  * step is ~100 short products), then sleep.  While workers call OpenBLAS
- * it is told to use one thread.  DAY0_KERNEL=portable forces the portable
- * loop (tests).
+ * it is told to use one thread, and oneDNN always is.  DAY0_KERNEL=
+ * portable|avx2|avx512 forces a GEMV and the sgemm prefill (tests, A/B),
+ * DAY0_KERNEL=onednn the oneDNN prefill.
  *
  * op_linear_w also takes block-scaled FP8 W (ops_fp8.c's kernels) through
  * the same pool: its GEMV for up to GEMV_ROWS rows, its widened panels for
@@ -501,6 +504,9 @@ typedef void (*gemv_fn)(float *, int, const float *, const uint16_t *, int,
 			int, int, int);
 
 static gemv_fn fn;
+/* prefill's bf16 and FP8 products on oneDNN (ops_onednn.c): -1 not yet
+ * decided, then 0 or 1 */
+static int prefill_onednn = -1;
 
 #ifdef HAVE_X86
 static int have_avx2(void)
@@ -532,23 +538,53 @@ static gemv_fn kernel_named(const char *name)
 	return any ? gemv_rows_portable : NULL;
 }
 
-/* DAY0_KERNEL=portable|avx2|avx512 picks a kernel (tests, A/B runs); unset
- * or one this CPU lacks, the best it has. */
+/* Whether name ("onednn", or NULL/"" for the best) puts prefill on
+ * oneDNN: only where oneDNN has a native kernel for this CPU. */
+static int onednn_named(const char *name)
+{
+	if (name && *name && strcmp(name, "onednn"))
+		return 0;
+	return op_onednn_ready();
+}
+
+/* DAY0_KERNEL=portable|avx2|avx512 picks a GEMV kernel and prefill by
+ * widened panels through sgemm (tests, A/B runs: the paths before
+ * oneDNN); DAY0_KERNEL=onednn the best GEMV and prefill on oneDNN; unset,
+ * or one this CPU lacks, the best it has: oneDNN for prefill where it
+ * has a native kernel. */
 static gemv_fn pick_gemv(void)
 {
 	if (!fn) {
-		gemv_fn f = kernel_named(getenv("DAY0_KERNEL"));
+		const char *name = getenv("DAY0_KERNEL");
+		if (name && !strcmp(name, "onednn"))
+			name = NULL;
+		gemv_fn f = kernel_named(name);
 		fn = f ? f : kernel_named(NULL);
 	}
 	return fn;
 }
 
+static int use_onednn(void)
+{
+	if (prefill_onednn < 0) {
+		const char *name = getenv("DAY0_KERNEL");
+		if (name && *name && strcmp(name, "onednn") && !kernel_named(name))
+			name = NULL; /* one this CPU lacks: the best */
+		prefill_onednn = onednn_named(name);
+	}
+	return prefill_onednn;
+}
+
 int op_bf16_set_kernel(const char *name)
 {
-	gemv_fn f = kernel_named(name);
+	int on = onednn_named(name);
+	if (name && !strcmp(name, "onednn") && !on)
+		return -1;
+	gemv_fn f = kernel_named(name && !strcmp(name, "onednn") ? NULL : name);
 	if (!f)
 		return -1;
 	fn = f;
+	prefill_onednn = on;
 	return 0;
 }
 
@@ -566,6 +602,24 @@ void op_bf16_widen(float *out, const uint16_t *in, size_t n)
 	}
 #endif
 	widen_portable(out, in, n);
+}
+
+const char *op_prefill_kernel(void)
+{
+	static char name[80];
+	if (!use_onednn())
+		return "sgemm";
+	snprintf(name, sizeof name, "onednn:%s", op_onednn_isa());
+	return name;
+}
+
+const char *op_kernels(void)
+{
+	static char name[96];
+	if (!use_onednn())
+		return op_bf16_kernel();
+	snprintf(name, sizeof name, "%s+%s", op_bf16_kernel(), op_prefill_kernel());
+	return name;
 }
 
 const char *op_bf16_kernel(void)
@@ -598,6 +652,13 @@ struct job {
 	float *scratch; /* panel jobs: slots x rows x k floats */
 	void (*each)(void *, int, int); /* op_parallel_for jobs: item c, slot */
 	void *ctx;
+	/* oneDNN panel jobs: x rounded to bf16, the matmul of a whole panel
+	 * and of the last one, FP8's bf16 scratch (slots x rows x k) */
+	const uint16_t *xb;
+	const float *wf32; /* f32 W (oneDNN's f32 matmul) */
+	const struct onednn_mm *mm, *mm_last;
+	uint16_t *bscratch;
+	atomic_int *failed;
 	const struct wmat *wm; /* FP8 GEMV and panel jobs */
 	int vec;               /* FP8: the vector kernels */
 	/* op_linear_many's GEMV jobs: products of one x, chunks numbered
@@ -744,6 +805,30 @@ static void panel_chunk(const struct job *j, int c, int slot)
 		    j->x, j->k, pan, j->k, 0.0f, j->y + j0, j->n);
 }
 
+/* A prefill chunk on oneDNN: one panel of W (rows [c*rows, (c+1)*rows))
+ * times x in bf16, one single-threaded matmul in the calling pool thread;
+ * FP8's panel first widened with its block scales and rounded to bf16 in
+ * the slot's own scratch. */
+static void onednn_chunk(const struct job *j, int c, int slot)
+{
+	int j0 = c * j->rows, len = j->n - j0 < j->rows ? j->n - j0 : j->rows;
+	const void *w = j->w + (size_t)j0 * j->k;
+	const void *x = j->xb;
+	if (j->wf32) {
+		w = j->wf32 + (size_t)j0 * j->k;
+		x = j->x;
+	} else if (j->wm) {
+		size_t off = (size_t)slot * (size_t)j->rows * (size_t)j->k;
+		float *pan = j->scratch + off;
+		uint16_t *b = j->bscratch + off;
+		op_fp8_widen_rows(pan, j->wm, j0, len, j->k, j->vec);
+		op_f32_to_bf16(b, pan, (size_t)len * j->k);
+		w = b;
+	}
+	if (op_onednn_run(len == j->rows ? j->mm : j->mm_last, j->y + j0, x, w, slot))
+		atomic_store(j->failed, 1);
+}
+
 static void each_chunk(const struct job *j, int c, int slot)
 {
 	j->each(j->ctx, c, slot);
@@ -875,6 +960,83 @@ static void panels(float *y, const float *x, const uint16_t *w,
 
 
 
+/*
+ * A prefill product on oneDNN: x rounded to bf16 once (f32 W: x as it
+ * is, oneDNN's f32 matmul), then panels of W (~256 Ki weights each, as
+ * many as a multiple of the threads) over the pool, each one matmul of one
+ * thread (ops_onednn.c: why not oneDNN's own OpenMP threads).  W is bf16
+ * w, FP8 wm or f32 wf.  Returns -1, having written nothing, when its
+ * primitives could not be made, else 0; a failed matmul (memory) redoes
+ * the product by the path before oneDNN.
+ */
+static int onednn_panels(float *y, const float *x, const uint16_t *w,
+			 const struct wmat *wm, const float *wf, int m, int n, int k)
+{
+	int threads = pool_threads();
+	int np = (int)(((size_t)n * (size_t)k + (1u << 18) - 1) >> 18);
+	atomic_int failed = 0;
+	uint16_t *xb = NULL;
+	struct job j = {.run = onednn_chunk, .y = y, .x = x, .w = w, .m = m, .n = n,
+			.k = k, .slots = threads, .wm = wm, .wf32 = wf, .vec = fp8_vec(),
+			.failed = &failed};
+	if (np < 1)
+		np = 1;
+	if (threads > 1 && np > 1)
+		np = (np + threads - 1) / threads * threads;
+	j.rows = ((n + np - 1) / np + 15) & ~15;
+	if (j.rows > n)
+		j.rows = n;
+	j.nchunks = (n + j.rows - 1) / j.rows;
+	if (j.slots > j.nchunks)
+		j.slots = j.nchunks;
+	j.mm = op_onednn_get(m, j.rows, k, n, wf != NULL, j.slots);
+	j.mm_last = n % j.rows ? op_onednn_get(m, n % j.rows, k, n, wf != NULL, j.slots) : j.mm;
+	if (!j.mm || !j.mm_last)
+		return -1;
+	if (!wf) {
+		xb = aligned_alloc(64, ((size_t)m * k * 2 + 63) & ~(size_t)63);
+		if (!xb)
+			abort();
+		op_f32_to_bf16(xb, x, (size_t)m * k);
+		j.xb = xb;
+	}
+	if (wm) {
+		size_t per = (size_t)j.slots * (size_t)j.rows * (size_t)k;
+		j.scratch = malloc(per * sizeof(float));
+		j.bscratch = aligned_alloc(64, (per * 2 + 63) & ~(size_t)63);
+		if (!j.scratch || !j.bscratch)
+			abort();
+	}
+	if (j.slots > 1) {
+		openblas_set_num_threads(1);
+		pool_run(&j);
+		openblas_set_num_threads(threads);
+	} else {
+		for (int c = 0; c < j.nchunks; c++)
+			onednn_chunk(&j, c, 0);
+	}
+	free(xb);
+	free(j.scratch);
+	free(j.bscratch);
+	if (atomic_load(&failed)) {
+		if (wf)
+			op_linear(y, x, wf, NULL, m, n, k);
+		else
+			panels(y, x, w, wm, m, n, k);
+	}
+	return 0;
+}
+
+/* A prefill product of bf16 or FP8 W: oneDNN where it is in use, else
+ * widened panels through sgemm. */
+static void prefill(float *y, const float *x, const uint16_t *w,
+		    const struct wmat *wm, int m, int n, int k)
+{
+	if (use_onednn() && onednn_panels(y, x, w, wm, NULL, m, n, k) == 0)
+		return;
+	panels(y, x, w, wm, m, n, k);
+}
+
 /* Rows of x below which the GEMV (W read once per 4 rows) beats widening
  * panels of W for sgemm. */
 #define GEMV_ROWS 8
@@ -888,7 +1050,7 @@ void op_linear_bf16(float *y, const float *x, const uint16_t *w,
 		gemv_many(1, &y, &wp, &b, &n, x, m, k);
 		return;
 	}
-	panels(y, x, w, NULL, m, n, k);
+	prefill(y, x, w, NULL, m, n, k);
 	if (b)
 		for (int i = 0; i < m; i++)
 			for (int j = 0; j < n; j++)
@@ -904,7 +1066,7 @@ void op_linear_w(float *y, const float *x, const struct wmat *w,
 		if (m <= GEMV_ROWS) {
 			gemv_many(1, &y, &w, &b, &n, x, m, k);
 		} else {
-			panels(y, x, NULL, w, m, n, k);
+			prefill(y, x, NULL, w, m, n, k);
 			if (b)
 				for (int i = 0; i < m; i++)
 					for (int jj = 0; jj < n; jj++)
@@ -912,6 +1074,17 @@ void op_linear_w(float *y, const float *x, const struct wmat *w,
 		}
 	} else if (m == 1) {
 		gemv_f32(y, x, w, b, n, k);
+	} else if (m > GEMV_ROWS && use_onednn() &&
+		   onednn_panels(y, x, NULL, NULL, w->p, m, n, k) == 0) {
+		/* f32 prefill on oneDNN's f32 matmul too: f32 sums of f32
+		 * values, as sgemm's, and faster than OpenBLAS's kernels here
+		 * (AVX-512: 150 against 131 GFLOP/s with OpenBLAS's own
+		 * SkylakeX kernels, 85 with the Haswell ones some machines
+		 * force; 1 thread, 128 x 2816 x 1024) */
+		if (b)
+			for (int i = 0; i < m; i++)
+				for (int jj = 0; jj < n; jj++)
+					y[(size_t)i * n + jj] += b[jj];
 	} else {
 		op_linear(y, x, w->p, b, m, n, k);
 	}

@@ -217,8 +217,28 @@ float op_fp8_scale_factor(int dtype);
  * "portable"; the best the CPU has unless DAY0_KERNEL names another. */
 const char *op_bf16_kernel(void);
 /* Use kernel name ("avx2" for "avx2+fma"; NULL or "" the best the CPU has)
- * (tests); -1 if this CPU or build lacks it. */
+ * (tests); -1 if this CPU or build lacks it.  "onednn": the best GEMV and
+ * prefill's bf16/FP8 products on oneDNN (the default where oneDNN has a
+ * native kernel for the CPU); a GEMV named: prefill by sgemm panels. */
 int op_bf16_set_kernel(const char *name);
+/* Prefill's bf16/FP8 kernel: "onednn:<oneDNN's ISA>" or "sgemm"; and the
+ * GEMV and prefill kernels together, as perf reports them
+ * ("avx512+onednn:avx512_core_amx_bf16", or the GEMV's name alone). */
+const char *op_prefill_kernel(void);
+const char *op_kernels(void);
+/* oneDNN's matmul (ops_onednn.c): whether its bf16 one has a native
+ * kernel for this CPU, and which (NULL if none); the primitive for
+ * y[m, ldy] (n columns) = x[m, k] . W[n, k]^T, x and W bf16 (f32 if f32),
+ * created once per shape, with streams for slots pool threads (NULL on
+ * failure); run in pool slot slot, single-threaded (0, or -1 on failure). */
+struct onednn_mm;
+int op_onednn_ready(void);
+const char *op_onednn_isa(void);
+const struct onednn_mm *op_onednn_get(int m, int n, int k, int ldy, int f32, int slots);
+int op_onednn_run(const struct onednn_mm *mm, float *y, const void *x, const void *w,
+		  int slot);
+/* f32 -> bf16, rounded to nearest even (NaN stays NaN). */
+void op_f32_to_bf16(uint16_t *out, const float *in, size_t n);
 void op_embedding(float *y, const float *table, int64_t id, int h);
 void op_softmax(float *x, int n);
 void op_sigmoid(float *x, int n);

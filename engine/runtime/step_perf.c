@@ -241,7 +241,7 @@ static int run(int argc, char **argv)
 	}
 	/* the kernels the figures were measured with: a baseline from another
 	 * release day compares like with like only when these match */
-	kern = json_pack("{s:s, s:s}", "kernel", op_bf16_kernel(), "blas_core",
+	kern = json_pack("{s:s, s:s}", "kernel", op_kernels(), "blas_core",
 			 openblas_get_corename());
 	if (rank == 0 && rc == 0) {
 		double tpot = median(m_tpot, nrep);
@@ -269,9 +269,9 @@ static int run(int argc, char **argv)
 		} else if (!events_enabled()) {
 			printf("perf: tp %d pp %d ep %d: TTFT %.2f ms (%ld prompt tokens, "
 			       "%.0f tokens/s), TPOT %.3f ms, %.1f tokens/s decode, "
-			       "communication %.1f%% of step time (GEMV kernel %s, "
+			       "communication %.1f%% of step time (kernels %s, "
 			       "OpenBLAS %s)\n", lay.d.tp, lay.d.pp, lay.d.ep,
-			       ttft * 1e3, np, ptps, tpot, tps, share * 100, op_bf16_kernel(),
+			       ttft * 1e3, np, ptps, tpot, tps, share * 100, op_kernels(),
 			       openblas_get_corename());
 		}
 		{

@@ -27,6 +27,25 @@ static struct model_config rope_cfg(const char *type, double factor)
 	return c;
 }
 
+/* The nearest bf16 to f (ties to even), by comparing the two candidates
+ * in double: independent of the kernels' integer rounding. */
+static float ref_bf16(float f)
+{
+	uint32_t u, lo, hi;
+	float fl, fh;
+	if (!isfinite(f))
+		return f;
+	memcpy(&u, &f, 4);
+	lo = u & 0xffff0000u, hi = lo + 0x10000u;
+	memcpy(&fl, &lo, 4);
+	memcpy(&fh, &hi, 4);
+	/* past the largest finite bf16, the next step is 2^128 (Inf) */
+	double dl = fabs((double)f - fl), dh = fabs((isinf(fh) ? ldexp(1, 128) : (double)fh) - f);
+	if (dl < dh || (dl == dh && !(lo & 0x10000u)))
+		return fl;
+	return fh;
+}
+
 int main(void)
 {
 	struct rng r;
@@ -263,6 +282,113 @@ int main(void)
 				CHECKN(name, bad_w == 0);
 			}
 		op_bf16_set_kernel(NULL);
+	}
+	{ /* prefill on oneDNN (bf16 and FP8 W): x rounded to bf16 (and FP8's
+	   * scaled codes), f32 sums: against the float64 product of those
+	   * rounded values (1e-5 of the magnitude: f32 accumulation), and
+	   * against the float64 product of x as given within bf16's rounding
+	   * of x (2^-8 of the magnitude); decode rows still by the GEMV, exact;
+	   * f32 W (oneDNN's f32 matmul) with x as given, no rounding */
+		int bf16cpu = 0;
+#if defined(__x86_64__)
+		bf16cpu = __builtin_cpu_supports("avx512bf16");
+#endif
+		printf("# prefill kernel: %s (oneDNN %s)\n", op_prefill_kernel(),
+		       op_onednn_ready() ? op_onednn_isa() : "without a native kernel here");
+		CHECK(!bf16cpu || op_onednn_ready());
+		CHECK(!op_onednn_ready() || (op_bf16_set_kernel(NULL) == 0 &&
+					     !strncmp(op_prefill_kernel(), "onednn:", 7) &&
+					     strstr(op_kernels(), "+onednn:")));
+		CHECK(op_onednn_ready() || op_bf16_set_kernel("onednn") == -1);
+		CHECK(op_bf16_set_kernel("avx2") < 0 || !strcmp(op_prefill_kernel(), "sgemm"));
+		op_bf16_set_kernel(NULL);
+		{ /* rounding to bf16: specials, ties, a tail after the vector steps */
+			float in[37] = {1.0f, -2.5f, 0.0f, -0.0f, INFINITY, -INFINITY, NAN,
+					3.4028235e38f, 1e-40f, 1.00390625f, 1.01171875f,
+					1.0078125f + 1e-7f};
+			uint16_t out[37];
+			int bad = 0;
+			for (int i = 12; i < 37; i++)
+				in[i] = frand(&r) * 1000;
+			op_f32_to_bf16(out, in, 37);
+			for (int i = 0; i < 37; i++) {
+				uint32_t u = (uint32_t)out[i] << 16;
+				float f;
+				memcpy(&f, &u, 4);
+				if (isnan(in[i]))
+					bad += !isnan(f);
+				else
+					bad += f != ref_bf16(in[i]);
+			}
+			CHECKN("f32 -> bf16 rounds to nearest even (NaN, Inf, ties, tail)", bad == 0);
+		}
+		static const int shapes[][5] = {{9, 40, 17, 16, 16},     {16, 3000, 512, 128, 128},
+						{20, 70, 300, 16, 16},   {128, 1024, 1024, 128, 128},
+						{33, 257, 300, 7, 5},    {64, 2816, 256, 128, 128},
+						{3, 64, 1024, 128, 128}, {12, 1, 64, 16, 16}};
+		for (int d = 0; d < 4 && op_onednn_ready(); d++) {
+			int dt = d == 0 ? DT_BF16 : d == 1 ? DT_F8_E4M3 : d == 2 ? DT_F8_E5M2 : DT_F32;
+			int bad = 0, bad_x = 0;
+			char name[128];
+			for (size_t z = 0; z < sizeof shapes / sizeof *shapes; z++) {
+				int m = shapes[z][0], n = shapes[z][1], k = shapes[z][2];
+				int br = shapes[z][3], bc = shapes[z][4];
+				int gr = (n + br - 1) / br, gc = (k + bc - 1) / bc;
+				float *x = malloc((size_t)m * k * 4), *y = malloc((size_t)m * n * 4);
+				float *b = malloc((size_t)n * 4), *wf = malloc((size_t)n * k * 4);
+				float *sk = malloc((size_t)gr * gc * 4), *we = malloc((size_t)n * k * 4);
+				void *w = malloc((size_t)n * k * 4);
+				struct wmat wm = {.p = w, .dtype = dt, .scale = sk, .br = br,
+						  .bc = bc, .sc_cols = gc};
+				for (int i = 0; i < m * k; i++) x[i] = frand(&r);
+				for (int i = 0; i < n; i++) b[i] = frand(&r);
+				for (int i = 0; i < gr * gc; i++)
+					sk[i] = (float)ldexp(0.5 + rng_uniform(&r), -6) * op_fp8_scale_factor(dt);
+				for (int i = 0; i < n * k; i++) {
+					if (dt == DT_F32) {
+						((float *)w)[i] = frand(&r);
+					} else if (dt == DT_BF16) {
+						float f = frand(&r);
+						uint32_t u;
+						memcpy(&u, &f, 4);
+						((uint16_t *)w)[i] = (uint16_t)(u >> 16);
+					} else {
+						uint8_t c;
+						do
+							c = (uint8_t)(rng_uniform(&r) * 256);
+						while (!isfinite(fp8_to_f32(dt, c)));
+						((uint8_t *)w)[i] = c;
+					}
+				}
+				/* W exact (each row widened as load does: checked
+				 * above), and as the product sees it: FP8's rounded
+				 * to bf16 on the oneDNN path (m > 8), not the GEMV's */
+				for (int j = 0; j < n; j++)
+					op_embedding_w(we + (size_t)j * k, &wm, j, k);
+				for (int i = 0; i < n * k; i++)
+					wf[i] = dt != DT_BF16 && dt != DT_F32 && m > 8 ? ref_bf16(we[i]) : we[i];
+				op_linear_w(y, x, &wm, b, m, n, k);
+				for (int i = 0; i < m; i++)
+					for (int j = 0; j < n; j++) {
+						double sm = b[j], sx = b[j], mag = fabs(b[j]);
+						for (int c = 0; c < k; c++) {
+							double xv = m > 8 && dt != DT_F32 ? ref_bf16(x[i * k + c]) : x[i * k + c];
+							sm += xv * wf[(size_t)j * k + c];
+							sx += (double)x[i * k + c] * we[(size_t)j * k + c];
+							mag += fabs((double)x[i * k + c] * we[(size_t)j * k + c]);
+						}
+						bad += fabs(sm - y[i * n + j]) > 1e-5 * mag + 1e-6;
+						bad_x += fabs(sx - y[i * n + j]) > ldexp(mag, -8) + 1e-5 * mag + 1e-6;
+					}
+				free(x); free(y); free(b); free(wf); free(sk); free(we); free(w);
+			}
+			snprintf(name, sizeof name, "%s prefill (oneDNN) matches the float64 product "
+				 "of its bf16-rounded x and W", dtype_name(dt));
+			CHECKN(name, bad == 0);
+			snprintf(name, sizeof name, "%s prefill (oneDNN) within bf16's rounding "
+				 "of the product of x as given", dtype_name(dt));
+			CHECKN(name, bad_x == 0);
+		}
 	}
 	{ /* rms_norm: x / sqrt(mean(x^2) + eps) * w */
 		float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 0.5f}, y[4];
