@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "console.h"
+#include "fit.h"
 #include "store.h"
 #include "verdict.h"
 
@@ -377,6 +378,26 @@ static json_t *cardkey(json_t *o, const char *node, int64_t card)
  * bucket keeps its highest value, so peaks survive the thinning. */
 #define MEM_POINTS 400
 
+/* The Overview's words for a card (fit.h, the same functions as the
+ * screen and the headless table): "used_budget" ("26.2/128 MiB", the last
+ * mem.used) and "headroom" ("65%", above the peak). */
+static void memory_glance(json_t *card)
+{
+	json_t *u = json_object_get(card, "used"),
+	       *p = json_object_get(card, "peak"),
+	       *b = json_object_get(card, "budget");
+	double used = json_is_number(u) ? json_number_value(u) : NAN,
+	       peak = json_is_number(p) ? json_number_value(p) : NAN,
+	       budget = json_is_number(b) ? json_number_value(b) : NAN;
+	char ub[48], hr[16];
+	if (!json_is_number(u))
+		json_object_set_new(card, "used", json_null());
+	fit_used_budget(used, budget, ub, sizeof ub);
+	fit_headroom(peak, budget, hr, sizeof hr, NULL);
+	json_object_set_new(card, "used_budget", json_string(ub));
+	json_object_set_new(card, "headroom", json_string(hr));
+}
+
 static json_t *memory(struct rctx *c)
 {
 	json_t *series = q_rows(
@@ -418,6 +439,13 @@ static json_t *memory(struct rctx *c)
 		json_decref(rows);
 		if (strcmp(metric, "mem.used"))
 			continue;
+		/* The last mem.used: what the Overview shows at the end. */
+		rows = q_rows(c, STORE_Q_SERIES_LAST, 1, NULL, &id);
+		val = json_object_get(json_array_get(rows, 0), "value");
+		if (json_is_number(val))
+			json_object_set_new(ck, "used",
+					    json_real(json_number_value(val)));
+		json_decref(rows);
 		/* mem.used over time, thinned to MEM_POINTS buckets. */
 		int64_t b[3] = {id, 0, 1};
 		int64_t lo = 0, hi = 0, n;
@@ -468,6 +496,7 @@ static json_t *memory(struct rctx *c)
 					    bu > 0
 					? json_real(pk / bu)
 					: json_null());
+		memory_glance(v);
 		json_array_append(out, v);
 	}
 	json_decref(cards);

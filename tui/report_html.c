@@ -1059,11 +1059,14 @@ int report_write_html(FILE *f, json_t *doc)
 					    "tokens_per_s", "prompt_tokens",
 					    "gen_tokens", "kernel", "blas_core",
 					    NULL};
-	static const char *const mhead[] = {"node", "card", "peak",
-					    "budget", "peak/budget",
-					    NULL};
-	static const char *const mkeys[] = {"node", "card", "peak", "budget",
-					    "fraction", NULL};
+	static const char *const mhead[] = {"node",	   "card",
+					    "peak",	   "budget",
+					    "peak/budget", "used/budget",
+					    "headroom",	   NULL};
+	static const char *const mkeys[] = {"node",	"card",
+					    "peak",	"budget",
+					    "fraction", "used_budget",
+					    "headroom", NULL};
 	json_t *s = json_object_get(doc, "session");
 	json_t *mem = json_object_get(doc, "memory");
 	fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n"

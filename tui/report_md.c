@@ -332,12 +332,12 @@ static void md_comm(FILE *f, json_t *rows)
 
 static void md_memory(FILE *f, json_t *mem)
 {
-	static const char *const head[] = {"node", "card", "peak bytes",
-					   "peak", "budget bytes", "budget",
-					   "peak/budget", NULL};
-	static const char *const keys[] = {"node",   "card",   "peak",
-					   "peak_h", "budget", "budget_h",
-					   "frac",   NULL};
+	static const char *const head[] = {
+	    "node",   "card",	      "peak bytes", "peak",	"budget bytes",
+	    "budget", "peak/budget", "used/budget", "headroom", NULL};
+	static const char *const keys[] = {
+	    "node",	"card", "peak",	      "peak_h",	  "budget",
+	    "budget_h", "frac", "used_budget", "headroom", NULL};
 	json_t *cards = json_object_get(mem, "cards"), *r;
 	size_t i;
 	json_array_foreach(cards, i, r)

@@ -3,6 +3,10 @@
  * runner_int.h says how the parts fit.
  */
 #include "runner_int.h"
+#include "fit.h"
+#include "glance.h"
+
+#include <sys/ioctl.h>
 
 const char *const stage_state_names[] = {"waiting", "running", "done",
 					   "failed", "skipped"};
@@ -102,9 +106,28 @@ json_t *run_checklist(struct run *r)
 	return items;
 }
 
+/* Columns the DETAIL column may take: the terminal's width when f is
+ * one, else $COLUMNS, else no limit (0: a log file keeps the whole
+ * text). */
+static int detail_cols(FILE *f)
+{
+	struct winsize ws;
+	const char *c = getenv("COLUMNS");
+	int cols = 0;
+	if (isatty(fileno(f)) && ioctl(fileno(f), TIOCGWINSZ, &ws) == 0)
+		cols = ws.ws_col;
+	else if (c && atoi(c) > 0)
+		cols = atoi(c);
+	if (!cols)
+		return 0;
+	/* item, status, stage, nodes: 24+1+7+1+14+1+16+1 columns */
+	return cols - 65 > 20 ? cols - 65 : 20;
+}
+
 /* The item's evidence rows, folded by (stage, status, detail) over nodes. */
 void print_item(FILE *f, json_t *it)
 {
+	int dcols = detail_cols(f);
 	json_t *groups = json_array(), *e, *g;
 	size_t i, j;
 	json_array_foreach(json_object_get(it, "evidence"), i, e)
@@ -141,15 +164,23 @@ void print_item(FILE *f, json_t *it)
 				: strdup("-");
 		/* The item and its verdict on the first row; each further
 		 * piece of evidence below it, with its own status. */
-		fprintf(f, "%-24s %-7s %-14s %-16s %.100s\n",
+		const char *detail =
+		    json_string_value(json_object_get(g, "detail")) ?: "";
+		char shown[1024];
+		/* Shortened at a word (never inside a number) to the line;
+		 * the report has the whole text. */
+		if (dcols)
+			fit_text(detail, dcols, "\u2026", shown, sizeof shown);
+		else
+			snprintf(shown, sizeof shown, "%s", detail);
+		fprintf(f, "%-24s %-7s %-14s %-16s %s\n",
 			i ? "" : json_string_value(json_object_get(it, "item")),
 			i ? json_string_value(json_object_get(g, "status"))
 			  : json_string_value(json_object_get(it, "status")),
 			*json_string_value(json_object_get(g, "stage"))
 			    ? json_string_value(json_object_get(g, "stage"))
 			    : "-",
-			set ? set : "?",
-			json_string_value(json_object_get(g, "detail")) ?: "");
+			set ? set : "?", shown);
 		free(set);
 	}
 	json_decref(groups);
@@ -190,12 +221,79 @@ void print_reasons(FILE *f, const char *what, json_t *list)
 	fputc('\n', f);
 }
 
+/* The Overview's glance figures at the end of the session file, from
+ * the same view and the same functions as the screen (glance.h): the
+ * checklist's counts and memory per card (per node, its worst card, past
+ * GLANCE_HEADLESS_CARDS cards). */
+#define GLANCE_HEADLESS_CARDS 64
+static void print_glance(struct run *r, FILE *f)
+{
+	struct view_src *src = NULL;
+	struct view v;
+	struct d0_err err = {{0}};
+	struct glance_checklist g;
+	int64_t first, last;
+	int per_card;
+	if (view_src_open(r->session, &src, &err) < 0)
+		return;
+	view_init(&v);
+	view_src_span(src, &first, &last);
+	if (view_seek(src, &v, last, &err) < 0 || !v.nnodes)
+		goto out;
+	glance_checklist(&v, &g);
+	fprintf(f, "\nchecklist:");
+	for (int s = 0; s < GLANCE_NSTATUS; s++)
+		if (g.n[s] || s == GLANCE_PASS || s == GLANCE_FAIL)
+			fprintf(f, " %d %s", g.n[s], glance_status_name[s]);
+	if (g.first)
+		fprintf(f, "  first %s: %s", g.first_status, g.first);
+	fputc('\n', f);
+	per_card = glance_ncards(&v, 0, v.nnodes - 1) <= GLANCE_HEADLESS_CARDS;
+	fprintf(f, "\n%-24s %-18s %-10s %s%s\n", "MEMORY", "USED/BUDGET",
+		"PEAK", per_card ? "HEADROOM" : "HEADROOM WORST CARD", "");
+	for (size_t i = 0; i < v.nnodes; i++) {
+		const struct view_node *n = &v.nodes[i];
+		for (int c = 0; c < n->ncards; c++) {
+			struct glance_card k;
+			char label[96], ub[48], pk[32], hr[16], worst[48] = "";
+			int total = 1;
+			if (!per_card) {
+				if (!(total = glance_worst(&v, i, i, &k)))
+					break;
+				snprintf(label, sizeof label, "%s", n->name);
+				snprintf(worst, sizeof worst, "#%d of %d",
+					 k.card, total);
+				c = n->ncards; /* one line per node */
+			} else {
+				if (!n->cards[c].present)
+					continue;
+				glance_card(n, c, &k);
+				snprintf(label, sizeof label, "%.60s/%d",
+					 n->name, c);
+			}
+			fit_used_budget(k.used, k.budget, ub, sizeof ub);
+			fit_bytes(k.peak, pk, sizeof pk);
+			fit_headroom(k.peak, k.budget, hr, sizeof hr, NULL);
+			if (worst[0])
+				fprintf(f, "%-24s %-18s %-10s %-8s %s\n", label,
+					ub, pk, hr, worst);
+			else
+				fprintf(f, "%-24s %-18s %-10s %s\n", label, ub,
+					pk, hr);
+		}
+	}
+out:
+	view_free(&v);
+	view_src_close(src);
+}
+
 void print_summary(struct run *r, FILE *f)
 {
 	size_t unreachable = 0;
 	struct d0_err err = {{0}};
 	json_t *verdict;
 	print_checklist(r, f);
+	print_glance(r, f);
 	fprintf(f, "\n%-18s %-8s %s\n", "STAGE", "RESULT", "NOTE");
 	for (size_t k = 0; k < r->pb.n; k++) {
 		int s = (int)r->pb.order[k];

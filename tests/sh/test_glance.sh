@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# The Overview read at a glance (issue #35, docs/screens.md): one real
+# release day (`day0 demo --headless` on this machine), then its session
+# file replayed in tmux at 80x24, 120x40 and 160x48, during the comm stage
+# and at the end.  Every number on the screen is compared with the session
+# file (sqlite3): each card's used/budget, peak and headroom, the comm
+# stage's bus bandwidth and the NIC rx/tx, the checklist's counts; the
+# data-moved sparkline is not flat while the collectives run; no number is
+# cut; the headless table and the report show the same memory numbers.
+source "$(dirname "$0")/../lib.sh"
+DAY0="$BUILD/day0"
+export LANG=C.UTF-8 LC_ALL=C.UTF-8
+for t in tmux sqlite3; do
+	command -v $t >/dev/null || { fail "$t" "not installed (make deps)"; exit 1; }
+done
+SOCK="day0-glance-$$"
+tm() { tmux -L "$SOCK" "$@"; }
+trap 'tm kill-server 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT
+tm new-session -d -s keep "sleep 600"
+
+# ------------------------------------------------------------ the session
+export DAY0_SESSIONS="$T/sessions"
+COLUMNS=100 timeout $RUN_LIMIT "$DAY0" demo --dir "$T/demo" --headless >"$T/headless.txt" 2>"$T/demo.err"
+DB=$(sed -n 's/^session: //p' "$T/headless.txt")
+if [ -z "$DB" ] || [ ! -f "$DB" ]; then
+	fail "demo session" "no session file: $(tail -5 "$T/headless.txt") $(tail -5 "$T/demo.err")"
+	exit 1
+fi
+ok "demo session written"
+q() { sqlite3 -batch -noheader "$DB" "$@"; }
+
+# The screen's number formats (tui/fit.c) in awk.
+FMT='
+function unit(b,  u) { u = 0; while ((b >= 1024 || b <= -1024) && u < 5) { b /= 1024; u++ } return u }
+function num(b, u,  i) { for (i = 0; i < u; i++) b /= 1024; return b == int(b) ? sprintf("%.0f", b) : sprintf("%.1f", b) }
+function bytes(b,  u) { split("B KiB MiB GiB TiB PiB", U, " "); u = unit(b); return num(b, u) " " U[u + 1] }
+function ub(used, budget) {
+	split("B KiB MiB GiB TiB PiB", U, " ")
+	if (unit(used) == unit(budget)) return num(used, unit(used)) "/" num(budget, unit(budget)) " " U[unit(budget) + 1]
+	return bytes(used) "/" bytes(budget)
+}
+function hr(peak, budget) { return sprintf("%.0f%%", (budget - peak) / budget * 100) }
+'
+
+# Each card's numbers at time $1 (ns): "CARD|used/budget|peak|headroom".
+card_numbers() {
+	local at=$1
+	q "SELECT s.card,
+	     (SELECT value FROM samples WHERE node=s.node AND card=s.card AND metric='mem.used' AND ts<=$at ORDER BY ts DESC LIMIT 1),
+	     (SELECT value FROM samples WHERE node=s.node AND card=s.card AND metric='mem.peak' AND ts<=$at ORDER BY ts DESC LIMIT 1),
+	     (SELECT value FROM samples WHERE node=s.node AND card=s.card AND metric='mem.budget' AND ts<=$at ORDER BY ts DESC LIMIT 1)
+	   FROM series s WHERE s.node='local' AND s.metric='mem.used' AND s.card>=0 ORDER BY s.card" |
+		awk -F'|' "$FMT"'{ peak = $3 > $2 ? $3 : $2; print $1 "|" ub($2, $4) "|" bytes(peak) "|" hr(peak, $4) }'
+}
+
+# The checklist line at time $1: counts of the registry's items (the
+# verdict's statuses when there is one, else the worst evidence), then the
+# first of the worst of fail / not run / warn.
+ITEMS=$(q "SELECT j.key FROM events e, json_each(json_extract(e.body,'\$.items')) j WHERE e.type='verdict' AND j.key NOT LIKE 'rehearsal.%'")
+[ "$(echo "$ITEMS" | wc -l)" -ge 18 ] && ok "registry items from the verdict" || fail "registry items" "$ITEMS"
+checklist_line() {
+	local at=$1 item st line first="" fs=""
+	local -A n=()
+	local verdict
+	verdict=$(q "SELECT body FROM events WHERE type='verdict' AND ts<=$at LIMIT 1")
+	for item in $ITEMS; do
+		if [ -n "$verdict" ]; then
+			st=$(q "SELECT json_extract(body,'\$.items.\"$item\"') FROM events WHERE type='verdict'")
+		else
+			st=$(q "SELECT status FROM checks WHERE item='$item' AND ts<=$at ORDER BY
+			  CASE status WHEN 'fail' THEN 6 WHEN 'not run' THEN 5 WHEN 'warn' THEN 4 WHEN 'running' THEN 3
+			  WHEN 'pending' THEN 2 WHEN 'skip' THEN 1 ELSE 0 END DESC LIMIT 1")
+		fi
+		[ -z "$st" ] && st="no evidence"
+		n[$st]=$(( ${n[$st]:-0} + 1 ))
+	done
+	line="CHECKLIST"
+	for st in pass warn fail "not run" running pending skip "no evidence"; do
+		if [ "${n[$st]:-0}" -gt 0 ] || [ "$st" = pass ] || [ "$st" = fail ]; then
+			line="$line ${n[$st]:-0} $st"
+		fi
+	done
+	for fs in fail "not run" warn; do
+		[ "${n[$fs]:-0}" -gt 0 ] || continue
+		for item in $ITEMS; do
+			if [ -n "$verdict" ]; then
+				st=$(q "SELECT json_extract(body,'\$.items.\"$item\"') FROM events WHERE type='verdict'")
+			else
+				st=$(q "SELECT status FROM checks WHERE item='$item' AND ts<=$at ORDER BY
+				  CASE status WHEN 'fail' THEN 6 WHEN 'not run' THEN 5 WHEN 'warn' THEN 4 ELSE 0 END DESC LIMIT 1")
+			fi
+			if [ "$st" = "$fs" ]; then first="  first $fs: $item"; break 2; fi
+		done
+	done
+	echo "$line$first"
+}
+
+# Every text a screen or the table may shorten, whole (one per line).
+q "SELECT detail FROM checks UNION ALL SELECT msg FROM stages WHERE msg != ''" >"$T/full.txt"
+# cut_ok FILE: each "…" in FILE ends a piece of some whole text at a word
+# or number boundary: the 12 characters before it are in a whole text and
+# the whole text goes on there with a space or punctuation, never with a
+# digit or a number's point (so "+0.…" or "40…" of "400" fail).
+cut_ok() {
+	LC_ALL=C awk -v ell="…" '
+	NR == FNR { full[NR] = $0; nf = NR; next }
+	{
+		line = $0
+		while ((k = index(line, ell)) > 0) {
+			before = substr(line, 1, k - 1)
+			line = substr(line, k + length(ell))
+			tail = substr(before, length(before) > 12 ? length(before) - 11 : 1)
+			sub(/^ +/, "", tail)
+			if (tail == "") continue
+			good = 0; seen = 0
+			for (i = 1; i <= nf; i++) {
+				p = index(full[i], tail)
+				if (!p) continue
+				seen = 1
+				c = substr(full[i], p + length(tail), 1)
+				if (c == "" || c ~ /[ ,;:()=>-]/) good = 1
+			}
+			if (!good) { print (seen ? "cut inside: " : "not a whole text: ") tail ell; bad = 1 }
+		}
+	}
+	END { exit bad }' "$T/full.txt" "$1"
+}
+
+# ------------------------------------------------------ the screens, replayed
+shot() { # AT WxH -> $T/screen.txt
+	local x=${2%x*} y=${2#*x}
+	tm kill-session -t r 2>/dev/null
+	tm new-session -d -s r -x "$x" -y "$y" \
+		"env LANG=C.UTF-8 TERM=screen-256color $DAY0 replay $DB --at $1"
+	local i
+	for i in $(seq 100); do
+		tm capture-pane -p -t r >"$T/screen.txt"
+		grep -q '^CHECKLIST [0-9]' "$T/screen.txt" && grep -q 'PAUSED\|PAU' "$T/screen.txt" && break
+		sleep 0.1
+	done
+	sleep 0.3
+	tm capture-pane -p -t r >"$T/screen.txt"
+}
+show() { sed 's/^/    | /' "$T/screen.txt"; }
+
+# During comm: the first NIC sample tick after the comm stage's first
+# collective (its comm events are in (previous tick, tick]).
+COMM0=$(q "SELECT min(ts) FROM comm WHERE stage_id='comm'")
+AT_COMM=$(q "SELECT min(ts) FROM samples WHERE node='local' AND metric='net.rx_bps' AND ts > $COMM0")
+END=$(q "SELECT max(ts) FROM events")
+[ -n "$COMM0" ] && [ -n "$AT_COMM" ] && ok "comm stage in the session" || fail "comm stage" "no comm events"
+BUS=$(q "SELECT op, busbw FROM comm WHERE node='local' AND ts<=$AT_COMM ORDER BY ts DESC LIMIT 1" |
+	awk -F'|' '{ printf "%s busbw %.3g GB/s", $1, $2 }')
+NIC=$(q "SELECT (SELECT value FROM samples WHERE node='local' AND metric='net.rx_bps' AND ts<=$AT_COMM ORDER BY ts DESC LIMIT 1),
+	        (SELECT value FROM samples WHERE node='local' AND metric='net.tx_bps' AND ts<=$AT_COMM ORDER BY ts DESC LIMIT 1)" |
+	awk -F'|' "$FMT"'{ print "rx " bytes($1) "/s  tx " bytes($2) "/s" }')
+
+for size in 80x24 120x40 160x48; do
+	for when in comm end; do
+		at=$AT_COMM
+		[ $when = end ] && at=$END
+		shot "$at" "$size"
+		what="$size $when"
+		# Every card's numbers.
+		while IFS='|' read -r c u p h; do
+			line=$(grep -E "^  local/$c " "$T/screen.txt")
+			if [ -n "$line" ] && echo "$line" | grep -qF -- "$u" &&
+				echo "$line" | grep -qE -- "(peak|pk) +$p +(headroom|free) +$h"; then
+				ok "$what: card $c $u peak $p headroom $h"
+			else
+				fail "$what: card $c" "want '$u' peak '$p' headroom '$h':
+$(show)"
+			fi
+		done < <(card_numbers "$at")
+		# The checklist's counts and its first failing item.
+		want=$(checklist_line "$at")
+		if grep -qF -- "$want" "$T/screen.txt"; then ok "$what: $want"
+		else fail "$what: checklist counts" "want '$want':
+$(show)"; fi
+		grep -qE '^VERDICT (GO|NO-GO|pending|held)' "$T/screen.txt" &&
+			ok "$what: verdict line" || fail "$what: verdict line" "$(show)"
+		grep -qE '^local +' "$T/screen.txt" && ok "$what: node state row" ||
+			fail "$what: node state row" "$(show)"
+		# No number cut: an ellipsis never follows a digit or a
+		# number's point.
+		if why=$(cut_ok "$T/screen.txt"); then ok "$what: shortened at words, no number cut"
+		else fail "$what: no number cut" "$why"; fi
+		if [ $when = comm ]; then
+			line=$(grep -E '^  local +rx ' "$T/screen.txt")
+			if echo "$line" | grep -qF -- "$NIC  $BUS"; then ok "$what: $NIC  $BUS"
+			else fail "$what: bandwidth during comm" "want '$NIC  $BUS':
+$(show)"; fi
+			# The sparkline shows the collectives: not flat.
+			spark=$(echo "$line" | grep -oE '[▁▂▃▄▅▆▇█]+$')
+			if echo "$spark" | grep -q '[▂▃▄▅▆▇█]'; then ok "$what: sparkline moves ($spark)"
+			else fail "$what: sparkline moves" "'$spark' in '$line'"; fi
+		fi
+		[ $size = 80x24 ] && [ $when = end ] && cp "$T/screen.txt" "$T/end80.txt"
+	done
+done
+
+# ----------------------------------------- headless table and report agree
+while IFS='|' read -r c u p h; do
+	if grep -qE "^local/$c +$u +$p +$h\$" "$T/headless.txt"; then ok "headless: card $c $u $p $h"
+	else fail "headless: card $c" "want '$u $p $h': $(sed -n '/^MEMORY/,/^$/p' "$T/headless.txt")"; fi
+done < <(card_numbers "$END")
+want=$(checklist_line "$END" | sed 's/^CHECKLIST/checklist:/')
+contains "headless: $want" "$want" "$T/headless.txt"
+# The DETAIL column (COLUMNS=100): shortened at a word, never in a number.
+if why=$(cut_ok "$T/headless.txt"); then ok "headless: shortened at words, no number cut"
+else fail "headless: no number cut" "$why"; fi
+grep -q '…$' "$T/headless.txt" && ok "headless: long details shortened with …" ||
+	fail "headless: long details shortened" "$(sed -n '/^CHECK /,/^$/p' "$T/headless.txt")"
+"$DAY0" report "$DB" --format md -o "$T/report.md" 2>"$T/report.err"
+"$DAY0" report "$DB" --format html -o "$T/report.html" 2>>"$T/report.err"
+while IFS='|' read -r c u p h; do
+	if grep -qE "^\| local \| $c \| [0-9]+ \| $p \| .* \| $u \| $h \|\$" "$T/report.md"; then ok "report md: card $c"
+	else fail "report md: card $c" "want '$p' '$u' '$h': $(grep -A6 'Peak memory' "$T/report.md")"; fi
+	if grep -qF -- "<td>$u</td><td>$h</td>" "$T/report.html"; then ok "report html: card $c"
+	else fail "report html: card $c" "want '<td>$u</td><td>$h</td>'"; fi
+done < <(card_numbers "$END")
+# The full evidence text the screens shorten is in the report.
+full=$(q "SELECT detail FROM checks WHERE item='stability.soak' ORDER BY ts DESC LIMIT 1")
+sed 's/&gt;/>/g; s/&lt;/</g; s/&quot;/"/g; s/&#39;/'"'"'/g; s/&amp;/\&/g' "$T/report.html" >"$T/report.txt"
+contains "report: the whole soak evidence" "$full" "$T/report.txt"
