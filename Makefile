@@ -63,6 +63,7 @@ INC_tui := $(ENGINE_INC) -Istore -Itui
 INC_tests := $(ENGINE_INC) -Istore -Iagent -Itui
 module_of = $(firstword $(subst /, ,$(patsubst $(BUILD)/%,%,$(1))))
 LIBS := -lsqlite3 -lssh2 -lncursesw -ljansson -lcrypto $(PCRE2_LIBS) -lutf8proc $(HTTP_LIBS) $(MPI_LIBS) \
+	-lpng -ljpeg \
 	$(BLAS_LIBS) -ldnnl -lgomp -lpthread -lm -ldl
 HEADERS := $(wildcard $(addsuffix /*.h,$(ENGINE_DIRS)) store/*.h agent/*.h tui/*.h)
 

@@ -25,6 +25,7 @@ extern const struct step_entry step_serve;
 extern const struct step_entry step_load;
 extern const struct step_entry step_probe;
 extern const struct step_entry step_simulate;
+extern const struct step_entry step_image_prep;
 
 const struct step_entry *const step_table[] = {
 	&step_gen_model,
@@ -44,6 +45,7 @@ const struct step_entry *const step_table[] = {
 	&step_load,
 	&step_probe,
 	&step_simulate,
+	&step_image_prep,
 	NULL,
 };
 
