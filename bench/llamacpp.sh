@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/llamacpp.sh - day0-engine side by side with llama.cpp on the same
 # model: the ~171M llama of bench/forward.sh (12 layers, hidden 1024, ffn
-# 2816, 16 heads, vocab 8192) from `day0-engine gen-model`, stored in f32
-# and in bf16, run by both engines at 1 and 2 threads (THREADS="1 2"):
+# 2816, 16 heads, vocab 8192) from `day0-engine gen-model`, stored in f32,
+# in bf16 and in block-scaled FP8 (e4m3, 128x128 blocks, embedding and
+# lm_head f32), run by both engines at 1 and 2 threads (THREADS="1 2"):
 #   prefill: tok/s of a 128-token prompt (llama-bench -p 128; day0-engine
 #            perf --prompt-tokens 128: prompt tokens / TTFT)
 #   decode:  tok/s generating 32 tokens (llama-bench -n 32; day0-engine perf
@@ -23,7 +24,13 @@
 # before any timing both engines must produce the same greedy tokens for a
 # fixed prompt of ids (bench/llamacpp_greedy.c against libllama, f32 KV
 # cache as day0's): a conversion error would make the comparison
-# meaningless.  day0 runs as bench/forward.sh runs it: one rank under
+# meaningless.  GGUF has no block-scaled FP8: llama.cpp gets the FP8
+# model's weights dequantised, as f32 for the greedy check (the weights day0
+# multiplies) and rounded to bf16 for the timings (llama.cpp's fastest type
+# that runs here: its Q8_0 kernels died of SIGILL on this VM), so the fp8
+# rows are day0 on FP8 against llama.cpp on bf16 (twice the bytes a
+# decode step reads).  `uptime`'s load is printed with every round: the
+# machine is shared.  day0 runs as bench/forward.sh runs it: one rank under
 # mpirun --bind-to none, OPENBLAS_NUM_THREADS=T.  llama-bench keeps its own
 # defaults otherwise (f16 KV cache, flash attention auto, warm-up run).
 # Where the environment forces OpenBLAS's kernel set (OPENBLAS_CORETYPE,
@@ -47,7 +54,7 @@ CACHE=${LLAMACPP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/day0/llamacpp}
 NLC_VERSION=${NLC_VERSION:-3.22.1}   # node-llama-cpp, pinned: its bundle is the llama.cpp measured
 PYTHON=${PYTHON:-/usr/bin/python3}   # Debian's, where python3-numpy installs
 THREADS=${THREADS:-1 2}
-DTYPES=${DTYPES:-f32 bf16}
+DTYPES=${DTYPES:-f32 bf16 fp8}
 ROUNDS=${ROUNDS:-3}
 P=${PROMPT:-128} G=${GEN:-32}
 L=${LAYERS:-12} H=1024 F=2816 V=8192 NH=16
@@ -115,15 +122,26 @@ commit=$(jq -r .tag "$CACHE/package/llama/llama.cpp.info.json" 2>/dev/null || ec
 # --- the model, both engines' formats --------------------------------------
 W=$(mktemp -d /tmp/day0-llamacpp.XXXXXX)
 trap 'rm -rf "$W"' EXIT INT TERM
+declare -A TGGUF # the GGUF llama-bench times (FP8: its weights in bf16)
 for d in $DTYPES; do
+	q="--dtype $d"
+	[ "$d" = fp8 ] && q="--quant fp8 --block 128"
+	# shellcheck disable=SC2086
 	"$E" gen-model --arch llama --layers "$L" --hidden $H --heads $NH --ffn $F --vocab $V \
-		--dtype "$d" --shards 2 "$W/m.$d" >/dev/null || die "gen-model --dtype $d failed"
+		$q --shards 2 "$W/m.$d" >/dev/null || die "gen-model $q failed"
 	PYTHONPATH="$SRC/gguf-py" heavy "$PYTHON" bench/llamacpp_gguf.py "$W/m.$d" "$W/m.$d.gguf" ||
 		die "GGUF conversion of the $d model failed"
+	TGGUF[$d]="$W/m.$d.gguf"
+	if [ "$d" = fp8 ]; then
+		PYTHONPATH="$SRC/gguf-py" heavy "$PYTHON" bench/llamacpp_gguf.py "$W/m.$d" "$W/m.$d.bf16.gguf" bf16 ||
+			die "GGUF conversion (bf16) of the fp8 model failed"
+		TGGUF[$d]="$W/m.$d.bf16.gguf"
+	fi
 done
 params=$("$E" inspect --json "$W/m.f32" | grep -o '"total": [0-9]*' | head -1 | awk '{print $2}')
 echo "model: $(awk -v p="$params" 'BEGIN { printf "%.0fM", p / 1e6 }') parameters ($L layers, hidden $H, ffn $F, vocab $V), $DTYPES"
 echo "llama.cpp: node-llama-cpp $NLC_VERSION's bundle (release $commit), $LB"
+echo "cpu: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) cores; day0's kernels: $(OPENBLAS_NUM_THREADS=1 "$E" perf "$W/m.${DTYPES%% *}" --prompt-tokens 16 --gen-tokens 2 --repeat 1 --json 2>/dev/null | jq -r .kernel)"
 
 # --- which OpenBLAS kernels day0 runs on ------------------------------------
 # Where this machine's environment forces OpenBLAS's kernel set
@@ -132,7 +150,7 @@ echo "llama.cpp: node-llama-cpp $NLC_VERSION's bundle (release $commit), $LB"
 # commands alone ("own"): the kernels OpenBLAS picks for this CPU, as on a
 # cluster node without them.  Its greedy tokens are checked like the rest.
 CC=${CC:-cc}
-$CC -O2 -o "$W/peak" bench/sgemm_peak.c $(pkg-config --cflags --libs openblas 2>/dev/null || echo -lopenblas) -ldl ||
+$CC -O2 -o "$W/peak" bench/sgemm_peak.c $(pkg-config --cflags --libs openblas 2>/dev/null || echo -lopenblas) -ldnnl -lgomp -ldl ||
 	die "building bench/sgemm_peak.c failed"
 BLAS_MODES="env"
 core_env=$("$W/peak" --core)
@@ -179,7 +197,7 @@ best() { # KEY VALUE: keep the larger
 for r in $(seq "$ROUNDS"); do
 	for d in $DTYPES; do
 		for t in $THREADS; do
-			j=$(heavy "$LB/bin/llama-bench" -m "$W/m.$d.gguf" -p "$P" -n "$G" -t "$t" -r 3 -o json 2>"$W/lb.log") ||
+			j=$(heavy "$LB/bin/llama-bench" -m "${TGGUF[$d]}" -p "$P" -n "$G" -t "$t" -r 3 -o json 2>"$W/lb.log") ||
 				die "llama-bench ($d, $t threads) failed: $(tail -3 "$W/lb.log")"
 			best "lc pp $d $t" "$(echo "$j" | jq "[.[] | select(.n_prompt == $P and .n_gen == 0) | .samples_ts | max] | max")"
 			best "lc tg $d $t" "$(echo "$j" | jq "[.[] | select(.n_prompt == 0 and .n_gen == $G) | .samples_ts | max] | max")"
@@ -193,7 +211,7 @@ for r in $(seq "$ROUNDS"); do
 			done
 		done
 	done
-	echo "round $r of $ROUNDS done"
+	echo "round $r of $ROUNDS done ($(uptime | sed 's/.*load average/load average/'))"
 done
 
 echo
@@ -227,6 +245,7 @@ for ph in pp tg; do
 	done
 done
 echo "(best of $ROUNDS rounds x 3 repetitions each; prefill $P tokens, decode $G; target day0 / llama.cpp >= 1.0;"
+echo " fp8: day0 on the FP8 weights, llama.cpp on them dequantised to bf16;"
 echo " day0 with OpenBLAS $core_env$([ -n "$own" ] && echo " as this environment forces it, and with $core_own, OpenBLAS's own choice for this CPU" || true))"
 echo "$last"
 [ -z "$own" ] || echo "$last_own"
