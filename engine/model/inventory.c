@@ -6,6 +6,7 @@
  */
 #include "engine.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -168,8 +169,9 @@ static const char *const top_keys[] = {"name", "description", "defaults",
 static const char *const defaults_keys[] = {NODE_SETTINGS, NULL};
 static const char *const entry_keys[] = {"name", "host", "exclude",
 					 NODE_SETTINGS, NULL};
-static const char *const links_keys[] = {"intra_node_gbps",
-					 "inter_node_gbps", NULL};
+static const char *const links_keys[] = {
+	"intra_node_gbps", "inter_node_gbps", "intra_node_latency_us",
+	"inter_node_latency_us", "straggler_per_node", NULL};
 
 /* Edit distance (insert, delete, substitute, swap), small strings. */
 static size_t key_distance(const char *a, const char *b)
@@ -271,22 +273,39 @@ static int node_fields(json_t *o, struct inv_node *nd, const char *where,
 		return d0_errf(err, "%s: %s: 'transport' must be ssh or local",
 			       path, where);
 	if ((v = json_object_get(o, "links"))) {
-		json_t *a = json_object_get(v, "intra_node_gbps");
-		json_t *b = json_object_get(v, "inter_node_gbps");
+		/* bandwidths (Gbit/s), per-message latencies (us) and the
+		 * straggler factor: numbers >= 0, each with its ceiling */
+		static const struct {
+			const char *key;
+			size_t off;
+			double max;
+		} lk[] = {
+			{"intra_node_gbps", offsetof(struct inv_node, intra_gbps), 1e9},
+			{"inter_node_gbps", offsetof(struct inv_node, inter_gbps), 1e9},
+			{"intra_node_latency_us", offsetof(struct inv_node, intra_lat_us), 1e6},
+			{"inter_node_latency_us", offsetof(struct inv_node, inter_lat_us), 1e6},
+			{"straggler_per_node", offsetof(struct inv_node, straggler), 10},
+		};
 		char at[96];
 		snprintf(at, sizeof at, "%s.links", where);
-		if (json_is_object(v) &&
-		    known_keys(v, links_keys, at, path, err) < 0)
-			return -1;
-		if (!json_is_object(v) || (a && !json_is_number(a)) ||
-		    (b && !json_is_number(b)))
-			return d0_errf(err, "%s: %s: 'links' must hold numbers "
-				       "intra_node_gbps and inter_node_gbps",
+		if (!json_is_object(v))
+			return d0_errf(err, "%s: %s: 'links' must be an object "
+				       "(intra_node_gbps, inter_node_gbps, ...)",
 				       path, where);
-		if (a)
-			nd->intra_gbps = json_number_value(a);
-		if (b)
-			nd->inter_gbps = json_number_value(b);
+		if (known_keys(v, links_keys, at, path, err) < 0)
+			return -1;
+		for (size_t k = 0; k < sizeof lk / sizeof *lk; k++) {
+			json_t *x = json_object_get(v, lk[k].key);
+			double d;
+			if (!x)
+				continue;
+			d = json_is_number(x) ? json_number_value(x) : -1;
+			if (!(d >= 0) || d > lk[k].max)
+				return d0_errf(err, "%s: %s.%s: expected a number "
+					       "from 0 to %g", path, at, lk[k].key,
+					       lk[k].max);
+			*(double *)((char *)nd + lk[k].off) = d;
+		}
 	}
 	if ((v = json_object_get(o, "labels"))) {
 		size_t i;
@@ -384,6 +403,7 @@ static int inventory_from_json(json_t *root, const char *path,
 	memset(&base, 0, sizeof base);
 	base.port = 22;
 	base.cards = 1;
+	base.intra_lat_us = base.inter_lat_us = base.straggler = -1;
 	snprintf(base.user, sizeof base.user, "root");
 	snprintf(base.transport, sizeof base.transport, "ssh");
 	if (known_keys(root, top_keys, "top level", path, err) < 0) {

@@ -8,13 +8,17 @@
 
 /* -------------------------------------------------------------- inventory */
 
-/* docs/inventory.md.  Link bandwidths in Gbit/s (0: not stated). */
+/* docs/inventory.md.  Link bandwidths in Gbit/s (0: not stated); one
+ * message's latency on each link in microseconds and the straggler factor
+ * per extra node a replica spans (the planner's, docs/plan.md; -1: not
+ * stated, the planner's defaults apply). */
 struct inv_node {
 	char name[64], host[256], user[64], identity[256], transport[8];
 	char labels[256]; /* comma-separated */
 	int port, cards;
 	uint64_t card_mem;
 	double intra_gbps, inter_gbps;
+	double intra_lat_us, inter_lat_us, straggler;
 };
 struct inventory {
 	char name[128];

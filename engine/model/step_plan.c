@@ -30,11 +30,14 @@ const struct step_entry step_plan = {
 		 "[--kv-dtype f32|bf16|f16|fp8] [--margin 0.1] "
 		 "[--batch-tokens N] [--layout TP,PP,EP[,DP]] [--top N] "
 		 "[--objective cards|throughput|latency] [--card-tflops X] "
-		 "[--card-hbm-tbps X] [--json] [--events]\n"
+		 "[--card-hbm-tbps X] [--blast-penalty F] [--intra-latency-us X] "
+		 "[--inter-latency-us Y] [--straggler F] [--json] [--events]\n"
 		 "  --objective: rank what fits by the fewest cards (default), "
 		 "by tokens/s of full steps, or by the decode step (TPOT) at "
 		 "--concurrency; --card-tflops/--card-hbm-tbps: the card's dense "
-		 "bf16 TFLOP/s and HBM TB/s (default 989 and 4.8, an H200)\n"
+		 "bf16 TFLOP/s and HBM TB/s (default 989 and 4.8, an H200); "
+		 "--blast-penalty: the latency rank's penalty per extra node a "
+		 "replica spans (default 0.5)\n"
 		 "  example: plan deepseek-v3.json --inventory h200-8x8.json "
 		 "--objective latency --ctx 32768 --concurrency 16",
 	.summary = "rank TP x PP x EP x DP layouts by per-card memory and "
@@ -44,6 +47,10 @@ const struct step_entry step_plan = {
 		 "  --nodes N --cards C --card-mem SIZE   the same by hand, with\n"
 		 "  --intra-gbps X, --inter-gbps Y   in-node and inter-node link speeds (Gbit/s;\n"
 		 "                         default 7200 and 400)\n"
+		 "  --intra-latency-us X, --inter-latency-us Y   one message's latency on\n"
+		 "                         each (default 0.6 and 5: NVLink, InfiniBand)\n"
+		 "  --straggler F          a step's slow-down per extra node a replica spans\n"
+		 "                         (default 0.05)\n"
 		 "  --ctx N, --concurrency C   the KV cache to hold: C sequences of N tokens\n"
 		 "  --weights-dtype D, --kv-dtype D   bytes per weight / per cached value\n"
 		 "                         (default: the checkpoint's format, bf16 KV)\n"
@@ -52,6 +59,8 @@ const struct step_entry step_plan = {
 		 "  --layout TP,PP,EP[,DP] one layout in detail (per-rank weight bytes)\n"
 		 "  --top N                layouts shown (default 5)\n"
 		 "  --objective O          cards (default), throughput or latency (see above)\n"
+		 "  --blast-penalty F      latency: rank a replica on N nodes as if its TPOT\n"
+		 "                         were (1 + F (N-1)) times longer (default 0.5)\n"
 		 "  --json, --events       one JSON document / day0 protocol events on stdout\n"
 		 "example: day0-engine plan deepseek-v3.json --nodes 2 --cards 8 --card-mem 141G --ctx 8192",
 	.run = run,
@@ -76,6 +85,7 @@ struct cluster {
 	int nodes, cards_per_node, total_cards;
 	uint64_t card_mem;
 	double intra_gbps, inter_gbps;
+	double intra_lat_us, inter_lat_us, straggler; /* < 0: the default */
 	int heterogeneous;
 };
 
@@ -88,6 +98,7 @@ struct opts {
 	int top;
 	enum plan_objective objective;
 	double tflops, hbm_tbps;
+	double blast; /* --blast-penalty */
 };
 
 struct plan {
@@ -98,6 +109,7 @@ struct plan {
 	uint64_t kv_per_token; /* on the busiest card */
 	int64_t kv_capacity;   /* tokens of context that fit per card */
 	int fits, tp_in_node;
+	int tp_nodes, ep_nodes, replica_nodes, pp_cross; /* the most any spans */
 	double comm_token, inter_token; /* bytes per token (per rank) */
 	char reason[1100];
 	struct serve_score serve; /* --objective throughput|latency */
@@ -173,6 +185,12 @@ static void weight_bytes(const struct model_config *c,
 		out[r] = (bits[pp * d->ep + ep] + 7) / 8;
 	}
 	free(bits);
+}
+
+/* Nodes of cpn cards that ranks [first, first + n) touch. */
+static int node_span(int first, int n, int cpn)
+{
+	return (first + n - 1) / cpn - first / cpn + 1;
 }
 
 static int64_t stage_layers_max(const struct model_config *c, int pp)
@@ -267,6 +285,27 @@ static void evaluate(const struct model_config *c, const struct tensor_spec *t,
 		for (int s = 0; s + 1 < d->pp; s++)
 			pp_cross += layout_rank(d, s, 0, 0) / cpn !=
 				    layout_rank(d, s + 1, 0, 0) / cpn;
+		p->pp_cross = pp_cross;
+		/* the nodes each group spans, the worst of all replicas:
+		 * ranks fill nodes in order, TP fastest, then EP, then PP */
+		p->tp_nodes = p->ep_nodes = p->replica_nodes = 1;
+		for (int r = 0; r < p->dp; r++) {
+			int base = r * p->world, k;
+			for (int s = 0; s < d->pp; s++) {
+				int blk = base + layout_rank(d, s, 0, 0);
+				for (int e = 0; e < d->ep; e++) {
+					k = node_span(blk + e * d->tp, d->tp, cpn);
+					if (k > p->tp_nodes)
+						p->tp_nodes = k;
+				}
+				k = node_span(blk, d->tp * d->ep, cpn);
+				if (k > p->ep_nodes)
+					p->ep_nodes = k;
+			}
+			k = node_span(base, p->world, cpn);
+			if (k > p->replica_nodes)
+				p->replica_nodes = k;
+		}
 		p->comm_token = tp_b + pp_b + ep_b;
 		p->inter_token = (p->tp_in_node ? 0 : tp_b) +
 				 (double)pp_cross * (double)H * 2 +
@@ -292,7 +331,13 @@ static void score_plans(const struct model_config *c,
 		/* links in Gbit/s; an inventory without them: NVLink, NDR */
 		.intra_Bps = (cl->intra_gbps > 0 ? cl->intra_gbps : 7200) * 1e9 / 8,
 		.inter_Bps = (cl->inter_gbps > 0 ? cl->inter_gbps : 400) * 1e9 / 8,
-		.alpha_intra_s = 10e-6, .alpha_inter_s = 30e-6,
+		.lat_intra_s = (cl->intra_lat_us >= 0 ? cl->intra_lat_us
+						      : SERVE_LAT_NVLINK_US) * 1e-6,
+		.lat_inter_s = (cl->inter_lat_us >= 0 ? cl->inter_lat_us
+						      : SERVE_LAT_IB_US) * 1e-6,
+		.coll_base_s = SERVE_COLL_BASE_US * 1e-6,
+		.straggler = cl->straggler >= 0 ? cl->straggler : SERVE_STRAGGLER,
+		.blast = o->blast,
 		.cards_per_node = cl->cards_per_node,
 	};
 	struct serve_load load = {o->objective, o->ctx, o->conc,
@@ -302,8 +347,10 @@ static void score_plans(const struct model_config *c,
 		const struct plan *p = &plans[i];
 		struct serve_layout l = {
 			p->d.tp, p->d.pp, p->d.ep, p->dp, p->cards,
-			p->tp_in_node, p->weights, p->kv_per_token,
-			p->kv_capacity, p->comm_token, p->inter_token,
+			p->tp_in_node, p->tp_nodes, p->ep_nodes,
+			p->replica_nodes, p->pp_cross, p->weights,
+			p->kv_per_token, p->kv_capacity, p->comm_token,
+			p->inter_token,
 		};
 		if (p->fits)
 			serve_score_layout(&m, &hw, &load, &l, &plans[i].serve);
@@ -318,6 +365,9 @@ static int cmp_plan(const void *x, const void *y)
 	if (rank_objective != OBJ_CARDS && a->fits &&
 	    a->serve.score != b->serve.score)
 		return a->serve.score > b->serve.score ? -1 : 1;
+	if (rank_objective != OBJ_CARDS && a->fits &&
+	    a->replica_nodes != b->replica_nodes) /* blast radius */
+		return a->replica_nodes - b->replica_nodes;
 	if (a->tp_in_node != b->tp_in_node)
 		return b->tp_in_node - a->tp_in_node;
 	if (a->cards != b->cards)
@@ -352,6 +402,9 @@ static int load_cluster(const char *path, struct cluster *cl,
 	cl->card_mem = inv.nodes[0].card_mem;
 	cl->intra_gbps = inv.nodes[0].intra_gbps;
 	cl->inter_gbps = inv.nodes[0].inter_gbps;
+	cl->intra_lat_us = inv.nodes[0].intra_lat_us;
+	cl->inter_lat_us = inv.nodes[0].inter_lat_us;
+	cl->straggler = inv.nodes[0].straggler;
 	for (size_t i = 0; i < inv.n; i++) {
 		cl->total_cards += inv.nodes[i].cards;
 		if (inv.nodes[i].cards != cl->cards_per_node ||
@@ -393,18 +446,30 @@ static json_t *plan_json(const struct plan *p, int with_ranks)
 		"kv_capacity_tokens", (json_int_t)p->kv_capacity,
 		"comm_bytes_per_token", p->comm_token,
 		"inter_node_bytes_per_token", p->inter_token);
+	json_object_set_new(o, "replica_nodes", json_integer(p->replica_nodes));
+	json_object_set_new(o, "tp_nodes", json_integer(p->tp_nodes));
 	if (p->reason[0])
 		json_object_set_new(o, "reason", json_string(p->reason));
-	if (rank_objective != OBJ_CARDS && p->fits)
-		json_object_set_new(
-			o, "serve",
-			json_pack("{s:f, s:f, s:f, s:f, s:f, s:I, s:s}", "score",
-				  p->serve.score, "tpot_ms", p->serve.tpot_s * 1e3,
-				  "tokens_per_s", p->serve.tokens_s, "bubble",
-				  p->serve.bubble, "comm_share",
-				  p->serve.comm_share, "kv_seqs",
-				  (json_int_t)p->serve.kv_seqs, "why",
-				  p->serve.why));
+	if (rank_objective != OBJ_CARDS && p->fits) {
+		const struct serve_score *v = &p->serve;
+		json_t *sv = json_pack(
+			"{s:f, s:f, s:f, s:f, s:f, s:I, s:s}", "score", v->score,
+			"tpot_ms", v->tpot_s * 1e3, "tokens_per_s", v->tokens_s,
+			"bubble", v->bubble, "comm_share", v->comm_share,
+			"kv_seqs", (json_int_t)v->kv_seqs, "why", v->why);
+		/* the decode step's split, and the blast radius */
+		json_object_update_missing_new(
+			sv, json_pack("{s:f, s:f, s:f, s:I, s:f, s:f, s:i, s:f}",
+				      "stage_ms", v->stage_s * 1e3,
+				      "comm_bandwidth_ms", v->comm.bw_s * 1e3,
+				      "comm_latency_ms", v->comm.lat_s * 1e3,
+				      "comm_messages", (json_int_t)v->comm.messages,
+				      "straggler_ms", v->straggler_s * 1e3,
+				      "rank_ms", v->rank_s * 1e3,
+				      "replica_nodes", v->replica_nodes,
+				      "lost_node_share", v->lost_share));
+		json_object_set_new(o, "serve", sv);
+	}
 	if (with_ranks) {
 		json_t *a = json_array();
 		for (int r = 0; r < p->world; r++)
@@ -455,11 +520,13 @@ static int run(int argc, char **argv)
 		CARD_MEM_LONG_OPT, {"intra-gbps", 1, 0, 'I'},
 		{"inter-gbps", 1, 0, 'X'}, {"objective", 1, 0, 'O'},
 		{"card-tflops", 1, 0, 'F'}, {"card-hbm-tbps", 1, 0, 'B'},
+		{"intra-latency-us", 1, 0, 'L'}, {"inter-latency-us", 1, 0, 'Y'},
+		{"straggler", 1, 0, 'S'}, {"blast-penalty", 1, 0, 'P'},
 		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_plan;
 	struct opts o = {.ctx = 0, .conc = 1, .batch_tokens = 8192,
 			 .margin = 0.1, .top = 5, .objective = OBJ_CARDS,
-			 .tflops = 989, .hbm_tbps = 4.8};
+			 .tflops = 989, .hbm_tbps = 4.8, .blast = SERVE_BLAST};
 	struct model_config c;
 	struct cluster cl;
 	struct tensor_spec *t = NULL;
@@ -467,7 +534,8 @@ static int run(int argc, char **argv)
 	struct d0_err err;
 	const char *inv_path = NULL, *layout = NULL;
 	char *path, *end, a[32], b[32], where[96];
-	struct cluster given = {0};
+	struct cluster given = {.intra_lat_us = -1, .inter_lat_us = -1,
+				.straggler = -1};
 	int n_given = 0, gbps_given = 0;
 	size_t n = 0, np = 0;
 	int ch, json = 0, events = 0, nfit = 0;
@@ -516,6 +584,33 @@ static int run(int argc, char **argv)
 							"expected a number "
 							">= 0");
 			gbps_given = 1;
+			break;
+		case 'L':
+		case 'Y':
+			if (parse_gbps(optarg, ch == 'L' ? &given.intra_lat_us
+							 : &given.inter_lat_us) < 0 ||
+			    (ch == 'L' ? given.intra_lat_us : given.inter_lat_us) > 1e6)
+				return step_usage_error(S, "--%s: expected "
+							"microseconds from 0 "
+							"to 1e6",
+							ch == 'L' ? "intra-latency-us"
+								  : "inter-latency-us");
+			gbps_given = 1;
+			break;
+		case 'S':
+			if (parse_gbps(optarg, &given.straggler) < 0 ||
+			    given.straggler > 10)
+				return step_usage_error(S, "--straggler: expected "
+							"a fraction from 0 to "
+							"10 per extra node");
+			gbps_given = 1;
+			break;
+		case 'P':
+			if (parse_gbps(optarg, &o.blast) < 0 || o.blast > 10)
+				return step_usage_error(S, "--blast-penalty: "
+							"expected a fraction "
+							"from 0 to 10 per "
+							"extra node");
 			break;
 		case 'c':
 			if (parse_long(optarg, 1, 1L << 30, &v) < 0)
@@ -584,8 +679,9 @@ static int run(int argc, char **argv)
 	/* exactly one way to describe the cluster */
 	if (inv_path && (n_given || gbps_given))
 		return step_usage_error(S, "--inventory and --nodes/--cards/"
-					"--card-mem/--*-gbps exclude each "
-					"other: give one or the other");
+					"--card-mem/--*-gbps/--*-latency-us/"
+					"--straggler exclude each other: give "
+					"one or the other");
 	if (!inv_path && n_given != 3)
 		return step_usage_error(S, "the cluster is needed: --inventory "
 					"INV.json, or all of --nodes N --cards "
@@ -677,20 +773,31 @@ static int run(int argc, char **argv)
 		json_object_set_new(doc, "model_type", json_string(c.model_type));
 		json_object_set_new(
 			doc, "cluster",
-			json_pack("{s:i, s:i, s:i, s:I, s:f, s:f, s:b}", "nodes",
+			json_pack("{s:i, s:i, s:i, s:I, s:f, s:f, s:f, s:f, "
+				  "s:f, s:b}", "nodes",
 				  cl.nodes, "cards_per_node", cl.cards_per_node,
 				  "cards", cl.total_cards, "card_mem",
 				  (json_int_t)cl.card_mem, "intra_node_gbps",
 				  cl.intra_gbps, "inter_node_gbps", cl.inter_gbps,
+				  "intra_node_latency_us",
+				  cl.intra_lat_us >= 0 ? cl.intra_lat_us
+						       : SERVE_LAT_NVLINK_US,
+				  "inter_node_latency_us",
+				  cl.inter_lat_us >= 0 ? cl.inter_lat_us
+						       : SERVE_LAT_IB_US,
+				  "straggler_per_node",
+				  cl.straggler >= 0 ? cl.straggler : SERVE_STRAGGLER,
 				  "heterogeneous", cl.heterogeneous));
 		json_object_set_new(
 			doc, "settings",
-			json_pack("{s:s, s:s, s:I, s:I, s:I, s:f, s:s}", "weights_dtype",
+			json_pack("{s:s, s:s, s:I, s:I, s:I, s:f, s:s, s:f}",
+				  "weights_dtype",
 				  o.wname, "kv_dtype", o.kvname, "ctx",
 				  (json_int_t)o.ctx, "concurrency",
 				  (json_int_t)o.conc, "batch_tokens",
 				  (json_int_t)o.batch_tokens, "margin", o.margin,
-				  "objective", plan_objective_name(o.objective)));
+				  "objective", plan_objective_name(o.objective),
+				  "blast_penalty", o.blast));
 		json_object_set_new(doc, "feasible", ok);
 		json_object_set_new(doc, "rejected", rej);
 		json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -16,6 +16,18 @@ tr -d ' \n' <"$OUT" | sed 's/"model":"[^"]*",//' >"$T/inv.json"
 check "both plans are identical" cmp -s "$T/cards.json" "$T/inv.json"
 contains "the cluster is 64 cards" '"cards":64' "$T/cards.json"
 
+# the link latencies and straggler by hand too: the same plan as the
+# inventory that states them (a serving objective, which uses them)
+expect_rc 0 "latency plan with --intra/--inter-latency-us and --straggler" "$ENGINE" plan "$CONFIGS/llama-3.1-405b.json" \
+	--nodes 8 --cards 8 --card-mem "$MEM" --intra-gbps 7200 --inter-gbps 400 --intra-latency-us 0.6 \
+	--inter-latency-us 5 --straggler 0.05 --objective latency --ctx 8192 --concurrency 16 --json
+tr -d ' \n' <"$OUT" | sed 's/"model":"[^"]*",//' >"$T/cards-lat.json"
+expect_rc 0 "the same with --inventory" "$ENGINE" plan "$CONFIGS/llama-3.1-405b.json" --inventory "$INV" \
+	--objective latency --ctx 8192 --concurrency 16 --json
+tr -d ' \n' <"$OUT" | sed 's/"model":"[^"]*",//' >"$T/inv-lat.json"
+check "both latency plans are identical" cmp -s "$T/cards-lat.json" "$T/inv-lat.json"
+contains "and the cluster states the latencies" '"inter_node_latency_us":5' "$T/cards-lat.json"
+
 expect_rc 0 "--card-mem takes sizes too (141G)" "$ENGINE" plan "$CONFIGS/llama-3.1-405b.json" \
 	--nodes 2 --cards 8 --card-mem 141G --ctx 32768 --concurrency 64
 contains "the header says where the cluster came from" "on --nodes/--cards/--card-mem: 2 nodes x 8 cards x 141.0 GiB = 16 cards" "$OUT"
@@ -36,6 +48,10 @@ expect_rc 2 "--nodes and --cards without --card-mem" "$ENGINE" plan "$CONFIGS/ll
 contains "says what is missing" "all of --nodes N --cards C --card-mem SIZE" "$ERR"
 expect_rc 2 "both ways at once" "$ENGINE" plan "$CONFIGS/llama-3.1-8b.json" --inventory "$INV" --nodes 1 --cards 8 --card-mem 80G
 contains "names the conflict" "exclude each other" "$ERR"
+expect_rc 2 "--inventory with --straggler" "$ENGINE" plan "$CONFIGS/llama-3.1-8b.json" --inventory "$INV" --straggler 0.1
+contains "names the conflict" "exclude each other" "$ERR"
+expect_rc 2 "--inter-latency-us -1" "$ENGINE" plan "$CONFIGS/llama-3.1-8b.json" --nodes 1 --cards 8 --card-mem 80G --inter-latency-us -1
+contains "names --inter-latency-us" "--inter-latency-us: expected microseconds" "$ERR"
 expect_rc 2 "--inventory with --intra-gbps" "$ENGINE" plan "$CONFIGS/llama-3.1-8b.json" --inventory "$INV" --intra-gbps 10
 expect_rc 2 "--cards 0" "$ENGINE" plan "$CONFIGS/llama-3.1-8b.json" --nodes 1 --cards 0 --card-mem 80G
 contains "names --cards" "--cards: expected 1..4096" "$ERR"
