@@ -13,7 +13,11 @@
 #   convert   day0-engine convert --dtype bf16 --tp 4 vs cp -r of the 4
 #             shards into a fresh directory on the same filesystem;
 #   memory    peak RSS (GNU time -v) of verify and convert against
-#             "largest tensor + 64 MiB".
+#             "largest tensor + 64 MiB";
+#   the write floor: dd writing as many bytes as each convert mode's
+#             output, in the same rounds (after the same warm-up), and
+#             each convert's time against it (target >= 0.85: a convert
+#             cannot write its output faster than this disk takes it).
 # Throughput is MB/s (10^6 bytes) of source shard bytes, the same byte count
 # for both sides.  It is a benchmark: missed targets are reported, not
 # failed; the exit status is non-zero only when a command fails.
@@ -25,7 +29,8 @@
 #             (verify also checks every FP8 byte for NaN codes and every
 #             scale on the way);
 #   convert   --dtype keep --tp 4 (FP8 slices with their scale blocks) and
-#             --dtype bf16 --tp 4 (dequantised) vs cp -r;
+#             --dtype bf16 --tp 4 (dequantised) vs cp -r, and each against
+#             the write floor of its output's bytes;
 #   memory    peak RSS against the largest tensor + 64 MiB.
 #
 # Environment: BUILD (build dir, default build), REPS (default 3),
@@ -74,6 +79,8 @@ mbps() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.1f", (s > 0 ? b / s / 1e6 : 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+declare -A OUT # convert mode -> its output's bytes (the write floor's size)
+out_bytes() { find "$TMP/out" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f", s }'; }
 
 # Result store: per key, the list of times and the max RSS (KiB).
 declare -A TIMES RSS
@@ -129,6 +136,8 @@ echo "== day0 weights benchmark ($(date -u +%Y-%m-%dT%H:%M:%SZ)) =="
 echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) RAM," \
 	"/tmp on $(findmnt -no FSTYPE -T /tmp 2>/dev/null || echo '?')"
 echo "engine:  $ENGINE"
+echo "cpu:     $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
+echo "load:    $(uptime | sed 's/.*load average/load average/') (at the start; the machine is shared)"
 
 PLAIN=${PLAIN:-1}
 FP8=${FP8:-1}
@@ -176,6 +185,7 @@ declare -A LABEL=(
 	[cp_warmup]="cp -r (warm-up)"
 	[convert_warmup]="day0 convert (warm-up)"
 	[convert]="day0 convert bf16 tp$TP"
+	[dd]="dd of the bf16 output's size"
 )
 HAVE_OPENSSL=0
 if command -v openssl >/dev/null; then
@@ -216,8 +226,20 @@ cp_run() { # key
 }
 convert_run() { # key
 	timed "$1" "$ENGINE" convert "$MODEL" "$TMP/out" --dtype bf16 --tp "$TP"
+	OUT[convert]=$(out_bytes)
 	rm -rf "$TMP/out"
 	sync
+}
+# The write floor: dd writing BYTES (a convert's output size) into a fresh
+# file on the same filesystem, after the same flush as every run.  On this
+# VM, writing into page-cache pages the host has taken back costs several
+# times more than into warm ones (see above), so a 4.6 GB write is not
+# twice a 2.3 GB one: each mode gets the floor of its own byte count.
+dd_run() { # key bytes
+	mkdir -p "$TMP/dd" && sync
+	timed "$1" dd if=/dev/zero of="$TMP/dd/out" bs=1M \
+		count=$((($2 + 1048575) / 1048576)) status=none
+	rm -rf "$TMP/dd" && sync
 }
 echo "convert: bf16, tp $TP, vs cp to the same filesystem, $REPS_PLAIN rounds (interleaved)"
 rm -rf "$TMP/out"
@@ -227,6 +249,8 @@ for ((r = 1; r <= REPS_PLAIN; r++)); do
 	cp_run cp
 	if [ "$WARMUP" != 0 ]; then convert_run convert_warmup; fi
 	convert_run convert
+	if [ "$WARMUP" != 0 ]; then dd_run dd_warmup "${OUT[convert]}"; fi
+	dd_run dd "${OUT[convert]}"
 done
 
 # ------------------------------------------------------------------- FP8
@@ -259,6 +283,7 @@ if [ "$FP8" != 0 ]; then
 	LABEL[f_keep]="day0 convert keep tp$TP"
 	LABEL[f_bf16]="day0 convert fp8->bf16 tp$TP"
 	LABEL[f_dd]="dd of the bf16 output's size"
+	LABEL[f_dd_keep]="dd of the keep output's size"
 	command -v openssl >/dev/null || die "openssl not found (the FP8 hashing reference)"
 	echo "fp8 hashing and converting: $REPS rounds (interleaved)"
 	f_cp_run() {
@@ -268,21 +293,8 @@ if [ "$FP8" != 0 ]; then
 	}
 	f_conv_run() { # key dtype
 		timed "$1" "$ENGINE" convert "$FMODEL" "$TMP/out" --dtype "$2" --tp "$TP"
-		if [ "$2" = bf16 ]; then
-			OUTBYTES=$(stat -c %s "$TMP"/out/*.safetensors | awk "{ s += \$1 } END { printf \"%.0f\", s }")
-		fi
+		OUT[$2]=$(out_bytes)
 		rm -rf "$TMP/out" && sync
-	}
-	# The write floor: dd writing as many bytes as the FP8 -> bf16 output
-	# (twice the source: every weight byte becomes two).  On this VM,
-	# writing into page-cache pages the host has taken back costs several
-	# times more than into warm ones (see the comment above cp_run), so a
-	# 4.6 GB write is not twice a 2.3 GB one.
-	f_dd_run() { # key
-		mkdir -p "$TMP/dd" && sync
-		timed "$1" dd if=/dev/zero of="$TMP/dd/out" bs=1M \
-			count=$(((OUTBYTES + 1048575) / 1048576)) status=none
-		rm -rf "$TMP/dd" && sync
 	}
 	for ((r = 1; r <= REPS; r++)); do
 		timed f_openssl openssl dgst -sha256 "${FSHARDS[@]}"
@@ -292,10 +304,12 @@ if [ "$FP8" != 0 ]; then
 		f_cp_run f_cp
 		if [ "$WARMUP" != 0 ]; then f_conv_run f_keep_warmup keep; fi
 		f_conv_run f_keep keep
+		if [ "$WARMUP" != 0 ]; then dd_run f_dd_keep_warmup "${OUT[keep]}"; fi
+		dd_run f_dd_keep "${OUT[keep]}"
 		if [ "$WARMUP" != 0 ]; then f_conv_run f_bf16_warmup bf16; fi
 		f_conv_run f_bf16 bf16
-		if [ "$WARMUP" != 0 ]; then f_dd_run f_dd_warmup; fi
-		f_dd_run f_dd
+		if [ "$WARMUP" != 0 ]; then dd_run f_dd_warmup "${OUT[bf16]}"; fi
+		dd_run f_dd "${OUT[bf16]}"
 	done
 fi
 
@@ -329,6 +343,10 @@ fi
 echo "converting $BYTES source bytes:"
 line cp
 line convert cp
+echo "the write floor, ${OUT[convert]} bytes (the bf16 output):"
+line dd
+printf '  %-26s %7s    ratio %sx vs %s\n' "day0 convert bf16" "" \
+	"$(ratio "$(best dd)" "$(best convert)")" "${LABEL[dd]}"
 if [ "$WARMUP" != 0 ]; then
 	printf '  warm-up runs (not in the ratio): cp -r%s s; convert%s s\n' \
 		"$(runs_of cp_warmup)" "$(runs_of convert_warmup)"
@@ -351,8 +369,11 @@ if [ "$FP8" != 0 ]; then
 	fline f_cp
 	fline f_keep f_cp
 	fline f_bf16 f_cp
-	echo "fp8: the write floor, $OUTBYTES bytes (the FP8 -> bf16 output):"
+	echo "fp8: the write floor, ${OUT[keep]} bytes (the keep output) and ${OUT[bf16]} (the FP8 -> bf16 output):"
+	fline f_dd_keep
 	fline f_dd
+	printf '  %-26s %7s    ratio %sx vs %s\n' "day0 convert keep" "" \
+		"$(ratio "$(best f_dd_keep)" "$(best f_keep)")" "${LABEL[f_dd_keep]}"
 	printf '  %-26s %7s    ratio %sx vs %s\n' "day0 convert fp8->bf16" "" \
 		"$(ratio "$(best f_dd)" "$(best f_bf16)")" "${LABEL[f_dd]}"
 	echo "fp8: peak RSS, bound = largest tensor $(mib "$FLARGEST") MiB + 64 MiB = $(mib "$FBOUND") MiB:"
@@ -389,6 +410,14 @@ if [ "$PLAIN" != 0 ]; then
 row "verify --threads 1 / sha256sum" "${r1}x" ">= 0.95x" "$(mark "$r1" 0.95)"
 row "verify --threads 2 / sha256sum" "${r2}x" ">= 1.70x" "$(mark "$r2" 1.7)"
 row "convert bf16 tp4 / cp" "${rc}x" ">= 0.50x" "$(mark "$rc" 0.5)"
+rd=$(ratio "$(best dd)" "$(best convert)")
+row "convert bf16 tp4 / its write floor" "${rd}x" ">= 0.85x" "$(mark "$rd" 0.85)"
+if [ "$HAVE_OPENSSL" = 1 ]; then
+	o1=$(ratio "$(best openssl)" "$(best verify_t1)")
+	o2=$(ratio "$(best openssl)" "$(best verify_t2)")
+	row "verify --threads 1 / openssl" "${o1}x" ">= 0.95x" "$(mark "$o1" 0.95)"
+	row "verify --threads 2 / openssl" "${o2}x" ">= 1.90x" "$(mark "$o2" 1.9)"
+fi
 fi
 for k in verify_t1 verify_t2 convert; do
 	[ "$PLAIN" != 0 ] || break
@@ -407,8 +436,10 @@ if [ "$FP8" != 0 ]; then
 	row "fp8 convert keep tp4 / cp" "${fk}x" ">= 0.50x" "$(mark "$fk" 0.5)"
 	row "fp8 convert fp8->bf16 tp4 / cp" "${fb}x" ">= 0.30x" "$(mark "$fb" 0.3)"
 	fd=$(ratio "$(best f_dd)" "$(best f_bf16)")
+	fdk=$(ratio "$(best f_dd_keep)" "$(best f_keep)")
 	row "  (its write floor: dd / cp)" "$(ratio "$(best f_cp)" "$(best f_dd)")x" "" ""
-	row "  (fp8->bf16 / dd of its output)" "${fd}x" "" ""
+	row "fp8 convert keep / its write floor" "${fdk}x" ">= 0.85x" "$(mark "$fdk" 0.85)"
+	row "fp8 convert fp8->bf16 / its write floor" "${fd}x" ">= 0.85x" "$(mark "$fd" 0.85)"
 	for k in f_verify_t1 f_keep f_bf16; do
 		kb=${RSS[$k]}
 		if [ $((kb * 1024)) -le "$FBOUND" ]; then m=met; else m="NOT MET"; fi
@@ -426,6 +457,7 @@ if [ "$share" -gt 10 ]; then
 	echo "warning: other work competed for the CPUs; figures are noisy (rerun on an idle machine)"
 fi
 
+echo "load at the end: $(uptime | sed 's/.*load average/load average/')"
 echo
 echo "summary:"
 printf '  %-36s %12s  %-16s %s\n' target value bound status
