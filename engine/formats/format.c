@@ -128,8 +128,8 @@ int quant_applies(const struct quant_config *q, const struct tensor_spec *t)
 	char module[sizeof t->name];
 	size_t len = strlen(t->name);
 	const char *pat = q ? q->ignore : NULL;
-	if (!q || q->kind == QUANT_NONE || t->ndim != 2)
-		return 0;
+	if (!q || q->kind == QUANT_NONE || t->ndim != 2 || t->file_ndim)
+		return 0; /* a conv kernel (patch embedding) stays as stored */
 	switch (t->role) {
 	case ROLE_EMBED: case ROLE_LM_HEAD: case ROLE_NORM: case ROLE_ROUTER:
 	case ROLE_ROUTER_BIAS:
@@ -205,7 +205,9 @@ int quant_read_f32(const struct quant_config *q, int quantised, uint64_t rows,
 
 static uint64_t part_bytes(const struct stored_part *p, int axis, int parts)
 {
-	uint64_t n = p->shape[0] * (p->ndim == 2 ? p->shape[1] : 1);
+	uint64_t n = 1;
+	for (int d = 0; d < p->ndim; d++) /* a conv kernel's file shape too */
+		n *= p->shape[d];
 	if (axis >= 0 && parts > 1 && p->kind != PART_SHAPE)
 		n /= (uint64_t)parts;
 	return n * dtype_size(p->dtype);

@@ -54,7 +54,7 @@ struct stored_part {
 	int dtype;          /* expected enum dtype */
 	int alt_dtype;      /* also accepted (BF16 scales), or -1 */
 	int ndim;
-	uint64_t shape[2];
+	uint64_t shape[5]; /* [2] but a conv kernel's file shape (plain) */
 	/* logical elements per stored element along each axis: how a split
 	 * of the logical tensor maps onto this part (0: not splittable) */
 	uint64_t unit[2];

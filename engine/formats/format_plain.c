@@ -18,6 +18,11 @@ static int parts(const struct quant_config *q, const struct tensor_spec *t,
 	out->ndim = t->ndim;
 	out->shape[0] = t->shape[0];
 	out->shape[1] = t->ndim == 2 ? t->shape[1] : 0;
+	if (t->file_ndim) { /* a conv kernel: stored [out, in, (t,) kh, kw] */
+		out->ndim = t->file_ndim;
+		memcpy(out->shape, t->file_shape,
+		       (size_t)t->file_ndim * sizeof *out->shape);
+	}
 	out->unit[0] = out->unit[1] = 1;
 	(void)q;
 	return 1;

@@ -62,6 +62,10 @@ int layout_tensor_stages(const struct model_config *c,
 		stages[0] = stage_of_layer(c, d->pp, t->layer);
 		return 1;
 	}
+	if (t->group == GROUP_VISION || t->group == GROUP_PROJECTOR) {
+		stages[0] = 0; /* the tower feeds the first stage's embeddings */
+		return 1;
+	}
 	if (t->role == ROLE_EMBED) { /* a tied embedding is also the head */
 		stages[0] = 0;
 		if (c->tie_embeddings && d->pp > 1) {

@@ -639,6 +639,40 @@ const struct op_entry op_registry[] = {
 		 "sigmoid(x w) times the shared expert's output"),
 	FALLBACK("embedding.tied", "embedding,linear",
 		 "lm_head reads the embedding matrix"),
+	/*
+	 * The image channel (model_vision.c lists what a tower needs).  What
+	 * composes from the kernels above is a fallback; layer_norm, gelu
+	 * (erf) and image_splice (features into the LM's input embeddings)
+	 * have no kernel yet, so they are absent: inspect reports them
+	 * missing until the runtime's vision forward registers them.
+	 */
+	FALLBACK("patch_embed.conv3d", "linear",
+		 "Conv3d with stride = kernel (T x P x P): the flattened "
+		 "patches times the kernel as a matrix"),
+	FALLBACK("patch_embed.conv2d", "linear",
+		 "Conv2d with stride = kernel (P x P): the flattened patches "
+		 "times the kernel as a matrix"),
+	FALLBACK("vision.rope_2d", "rope.default",
+		 "rotate_half with per-pair angles h*f (first quarter) and w*f "
+		 "(second) of each patch's row and column"),
+	FALLBACK("mrope", "rope.default",
+		 "M-RoPE: per-pair angles from the t, h or w position that "
+		 "mrope_section gives the frequency"),
+	FALLBACK("attention.bidirectional", "attention.gqa",
+		 "non-causal attention within an image (every query placed "
+		 "after the last key)"),
+	FALLBACK("attention.window", "attention.bidirectional",
+		 "patches reordered into windows, attention within each "
+		 "(Qwen2.5-VL; fullatt_block_indexes attend the whole image)"),
+	FALLBACK("patch_merger", "linear.bias,gelu",
+		 "spatial_merge_size^2 neighbours concatenated, Linear-GELU-"
+		 "Linear into the LM's hidden size"),
+	FALLBACK("projector.mlp", "linear.bias,gelu",
+		 "LLaVA's multi_modal_projector: Linear-GELU-Linear"),
+	FALLBACK("quick_gelu", "sigmoid", "x * sigmoid(1.702 x)"),
+	FALLBACK("vision.class_token", "embedding",
+		 "CLIP's class embedding before the patches, learned "
+		 "positions added"),
 	{NULL, 0, NULL, NULL, NULL},
 };
 
@@ -675,6 +709,63 @@ static void need(const char **list, size_t *n, const char *name)
 		if (!strcmp(list[i], name))
 			return;
 	list[(*n)++] = name;
+}
+
+/*
+ * The image channel's operators: the tower's, its projector's, M-RoPE and
+ * the splice of the features into the LM's input.  A tower the engine has
+ * no table for is one operator, "vision_tower.<type>", missing by name.
+ */
+static void vision_ops(const struct model_config *c, const char **list,
+		       size_t *n, char *scratch, size_t scratch_len)
+{
+	const struct vision_config *v = &c->vision;
+	size_t used = strlen(scratch) + 1;
+	if (used < scratch_len && c->hidden_act[0] &&
+	    strcmp(c->hidden_act, "silu")) /* glu.<act> follows rope.<type> */
+		used += strlen(scratch + used) + 1;
+	switch (v->kind) {
+	case VISION_NONE:
+		return;
+	case VISION_UNSUPPORTED:
+		if (used < scratch_len) {
+			snprintf(scratch + used, scratch_len - used,
+				 "vision_tower.%s", v->vl_type);
+			need(list, n, scratch + used);
+		}
+		return;
+	case VISION_CLIP:
+		need(list, n, "patch_embed.conv2d");
+		need(list, n, "vision.class_token");
+		need(list, n, "layer_norm");
+		need(list, n, "attention.bidirectional");
+		need(list, n, "linear.bias");
+		need(list, n, !strcmp(v->act, "quick_gelu") ? "quick_gelu"
+							    : "gelu");
+		need(list, n, "projector.mlp");
+		need(list, n, "gelu");
+		break;
+	default: /* Qwen2-VL, Qwen2.5-VL */
+		need(list, n, "patch_embed.conv3d");
+		need(list, n, "vision.rope_2d");
+		need(list, n, "attention.bidirectional");
+		if (v->kind == VISION_QWEN2_5_VL) {
+			need(list, n, "attention.window");
+			need(list, n, "rms_norm");
+			need(list, n, "swiglu");
+		} else {
+			need(list, n, "layer_norm");
+			need(list, n, !strcmp(v->act, "quick_gelu") ? "quick_gelu"
+								    : "gelu");
+		}
+		need(list, n, "linear.bias");
+		need(list, n, "patch_merger");
+		need(list, n, "gelu");
+		if (v->mrope)
+			need(list, n, "mrope");
+		break;
+	}
+	need(list, n, "image_splice");
 }
 
 size_t model_operators(const struct model_config *c, const char **list,
@@ -730,5 +821,6 @@ size_t model_operators(const struct model_config *c, const char **list,
 	}
 	if (c->tie_embeddings)
 		need(list, &n, "embedding.tied");
+	vision_ops(c, list, &n, scratch, scratch_len);
 	return n;
 }

@@ -67,7 +67,9 @@ int model_arch_known(const char *model_type)
 const char *model_arch_list(void)
 {
 	return "llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, "
-	       "deepseek_v3 (kimi_k2)";
+	       "deepseek_v3 (kimi_k2); vision-language: qwen2_vl, qwen2_5_vl, "
+	       "llava (qwen3_vl, qwen3_vl_moe, kimi_vl read, towers not "
+	       "implemented)";
 }
 
 int role_keeps_f32(enum tensor_role r)
@@ -79,7 +81,8 @@ const char *tensor_group_name(enum tensor_group g)
 {
 	static const char *const names[GROUP_COUNT] = {
 		"embeddings", "attention", "dense_mlp", "routed_experts",
-		"shared_experts", "routers", "norms", "lm_head"};
+		"shared_experts", "routers", "norms", "lm_head",
+		"vision_tower", "projector"};
 	return g >= 0 && g < GROUP_COUNT ? names[g] : "?";
 }
 
@@ -363,6 +366,8 @@ int model_config_from_json(json_t *root, const char *path,
 		return d0_errf(err, "%s: not a JSON object", path);
 	if (!json_is_string(mt))
 		return d0_errf(err, "%s: missing string key 'model_type'", path);
+	if (vision_family_known(json_string_value(mt))) /* model_vision.c */
+		return vision_parse(root, path, c, err);
 	f = family_find(json_string_value(mt));
 	if (!f)
 		return d0_errf(err, "%s: model_type '%s' is not supported "
@@ -616,6 +621,7 @@ struct table {
 	size_t n, cap;
 	enum tensor_group group; /* for the next add()s */
 	int mtp;
+	const char *prefix; /* before every name (LLaVA's language_model.) */
 };
 
 static void add(struct table *t, enum tensor_role role, int layer, int expert,
@@ -635,11 +641,20 @@ static void add(struct table *t, enum tensor_role role, int layer, int expert,
 	}
 	s = &t->v[t->n++];
 	memset(s, 0, sizeof *s);
-	va_start(ap, fmt);
-	vsnprintf(s->name, sizeof s->name, fmt, ap);
-	va_end(ap);
+	{
+		size_t pl = t->prefix ? strlen(t->prefix) : 0;
+		if (pl)
+			memcpy(s->name, t->prefix, pl);
+		va_start(ap, fmt);
+		vsnprintf(s->name + pl, sizeof s->name - pl, fmt, ap);
+		va_end(ap);
+	}
 	s->role = role;
-	s->group = role == ROLE_NORM ? GROUP_NORM : t->group;
+	/* the tower's norms count with the tower */
+	s->group = role == ROLE_NORM && t->group != GROUP_VISION &&
+				   t->group != GROUP_PROJECTOR
+			   ? GROUP_NORM
+			   : t->group;
 	s->layer = layer;
 	s->expert = expert;
 	s->mtp = t->mtp;
@@ -791,6 +806,12 @@ static void add_layer(struct table *t, const struct family *f,
 	    p);
 }
 
+/* The vision tower and projector (model_vision.c), after the LM. */
+static void add_vision(struct table *t, const struct model_config *c)
+{
+	vision_tensors(c, &t->v, &t->n, &t->cap);
+}
+
 int model_tensors(const struct model_config *c, struct tensor_spec **out,
 		  size_t *n, struct d0_err *err)
 {
@@ -801,6 +822,7 @@ int model_tensors(const struct model_config *c, struct tensor_spec **out,
 	if (!f)
 		return d0_errf(err, "model_type '%s' is not supported",
 			       c->model_type);
+	t.prefix = c->vision.lm_prefix;
 	t.group = GROUP_EMBED;
 	add(&t, ROLE_EMBED, -1, -1, 2, V, H, "model.embed_tokens.weight");
 	for (int l = 0; l < c->layers; l++)
@@ -832,6 +854,9 @@ int model_tensors(const struct model_config *c, struct tensor_spec **out,
 		add(&t, ROLE_LM_HEAD, l, -1, 2, V, H, "%s.shared_head.head.weight",
 		    p);
 	}
+	t.mtp = 0;
+	t.prefix = NULL;
+	add_vision(&t, c);
 	*out = t.v;
 	*n = t.n;
 	return 0;
@@ -856,6 +881,13 @@ void model_count_params(const struct model_config *c,
 		}
 		out->group[t[i].group] += numel;
 		out->total += numel;
+		if (t[i].group == GROUP_VISION || t[i].group == GROUP_PROJECTOR) {
+			/* once per image, not per token */
+			out->group_active[t[i].group] += numel;
+			*(t[i].group == GROUP_VISION ? &out->vision
+						     : &out->projector) += numel;
+			continue;
+		}
 		if (t[i].expert >= 0) {
 			routed[t[i].group] += numel;
 			continue;
@@ -973,7 +1005,7 @@ int model_config_shrink(const struct model_config *real, const char *scale,
 							   sizeof *c->mlp_only);
 			c->mlp_only[c->n_mlp_only++] = real->mlp_only[i];
 		}
-	return 0;
+	return vision_config_shrink(real, c, err); /* model_vision.c */
 }
 
 static json_t *rope_json(const struct model_config *c)
@@ -1134,5 +1166,7 @@ json_t *model_config_to_json(const struct model_config *c)
 	if (ds)
 		SET("v_head_dim", json_integer(c->v_head_dim));
 	SET("vocab_size", json_integer(c->vocab));
+	if (c->vision.kind != VISION_NONE) /* the release's own form */
+		return vision_config_json(c, o);
 	return o;
 }

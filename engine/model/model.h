@@ -25,16 +25,27 @@ enum tensor_role {
 	ROLE_REPL,     /* replicated, model dtype (e.g. shared_expert_gate) */
 };
 
-/* Where a tensor's parameters are counted (inspect's breakdown). */
+/* Where a tensor's parameters are counted (inspect's breakdown).  The
+ * vision tower and its projector (Qwen's merger, LLaVA's
+ * multi_modal_projector) run once per image, not per token: counted in
+ * total, never in active (model_count_params). */
 enum tensor_group {
 	GROUP_EMBED, GROUP_ATTN, GROUP_DENSE_MLP, GROUP_EXPERTS, GROUP_SHARED,
-	GROUP_ROUTER, GROUP_NORM, GROUP_LM_HEAD, GROUP_COUNT
+	GROUP_ROUTER, GROUP_NORM, GROUP_LM_HEAD, GROUP_VISION, GROUP_PROJECTOR,
+	GROUP_COUNT
 };
 
+#define TENSOR_FILE_DIMS 5
 struct tensor_spec {
 	char name[160];
 	int ndim;
 	uint64_t shape[2];
+	/* A convolution kernel (a patch embedding: stride = kernel, so a
+	 * product with the flattened patches) is the matrix [out, in*kt*kh*kw]
+	 * above for every count, split and product; the checkpoint stores it
+	 * with file_ndim dims file_shape.  file_ndim 0: stored as ndim/shape. */
+	int file_ndim;
+	uint64_t file_shape[TENSOR_FILE_DIMS];
 	enum tensor_role role;
 	enum tensor_group group;
 	int layer;  /* -1 for embeddings, final norm, lm_head */
@@ -54,6 +65,52 @@ struct rope_scaling {
 	double mscale, mscale_all_dim;            /* yarn (deepseek) */
 	double attention_factor;                  /* yarn, 0: derived */
 	int truncate;                             /* yarn, default 1 */
+};
+
+/*
+ * The image channel of a vision-language release (issue #30): config.json's
+ * vision_config and the keys around it.  model_config's other fields are
+ * the language model's (text_config, or the top level where the release
+ * keeps them there), mapped onto a text family, so every text step works
+ * on the LM unchanged.
+ */
+enum vision_kind {
+	VISION_NONE,
+	VISION_QWEN2_VL,   /* Qwen2-VL: LayerNorm, quick_gelu MLP, full attention */
+	VISION_QWEN2_5_VL, /* Qwen2.5-VL: RMSNorm, SwiGLU, window attention */
+	VISION_CLIP,       /* LLaVA: CLIP ViT + multi_modal_projector */
+	VISION_UNSUPPORTED /* a tower the engine has no table for: named */
+};
+#define VISION_FULLATT_MAX 64
+struct vision_config {
+	enum vision_kind kind;
+	char vl_type[32];    /* the release's model_type (qwen2_5_vl, llava, ...) */
+	char architecture[64];
+	char tower_type[32]; /* vision_config.model_type as written */
+	/* LM tensor names: "" as a text model, "language_model." (LLaVA) */
+	char lm_prefix[32];
+	/* what the engine lacks for this release ("" when nothing) */
+	char missing[200];
+	int64_t depth, hidden, ffn, heads; /* the tower's blocks */
+	int64_t patch, temporal_patch, merge, in_chans;
+	int64_t out_hidden;  /* the merger's / projector's output (LM hidden) */
+	int64_t window_size; /* Qwen2.5-VL: window attention span in pixels */
+	int64_t fullatt[VISION_FULLATT_MAX]; /* fullatt_block_indexes */
+	int n_fullatt;
+	int64_t tokens_per_second;
+	double mlp_ratio;     /* Qwen2-VL (ffn = embed_dim * mlp_ratio) */
+	char act[32];         /* the tower's hidden_act */
+	double norm_eps;      /* 1e-6 (Qwen), layer_norm_eps (CLIP) */
+	/* CLIP / LLaVA */
+	int64_t image_size, projection_dim;
+	int64_t feature_layer;        /* vision_feature_layer (-2) */
+	char select_strategy[16];     /* "default" drops CLS, "full" keeps it */
+	char projector_act[32];       /* projector_hidden_act */
+	/* placeholder tokens (-1 when the config has none) */
+	int64_t image_token_id, video_token_id, vision_start_id, vision_end_id;
+	/* M-RoPE in the LM: mrope_section (t, h, w) of head_dim / 2 */
+	int64_t mrope_section[3];
+	int mrope, mrope_interleaved;
 };
 
 struct model_config {
@@ -87,6 +144,7 @@ struct model_config {
 	int rope_interleave;
 	char quant[32]; /* quantization_config.quant_method, "" if none */
 	struct quant_config qc; /* format.h: how the weights are stored */
+	struct vision_config vision; /* kind VISION_NONE for a text model */
 };
 
 /* Families gen-model can write and verify/convert understand. */
@@ -134,12 +192,48 @@ int model_config_shrink(const struct model_config *real, const char *scale,
 /* Config as transformers writes it (for gen-model). */
 json_t *model_config_to_json(const struct model_config *cfg);
 
+/*
+ * The image channel's sizes per image of grid_h x grid_w patches (grid_t
+ * frames; a still image is 1): patches, the tokens the LM sees (merged
+ * patches, or CLIP's grid plus CLS per the select strategy), the widest
+ * activation of a vision block in elements (patches x max(3 hidden, ffn))
+ * and the LM's KV cache bytes those tokens take (per token: 2 x layers x
+ * kv_heads x head_dim x kv_bytes; MLA: its latent).
+ */
+struct vision_image_cost {
+	int64_t patches, tokens;
+	uint64_t act_elems, kv_bytes;
+};
+void vision_image_cost(const struct model_config *c, int64_t grid_t,
+		       int64_t grid_h, int64_t grid_w, int kv_bytes,
+		       struct vision_image_cost *out);
+/* "Qwen2.5-VL tower (RMSNorm, SwiGLU, window attention)" for messages. */
+const char *vision_kind_name(enum vision_kind k);
+/* An LM tensor's name in the checkpoint (cfg->vision.lm_prefix + name). */
+const char *model_lm_name(const struct model_config *cfg, const char *name,
+			  char *buf, size_t n);
+
+/* model_vision.c, for model.c: is model_type a vision-language family;
+ * its config.json (the LM read as a text family, the tower into
+ * cfg->vision); the tower's and projector's rows of the tensor table
+ * (appended to v); the release's config.json around the LM's lm (taken);
+ * the tower of a gen-model --like model. */
+int vision_family_known(const char *model_type);
+int vision_parse(json_t *root, const char *path, struct model_config *cfg,
+		 struct d0_err *err);
+void vision_tensors(const struct model_config *cfg, struct tensor_spec **v,
+		    size_t *n, size_t *cap);
+json_t *vision_config_json(const struct model_config *cfg, json_t *lm);
+int vision_config_shrink(const struct model_config *real,
+			 struct model_config *out, struct d0_err *err);
+
 /* Parameter counts from the tensor table (inspect). */
 struct param_count {
 	uint64_t total, active;          /* main model, MTP layers excluded */
 	uint64_t group[GROUP_COUNT];     /* total per group */
 	uint64_t group_active[GROUP_COUNT];
 	uint64_t mtp;                    /* multi-token-prediction layers */
+	uint64_t vision, projector;      /* in total, not in active */
 };
 void model_count_params(const struct model_config *cfg,
 			const struct tensor_spec *t, size_t n,

@@ -123,6 +123,8 @@ struct gen_opts {
 	uint64_t seed;
 	int force;
 	const char *out;
+	const char *like; /* --like CONFIG (a VL release's preprocessor
+			   * config is taken from beside it) */
 };
 
 static int parse_rope_opt(const char *s, struct rope_scaling *r)
@@ -328,7 +330,7 @@ static int parse_opts(int argc, char **argv, struct gen_opts *o)
 		}
 		switch (ch) {
 		case 'a': arch = optarg; break;
-		case 'l': like = optarg; break;
+		case 'l': like = o->like = optarg; break;
 		case 'c': scale = optarg; break;
 		case 't': tie = 1; break;
 		case 'b': bias = 1; break;
@@ -767,6 +769,101 @@ out:
 	return rc;
 }
 
+/*
+ * A vision-language model's preprocessor_config.json: the release's own
+ * (beside the --like config.json), else transformers' image processor
+ * defaults for the family with the config's patch and merge sizes
+ * (Qwen2VLImageProcessor: min 56*56, max 28*28*1280 pixels; CLIP: the
+ * tower's image_size), mean and std OpenAI CLIP's as both classes have.
+ * The tiny tower keeps the real patch, merge and image sizes, so the
+ * release's preprocessing feeds it unchanged.
+ */
+static int write_preprocessor(const struct gen_opts *o, const char *dir,
+			      struct d0_err *err)
+{
+	const struct vision_config *v = &o->cfg.vision;
+	json_t *doc = NULL;
+	char *p;
+	int rc;
+	if (o->like) {
+		char *d = strdup(o->like), *slash = strrchr(d, '/');
+		if (slash)
+			*slash = 0;
+		else
+			strcpy(d, ".");
+		p = path_join(d, "preprocessor_config.json");
+		free(d);
+		doc = json_load_file(p, JSON_REJECT_DUPLICATES, NULL);
+		if (!doc && path_exists(p)) {
+			rc = d0_errf(err, "%s: invalid JSON", p);
+			free(p);
+			return rc;
+		}
+		free(p);
+	}
+	if (!doc && v->kind == VISION_CLIP)
+		doc = json_pack(
+			"{s:{s:I, s:I}, s:b, s:b, s:b, s:b, s:b, s:[f, f, f], "
+			"s:s, s:[f, f, f], s:s, s:i, s:f, s:{s:I}}", "crop_size",
+			"height", (json_int_t)v->image_size, "width",
+			(json_int_t)v->image_size, "do_center_crop", 1,
+			"do_convert_rgb", 1, "do_normalize", 1, "do_rescale", 1,
+			"do_resize", 1, "image_mean", 0.48145466, 0.4578275,
+			0.40821073, "image_processor_type", "CLIPImageProcessor",
+			"image_std", 0.26862954, 0.26130258, 0.27577711,
+			"processor_class", "LlavaProcessor", "resample", 3,
+			"rescale_factor", 1.0 / 255.0, "size", "shortest_edge",
+			(json_int_t)v->image_size);
+	else if (!doc)
+		doc = json_pack("{s:I, s:I, s:I, s:I, s:I, s:[f, f, f], "
+				"s:[f, f, f], s:s}", "min_pixels",
+				(json_int_t)3136, "max_pixels",
+				(json_int_t)(28 * 28 * 1280), "patch_size",
+				(json_int_t)v->patch, "temporal_patch_size",
+				(json_int_t)v->temporal_patch, "merge_size",
+				(json_int_t)v->merge, "image_mean", 0.48145466,
+				0.4578275, 0.40821073, "image_std", 0.26862954,
+				0.26130258, 0.27577711, "image_processor_type",
+				"Qwen2VLImageProcessor");
+	p = path_join(dir, "preprocessor_config.json");
+	rc = json_write_file(doc, p, 1, err);
+	free(p);
+	json_decref(doc);
+	return rc;
+}
+
+/* The generated tokenizer's ids of the image placeholders, into the
+ * config (the tiny vocabulary has no room for the release's ids). */
+static int placeholder_ids(const char *dir, struct model_config *c,
+			   struct d0_err *err)
+{
+	struct vision_config *v = &c->vision;
+	struct tokenizer *t;
+	static const char *const qwen[] = {"<|image_pad|>", "<|video_pad|>",
+					   "<|vision_start|>", "<|vision_end|>"};
+	int64_t *dst[] = {&v->image_token_id, &v->video_token_id,
+			  &v->vision_start_id, &v->vision_end_id};
+	int nq = v->kind == VISION_CLIP ? 1 : 4;
+	if (tokenizer_open(dir, &t, err) < 0)
+		return -1;
+	for (int k = 0; k < nq; k++) {
+		const char *want = v->kind == VISION_CLIP ? "<image>" : qwen[k];
+		*dst[k] = -1;
+		for (int64_t id = 0; id < c->vocab && *dst[k] < 0; id++) {
+			const char *s = tokenizer_id_token(t, id);
+			if (s && !strcmp(s, want))
+				*dst[k] = id;
+		}
+		if (*dst[k] < 0) {
+			tokenizer_free(t);
+			return d0_errf(err, "%s/tokenizer.json: no '%s' token",
+				       dir, want);
+		}
+	}
+	tokenizer_free(t);
+	return 0;
+}
+
 static int write_checkpoint(struct gen_opts *o, const char *dir,
 			    struct d0_err *err, size_t *ntensors,
 			    uint64_t *bytes)
@@ -779,6 +876,7 @@ static int write_checkpoint(struct gen_opts *o, const char *dir,
 	json_t *wm = NULL, *doc;
 	char **files = NULL, (*hexes)[65] = NULL;
 	size_t nfiles = 0;
+	int wrote_tok = 0;
 	FILE *sums = NULL;
 	char *p;
 
@@ -794,9 +892,21 @@ static int write_checkpoint(struct gen_opts *o, const char *dir,
 	for (size_t i = 0; i < n; i++)
 		total += quant_stored_bytes(&c->qc, &t[i],
 					    stored_dtype(c, &t[i]), -1, 1);
-	files = calloc((size_t)o->shards + 5, sizeof *files);
-	hexes = calloc((size_t)o->shards + 5, sizeof *hexes);
+	files = calloc((size_t)o->shards + 6, sizeof *files);
+	hexes = calloc((size_t)o->shards + 6, sizeof *hexes);
 
+	/* the tokenizer first: a VL config names its placeholders' ids */
+	if (tokenizer_write_family(dir, c->vision.kind != VISION_NONE
+						? c->vision.vl_type
+						: c->model_type,
+				   c->vocab, &wrote_tok, err) < 0)
+		goto out;
+	if (c->vision.kind != VISION_NONE &&
+	    (!wrote_tok ? d0_errf(err, "vocab %lld is too small for the "
+				  "tokenizer's image placeholders",
+				  (long long)c->vocab)
+			: placeholder_ids(dir, &o->cfg, err)) < 0)
+		goto out;
 	doc = model_config_to_json(c);
 	p = path_join(dir, "config.json");
 	rc = json_write_file(doc, p, 1, err);
@@ -858,17 +968,17 @@ static int write_checkpoint(struct gen_opts *o, const char *dir,
 			goto out;
 		files[nfiles++] = strdup("model.safetensors.index.json");
 	}
-	{ /* listed last: the shards keep their lines */
-		int wrote;
-		if (tokenizer_write_family(dir, c->model_type, c->vocab, &wrote,
-					   err) < 0) {
+	/* listed last: the shards keep their lines */
+	if (wrote_tok) {
+		files[nfiles++] = strdup("tokenizer.json");
+		files[nfiles++] = strdup("tokenizer_config.json");
+	}
+	if (c->vision.kind != VISION_NONE) {
+		if (write_preprocessor(o, dir, err) < 0) {
 			rc = -1;
 			goto out;
 		}
-		if (wrote) {
-			files[nfiles++] = strdup("tokenizer.json");
-			files[nfiles++] = strdup("tokenizer_config.json");
-		}
+		files[nfiles++] = strdup("preprocessor_config.json");
 	}
 	p = path_join(dir, "SHA256SUMS");
 	sums = fopen(p, "w");

@@ -10,6 +10,7 @@
 #include "engine.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,6 +180,221 @@ static json_t *storage_json(const struct model_config *c,
 			 "dequantised_bf16_bytes", (json_int_t)s->dequant_bf16);
 }
 
+/*
+ * The image channel: the tower and projector (parameters and stored
+ * bytes), and what one image costs: patches, the LM tokens they become,
+ * a block's widest activation and the LM's KV cache for those tokens.
+ * Qwen's images vary in size: a 448 x 448 image (32 x 32 patches) and the
+ * largest the preprocessor_config.json beside config.json allows
+ * (max_pixels); CLIP's are all image_size square.
+ */
+struct vision_summary {
+	uint64_t tower_bytes, projector_bytes;
+	int64_t max_side; /* the largest square image's side, 0 unknown */
+	struct vision_image_cost one, largest;
+	int64_t one_side;
+};
+
+static int64_t preprocessor_max_pixels(const char *config_path)
+{
+	char *dir = strdup(config_path), *slash = strrchr(dir, '/'), *p;
+	json_t *doc, *v;
+	int64_t mp = 0;
+	if (slash)
+		*slash = 0;
+	else
+		strcpy(dir, ".");
+	p = path_join(dir, "preprocessor_config.json");
+	doc = json_load_file(p, 0, NULL);
+	v = doc ? json_object_get(doc, "max_pixels") : NULL;
+	if (!json_is_integer(v) && doc)
+		v = json_object_get(json_object_get(doc, "size"), "longest_edge");
+	if (json_is_integer(v) && json_integer_value(v) > 0)
+		mp = json_integer_value(v);
+	json_decref(doc);
+	free(p);
+	free(dir);
+	return mp;
+}
+
+static void vision_summary(const char *path, const struct model_config *c,
+			   const struct tensor_spec *t, size_t n,
+			   struct vision_summary *s)
+{
+	const struct vision_config *v = &c->vision;
+	int kvb = dtype_size(c->dtype) ? (int)dtype_size(c->dtype) : 2;
+	memset(s, 0, sizeof *s);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t b = quant_stored_bytes(&c->qc, &t[i], c->dtype, -1, 1);
+		if (t[i].group == GROUP_VISION)
+			s->tower_bytes += b;
+		else if (t[i].group == GROUP_PROJECTOR)
+			s->projector_bytes += b;
+	}
+	if (v->kind == VISION_CLIP) {
+		s->one_side = v->image_size;
+		vision_image_cost(c, 1, 0, 0, kvb, &s->one);
+		return;
+	}
+	if (v->kind != VISION_QWEN2_VL && v->kind != VISION_QWEN2_5_VL)
+		return;
+	s->one_side = 448;
+	vision_image_cost(c, 1, 448 / v->patch, 448 / v->patch, kvb, &s->one);
+	{
+		int64_t mp = preprocessor_max_pixels(path);
+		int64_t f = v->patch * v->merge, side = 0;
+		if (mp > 0) { /* smart_resize of a square: floor to the factor */
+			side = (int64_t)sqrt((double)mp);
+			side -= side % f;
+			s->max_side = side;
+			vision_image_cost(c, 1, side / v->patch, side / v->patch,
+					  kvb, &s->largest);
+		}
+	}
+}
+
+static void print_cost(const char *what, const struct vision_image_cost *k)
+{
+	char a[32], b[32];
+	printf("  %-20s %lld patches -> %lld LM tokens; widest block "
+	       "activation %s (f32); LM KV cache %s\n", what,
+	       (long long)k->patches, (long long)k->tokens,
+	       fmt_bytes(k->act_elems * 4, a), fmt_bytes(k->kv_bytes, b));
+}
+
+static void print_vision(const struct model_config *c,
+			 const struct param_count *pc,
+			 const struct vision_summary *s)
+{
+	const struct vision_config *v = &c->vision;
+	char a[32], b[32], x[32], y[32], w[48];
+	if (v->kind == VISION_NONE)
+		return;
+	printf("\nvision     %s (%s): %s\n", v->vl_type,
+	       v->tower_type[0] ? v->tower_type : "tower", vision_kind_name(v->kind));
+	if (v->kind == VISION_UNSUPPORTED) {
+		printf("           NOT IMPLEMENTED: the engine lacks %s; its "
+		       "tensors are not in the table (verify will list them "
+		       "as unexpected)\n", v->missing);
+		return;
+	}
+	printf("  blocks %lld, hidden %lld, %lld heads (head dim %lld), ffn "
+	       "%lld, act %s, norm eps %g\n", (long long)v->depth,
+	       (long long)v->hidden, (long long)v->heads,
+	       (long long)(v->hidden / v->heads), (long long)v->ffn, v->act,
+	       v->norm_eps);
+	if (v->kind == VISION_CLIP) {
+		printf("  image %lld x %lld, patch %lld: %lld positions (class "
+		       "token + patches); LLaVA reads hidden state %lld, "
+		       "strategy %s; projector Linear-%s-Linear %lld -> %lld\n",
+		       (long long)v->image_size, (long long)v->image_size,
+		       (long long)v->patch, (long long)s->one.patches,
+		       (long long)v->feature_layer, v->select_strategy,
+		       v->projector_act, (long long)v->hidden,
+		       (long long)v->out_hidden);
+		printf("  image token %lld, expanded to %lld per image\n",
+		       (long long)v->image_token_id, (long long)s->one.tokens);
+	} else {
+		int o = 0;
+		w[0] = 0;
+		for (int i = 0; i < v->n_fullatt && o < 40; i++)
+			o += snprintf(w + o, sizeof w - (size_t)o, "%s%lld",
+				      i ? "," : "", (long long)v->fullatt[i]);
+		printf("  patch %lld x %lld x %lld frames, merge %lld x %lld "
+		       "-> LM hidden %lld", (long long)v->patch,
+		       (long long)v->patch, (long long)v->temporal_patch,
+		       (long long)v->merge, (long long)v->merge,
+		       (long long)v->out_hidden);
+		if (v->kind == VISION_QWEN2_5_VL)
+			printf("; window %lld px, full attention in blocks %s",
+			       (long long)v->window_size, w);
+		printf("\n  M-RoPE t/h/w sections %lld/%lld/%lld; image token "
+		       "%lld between %lld and %lld\n",
+		       (long long)v->mrope_section[0], (long long)v->mrope_section[1],
+		       (long long)v->mrope_section[2], (long long)v->image_token_id,
+		       (long long)v->vision_start_id, (long long)v->vision_end_id);
+	}
+	printf("  tower %s params (%s), projector %s (%s): replicated on the "
+	       "first pipeline stage (docs/multimodal.md)\n",
+	       billions(pc->vision, a), fmt_bytes(s->tower_bytes, x),
+	       billions(pc->projector, b), fmt_bytes(s->projector_bytes, y));
+	snprintf(w, sizeof w, "%lld x %lld image", (long long)s->one_side,
+		 (long long)s->one_side);
+	print_cost(w, &s->one);
+	if (s->max_side) {
+		snprintf(w, sizeof w, "%lld x %lld (max)", (long long)s->max_side,
+			 (long long)s->max_side);
+		print_cost(w, &s->largest);
+	}
+}
+
+static json_t *cost_json(int64_t side, const struct vision_image_cost *k)
+{
+	return json_pack("{s:I, s:I, s:I, s:I, s:I}", "side", (json_int_t)side,
+			 "patches", (json_int_t)k->patches, "tokens",
+			 (json_int_t)k->tokens, "activation_elems",
+			 (json_int_t)k->act_elems, "kv_bytes",
+			 (json_int_t)k->kv_bytes);
+}
+
+static json_t *vision_json(const struct model_config *c,
+			   const struct param_count *pc,
+			   const struct vision_summary *s)
+{
+	const struct vision_config *v = &c->vision;
+	json_t *o, *fa, *per;
+	if (v->kind == VISION_NONE)
+		return json_null();
+	o = json_pack("{s:s, s:s, s:s, s:s}", "model_type", v->vl_type,
+		      "tower_type", v->tower_type, "kind", vision_kind_name(v->kind),
+		      "lm_family", c->model_type);
+	if (v->kind == VISION_UNSUPPORTED) {
+		json_object_set_new(o, "missing", json_string(v->missing));
+		return o;
+	}
+	fa = json_array();
+	for (int i = 0; i < v->n_fullatt; i++)
+		json_array_append_new(fa, json_integer(v->fullatt[i]));
+	json_object_update_missing(o, json_pack(
+		"{s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:o}",
+		"depth", (json_int_t)v->depth, "hidden_size", (json_int_t)v->hidden,
+		"num_heads", (json_int_t)v->heads, "intermediate_size",
+		(json_int_t)v->ffn, "hidden_act", v->act, "patch_size",
+		(json_int_t)v->patch, "temporal_patch_size",
+		(json_int_t)v->temporal_patch, "spatial_merge_size",
+		(json_int_t)v->merge, "out_hidden_size", (json_int_t)v->out_hidden,
+		"image_token_id", (json_int_t)v->image_token_id,
+		"fullatt_block_indexes", fa));
+	if (v->mrope)
+		json_object_set_new(o, "mrope_section",
+				    json_pack("[I, I, I]",
+					      (json_int_t)v->mrope_section[0],
+					      (json_int_t)v->mrope_section[1],
+					      (json_int_t)v->mrope_section[2]));
+	if (v->kind == VISION_CLIP)
+		json_object_update_missing(o, json_pack(
+			"{s:I, s:I, s:s, s:s}", "image_size",
+			(json_int_t)v->image_size, "vision_feature_layer",
+			(json_int_t)v->feature_layer,
+			"vision_feature_select_strategy", v->select_strategy,
+			"projector_hidden_act", v->projector_act));
+	json_object_set_new(o, "parameters",
+			    json_pack("{s:I, s:I}", "tower", (json_int_t)pc->vision,
+				      "projector", (json_int_t)pc->projector));
+	json_object_set_new(o, "bytes",
+			    json_pack("{s:I, s:I}", "tower",
+				      (json_int_t)s->tower_bytes, "projector",
+				      (json_int_t)s->projector_bytes));
+	json_object_set_new(o, "placement",
+			    json_string("replicated on the first pipeline stage"));
+	per = json_array();
+	json_array_append_new(per, cost_json(s->one_side, &s->one));
+	if (s->max_side)
+		json_array_append_new(per, cost_json(s->max_side, &s->largest));
+	json_object_set_new(o, "per_image", per);
+	return o;
+}
+
 static void print_text(const char *path, const struct model_config *c,
 		       const struct param_count *pc, uint64_t embed_params,
 		       const char **ops, size_t nops)
@@ -186,7 +402,13 @@ static void print_text(const char *path, const struct model_config *c,
 	char rbuf[256], rope[256], a[32], b[32];
 	int64_t moe = moe_layer_count(c);
 	rope_desc(c, rope, sizeof rope);
-	printf("model      %s (%s)\n", c->model_type, path);
+	if (c->vision.kind != VISION_NONE)
+		printf("model      %s: language model %s%s (%s)\n",
+		       c->vision.vl_type, c->model_type,
+		       c->vision.lm_prefix[0] ? ", tensors language_model.*" : "",
+		       path);
+	else
+		printf("model      %s (%s)\n", c->model_type, path);
 	printf("layers     %lld", (long long)c->layers);
 	if (moe && moe < c->layers)
 		printf(" (%lld dense + %lld MoE)", (long long)(c->layers - moe),
@@ -257,6 +479,21 @@ static void print_text(const char *path, const struct model_config *c,
 	if (pc->mtp)
 		printf("  multi-token-prediction layers: %s (not in the totals)\n",
 		       billions(pc->mtp, a));
+	if (pc->vision || pc->projector)
+		printf("  vision_tower and projector run once per image: in the "
+		       "total, not in active/token\n");
+	{
+		struct tensor_spec *t = NULL;
+		size_t n = 0;
+		struct d0_err err;
+		struct vision_summary vs;
+		if (c->vision.kind != VISION_NONE &&
+		    model_tensors(c, &t, &n, &err) == 0) {
+			vision_summary(path, c, t, n, &vs);
+			print_vision(c, pc, &vs);
+		}
+		free(t);
+	}
 	printf("\n%-32s %s\n", "operators", "coverage");
 	for (size_t i = 0; i < nops; i++) {
 		const struct op_entry *e = op_find(ops[i]);
@@ -404,7 +641,11 @@ static int run(int argc, char **argv)
 				json_array_append_new(missing, json_string(ops[i]));
 		}
 		json_object_set_new(doc, "config", json_string(path));
-		json_object_set_new(doc, "model_type", json_string(c.model_type));
+		json_object_set_new(doc, "model_type",
+				    json_string(c.vision.kind != VISION_NONE
+							? c.vision.vl_type
+							: c.model_type));
+		json_object_set_new(doc, "lm_family", json_string(c.model_type));
 		json_object_set_new(doc, "structure", structure_json(&c));
 		json_object_set_new(doc, "parameters", params);
 		{
@@ -413,6 +654,11 @@ static int run(int argc, char **argv)
 			json_object_set_new(doc, "storage", storage_json(&c, &st));
 		}
 		json_object_set_new(doc, "tensors", json_integer((json_int_t)n));
+		{
+			struct vision_summary vs;
+			vision_summary(path, &c, t, n, &vs);
+			json_object_set_new(doc, "vision", vision_json(&c, &pc, &vs));
+		}
 		json_object_set_new(doc, "operators", opl);
 		json_object_set_new(doc, "missing", missing);
 		json_object_set_new(doc, "tokenizer", tok_json);

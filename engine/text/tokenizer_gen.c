@@ -53,7 +53,7 @@ static const char train_text[] =
 struct family {
 	const char *name;       /* format */
 	int sentencepiece;      /* else byte-level */
-	const char *specials[4];
+	const char *specials[8]; /* NULL-terminated when fewer */
 	int specials_first;     /* DeepSeek keeps its specials at 0, 1 */
 	const char *bos, *eos, *pad;
 	int cleanup, bos_template, ignore_merges, nfc, merge_pairs;
@@ -89,10 +89,21 @@ static const struct family families[] = {
 	  DEEPSEEK_RE}},
 	{"llama2", 1, {"<unk>", "<s>", "</s>"}, 1, "<s>", "</s>", NULL, 0, 1, 0,
 	 0, 0, {NULL}},
+	/* the vision-language releases: their image placeholders added */
+	{"qwen_vl", 0, {"<|endoftext|>", "<|im_start|>", "<|im_end|>",
+			"<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
+			"<|video_pad|>"}, 0, NULL,
+	 "<|im_end|>", "<|endoftext|>", 0, 0, 0, 1, 1, {QWEN_RE}},
+	{"llava", 1, {"<unk>", "<s>", "</s>", "<image>", "<pad>"}, 1, "<s>",
+	 "</s>", "<pad>", 0, 1, 0, 0, 0, {NULL}},
 };
 
 static const struct family *family_of(const char *model_type)
 {
+	if (!strcmp(model_type, "qwen2_vl") || !strcmp(model_type, "qwen2_5_vl"))
+		return &families[4];
+	if (!strcmp(model_type, "llava")) /* Vicuna's Llama-2 SentencePiece */
+		return &families[5];
 	if (!strcmp(model_type, "llama"))
 		return &families[0];
 	if (!strncmp(model_type, "qwen", 4))
@@ -494,7 +505,7 @@ static void vocab_json(const struct vocab *v, int32_t first_id, json_t *obj)
 static json_t *added_json(const struct family *f, int32_t first_id)
 {
 	json_t *a = json_array();
-	for (int i = 0; i < 4 && f->specials[i]; i++)
+	for (int i = 0; i < 8 && f->specials[i]; i++)
 		json_array_append_new(a, json_pack(
 			"{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", first_id + i,
 			"content", f->specials[i], "single_word", 0, "lstrip", 0,
@@ -565,7 +576,7 @@ static int write_docs(const char *dir, json_t *tok, json_t *cfg,
 
 static int32_t special_index(const struct family *f, const char *s)
 {
-	for (int i = 0; s && i < 4 && f->specials[i]; i++)
+	for (int i = 0; s && i < 8 && f->specials[i]; i++)
 		if (!strcmp(f->specials[i], s))
 			return i;
 	return 0;
@@ -585,7 +596,7 @@ int tokenizer_write_family(const char *dir, const char *model_type,
 	*written = 0;
 	if (!f)
 		return 0;
-	while (nspec < 4 && f->specials[nspec])
+	while (nspec < 8 && f->specials[nspec])
 		nspec++;
 	if (vocab < nspec + 8)
 		return 0;
