@@ -152,11 +152,13 @@ FUZZ_BIN := build/fuzz/fuzz_safetensors
 FUZZ_PROTO_BIN := build/fuzz/fuzz_proto
 FUZZ_INV_BIN := build/fuzz/fuzz_inventory
 FUZZ_PB_BIN := build/fuzz/fuzz_playbook
+FUZZ_IMG_BIN := build/fuzz/fuzz_image
 fuzz: deps
 	@$(MAKE) --no-print-directory $(FUZZ_BIN) $(FUZZ_PROTO_BIN) \
-	  $(FUZZ_INV_BIN) $(FUZZ_PB_BIN)
+	  $(FUZZ_INV_BIN) $(FUZZ_PB_BIN) $(FUZZ_IMG_BIN)
 	@mkdir -p build/fuzz/corpus build/fuzz/corpus-proto \
-	  build/fuzz/corpus-inventory build/fuzz/corpus-playbook
+	  build/fuzz/corpus-inventory build/fuzz/corpus-playbook \
+	  build/fuzz/corpus-image
 	$(FUZZ_BIN) -max_total_time=$${FUZZ_SECONDS:-60} build/fuzz/corpus tests/corpus
 	$(FUZZ_PROTO_BIN) -max_total_time=$${FUZZ_SECONDS:-60} \
 	  -dict=tests/fuzz/proto.dict build/fuzz/corpus-proto tests/fuzz/proto-corpus
@@ -166,6 +168,10 @@ fuzz: deps
 	$(FUZZ_PB_BIN) -max_total_time=$${FUZZ_SECONDS:-60} \
 	  -dict=tests/fuzz/playbook.dict build/fuzz/corpus-playbook \
 	  tests/fuzz/playbook-corpus
+	$(FUZZ_IMG_BIN) -runs=$${FUZZ_IMAGE_RUNS:-1000000} \
+	  -max_total_time=$${FUZZ_IMAGE_SECONDS:-600} -max_len=4096 \
+	  -dict=tests/fuzz/image.dict build/fuzz/corpus-image \
+	  tests/fuzz/image-corpus
 
 # The fuzz targets share one set of instrumented objects (build/fuzz/obj/),
 # so the second target of a run only links, and `make -j` compiles them in
@@ -197,6 +203,12 @@ $(FUZZ_INV_BIN): $(call fuzz_objs,tests/fuzz/fuzz_inventory.c \
 
 $(FUZZ_PB_BIN): $(call fuzz_objs,tests/fuzz/fuzz_playbook.c tui/playbook.c \
 		$(ENGINE_SRC))
+	$(fuzz_link)
+
+# The image loading wrapper (libpng, libjpeg-turbo) and the resampler.
+$(FUZZ_IMG_BIN): $(call fuzz_objs,tests/fuzz/fuzz_image.c \
+		engine/image/image_decode.c engine/image/image_resize.c \
+		engine/util.c)
 	$(fuzz_link)
 
 bench: deps

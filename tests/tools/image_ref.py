@@ -465,7 +465,7 @@ def cmd_corpus(args):
                                     1, 3, plte=pal[:2]))
 
     # malformed
-    with open(os.path.join(d, "rgb_2000x1500.png"), "rb") as f:
+    with open(os.path.join(d, "rgba_257x129.png"), "rb") as f:
         png = f.read()
     with open(os.path.join(d, "jpeg_baseline_640x480.jpg"), "rb") as f:
         jpg = f.read()
