@@ -1,24 +1,30 @@
 /*
  * ref.c - the float64 reference forward pass that `validate` measures the
- * parallel runtime against.  One process, the whole checkpoint in double,
- * every token at once with an explicit causal mask, no cache, no
- * parallelism and no code shared with runtime.c's math: transformers'
- * semantics written out as plainly as possible.
+ * parallel runtime against.  One process, every token at once with an
+ * explicit causal mask, no cache, no parallelism and no code shared with
+ * runtime.c's math: transformers' semantics written out as plainly as
+ * possible.
+ *
+ * Memory is a chunk, not the model (ref_weights.h): every matrix is read
+ * a block of rows at a time (at most hooks->mem bytes, 256 MiB by
+ * default, stored bytes and float64 together) and applied to all the
+ * tokens that need it before the next block is read; the embedding is
+ * read by the prompt's rows; the lm_head's logits come out block by block
+ * to a callback (validate folds its softmax statistics as they pass, see
+ * logit_fold.h), MoE experts are computed one at a time for the tokens
+ * routed to them.  Every float64 sum keeps its index order, so the
+ * results do not depend on the chunk.
  */
 #include "engine.h"
 #include "ref_hooks.h"
+#include "ref_weights.h"
 
-#include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-struct weights {
-	struct ckpt ck;
-	int fd_ok;
-	const struct quant_config *q; /* block / group sizes of the format */
-};
+#define MOE_OUT_BYTES ((size_t)16 << 20) /* expert outputs of a token group */
 
 /*
  * The value of an FP8 code, from the OCP 8-bit floating point definition:
@@ -39,150 +45,6 @@ double ref_fp8_value(int e5m2, unsigned code)
 	if (e == 0)
 		return sign * frac * pow(2.0, 1 - bias);
 	return sign * (1.0 + frac) * pow(2.0, (double)e - bias);
-}
-
-/* A stored tensor's bytes and header entry, or NULL. */
-static unsigned char *raw(struct weights *w, const char *name,
-			  const struct st_tensor **out)
-{
-	for (size_t k = 0; k < w->ck.nshards; k++) {
-		const struct st_tensor *t = st_find(&w->ck.shards[k].st, name);
-		unsigned char *b;
-		int fd;
-		if (!t)
-			continue;
-		b = malloc(t->end - t->begin + 1);
-		fd = open(w->ck.shards[k].path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || pread_full(fd, b, t->end - t->begin,
-					 w->ck.shards[k].st.data_off + t->begin) < 0) {
-			if (fd >= 0)
-				close(fd);
-			free(b);
-			return NULL;
-		}
-		close(fd);
-		*out = t;
-		return b;
-	}
-	return NULL;
-}
-
-static double scalar(const unsigned char *b, enum dtype dt, uint64_t i)
-{
-	float f;
-	uint16_t h;
-	if (dt == DT_F32) {
-		memcpy(&f, b + 4 * i, 4);
-		return f;
-	}
-	memcpy(&h, b + 2 * i, 2);
-	return dt == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
-}
-
-/* W = fp8(q) * scale_inv[i / block_rows][j / block_cols], in double. */
-static double *fp8_weight(struct weights *w, const struct st_tensor *t,
-			  const unsigned char *q, const char *name)
-{
-	char sn[220];
-	const struct st_tensor *st;
-	unsigned char *sc;
-	uint64_t R = t->shape[0], C = t->shape[1];
-	double *d;
-	snprintf(sn, sizeof sn, "%s_scale_inv", name);
-	if (!(sc = raw(w, sn, &st)) || st->ndim != 2)
-		return NULL;
-	d = malloc(R * C * 8 + 8);
-	for (uint64_t i = 0; i < R; i++)
-		for (uint64_t j = 0; j < C; j++)
-			d[i * C + j] = ref_fp8_value(t->dtype == DT_F8_E5M2,
-						     q[i * C + j]) *
-				       scalar(sc, st->dtype,
-					      (i / (uint64_t)w->q->block[0]) *
-						      st->shape[1] +
-					      j / (uint64_t)w->q->block[1]);
-	free(sc);
-	return d;
-}
-
-/* W = (nibble - 2^(bits-1)) * scale[i][j / group] from name_packed. */
-static double *packed_weight(struct weights *w, const char *name)
-{
-	char pn[220], sn[220];
-	const struct st_tensor *pt, *st;
-	unsigned char *pk, *sc;
-	int bits = w->q->bits;
-	uint64_t per = 32 / (uint64_t)bits, R, C, g;
-	double *d;
-	snprintf(pn, sizeof pn, "%s_packed", name);
-	snprintf(sn, sizeof sn, "%s_scale", name);
-	if (!(pk = raw(w, pn, &pt)))
-		return NULL;
-	if (!(sc = raw(w, sn, &st))) {
-		free(pk);
-		return NULL;
-	}
-	R = pt->shape[0];
-	C = pt->shape[1] * per;
-	g = w->q->group ? (uint64_t)w->q->group : C;
-	d = malloc(R * C * 8 + 8);
-	for (uint64_t i = 0; i < R; i++)
-		for (uint64_t j = 0; j < C; j++) {
-			uint32_t word = (uint32_t)pk[4 * (i * pt->shape[1] + j / per)] |
-					(uint32_t)pk[4 * (i * pt->shape[1] + j / per) + 1] << 8 |
-					(uint32_t)pk[4 * (i * pt->shape[1] + j / per) + 2] << 16 |
-					(uint32_t)pk[4 * (i * pt->shape[1] + j / per) + 3] << 24;
-			long v = (long)((word >> (bits * (j % per))) &
-					((1u << bits) - 1)) - (1L << (bits - 1));
-			d[i * C + j] = (double)v *
-				       scalar(sc, st->dtype, i * st->shape[1] + j / g);
-		}
-	free(pk);
-	free(sc);
-	return d;
-}
-
-/* Tensor name as double[] (dequantised exactly), or NULL if absent. */
-static double *get(struct weights *w, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-#include <stdarg.h>
-static double *get(struct weights *w, const char *fmt, ...)
-{
-	char name[200];
-	const struct st_tensor *t;
-	unsigned char *b;
-	double *d = NULL;
-	uint64_t n;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(name, sizeof name, fmt, ap);
-	va_end(ap);
-	if (!(b = raw(w, name, &t)))
-		return w->q->kind == QUANT_PACKED_INT ? packed_weight(w, name)
-						      : NULL;
-	n = st_numel(t);
-	if (t->dtype == DT_F8_E4M3 || t->dtype == DT_F8_E5M2) {
-		d = t->ndim == 2 ? fp8_weight(w, t, b, name) : NULL;
-	} else if (t->dtype == DT_F32 || t->dtype == DT_BF16 ||
-		   t->dtype == DT_F16) {
-		d = malloc(n * 8 + 8);
-		for (uint64_t i = 0; i < n; i++)
-			d[i] = scalar(b, t->dtype, i);
-	}
-	free(b);
-	return d;
-}
-
-/* y[n] = W[n][k] x[k] (+ b) */
-static void mv(double *y, const double *W, const double *x, const double *b,
-	       int n, int k)
-{
-	for (int i = 0; i < n; i++) {
-		double s = b ? b[i] : 0;
-		for (int j = 0; j < k; j++)
-			s += W[(size_t)i * k + j] * x[j];
-		y[i] = s;
-	}
 }
 
 static void rmsnorm(double *y, const double *x, const double *w, int n,
@@ -212,20 +74,6 @@ static void rope(double *v, int d, int64_t pos, const double *inv_freq,
 		v[i] = x1 * c - x2 * s;
 		v[i + d / 2] = x2 * c + x1 * s;
 	}
-}
-
-static void swiglu_mlp(double *out, const double *x, const double *g,
-		       const double *gb, const double *u, const double *ub,
-		       const double *dn, const double *db, int H, int F)
-{
-	double *a = malloc((size_t)F * 8), *b = malloc((size_t)F * 8);
-	mv(a, g, x, gb, F, H);
-	mv(b, u, x, ub, F, H);
-	for (int i = 0; i < F; i++)
-		a[i] = silu(a[i]) * b[i];
-	mv(out, dn, a, db, H, F);
-	free(a);
-	free(b);
 }
 
 /* top-k of x (lower index wins ties) */
@@ -298,6 +146,435 @@ static void route(const struct model_config *c, const double *logits,
 	free(p);
 }
 
+
+/* ------------------------------------------------------ one forward pass */
+
+struct fw {
+	struct ref_w w;
+	const struct model_config *c;
+	const struct ref_hooks *hk;
+	int T, H;
+	int bad; /* set by the first failure: later products are skipped */
+	struct d0_err *err;
+};
+
+static void vname(char *buf, size_t n, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
+static void vname(char *buf, size_t n, const char *fmt, va_list ap)
+{
+	vsnprintf(buf, n, fmt, ap);
+}
+
+/* y [rows][n] = W x [rows][k] (+ bias), W the matrix named by fmt. */
+static void lin(struct fw *f, double *y, const double *x, int rows, int n,
+		int k, const double *bias, double *sq, const char *fmt, ...)
+	__attribute__((format(printf, 9, 10)));
+static void lin(struct fw *f, double *y, const double *x, int rows, int n,
+		int k, const double *bias, double *sq, const char *fmt, ...)
+{
+	char name[240];
+	va_list ap;
+	if (f->bad || rows < 1)
+		return;
+	va_start(ap, fmt);
+	vname(name, sizeof name, fmt, ap);
+	va_end(ap);
+	if (ref_w_linear(&f->w, name, y, x, rows, n, k, bias, sq, f->err) < 0)
+		f->bad = 1;
+}
+
+/* A 1-D tensor of n values, or NULL when absent (an error if required). */
+static double *vec(struct fw *f, int required, uint64_t n, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static double *vec(struct fw *f, int required, uint64_t n, const char *fmt, ...)
+{
+	char name[240];
+	va_list ap;
+	int absent;
+	double *d;
+	if (f->bad)
+		return NULL;
+	va_start(ap, fmt);
+	vname(name, sizeof name, fmt, ap);
+	va_end(ap);
+	d = ref_w_vector(&f->w, name, n, &absent, f->err);
+	if (!d && (!absent || required)) {
+		if (absent)
+			d0_errf(f->err, "%s: no tensor '%s'", f->w.ck.dir, name);
+		f->bad = 1;
+	}
+	return d;
+}
+
+/* Does the checkpoint hold matrix name? */
+static int has(struct fw *f, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int has(struct fw *f, const char *fmt, ...)
+{
+	char name[240];
+	struct ref_mat m;
+	va_list ap;
+	int found;
+	if (f->bad)
+		return 0;
+	va_start(ap, fmt);
+	vname(name, sizeof name, fmt, ap);
+	va_end(ap);
+	found = ref_mat_find(&f->w, name, &m, f->err);
+	if (found < 0)
+		f->bad = 1;
+	return found > 0;
+}
+
+static double *zeros(size_t n)
+{
+	return calloc(n ? n : 1, 8);
+}
+
+#define L_ "model.layers.%d."
+
+/* MLA: the query through its low-rank path, keys and values from the
+ * compressed latent; RoPE on the decoupled rope dims (interleaved
+ * checkpoints permuted to the half layout first). */
+static void mla_qkv(struct fw *f, int l, const double *x, double *Q, double *K,
+		    double *Vv, const double *inv, double af)
+{
+	const struct model_config *c = f->c;
+	int T = f->T, H = f->H, nh = (int)c->heads;
+	int ql = (int)c->q_lora_rank, kl = (int)c->kv_lora_rank;
+	int nope = (int)c->qk_nope_dim, rd = (int)c->qk_rope_dim;
+	int dv = (int)c->v_head_dim, dqk = nope + rd, kw = nope + dv;
+	double *qab = ql && c->attention_bias ? vec(f, 0, (uint64_t)ql, L_ "self_attn.q_a_proj.bias", l) : NULL;
+	double *kvab = c->attention_bias ? vec(f, 0, (uint64_t)(kl + rd), L_ "self_attn.kv_a_proj_with_mqa.bias", l) : NULL;
+	double *qan = ql ? vec(f, 1, (uint64_t)ql, L_ "self_attn.q_a_layernorm.weight", l) : NULL;
+	double *kvan = vec(f, 1, (uint64_t)kl, L_ "self_attn.kv_a_layernorm.weight", l);
+	double *TQ = zeros((size_t)T * (ql + 1)), *CKV = zeros((size_t)T * (kl + rd));
+	double *KN = zeros((size_t)T * kl), *KB = zeros((size_t)T * nh * kw);
+	double *kr = zeros((size_t)rd), *tmp = zeros((size_t)rd);
+	if (ql) {
+		lin(f, TQ, x, T, ql, H, qab, NULL, L_ "self_attn.q_a_proj.weight", l);
+		for (int t = 0; t < T && !f->bad; t++) /* default eps */
+			rmsnorm(TQ + (size_t)t * ql, TQ + (size_t)t * ql, qan, ql, 1e-6);
+		lin(f, Q, TQ, T, nh * dqk, ql, NULL, NULL, L_ "self_attn.q_b_proj.weight", l);
+	} else {
+		lin(f, Q, x, T, nh * dqk, H, NULL, NULL, L_ "self_attn.q_proj.weight", l);
+	}
+	lin(f, CKV, x, T, kl + rd, H, kvab, NULL, L_ "self_attn.kv_a_proj_with_mqa.weight", l);
+	for (int t = 0; t < T && !f->bad; t++)
+		rmsnorm(KN + (size_t)t * kl, CKV + (size_t)t * (kl + rd), kvan, kl, 1e-6);
+	lin(f, KB, KN, T, nh * kw, kl, NULL, NULL, L_ "self_attn.kv_b_proj.weight", l);
+	for (int t = 0; t < T && !f->bad; t++) {
+		const double *ckv = CKV + (size_t)t * (kl + rd), *kb = KB + (size_t)t * nh * kw;
+		double *qt = Q + (size_t)t * nh * dqk;
+		for (int i = 0; i < rd; i++) /* interleaved -> half layout */
+			kr[i] = c->rope_interleave
+				? ckv[kl + (i < rd / 2 ? 2 * i : 2 * (i - rd / 2) + 1)]
+				: ckv[kl + i];
+		rope(kr, rd, t, inv, af);
+		for (int hh = 0; hh < nh; hh++) {
+			double *qr = qt + (size_t)hh * dqk + nope;
+			double *kd = K + ((size_t)t * nh + hh) * dqk;
+			for (int i = 0; i < rd; i++)
+				tmp[i] = c->rope_interleave
+					? qr[i < rd / 2 ? 2 * i : 2 * (i - rd / 2) + 1]
+					: qr[i];
+			memcpy(qr, tmp, (size_t)rd * 8);
+			rope(qr, rd, t, inv, af);
+			memcpy(kd, kb + (size_t)hh * kw, (size_t)nope * 8);
+			memcpy(kd + nope, kr, (size_t)rd * 8);
+			memcpy(Vv + ((size_t)t * nh + hh) * dv, kb + (size_t)hh * kw + nope,
+			       (size_t)dv * 8);
+		}
+	}
+	free(qab); free(kvab); free(qan); free(kvan);
+	free(TQ); free(CKV); free(KN); free(KB); free(kr); free(tmp);
+}
+
+/* GQA: q/k/v projections (optional biases, optional per-head q/k norm),
+ * RoPE over the whole head. */
+static void gqa_qkv(struct fw *f, int l, const double *x, double *Q, double *K,
+		    double *Vv, const double *inv, double af)
+{
+	const struct model_config *c = f->c;
+	int T = f->T, H = f->H, nh = (int)c->heads, nkv = (int)c->kv_heads;
+	int d = (int)c->head_dim;
+	double *bq = vec(f, 0, (uint64_t)nh * d, L_ "self_attn.q_proj.bias", l);
+	double *bk = vec(f, 0, (uint64_t)nkv * d, L_ "self_attn.k_proj.bias", l);
+	double *bv = vec(f, 0, (uint64_t)nkv * d, L_ "self_attn.v_proj.bias", l);
+	double *qn = vec(f, 0, (uint64_t)d, L_ "self_attn.q_norm.weight", l);
+	double *kn = vec(f, 0, (uint64_t)d, L_ "self_attn.k_norm.weight", l);
+	lin(f, Q, x, T, nh * d, H, bq, NULL, L_ "self_attn.q_proj.weight", l);
+	lin(f, K, x, T, nkv * d, H, bk, NULL, L_ "self_attn.k_proj.weight", l);
+	lin(f, Vv, x, T, nkv * d, H, bv, NULL, L_ "self_attn.v_proj.weight", l);
+	for (int t = 0; t < T && !f->bad; t++) {
+		double *qt = Q + (size_t)t * nh * d, *kt = K + (size_t)t * nkv * d;
+		for (int hh = 0; hh < nh; hh++) {
+			if (qn)
+				rmsnorm(qt + (size_t)hh * d, qt + (size_t)hh * d, qn, d,
+					c->rms_eps);
+			rope(qt + (size_t)hh * d, d, t, inv, af);
+		}
+		for (int hh = 0; hh < nkv; hh++) {
+			if (kn)
+				rmsnorm(kt + (size_t)hh * d, kt + (size_t)hh * d, kn, d,
+					c->rms_eps);
+			rope(kt + (size_t)hh * d, d, t, inv, af);
+		}
+	}
+	free(bq); free(bk); free(bv); free(qn); free(kn);
+}
+
+/* h += o_proj(causal softmax attention of x), GQA by head groups. */
+static void attention(struct fw *f, int l, const double *x, double *h,
+		      const double *inv, double af, double scale)
+{
+	const struct model_config *c = f->c;
+	int T = f->T, H = f->H, nh = (int)c->heads;
+	int nkv = c->mla ? nh : (int)c->kv_heads;
+	int dqk = (int)(c->mla ? c->qk_nope_dim + c->qk_rope_dim : c->head_dim);
+	int dv = (int)(c->mla ? c->v_head_dim : c->head_dim);
+	int64_t win = model_layer_window(c, l);
+	double *Q = zeros((size_t)T * nh * dqk), *K = zeros((size_t)T * nkv * dqk);
+	double *Vv = zeros((size_t)T * nkv * dv), *A = zeros((size_t)T * nh * dv);
+	double *O = zeros((size_t)T * H), *s = zeros((size_t)T);
+	double *bo = vec(f, 0, (uint64_t)H, L_ "self_attn.o_proj.bias", l);
+	if (c->mla)
+		mla_qkv(f, l, x, Q, K, Vv, inv, af);
+	else
+		gqa_qkv(f, l, x, Q, K, Vv, inv, af);
+	for (int t = 0; t < T && !f->bad; t++)
+		for (int hh = 0; hh < nh; hh++) {
+			int kh = hh / (nh / nkv), j0 = 0;
+			double m = -INFINITY, z = 0;
+			if (win > 0 && t - win + 1 > 0)
+				j0 = (int)(t - win + 1);
+			for (int j = j0; j <= t; j++) {
+				double d = 0;
+				for (int i = 0; i < dqk; i++)
+					d += Q[((size_t)t * nh + hh) * dqk + i] *
+					     K[((size_t)j * nkv + kh) * dqk + i];
+				s[j] = d * scale;
+				if (s[j] > m)
+					m = s[j];
+			}
+			for (int j = j0; j <= t; j++)
+				z += (s[j] = exp(s[j] - m));
+			for (int i = 0; i < dv; i++) {
+				double a = 0;
+				for (int j = j0; j <= t; j++)
+					a += s[j] / z * Vv[((size_t)j * nkv + kh) * dv + i];
+				A[((size_t)t * nh + hh) * dv + i] = a;
+			}
+		}
+	lin(f, O, A, T, H, nh * dv, bo, NULL, L_ "self_attn.o_proj.weight", l);
+	for (size_t i = 0; i < (size_t)T * H && !f->bad; i++)
+		h[i] += O[i];
+	free(Q); free(K); free(Vv); free(A); free(O); free(s); free(bo);
+}
+
+/* out [rows][H] = down(silu(gate x) * up x) of the MLP named by prefix. */
+static void swiglu(struct fw *f, double *out, const double *x, int rows, int F,
+		   const double *gb, const double *ub, const double *db,
+		   const char *prefix, const char *g, const char *u, const char *d)
+{
+	int H = f->H;
+	double *a = zeros((size_t)rows * F), *b = zeros((size_t)rows * F);
+	lin(f, a, x, rows, F, H, gb, NULL, "%s.%s.weight", prefix, g);
+	lin(f, b, x, rows, F, H, ub, NULL, "%s.%s.weight", prefix, u);
+	for (size_t i = 0; i < (size_t)rows * F; i++)
+		a[i] = silu(a[i]) * b[i];
+	lin(f, out, a, rows, H, F, db, NULL, "%s.%s.weight", prefix, d);
+	free(a);
+	free(b);
+}
+
+static void dense_mlp(struct fw *f, int l, const double *x, double *h)
+{
+	int T = f->T, H = f->H, F = (int)f->c->ffn;
+	char pre[64];
+	double *gb = vec(f, 0, (uint64_t)F, L_ "mlp.gate_proj.bias", l);
+	double *ub = vec(f, 0, (uint64_t)F, L_ "mlp.up_proj.bias", l);
+	double *db = vec(f, 0, (uint64_t)H, L_ "mlp.down_proj.bias", l);
+	double *o = zeros((size_t)T * H);
+	snprintf(pre, sizeof pre, "model.layers.%d.mlp", l);
+	swiglu(f, o, x, T, F, gb, ub, db, pre, "gate_proj", "up_proj", "down_proj");
+	for (size_t i = 0; i < (size_t)T * H && !f->bad; i++)
+		h[i] += o[i];
+	free(gb); free(ub); free(db); free(o);
+}
+
+/*
+ * Tokens t0..t0+tn: every expert the group routes to, one at a time, on
+ * the rows routed to it (out[(t - t0) * K + j] for slot j); then each
+ * token's sum in slot order plus the shared expert, as transformers adds.
+ */
+static void moe_group(struct fw *f, int l, const double *x, double *h, int t0,
+		      int tn, const int *idx, const double *wt, double *out)
+{
+	const struct model_config *c = f->c;
+	int E = (int)c->experts, K = (int)c->top_k, F = (int)c->moe_ffn, H = f->H;
+	int mixtral = !strcmp(c->model_type, "mixtral"), S = (int)c->shared_ffn;
+	double *X = zeros((size_t)tn * H), *O = zeros((size_t)tn * H);
+	double *so = S > 0 ? zeros((size_t)tn * H) : NULL, *gate = zeros((size_t)tn);
+	int *slot = malloc((size_t)tn * sizeof *slot);
+	char pre[96];
+	for (int e = 0; e < E && !f->bad; e++) {
+		int n = 0;
+		for (int t = 0; t < tn; t++)
+			for (int j = 0; j < K; j++)
+				if (idx[(size_t)(t0 + t) * K + j] == e) {
+					memcpy(X + (size_t)n * H, x + (size_t)(t0 + t) * H,
+					       (size_t)H * 8);
+					slot[n++] = t * K + j;
+				}
+		if (!n)
+			continue;
+		if (mixtral) {
+			snprintf(pre, sizeof pre, "model.layers.%d.block_sparse_moe.experts.%d", l, e);
+			swiglu(f, O, X, n, F, NULL, NULL, NULL, pre, "w1", "w3", "w2");
+		} else {
+			snprintf(pre, sizeof pre, "model.layers.%d.mlp.experts.%d", l, e);
+			swiglu(f, O, X, n, F, NULL, NULL, NULL, pre, "gate_proj",
+			       "up_proj", "down_proj");
+		}
+		for (int i = 0; i < n; i++)
+			memcpy(out + (size_t)slot[i] * H, O + (size_t)i * H, (size_t)H * 8);
+	}
+	if (S > 0) {
+		snprintf(pre, sizeof pre, "model.layers.%d.mlp.%s", l,
+			 c->mla ? "shared_experts" : "shared_expert");
+		swiglu(f, so, x + (size_t)t0 * H, tn, S, NULL, NULL, NULL, pre,
+		       "gate_proj", "up_proj", "down_proj");
+		for (int t = 0; t < tn; t++)
+			gate[t] = 1;
+		if (has(f, L_ "mlp.shared_expert_gate.weight", l)) {
+			lin(f, gate, x + (size_t)t0 * H, tn, 1, H, NULL, NULL,
+			    L_ "mlp.shared_expert_gate.weight", l);
+			for (int t = 0; t < tn; t++)
+				gate[t] = 1.0 / (1.0 + exp(-gate[t]));
+		}
+	}
+	for (int t = 0; t < tn && !f->bad; t++) {
+		double *ht = h + (size_t)(t0 + t) * H, *acc = O; /* O: scratch now */
+		memset(acc, 0, (size_t)H * 8);
+		for (int j = 0; j < K; j++)
+			for (int i = 0; i < H; i++)
+				acc[i] += wt[(size_t)(t0 + t) * K + j] *
+					  out[((size_t)t * K + j) * H + i];
+		for (int i = 0; so && i < H; i++)
+			acc[i] += gate[t] * so[(size_t)t * H + i];
+		for (int i = 0; i < H; i++)
+			ht[i] += acc[i];
+	}
+	free(X); free(O); free(so); free(gate); free(slot);
+}
+
+static void moe(struct fw *f, int l, const double *x, double *h)
+{
+	const struct model_config *c = f->c;
+	const struct ref_hooks *hk = f->hk;
+	int T = f->T, H = f->H, E = (int)c->experts, K = (int)c->top_k;
+	int mixtral = !strcmp(c->model_type, "mixtral"), group;
+	double *rb = vec(f, 0, (uint64_t)E, L_ "mlp.gate.e_score_correction_bias", l);
+	double *lg = zeros((size_t)T * E), *wt = zeros((size_t)T * K), *out;
+	double *sq = hk && hk->route ? zeros((size_t)T * E) : NULL;
+	int *idx = calloc((size_t)T * K, sizeof *idx);
+	lin(f, lg, x, T, E, H, NULL, sq, mixtral ? L_ "block_sparse_moe.gate.weight"
+						 : L_ "mlp.gate.weight", l);
+	for (int t = 0; t < T && !f->bad; t++) {
+		route(c, lg + (size_t)t * E, rb, idx + (size_t)t * K, wt + (size_t)t * K);
+		if (sq)
+			hk->route(hk->ctx, l, t, rb, lg + (size_t)t * E, sq + (size_t)t * E);
+	}
+	group = (int)(MOE_OUT_BYTES / ((size_t)K * H * 8));
+	group = group < 1 ? 1 : group > T ? T : group;
+	out = zeros((size_t)group * K * H);
+	for (int t0 = 0; t0 < T && !f->bad; t0 += group)
+		moe_group(f, l, x, h, t0, T - t0 < group ? T - t0 : group, idx, wt, out);
+	free(rb); free(lg); free(wt); free(sq); free(idx); free(out);
+}
+
+/* Final norm of h, then the lm_head (or tied embedding) block by block. */
+static int head(struct ref_w *w, const struct model_config *c, const double *h,
+		int T, ref_block_fn fn, void *ctx, struct d0_err *err)
+{
+	int H = (int)c->hidden, absent, rc;
+	double *nw = ref_w_vector(w, "model.norm.weight", (uint64_t)H, &absent, err);
+	double *x;
+	if (!nw)
+		return absent ? d0_errf(err, "%s: no tensor 'model.norm.weight'",
+					w->ck.dir) : -1;
+	x = zeros((size_t)T * H);
+	for (int t = 0; t < T; t++)
+		rmsnorm(x + (size_t)t * H, h + (size_t)t * H, nw, H, c->rms_eps);
+	rc = ref_w_linear_blocks(w, c->tie_embeddings ? "model.embed_tokens.weight"
+						      : "lm_head.weight",
+				 x, T, (int)c->vocab, H, fn, ctx, err);
+	free(nw);
+	free(x);
+	return rc;
+}
+
+int ref_head_logits(const char *dir, const struct model_config *c,
+		    const double *h, int T, size_t mem, ref_block_fn fn,
+		    void *ctx, struct d0_err *err)
+{
+	struct ref_w w;
+	int rc;
+	if (ref_w_open(&w, dir, &c->qc, mem, err) < 0)
+		return -1;
+	rc = head(&w, c, h, T, fn, ctx, err);
+	ref_w_close(&w);
+	return rc;
+}
+
+struct full_logits {
+	double *lg;
+	int T, V;
+};
+
+static int keep_block(void *ctx, int v0, int n, const double *blk,
+		      struct d0_err *err)
+{
+	struct full_logits *fl = ctx;
+	(void)err;
+	for (int t = 0; t < fl->T; t++)
+		memcpy(fl->lg + (size_t)t * fl->V + v0, blk + (size_t)t * n,
+		       (size_t)n * 8);
+	return 0;
+}
+
+/* h [T][H] = the embedding rows of the tokens. */
+static void embed(struct fw *f, const int64_t *tokens, double *h)
+{
+	struct ref_mat m;
+	unsigned char *raw;
+	int found;
+	if (f->bad)
+		return;
+	found = ref_mat_find(&f->w, "model.embed_tokens.weight", &m, f->err);
+	if (found <= 0 || m.cols != (uint64_t)f->H) {
+		if (found == 0 || (found > 0 && m.cols != (uint64_t)f->H))
+			d0_errf(f->err, "%s: no tensor 'model.embed_tokens.weight' "
+				"of %d columns", f->w.ck.dir, f->H);
+		f->bad = 1;
+		return;
+	}
+	raw = malloc(ref_mat_raw_bytes(&m, 1) + 8);
+	for (int t = 0; t < f->T && !f->bad; t++) {
+		if (tokens[t] < 0 || (uint64_t)tokens[t] >= m.rows) {
+			d0_errf(f->err, "token id %lld is outside the vocabulary "
+				"(%llu rows of model.embed_tokens.weight)",
+				(long long)tokens[t], (unsigned long long)m.rows);
+			f->bad = 1;
+		} else if (ref_mat_rows(&f->w, &m, (uint64_t)tokens[t], 1,
+					h + (size_t)t * f->H, raw, f->err) < 0) {
+			f->bad = 1;
+		}
+	}
+	free(raw);
+}
+
 int ref_forward(const char *dir, const int64_t *tokens, int T,
 		double **logits_out, double **layers_out,
 		struct model_config *cfg, struct d0_err *err)
@@ -311,291 +588,96 @@ int ref_forward_hooked(const char *dir, const int64_t *tokens, int T,
 		       struct model_config *cfg, const struct ref_hooks *hk,
 		       struct d0_err *err)
 {
-	int stopped = 0;
-	struct weights W;
+	struct fw f;
 	struct model_config *c = cfg;
 	char *cp = path_join(dir, "config.json");
-	int H, V, nh, nkv, dqk, dv, rd;
-	double *h, *x, *inv, af, scale, *logits;
-	int mixtral;
+	int H, rd, stopped = 0;
+	double *h, *x, *inv, af, scale;
 
-	memset(&W, 0, sizeof W);
+	memset(&f, 0, sizeof f);
+	*logits_out = NULL;
+	if (layers_out)
+		*layers_out = NULL;
 	if (model_config_load(cp, c, err) < 0) {
 		free(cp);
 		return -1;
 	}
 	free(cp);
-	W.q = &c->qc;
-	if (ckpt_open(dir, &W.ck, err) < 0)
+	if (ref_w_open(&f.w, dir, &c->qc, hk ? hk->mem : 0, err) < 0)
 		return -1;
-	for (size_t k = 0; k < W.ck.nshards; k++) {
-		if (st_open(W.ck.shards[k].path, &W.ck.shards[k].st, err) < 0) {
-			ckpt_close(&W.ck);
-			return -1;
-		}
-		W.ck.shards[k].parsed = 1;
-	}
-	H = (int)c->hidden;
-	V = (int)c->vocab;
-	nh = (int)c->heads;
-	nkv = c->mla ? nh : (int)c->kv_heads;
-	dqk = (int)(c->mla ? c->qk_nope_dim + c->qk_rope_dim : c->head_dim);
-	dv = (int)(c->mla ? c->v_head_dim : c->head_dim);
+	f.c = c;
+	f.hk = hk;
+	f.T = T;
+	f.H = H = (int)c->hidden;
+	f.err = err;
 	rd = (int)(c->mla ? c->qk_rope_dim : c->head_dim);
-	mixtral = !strcmp(c->model_type, "mixtral");
-	inv = calloc((size_t)rd, 8);
+	inv = zeros((size_t)rd);
 	if (op_rope_inv_freq(c, rd, T, inv, &af) < 0) {
 		free(inv);
-		ckpt_close(&W.ck);
+		ref_w_close(&f.w);
 		return d0_errf(err, "rope type '%s' not implemented", c->rope.type);
 	}
-	scale = 1.0 / sqrt((double)dqk);
+	scale = 1.0 / sqrt((double)(c->mla ? c->qk_nope_dim + c->qk_rope_dim
+					   : c->head_dim));
 	if (c->mla && c->rope.type[0] && c->rope.mscale_all_dim != 0) {
 		double m = c->rope.factor <= 1 ? 1.0
 			   : 0.1 * c->rope.mscale_all_dim * log(c->rope.factor) + 1.0;
 		scale *= m * m;
 	}
-	h = calloc((size_t)T * H, 8);
-	x = calloc((size_t)T * H, 8);
-	if (!(hk && hk->no_embed)) {
-		double *emb = get(&W, "model.embed_tokens.weight");
-		for (int t = 0; t < T; t++)
-			memcpy(h + (size_t)t * H, emb + tokens[t] * H, (size_t)H * 8);
-		free(emb);
-	}
+	h = zeros((size_t)T * H);
+	x = zeros((size_t)T * H);
+	if (!(hk && hk->no_embed))
+		embed(&f, tokens, h);
 	if (layers_out)
-		*layers_out = malloc((size_t)c->layers * T * H * 8);
-	for (int l = 0; l < c->layers && !stopped; l++) {
-		const char *p = "model.layers";
+		*layers_out = malloc((size_t)c->layers * T * H * 8 + 8);
+	for (int l = 0; l < c->layers && !f.bad && !stopped; l++) {
+		double *in_n, *post_n;
 		if (hk && hk->skip && hk->skip(hk->ctx, l))
 			continue;
 		if (hk && hk->layer_in && hk->layer_in(hk->ctx, l, h, err) < 0) {
 			stopped = 1;
 			break;
 		}
-		double *in_n = get(&W, "%s.%d.input_layernorm.weight", p, l);
-		double *post_n = get(&W, "%s.%d.post_attention_layernorm.weight", p, l);
-		double *Q = calloc((size_t)T * nh * dqk, 8), *K = calloc((size_t)T * nkv * dqk, 8);
-		double *Vv = calloc((size_t)T * nkv * dv, 8), *A = calloc((size_t)T * nh * dv, 8);
-		double *o = malloc((size_t)H * 8);
-		double *wo = get(&W, "%s.%d.self_attn.o_proj.weight", p, l);
-		double *bo = get(&W, "%s.%d.self_attn.o_proj.bias", p, l);
-		for (int t = 0; t < T; t++)
+		in_n = vec(&f, 1, (uint64_t)H, L_ "input_layernorm.weight", l);
+		post_n = vec(&f, 1, (uint64_t)H, L_ "post_attention_layernorm.weight", l);
+		for (int t = 0; t < T && !f.bad; t++)
 			rmsnorm(x + (size_t)t * H, h + (size_t)t * H, in_n, H, c->rms_eps);
-		if (c->mla) {
-			int ql = (int)c->q_lora_rank, kl = (int)c->kv_lora_rank;
-			int nope = (int)c->qk_nope_dim;
-			double *qa = ql ? get(&W, "%s.%d.self_attn.q_a_proj.weight", p, l) : NULL;
-			double *qab = ql && c->attention_bias ? get(&W, "%s.%d.self_attn.q_a_proj.bias", p, l) : NULL;
-			double *kvab = c->attention_bias ? get(&W, "%s.%d.self_attn.kv_a_proj_with_mqa.bias", p, l) : NULL;
-			double *qan = ql ? get(&W, "%s.%d.self_attn.q_a_layernorm.weight", p, l) : NULL;
-			double *qb = get(&W, ql ? "%s.%d.self_attn.q_b_proj.weight"
-					      : "%s.%d.self_attn.q_proj.weight", p, l);
-			double *kva = get(&W, "%s.%d.self_attn.kv_a_proj_with_mqa.weight", p, l);
-			double *kvan = get(&W, "%s.%d.self_attn.kv_a_layernorm.weight", p, l);
-			double *kvb = get(&W, "%s.%d.self_attn.kv_b_proj.weight", p, l);
-			double *tq = malloc((size_t)(ql + 1) * 8), *ckv = malloc((size_t)(kl + rd) * 8);
-			double *kn = malloc((size_t)kl * 8), *kb = malloc((size_t)nh * (nope + dv) * 8);
-			for (int t = 0; t < T; t++) {
-				double *xt = x + (size_t)t * H, *qt = Q + (size_t)t * nh * dqk;
-				double *kr = malloc((size_t)rd * 8), *tmp = malloc((size_t)rd * 8);
-				if (ql) {
-					mv(tq, qa, xt, qab, ql, H);
-					rmsnorm(tq, tq, qan, ql, 1e-6); /* default eps */
-					mv(qt, qb, tq, NULL, nh * dqk, ql);
-				} else {
-					mv(qt, qb, xt, NULL, nh * dqk, H);
-				}
-				mv(ckv, kva, xt, kvab, kl + rd, H);
-				rmsnorm(kn, ckv, kvan, kl, 1e-6);
-				mv(kb, kvb, kn, NULL, nh * (nope + dv), kl);
-				for (int i = 0; i < rd; i++) /* interleaved -> half layout */
-					kr[i] = c->rope_interleave
-						? ckv[kl + (i < rd / 2 ? 2 * i : 2 * (i - rd / 2) + 1)]
-						: ckv[kl + i];
-				rope(kr, rd, t, inv, af);
-				for (int hh = 0; hh < nh; hh++) {
-					double *qr = qt + (size_t)hh * dqk + nope;
-					for (int i = 0; i < rd; i++)
-						tmp[i] = c->rope_interleave
-							? qr[i < rd / 2 ? 2 * i : 2 * (i - rd / 2) + 1]
-							: qr[i];
-					memcpy(qr, tmp, (size_t)rd * 8);
-					rope(qr, rd, t, inv, af);
-					double *kd = K + ((size_t)t * nh + hh) * dqk;
-					memcpy(kd, kb + (size_t)hh * (nope + dv), (size_t)nope * 8);
-					memcpy(kd + nope, kr, (size_t)rd * 8);
-					memcpy(Vv + ((size_t)t * nh + hh) * dv,
-					       kb + (size_t)hh * (nope + dv) + nope, (size_t)dv * 8);
-				}
-				free(kr);
-				free(tmp);
-			}
-			free(qa); free(qan); free(qb); free(kva); free(kvan); free(kvb);
-			free(qab); free(kvab);
-			free(tq); free(ckv); free(kn); free(kb);
-		} else {
-			double *wq = get(&W, "%s.%d.self_attn.q_proj.weight", p, l);
-			double *wk = get(&W, "%s.%d.self_attn.k_proj.weight", p, l);
-			double *wv = get(&W, "%s.%d.self_attn.v_proj.weight", p, l);
-			double *bq = get(&W, "%s.%d.self_attn.q_proj.bias", p, l);
-			double *bk = get(&W, "%s.%d.self_attn.k_proj.bias", p, l);
-			double *bv = get(&W, "%s.%d.self_attn.v_proj.bias", p, l);
-			double *qn = get(&W, "%s.%d.self_attn.q_norm.weight", p, l);
-			double *kn = get(&W, "%s.%d.self_attn.k_norm.weight", p, l);
-			for (int t = 0; t < T; t++) {
-				double *xt = x + (size_t)t * H;
-				double *qt = Q + (size_t)t * nh * dqk, *kt = K + (size_t)t * nkv * dqk;
-				mv(qt, wq, xt, bq, nh * dqk, H);
-				mv(kt, wk, xt, bk, nkv * dqk, H);
-				mv(Vv + (size_t)t * nkv * dv, wv, xt, bv, nkv * dv, H);
-				for (int hh = 0; hh < nh; hh++) {
-					if (qn)
-						rmsnorm(qt + (size_t)hh * dqk, qt + (size_t)hh * dqk,
-							qn, dqk, c->rms_eps);
-					rope(qt + (size_t)hh * dqk, dqk, t, inv, af);
-				}
-				for (int hh = 0; hh < nkv; hh++) {
-					if (kn)
-						rmsnorm(kt + (size_t)hh * dqk, kt + (size_t)hh * dqk,
-							kn, dqk, c->rms_eps);
-					rope(kt + (size_t)hh * dqk, dqk, t, inv, af);
-				}
-			}
-			free(wq); free(wk); free(wv); free(bq); free(bk); free(bv);
-			free(qn); free(kn);
-		}
-		/* causal softmax attention, GQA by head groups */
-		for (int t = 0; t < T; t++)
-			for (int hh = 0; hh < nh; hh++) {
-				int kh = hh / (nh / nkv), j0 = 0;
-				int64_t win = model_layer_window(c, l);
-				double *s = malloc((size_t)(t + 1) * 8), m = -INFINITY, z = 0;
-				if (win > 0 && t - win + 1 > 0)
-					j0 = (int)(t - win + 1);
-				for (int j = j0; j <= t; j++) {
-					double d = 0;
-					for (int i = 0; i < dqk; i++)
-						d += Q[((size_t)t * nh + hh) * dqk + i] *
-						     K[((size_t)j * nkv + kh) * dqk + i];
-					s[j] = d * scale;
-					if (s[j] > m)
-						m = s[j];
-				}
-				for (int j = j0; j <= t; j++)
-					z += (s[j] = exp(s[j] - m));
-				for (int i = 0; i < dv; i++) {
-					double a = 0;
-					for (int j = j0; j <= t; j++)
-						a += s[j] / z * Vv[((size_t)j * nkv + kh) * dv + i];
-					A[((size_t)t * nh + hh) * dv + i] = a;
-				}
-				free(s);
-			}
-		for (int t = 0; t < T; t++) {
-			mv(o, wo, A + (size_t)t * nh * dv, bo, H, nh * dv);
-			for (int i = 0; i < H; i++)
-				h[(size_t)t * H + i] += o[i];
-		}
-		free(Q); free(K); free(Vv); free(A); free(wo); free(bo);
-		/* MLP or MoE */
-		for (int t = 0; t < T; t++)
+		attention(&f, l, x, h, inv, af, scale);
+		for (int t = 0; t < T && !f.bad; t++)
 			rmsnorm(x + (size_t)t * H, h + (size_t)t * H, post_n, H, c->rms_eps);
-		if (!model_layer_is_moe(c, l)) {
-			double *g = get(&W, "%s.%d.mlp.gate_proj.weight", p, l);
-			double *u = get(&W, "%s.%d.mlp.up_proj.weight", p, l);
-			double *d = get(&W, "%s.%d.mlp.down_proj.weight", p, l);
-			double *gb = get(&W, "%s.%d.mlp.gate_proj.bias", p, l);
-			double *ub = get(&W, "%s.%d.mlp.up_proj.bias", p, l);
-			double *db = get(&W, "%s.%d.mlp.down_proj.bias", p, l);
-			for (int t = 0; t < T; t++) {
-				swiglu_mlp(o, x + (size_t)t * H, g, gb, u, ub, d, db, H, (int)c->ffn);
-				for (int i = 0; i < H; i++)
-					h[(size_t)t * H + i] += o[i];
-			}
-			free(g); free(u); free(d); free(gb); free(ub); free(db);
-		} else {
-			int E = (int)c->experts, Kk = (int)c->top_k, F = (int)c->moe_ffn;
-			double *router = get(&W, mixtral ? "%s.%d.block_sparse_moe.gate.weight"
-						       : "%s.%d.mlp.gate.weight", p, l);
-			double *rb = get(&W, "%s.%d.mlp.gate.e_score_correction_bias", p, l);
-			double *lg = malloc((size_t)E * 8), *wt = malloc((size_t)Kk * 8);
-			double *acc = malloc((size_t)H * 8);
-			int *idx = malloc((size_t)Kk * sizeof(int));
-			for (int t = 0; t < T; t++) {
-				double *xt = x + (size_t)t * H;
-				mv(lg, router, xt, NULL, E, H);
-				route(c, lg, rb, idx, wt);
-				if (hk && hk->route)
-					hk->route(hk->ctx, l, t, router, rb, xt, lg);
-				memset(acc, 0, (size_t)H * 8);
-				for (int j = 0; j < Kk; j++) {
-					int e = idx[j];
-					double *g, *u, *d;
-					if (mixtral) {
-						g = get(&W, "%s.%d.block_sparse_moe.experts.%d.w1.weight", p, l, e);
-						d = get(&W, "%s.%d.block_sparse_moe.experts.%d.w2.weight", p, l, e);
-						u = get(&W, "%s.%d.block_sparse_moe.experts.%d.w3.weight", p, l, e);
-					} else {
-						g = get(&W, "%s.%d.mlp.experts.%d.gate_proj.weight", p, l, e);
-						u = get(&W, "%s.%d.mlp.experts.%d.up_proj.weight", p, l, e);
-						d = get(&W, "%s.%d.mlp.experts.%d.down_proj.weight", p, l, e);
-					}
-					swiglu_mlp(o, xt, g, NULL, u, NULL, d, NULL, H, F);
-					for (int i = 0; i < H; i++)
-						acc[i] += wt[j] * o[i];
-					free(g); free(u); free(d);
-				}
-				if (c->shared_ffn > 0) {
-					const char *sn = c->mla ? "shared_experts" : "shared_expert";
-					double *g = get(&W, "%s.%d.mlp.%s.gate_proj.weight", p, l, sn);
-					double *u = get(&W, "%s.%d.mlp.%s.up_proj.weight", p, l, sn);
-					double *d = get(&W, "%s.%d.mlp.%s.down_proj.weight", p, l, sn);
-					double *sg = get(&W, "%s.%d.mlp.shared_expert_gate.weight", p, l);
-					double gate = 1;
-					swiglu_mlp(o, xt, g, NULL, u, NULL, d, NULL, H, (int)c->shared_ffn);
-					if (sg) {
-						mv(&gate, sg, xt, NULL, 1, H);
-						gate = 1.0 / (1.0 + exp(-gate));
-					}
-					for (int i = 0; i < H; i++)
-						acc[i] += gate * o[i];
-					free(g); free(u); free(d); free(sg);
-				}
-				for (int i = 0; i < H; i++)
-					h[(size_t)t * H + i] += acc[i];
-			}
-			free(router); free(rb); free(lg); free(wt); free(acc); free(idx);
-		}
-		free(o);
+		if (model_layer_is_moe(c, l))
+			moe(&f, l, x, h);
+		else
+			dense_mlp(&f, l, x, h);
 		free(in_n);
 		free(post_n);
+		if (f.bad)
+			break;
 		if (layers_out)
 			memcpy(*layers_out + (size_t)l * T * H, h, (size_t)T * H * 8);
 		if (hk && hk->layer_out)
 			hk->layer_out(hk->ctx, l, h);
 	}
-	logits = NULL;
-	if (!stopped && !(hk && hk->no_head)) {
-		double *fn = get(&W, "model.norm.weight");
-		double *head = get(&W, c->tie_embeddings ? "model.embed_tokens.weight"
-							 : "lm_head.weight");
-		logits = malloc((size_t)T * V * 8);
-		for (int t = 0; t < T; t++) {
-			rmsnorm(x + (size_t)t * H, h + (size_t)t * H, fn, H, c->rms_eps);
-			mv(logits + (size_t)t * V, head, x + (size_t)t * H, NULL, V, H);
-		}
-		free(fn);
-		free(head);
+	stopped |= f.bad;
+	if (!stopped && hk && hk->head) {
+		stopped = head(&f.w, c, h, T, hk->head, hk->ctx, err) < 0;
+	} else if (!stopped && !(hk && hk->no_head)) {
+		struct full_logits fl = {malloc((size_t)T * c->vocab * 8 + 8), T,
+					 (int)c->vocab};
+		stopped = head(&f.w, c, h, T, keep_block, &fl, err) < 0;
+		*logits_out = fl.lg;
 	}
-	*logits_out = logits;
 	free(h);
 	free(x);
 	free(inv);
-	ckpt_close(&W.ck);
-	if (stopped && layers_out) {
-		free(*layers_out);
-		*layers_out = NULL;
+	ref_w_close(&f.w);
+	if (stopped) {
+		free(*logits_out);
+		*logits_out = NULL;
+		if (layers_out) {
+			free(*layers_out);
+			*layers_out = NULL;
+		}
 	}
 	return stopped ? -1 : 0;
 }

@@ -14,6 +14,8 @@
  * row), which stays meaningful where single elements are near zero.
  */
 #include "engine.h"
+#include "logit_fold.h"
+#include "ref_hooks.h"
 #include "validate_layer.h"
 
 #include <fcntl.h>
@@ -30,7 +32,7 @@ const struct step_entry step_validate = {
 	.usage = "MODEL_DIR [" PROMPT_USAGE "] [--logits FILE] "
 		 "[--layers-dir DIR] [--generated FILE] [--text-tokens N] "
 		 "[--levels op,layer,e2e,text] [--max-rel X] [--kl-max Y] "
-		 "[--json] [--events]\n"
+		 "[--mem SIZE] [--json] [--events]\n"
 		 "  --tokens/--prompt/--prompt-file  the prompt run was given "
 		 "(text is encoded with MODEL_DIR's tokenizer.json)\n"
 		 "  --logits FILE     run --dump-logits (e2e level)\n"
@@ -42,12 +44,16 @@ const struct step_entry step_validate = {
 		 "  --levels L,...    op, layer, e2e, text (default: all four; "
 		 "a level without its input is skipped)\n"
 		 "  --max-rel X, --kl-max Y  e2e and layer bounds\n"
+		 "  --mem SIZE        float64 weights the reference holds at "
+		 "once (default 256 MiB; a bare number is MiB): matrices are "
+		 "read in row blocks, the logits folded block by block, experts "
+		 "one at a time; the logits and layer outputs do not depend on it\n"
 		 "  or:  [mpirun -np N] validate MODEL_DIR --local --tokens ... "
 		 "--layers-dir DIR [--logits FILE] [--compute-dtype f32|bf16|f16] "
-		 "[--max-flips F] [--max-rel X] [--kl-max Y]\n"
+		 "[--max-flips F] [--max-rel X] [--kl-max Y] [--mem SIZE]\n"
 		 "  --local: each layer recomputed in float64 from the run's own "
-		 "input of that layer (one layer in memory, layers split over "
-		 "ranks); MoE tokens whose routing the compute dtype cannot "
+		 "input of that layer (--mem of weights in memory, layers split "
+		 "over ranks); MoE tokens whose routing the compute dtype cannot "
 		 "resolve are reported as flips (fail above F of routed rows, "
 		 "default 0.25)\n"
 		 "example: day0-engine validate /models/m --prompt 'Hello' "
@@ -276,31 +282,7 @@ static int op_level(struct op_result *res)
 	return n;
 }
 
-/* --------------------------------------------------------------- e2e math */
-
-static void softmax_d(const float *x, int n, double *p)
-{
-	double m = -INFINITY, z = 0;
-	for (int i = 0; i < n; i++)
-		if (x[i] > m)
-			m = x[i];
-	for (int i = 0; i < n; i++)
-		z += (p[i] = exp(x[i] - m));
-	for (int i = 0; i < n; i++)
-		p[i] /= z;
-}
-
-static void softmax_dd(const double *x, int n, double *p)
-{
-	double m = -INFINITY, z = 0;
-	for (int i = 0; i < n; i++)
-		if (x[i] > m)
-			m = x[i];
-	for (int i = 0; i < n; i++)
-		z += (p[i] = exp(x[i] - m));
-	for (int i = 0; i < n; i++)
-		p[i] /= z;
-}
+/* ---------------------------------------- the whole-model reference pass */
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -308,34 +290,75 @@ static int cmp_d(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* ------------------------------------------------------ the text level */
+/*
+ * What the whole-model pass checks as ref.c hands its results out: each
+ * layer's output against the run's dump as the layer is done (no
+ * [layers][T][hidden] copy), the logits folded against the run's a
+ * vocabulary block at a time (logit_fold.h), or only the last position's
+ * argmax for the text level.
+ */
+struct whole {
+	const char *layers_dir; /* NULL: no layer level */
+	int T, H;
+	struct err_stat *lay; /* [layers] */
+	int nlay, lay_bad;    /* layers compared; a dump could not be read */
+	struct d0_err lay_err;
+	float *buf;
+	struct lfold *fold;   /* NULL: no e2e level */
+	double best;          /* the last position's largest logit */
+	int64_t arg;          /* and its (first) index */
+};
 
-static int64_t argmax_d(const double *row, int V)
+static void whole_layer_out(void *ctx, int l, const double *h)
 {
-	int64_t best = 0;
-	for (int v = 1; v < V; v++)
-		if (row[v] > row[best])
-			best = v;
-	return best;
+	struct whole *w = ctx;
+	char name[64], *p;
+	if (!w->layers_dir || w->lay_bad)
+		return;
+	snprintf(name, sizeof name, "layer-%03d.safetensors", l);
+	p = path_join(w->layers_dir, name);
+	free(w->buf);
+	w->buf = read_tensor(p, "hidden", (uint64_t)w->T, (uint64_t)w->H,
+			     &w->lay_err);
+	free(p);
+	if (!w->buf) {
+		w->lay_bad = 1;
+		return;
+	}
+	w->lay[w->nlay++] = compare(w->buf, h, (size_t)w->T * w->H);
+}
+
+static int whole_head(void *ctx, int v0, int n, const double *blk,
+		      struct d0_err *err)
+{
+	struct whole *w = ctx;
+	const double *last = blk + (size_t)(w->T - 1) * n;
+	for (int i = 0; i < n; i++)
+		if (last[i] > w->best || w->arg < 0) {
+			w->best = last[i];
+			w->arg = v0 + i;
+		}
+	return w->fold ? lfold_block(w->fold, v0, n, blk, err) : 0;
 }
 
 /* The float64 reference's greedy continuation of prompt, n tokens. */
 static int ref_greedy(const char *dir, const int64_t *prompt, int T, int n,
-		      int64_t *out, struct d0_err *err)
+		      size_t mem, int64_t *out, struct d0_err *err)
 {
 	int64_t *seq = malloc((size_t)(T + n) * sizeof *seq);
 	memcpy(seq, prompt, (size_t)T * sizeof *seq);
 	for (int g = 0; g < n; g++) {
 		struct model_config c;
+		struct whole w = {.T = T + g, .arg = -1};
+		struct ref_hooks hk = {.ctx = &w, .mem = mem, .head = whole_head};
 		double *lg = NULL;
-		if (ref_forward(dir, seq, T + g, &lg, NULL, &c, err) < 0) {
+		int rc = ref_forward_hooked(dir, seq, T + g, &lg, NULL, &c, &hk, err);
+		model_config_free(&c);
+		if (rc < 0) {
 			free(seq);
 			return -1;
 		}
-		out[g] = argmax_d(lg + (size_t)(T + g - 1) * c.vocab, (int)c.vocab);
-		seq[T + g] = out[g];
-		free(lg);
-		model_config_free(&c);
+		out[g] = seq[T + g] = w.arg;
 	}
 	free(seq);
 	return 0;
@@ -445,7 +468,8 @@ static void text_report(const struct text_result *r, int quiet, json_t *doc)
  * UTF-8, and the prompt survives decode + encode.  0 pass (or warn),
  * 1 fail, 2 unusable input (named on stderr). */
 static int text_level(const char *dir, struct layout_opts *lay,
-		      const char *gen_path, int n_check, int quiet, json_t *doc)
+		      const char *gen_path, int n_check, size_t mem, int quiet,
+		      json_t *doc)
 {
 	int64_t *prompt = NULL, *gen = NULL, *ref = NULL;
 	int np = 0, ng = 0, bad = 2;
@@ -465,7 +489,7 @@ static int text_level(const char *dir, struct layout_opts *lay,
 	}
 	r.n = n_check > 0 && n_check < ng ? n_check : ng;
 	ref = malloc((size_t)(r.n ? r.n : 1) * sizeof *ref);
-	if (ref_greedy(dir, prompt, np, r.n, ref, &err) < 0)
+	if (ref_greedy(dir, prompt, np, r.n, mem, ref, &err) < 0)
 		goto out;
 	while (r.agree < r.n && ref[r.agree] == gen[r.agree])
 		r.agree++;
@@ -488,6 +512,24 @@ out:
 	return bad;
 }
 
+/* --mem: a size (parse_size's units), a bare number in MiB, >= 4 KiB. */
+static int parse_mem(const char *s, size_t *out)
+{
+	uint64_t v;
+	size_t n = strspn(s, "0123456789");
+	if (parse_size(s, &v) < 0)
+		return -1;
+	if (n && !s[n]) { /* no unit: MiB */
+		if (v > (UINT64_MAX >> 20))
+			return -1;
+		v <<= 20;
+	}
+	if (v < REF_MEM_MIN || v > SIZE_MAX)
+		return -1;
+	*out = (size_t)v;
+	return 0;
+}
+
 static int run(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -497,7 +539,7 @@ static int run(int argc, char **argv)
 		{"max-rel", 1, 0, 'r'}, {"kl-max", 1, 0, 'k'},
 		{"json", 0, 0, 'j'}, {"events", 0, 0, 'e'}, {"help", 0, 0, 'h'},
 		{"local", 0, 0, 'P'}, {"compute-dtype", 1, 0, 'C'},
-		{"max-flips", 1, 0, 'F'}, {0, 0, 0, 0}};
+		{"max-flips", 1, 0, 'F'}, {"mem", 1, 0, 'M'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_validate;
 	const char *dir, *logits_path = NULL, *layers_dir = NULL;
 	const char *levels = "op,layer,e2e,text", *gen_path = NULL;
@@ -505,6 +547,7 @@ static int run(int argc, char **argv)
 	char why[256];
 	long text_tokens = 0;
 	double max_rel = 1e-5, kl_max = 1e-6, max_flips = 0.25;
+	size_t mem = REF_MEM_DEFAULT;
 	enum dtype compute = DT_F32;
 	int local = 0;
 	int ch, json = 0, events = 0, ntok = 0, fail[4] = {0}, ran[4] = {0};
@@ -567,6 +610,15 @@ static int run(int argc, char **argv)
 							"a fraction in [0, 1]");
 			}
 			break;
+		case 'M':
+			if (parse_mem(optarg, &mem) < 0) {
+				json_decref(doc);
+				return step_usage_error(S, "--mem: expected a size of "
+							"at least 4K (256, 64M, 1G; "
+							"a bare number is MiB), got "
+							"'%s'", optarg);
+			}
+			break;
 		case 'h': step_help(S); json_decref(doc); return EXIT_OK;
 		default:
 			json_decref(doc);
@@ -589,7 +641,8 @@ static int run(int argc, char **argv)
 	ntok = lay.ntok;
 	if (local) { /* validate_layer.c */
 		struct vl_opts vo = {dir, layers_dir, logits_path, NULL, 0,
-				     max_rel, kl_max, max_flips, compute, json};
+				     max_rel, kl_max, max_flips, compute, json,
+				     mem};
 		int rc;
 		json_decref(doc);
 		if (!ntok || !layers_dir) {
@@ -638,26 +691,66 @@ static int run(int argc, char **argv)
 	}
 	if (strstr(levels, "layer") || strstr(levels, "e2e")) {
 		struct model_config c;
-		double *ref_logits = NULL, *ref_layers = NULL;
-		int H, V, T;
+		struct whole w = {.T = ntok, .arg = -1};
+		struct ref_hooks hk = {.ctx = &w, .mem = mem,
+				       .layer_out = whole_layer_out};
+		struct lfold fold;
+		double *unused = NULL;
+		int T = ntok, L, V, want_layer, want_e2e;
+		char *cp;
 		if (!tokens) {
 			json_decref(doc);
 			layout_opts_free(&lay);
 			return step_usage_error(S, "--tokens (or --prompt) is required "
 						"for the layer and e2e levels");
 		}
-		if (ref_forward(dir, tokens, ntok, &ref_logits,
-				(strstr(levels, "layer") && layers_dir) ? &ref_layers : NULL,
-				&c, &err) < 0) {
+		cp = path_join(dir, "config.json");
+		if (model_config_load(cp, &c, &err) < 0) { /* sizes first */
+			free(cp);
 			fprintf(stderr, "day0-engine: %s\n", err.msg);
 			json_decref(doc);
 			layout_opts_free(&lay);
 			return EXIT_USAGE;
 		}
-		H = (int)c.hidden;
+		free(cp);
+		L = (int)c.layers;
 		V = (int)c.vocab;
-		T = ntok;
-		if (strstr(levels, "layer") && layers_dir) {
+		w.H = (int)c.hidden;
+		model_config_free(&c);
+		want_layer = strstr(levels, "layer") && layers_dir;
+		want_e2e = strstr(levels, "e2e") && logits_path;
+		if (want_layer) {
+			w.layers_dir = layers_dir;
+			w.lay = calloc((size_t)L + 1, sizeof *w.lay);
+		}
+		if (want_e2e) {
+			ran[2] = 1;
+			if (lfold_open(&fold, logits_path, T, V, tokens, &err) < 0) {
+				fprintf(stderr, "day0-engine: %s\n", err.msg);
+				fail[2] = 1;
+				lfold_close(&fold);
+			} else {
+				w.fold = &fold;
+			}
+		}
+		hk.head = w.fold ? whole_head : NULL;
+		hk.no_head = !w.fold;
+		if ((want_layer || w.fold) &&
+		    ref_forward_hooked(dir, tokens, T, &unused, NULL, &c, &hk,
+				       &err) < 0) {
+			fprintf(stderr, "day0-engine: %s\n", err.msg);
+			model_config_free(&c);
+			if (w.fold)
+				lfold_close(&fold);
+			free(w.lay);
+			free(w.buf);
+			json_decref(doc);
+			layout_opts_free(&lay);
+			return EXIT_USAGE;
+		}
+		if (want_layer || w.fold)
+			model_config_free(&c);
+		if (want_layer) {
 			json_t *a = json_array();
 			double worst_growth = 0, prev = 0, worst_rel = 0;
 			int worst = -1;
@@ -665,21 +758,9 @@ static int run(int argc, char **argv)
 			if (!json && !events_enabled())
 				printf("%-34s %12s %12s\n", "layer level (run vs float64)",
 				       "max abs", "max rel");
-			for (int l = 0; l < c.layers; l++) {
-				char name[64], *p;
-				float *v;
-				struct err_stat e;
-				snprintf(name, sizeof name, "layer-%03d.safetensors", l);
-				p = path_join(layers_dir, name);
-				v = read_tensor(p, "hidden", (uint64_t)T, (uint64_t)H, &err);
-				free(p);
-				if (!v) {
-					fprintf(stderr, "day0-engine: %s\n", err.msg);
-					fail[1] = 1;
-					break;
-				}
-				e = compare(v, ref_layers + (size_t)l * T * H, (size_t)T * H);
-				free(v);
+			for (int l = 0; l < w.nlay; l++) {
+				char name[64];
+				struct err_stat e = w.lay[l];
 				if (l == 0 || e.max_rel - prev > worst_growth) {
 					worst_growth = e.max_rel - prev;
 					worst = l;
@@ -700,6 +781,10 @@ static int run(int argc, char **argv)
 								   "max_abs", e.max_abs, "max_rel",
 								   e.max_rel));
 			}
+			if (w.lay_bad) {
+				fprintf(stderr, "day0-engine: %s\n", w.lay_err.msg);
+				fail[1] = 1;
+			}
 			json_object_set_new(doc, "layer", a);
 			{
 				char d[160];
@@ -712,82 +797,54 @@ static int run(int argc, char **argv)
 				json_object_set_new(doc, "layer_worst_growth", json_integer(worst));
 			}
 		}
-		if (strstr(levels, "e2e") && logits_path) {
-			float *lg = read_tensor(logits_path, "logits", (uint64_t)T, (uint64_t)V, &err);
-			ran[2] = 1;
-			if (!lg) {
-				fprintf(stderr, "day0-engine: %s\n", err.msg);
-				fail[2] = 1;
-			} else {
-				struct err_stat e = compare(lg, ref_logits, (size_t)T * V);
-				double *kl = malloc((size_t)T * 8), *p = malloc((size_t)V * 8);
-				double *q = malloc((size_t)V * 8), nll_r = 0, nll_q = 0, kls = 0;
-				int top1 = 0;
-				for (int t = 0; t < T; t++) {
-					int ar = 0, aq = 0;
-					double k = 0;
-					softmax_dd(ref_logits + (size_t)t * V, V, p);
-					softmax_d(lg + (size_t)t * V, V, q);
-					for (int v = 0; v < V; v++) {
-						if (p[v] > 0)
-							k += p[v] * (log(p[v]) - log(q[v] > 0 ? q[v] : 1e-300));
-						if (p[v] > p[ar]) ar = v;
-						if (q[v] > q[aq]) aq = v;
-					}
-					kl[t] = k;
-					kls += k;
-					top1 += ar == aq;
-					if (t + 1 < T) {
-						nll_r -= log(p[tokens[t + 1]]);
-						nll_q -= log(q[tokens[t + 1]] > 0 ? q[tokens[t + 1]] : 1e-300);
-					}
+		if (w.fold) {
+			struct lfold_result r;
+			lfold_finish(&fold, &r);
+			qsort(r.kl, (size_t)T, 8, cmp_d);
+			{
+				double mean = r.kl_mean, med = r.kl[T / 2];
+				double p99 = r.kl[(int)(0.99 * (T - 1))], mx = r.kl_max;
+				double agree = 100.0 * r.top1 / T;
+				double ppl_r = r.ppl_ref, ppl_q = r.ppl_run;
+				fail[2] = !(r.max_rel <= max_rel) || !(mx <= kl_max);
+				if (!json && !events_enabled()) {
+					printf("e2e (logits vs float64)\n");
+					printf("  max abs %.3g, max rel %.3g (threshold %g)\n",
+					       r.max_abs, r.max_rel, max_rel);
+					printf("  KL divergence: mean %.3g, median %.3g, p99 %.3g, "
+					       "max %.3g (threshold %g)\n", mean, med, p99, mx, kl_max);
+					printf("  top-1 agreement %.1f%%, perplexity %.6g vs "
+					       "reference %.6g (ratio %.6f)\n", agree, ppl_q,
+					       ppl_r, ppl_q / ppl_r);
 				}
-				qsort(kl, (size_t)T, 8, cmp_d);
+				events_emit("numerics", json_pack(
+					"{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "level", "e2e",
+					"name", "logits", "max_abs", r.max_abs, "max_rel",
+					r.max_rel, "kl", mean, "top1", agree, "ppl_ref", ppl_r,
+					"ppl", ppl_q));
+				json_object_set_new(doc, "e2e", json_pack(
+					"{s:f, s:f, s:{s:f, s:f, s:f, s:f}, s:f, s:f, s:f, s:f}",
+					"max_abs", r.max_abs, "max_rel", r.max_rel, "kl", "mean",
+					mean, "median", med, "p99", p99, "max", mx, "top1_pct",
+					agree, "ppl", ppl_q, "ppl_ref", ppl_r, "ppl_ratio",
+					ppl_q / ppl_r));
 				{
-					double mean = kls / T, med = kl[T / 2], p99 = kl[(int)(0.99 * (T - 1))];
-					double mx = kl[T - 1], agree = 100.0 * top1 / T;
-					double ppl_r = T > 1 ? exp(nll_r / (T - 1)) : 1;
-					double ppl_q = T > 1 ? exp(nll_q / (T - 1)) : 1;
-					fail[2] = !(e.max_rel <= max_rel) || !(mx <= kl_max);
-					if (!json && !events_enabled()) {
-						printf("e2e (logits vs float64)\n");
-						printf("  max abs %.3g, max rel %.3g (threshold %g)\n",
-						       e.max_abs, e.max_rel, max_rel);
-						printf("  KL divergence: mean %.3g, median %.3g, p99 %.3g, "
-						       "max %.3g (threshold %g)\n", mean, med, p99, mx, kl_max);
-						printf("  top-1 agreement %.1f%%, perplexity %.6g vs "
-						       "reference %.6g (ratio %.6f)\n", agree, ppl_q,
-						       ppl_r, ppl_q / ppl_r);
-					}
-					events_emit("numerics", json_pack(
-						"{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "level", "e2e",
-						"name", "logits", "max_abs", e.max_abs, "max_rel",
-						e.max_rel, "kl", mean, "top1", agree, "ppl_ref", ppl_r,
-						"ppl", ppl_q));
-					json_object_set_new(doc, "e2e", json_pack(
-						"{s:f, s:f, s:{s:f, s:f, s:f, s:f}, s:f, s:f, s:f, s:f}",
-						"max_abs", e.max_abs, "max_rel", e.max_rel, "kl", "mean",
-						mean, "median", med, "p99", p99, "max", mx, "top1_pct",
-						agree, "ppl", ppl_q, "ppl_ref", ppl_r, "ppl_ratio",
-						ppl_q / ppl_r));
-					{
-						char d[200];
-						snprintf(d, sizeof d, "max rel %.3g, KL max %.3g, top-1 "
-							 "%.1f%%", e.max_rel, mx, agree);
-						events_check("numerics.e2e", fail[2] ? "fail" : "pass", d,
-							     json_real(e.max_rel), json_real(max_rel));
-					}
+					char d[200];
+					snprintf(d, sizeof d, "max rel %.3g, KL max %.3g, top-1 "
+						 "%.1f%%", r.max_rel, mx, agree);
+					events_check("numerics.e2e", fail[2] ? "fail" : "pass", d,
+						     json_real(r.max_rel), json_real(max_rel));
 				}
-				free(kl); free(p); free(q); free(lg);
 			}
+			free(r.kl);
+			lfold_close(&fold);
 		}
-		free(ref_logits);
-		free(ref_layers);
-		model_config_free(&c);
+		free(w.lay);
+		free(w.buf);
 	}
 	if (strstr(levels, "text") && gen_path) {
 		ran[3] = 1;
-		fail[3] = text_level(dir, &lay, gen_path, (int)text_tokens,
+		fail[3] = text_level(dir, &lay, gen_path, (int)text_tokens, mem,
 				     json || events_enabled(), doc);
 		if (fail[3] == 2) {
 			events_stage("validate", "end", 1, EXIT_USAGE, gen_path);

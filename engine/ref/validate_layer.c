@@ -9,9 +9,11 @@
  * that layer (the run's dump of the layer before; the embedding rows of
  * the prompt for layer 0), so:
  *   - each layer's error is measured in isolation, nothing accumulates;
- *   - memory is one layer's weights (ref.c loads a layer's tensors, frees
- *     them, and reads only the experts the tokens are routed to), the
- *     embedding is read by rows and lm_head in chunks;
+ *   - memory is a chunk of weights (--mem, 256 MiB by default): ref.c
+ *     reads every matrix a block of rows at a time, computes the experts
+ *     the tokens are routed to one at a time, and the lm_head's logits
+ *     are folded into the e2e statistics block by block; the embedding
+ *     is read by the prompt's rows;
  *   - layers are independent: under mpirun each rank computes every
  *     size-th layer and rank 0 gathers the figures (MPI_Reduce).
  * MoE routing flips: where a router's top-k choice could change within the
@@ -24,6 +26,7 @@
  * check still fails when flips exceed --max-flips of the routed rows.
  */
 #include "engine.h"
+#include "logit_fold.h"
 #include "ref_hooks.h"
 #include "validate_layer.h"
 
@@ -296,24 +299,18 @@ static int can_flip_grouped(const struct model_config *c, const double *ch,
 	return flip;
 }
 
-static void hook_route(void *ctx, int l, int t, const double *router,
-		       const double *bias, const double *x,
-		       const double *logits)
+static void hook_route(void *ctx, int l, int t, const double *bias,
+		       const double *logits, const double *spread_sq)
 {
 	struct vl *v = ctx;
 	const struct model_config *c = v->c;
-	int E = (int)c->experts, H = (int)c->hidden, flip;
+	int E = (int)c->experts, flip;
 	double *b = malloc((size_t)E * 8), margin;
-	for (int e = 0; e < E; e++) { /* rounding spread of each logit */
-		double s = 0;
-		for (int j = 0; j < H; j++) {
-			double p = router[(size_t)e * H + j] * x[j];
-			s += p * p;
-		}
-		/* weights rounded to the dtype: independent errors within
-		 * +-eps|w|, sd eps/sqrt(3) |w|; 4 sd of their sum */
-		b[e] = 4.0 * v->eps / sqrt(3.0) * sqrt(s);
-	}
+	/* rounding spread of each logit: the weights rounded to the dtype
+	 * are independent errors within +-eps|w|, sd eps/sqrt(3) |w|; 4 sd
+	 * of their sum (ref.c gives sum_j (w[e][j] x[j])^2) */
+	for (int e = 0; e < E; e++)
+		b[e] = 4.0 * v->eps / sqrt(3.0) * sqrt(spread_sq[e]);
 	if (!strcmp(c->scoring, "sigmoid") && c->n_group > 0) {
 		double *ch = malloc((size_t)E * 8);
 		for (int e = 0; e < E; e++) {
@@ -377,103 +374,42 @@ static void gather(struct vl *v, int L, struct flip **all, int *nall)
 
 /* ---------------------------------------------------------------- e2e */
 
-/* Reference logits from the run's last layer: final norm, lm_head in
- * chunks of rows (memory stays a chunk, whatever the vocabulary). */
-static int head_logits(struct vl *v, const struct model_config *c,
-		       double *logits, struct d0_err *err)
-{
-	int H = (int)c->hidden, V = (int)c->vocab, T = v->T, chunk = 1024;
-	double *nw = malloc((size_t)H * 8), *x = malloc((size_t)T * H * 8);
-	double *w = malloc((size_t)chunk * H * 8);
-	const char *head = c->tie_embeddings ? "model.embed_tokens.weight"
-					     : "lm_head.weight";
-	int rc = read_span(v->o->dir, "model.norm.weight", 0, (size_t)H, nw,
-			   err);
-	for (int t = 0; t < T && rc == 0; t++) {
-		double ss = 0;
-		for (int i = 0; i < H; i++)
-			ss += (double)v->dump[(size_t)t * H + i] *
-			      v->dump[(size_t)t * H + i];
-		ss = 1.0 / sqrt(ss / H + c->rms_eps);
-		for (int i = 0; i < H; i++)
-			x[(size_t)t * H + i] =
-				nw[i] * ((double)v->dump[(size_t)t * H + i] * ss);
-	}
-	for (int v0 = 0; v0 < V && rc == 0; v0 += chunk) {
-		int n = V - v0 < chunk ? V - v0 : chunk;
-		rc = read_span(v->o->dir, head, (uint64_t)v0 * H,
-			       (size_t)n * H, w, err);
-		for (int t = 0; t < T && rc == 0; t++)
-			for (int r = 0; r < n; r++) {
-				double s = 0;
-				for (int i = 0; i < H; i++)
-					s += w[(size_t)r * H + i] *
-					     x[(size_t)t * H + i];
-				logits[(size_t)t * V + v0 + r] = s;
-			}
-	}
-	free(nw);
-	free(x);
-	free(w);
-	return rc;
-}
-
 struct e2e {
 	double max_abs, max_rel, kl_max, top1;
 };
 
-static void softmax_into(const double *x, int n, double *p)
-{
-	double m = -INFINITY, z = 0;
-	for (int i = 0; i < n; i++)
-		m = fmax(m, x[i]);
-	for (int i = 0; i < n; i++)
-		z += (p[i] = exp(x[i] - m));
-	for (int i = 0; i < n; i++)
-		p[i] /= z;
-}
-
+/* The final norm and lm_head in float64 on the run's last layer, folded
+ * against the run's logits a block of the vocabulary at a time (ref.c's
+ * head, logit_fold.c): memory is the chunk, whatever the vocabulary. */
 static int e2e_check(struct vl *v, struct e2e *r, struct d0_err *err)
 {
 	const struct model_config *c = v->c;
-	int V = (int)c->vocab, T = v->T, top1 = 0;
-	float *lg = malloc((size_t)T * V * 4);
-	double *ref = malloc((size_t)T * V * 8), *run = malloc((size_t)V * 8);
-	double *p = malloc((size_t)V * 8), *q = malloc((size_t)V * 8), s = 0;
-	int rc = read_layer_dump(v, (int)c->layers - 1, err);
+	int T = v->T, H = (int)c->hidden;
+	struct lfold f;
+	struct lfold_result res;
+	double *h;
+	int rc;
 	memset(r, 0, sizeof *r);
-	if (rc == 0)
-		rc = read_dump(v->o->logits, "logits", T, V, lg, err);
-	if (rc == 0)
-		rc = head_logits(v, c, ref, err);
-	for (int t = 0; t < T && rc == 0; t++) {
-		int ar = 0, aq = 0;
-		double k = 0;
-		for (int i = 0; i < V; i++) {
-			double d = fabs((double)lg[(size_t)t * V + i] -
-					ref[(size_t)t * V + i]);
-			r->max_abs = fmax(r->max_abs, isnan(d) ? INFINITY : d);
-			s = fmax(s, fabs(ref[(size_t)t * V + i]));
-			run[i] = lg[(size_t)t * V + i];
-		}
-		softmax_into(ref + (size_t)t * V, V, p);
-		softmax_into(run, V, q);
-		for (int i = 0; i < V; i++) {
-			if (p[i] > 0)
-				k += p[i] * (log(p[i]) - log(fmax(q[i], 1e-300)));
-			ar = p[i] > p[ar] ? i : ar;
-			aq = q[i] > q[aq] ? i : aq;
-		}
-		r->kl_max = fmax(r->kl_max, k);
-		top1 += ar == aq;
+	if (read_layer_dump(v, (int)c->layers - 1, err) < 0)
+		return -1;
+	if (lfold_open(&f, v->o->logits, T, (int)c->vocab, NULL, err) < 0) {
+		lfold_close(&f);
+		return -1;
 	}
-	r->max_rel = s > 0 ? r->max_abs / s : r->max_abs;
-	r->top1 = T ? 100.0 * top1 / T : 0;
-	free(lg);
-	free(ref);
-	free(run);
-	free(p);
-	free(q);
+	h = malloc((size_t)T * H * 8 + 8);
+	for (size_t i = 0; i < (size_t)T * H; i++)
+		h[i] = v->dump[i];
+	rc = ref_head_logits(v->o->dir, c, h, T, v->o->mem, lfold_block, &f, err);
+	if (rc == 0) {
+		lfold_finish(&f, &res);
+		r->max_abs = res.max_abs;
+		r->max_rel = res.max_rel;
+		r->kl_max = res.kl_max;
+		r->top1 = T ? 100.0 * res.top1 / T : 0;
+		free(res.kl);
+	}
+	free(h);
+	lfold_close(&f);
 	return rc;
 }
 
@@ -594,7 +530,8 @@ int validate_local(const struct vl_opts *o)
 {
 	struct vl v;
 	struct model_config c;
-	struct ref_hooks hk = {.no_embed = 1, .no_head = 1, .skip = hook_skip,
+	struct ref_hooks hk = {.mem = o->mem, .no_embed = 1, .no_head = 1,
+			       .skip = hook_skip,
 			       .layer_in = hook_layer_in,
 			       .layer_out = hook_layer_out, .route = hook_route};
 	struct d0_err err;

@@ -1,7 +1,7 @@
 /*
  * validate_layer.h - layer-local float64 validation (validate --local):
- * every layer recomputed from the run's own input of that layer, one
- * layer's weights in memory at a time, the layers split over MPI ranks,
+ * every layer recomputed from the run's own input of that layer, at most
+ * a chunk of weights in memory (--mem), the layers split over MPI ranks,
  * MoE routing flips reported apart.
  */
 #ifndef DAY0_VALIDATE_LAYER_H
@@ -20,6 +20,7 @@ struct vl_opts {
 	double max_flips;     /* fraction of routed (layer, token) pairs */
 	enum dtype compute;   /* what the run computed with: F32, BF16, F16 */
 	int json;             /* --json: one document, no table */
+	size_t mem;           /* weights held at once (0: 256 MiB) */
 };
 
 /*
