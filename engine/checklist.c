@@ -108,6 +108,14 @@ const struct checklist_item checklist_items[] = {
      "Does the service hold its concurrency without a batch-scheduling "
      "deadlock or a leak?",
      "service", {"load"}},
+    {"service.kv", "KV blocks",
+     "After the load, is every KV block back (free list full, reference "
+     "counts zero): none lost or leaked?",
+     "service", {"load"}},
+    {"service.preemption", "Preemption under overload",
+     "When requests outgrow the KV cache, are sequences preempted and "
+     "recomputed with every request answered and none wrong?",
+     "service", {"load"}},
     {"numerics.endpoint", "Endpoint numerics",
      "Do the served logits agree with the reference?", "service",
      {"probe", "validate"}},

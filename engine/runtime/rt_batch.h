@@ -1,7 +1,18 @@
 /*
  * rt_batch.h - the runtime's batched entry points, for serving: several
- * sequences share one forward pass (continuous batching), each with its own
- * slot in a KV cache sized for `slots` sequences of max_ctx tokens.
+ * sequences share one forward pass (continuous batching), each with its
+ * KV in blocks of a paged cache (docs/architecture.md, "The runtime's
+ * inputs and KV cache"; docs/service.md).
+ *
+ * The KV cache of each layer is [nblocks][kv head][block tokens][dim].  A
+ * segment names its sequence's block table: position p is in block
+ * table[p / block_tokens] at offset p % block_tokens.  Who owns which
+ * block (free lists, reference counts, shared prefixes) is the caller's:
+ * the runtime only reads and writes through the tables it is given.  The
+ * contiguous design is the special case without a table: slot s owns
+ * blocks s*B .. s*B+B-1, B = ceil(max_ctx / block_tokens); rt_open and
+ * rt_open_slots use one block of max_ctx tokens per slot, so run, perf
+ * and soak keep the layout (and the numbers) of before blocks.
  *
  * A batch is a list of segments: a run of consecutive tokens of one
  * sequence (a prompt being prefilled, or one decode token).  The linear
@@ -16,15 +27,32 @@
 #include "engine.h"
 
 struct rt_seg {
-	int slot;     /* KV cache slot of the sequence, 0..slots-1 */
+	int slot;     /* without a table: KV slot of the sequence, 0..slots-1 */
 	int64_t pos0; /* position of the segment's first token */
 	int len;      /* tokens in the segment */
+	/* the sequence's block table: ids covering positions 0..pos0+len-1
+	 * (at least ceil((pos0+len)/block_tokens) of them), or NULL */
+	const int32_t *table;
+	int ntable;
+	/* The image channel's inputs (docs/architecture.md), not read yet:
+	 * rows of the hidden size replacing the embeddings at the image
+	 * placeholders, and M-RoPE positions [3][len] (NULL: pos0 + i +
+	 * rope_delta on all three axes).  Zero them. */
+	const float *embeds;
+	const int64_t *rope_pos;
+	int64_t rope_delta;
 };
 
-/* rt_open with a KV cache for `slots` sequences (>= 1). */
+/* rt_open with a KV cache for `slots` sequences (>= 1), one block each. */
 int rt_open_slots(struct rt **r, const char *dir, const struct layout_dims *d,
 		  uint64_t card_mem, int64_t max_ctx, int slots,
 		  struct d0_err *err);
+/* rt_open with a paged KV cache of nblocks blocks of block_tokens tokens
+ * (every block allocated up front, through the card's accountant);
+ * max_ctx bounds one sequence's positions. */
+int rt_open_paged(struct rt **r, const char *dir, const struct layout_dims *d,
+		  uint64_t card_mem, int64_t max_ctx, int block_tokens,
+		  int nblocks, struct d0_err *err);
 /*
  * Forward the batch: tokens holds every segment's tokens in order; logits
  * [sum of len, vocab] is filled on the last stage's ranks.  Collective:
@@ -43,10 +71,15 @@ int rt_forward_rows(struct rt *r, const int64_t *tokens,
 		    const struct rt_seg *segs, int nseg, const int *rows,
 		    int nrows, float *logits, struct d0_err *err);
 int rt_slots(const struct rt *r);
+int rt_kv_blocks(const struct rt *r);
+int rt_block_tokens(const struct rt *r);
 int64_t rt_max_ctx(const struct rt *r);
 /* KV-cache bytes one sequence of max_ctx tokens costs on the most loaded
  * card of layout d (for sizing slots from a budget before opening). */
 uint64_t rt_kv_seq_bytes(const struct model_config *c,
 			 const struct layout_dims *d, int64_t max_ctx);
+/* KV-cache bytes of one block of block_tokens on that card. */
+uint64_t rt_kv_block_bytes(const struct model_config *c,
+			   const struct layout_dims *d, int block_tokens);
 
 #endif

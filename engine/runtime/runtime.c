@@ -49,8 +49,9 @@ struct rt_layer {
 	float *router_bias;
 	struct wmat *e_gate, *e_up, *e_down; /* [experts], .p NULL if not ours */
 	struct wmat sh_gate, sh_up, sh_down, sh_gate_w;
-	float *kc, *vc; /* cache [slots][nkv_l][max_ctx][dqk|dv]: each kv
-			 * head's positions contiguous, as its attention reads them */
+	float *kc, *vc; /* cache [kv_blocks][nkv_l][kv_bt][dqk|dv]: each kv
+			 * head's positions inside a block contiguous, as its
+			 * attention reads them (rt_batch.h) */
 };
 
 struct rt {
@@ -67,7 +68,12 @@ struct rt {
 	double *inv_freq, attn_factor;
 	int rot_dim;
 	int64_t max_ctx, pos;
-	int slots; /* sequences the KV cache holds (run: 1; serve: its budget) */
+	int slots; /* sequences the contiguous design holds (run: 1) */
+	/* the KV cache in blocks of kv_bt tokens (rt_batch.h): a segment's
+	 * block table, or slot s's kv_sb blocks s*kv_sb.. when it has none */
+	int kv_bt, kv_blocks, kv_sb;
+	float *gk, *gv; /* a multi-block sequence's keys/values gathered */
+	size_t gcap;    /* floats each of gk, gv holds */
 	/* the batch in flight: token runs of one sequence each */
 	const struct rt_seg *seg;
 	int nseg;
@@ -600,14 +606,18 @@ static int load_layers(struct rt *r, struct d0_err *err)
 	char n[200];
 	if (model_tensors(&r->c, &sp, &ns, err) < 0)
 		return -1;
+	/* a vision-language release's LM may sit under a prefix (LLaVA's
+	 * language_model.): cfg.vision.lm_prefix, "" for a text model */
 #define LD(field, fmt, ...)                                                   \
 	do {                                                                  \
-		snprintf(n, sizeof n, fmt, __VA_ARGS__);                      \
+		snprintf(n, sizeof n, "%s" fmt, r->c.vision.lm_prefix,        \
+			 __VA_ARGS__);                                         \
 		field = load(r, sp, ns, n);                                   \
 	} while (0)
 #define LW(field, fmt, ...)                                                   \
 	do {                                                                  \
-		snprintf(n, sizeof n, fmt, __VA_ARGS__);                      \
+		snprintf(n, sizeof n, "%s" fmt, r->c.vision.lm_prefix,        \
+			 __VA_ARGS__);                                         \
 		field = load_w(r, sp, ns, n);                                 \
 	} while (0)
 	if (r->pp_rank == 0 || (r->c.tie_embeddings && r->pp_rank == r->d.pp - 1))
@@ -784,6 +794,22 @@ int rt_open_slots(struct rt **out, const char *dir,
 		  const struct layout_dims *d, uint64_t card_mem,
 		  int64_t max_ctx, int slots, struct d0_err *err)
 {
+	/* one block of the whole context per slot: the cache is laid out
+	 * exactly as before blocks ([slot][kv head][position][dim]), and
+	 * attention over one block reads it in place */
+	if (slots < 1)
+		slots = 1;
+	if (max_ctx < 1 || max_ctx > INT32_MAX)
+		return d0_errf(err, "max_ctx %lld: expected 1..%d", (long long)max_ctx,
+			       INT32_MAX);
+	return rt_open_paged(out, dir, d, card_mem, max_ctx, (int)max_ctx, slots, err);
+}
+
+int rt_open_paged(struct rt **out, const char *dir,
+		  const struct layout_dims *d, uint64_t card_mem,
+		  int64_t max_ctx, int block_tokens, int nblocks,
+		  struct d0_err *err)
+{
 	struct rt *r = calloc(1, sizeof *r);
 	char *cfg = path_join(dir, "config.json");
 	int color;
@@ -793,7 +819,17 @@ int rt_open_slots(struct rt **out, const char *dir,
 	r->d = *d;
 	r->budget = card_mem;
 	r->max_ctx = max_ctx;
-	r->slots = slots > 0 ? slots : 1;
+	if (block_tokens < 1 || nblocks < 1) {
+		*out = NULL;
+		free(r);
+		free(cfg);
+		return d0_errf(err, "KV cache of %d blocks of %d tokens: expected "
+			       ">= 1 of each", nblocks, block_tokens);
+	}
+	r->kv_bt = block_tokens;
+	r->kv_blocks = nblocks;
+	r->kv_sb = (int)((max_ctx + block_tokens - 1) / block_tokens);
+	r->slots = nblocks / r->kv_sb;
 	MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &r->world);
 	{
@@ -849,9 +885,9 @@ int rt_open_slots(struct rt **out, const char *dir,
 		return d0_errf(err, "activation '%s' is not implemented by the "
 			       "runtime (only silu / SwiGLU)", r->c.hidden_act);
 	load_layers(r, err);
-	/* the KV cache for the whole context of every slot, up front */
+	/* the KV cache, every block up front */
 	for (int i = 0; i < r->nl && !r->over[0]; i++) {
-		size_t per = (size_t)r->slots * (size_t)max_ctx * (size_t)r->nkv_l;
+		size_t per = (size_t)r->kv_blocks * (size_t)r->kv_bt * (size_t)r->nkv_l;
 		r->L[i].kc = rt_alloc(r, per * (size_t)r->dqk * 4, "KV cache (keys)", 1);
 		r->L[i].vc = rt_alloc(r, per * (size_t)r->dv * 4, "KV cache (values)", 1);
 	}
@@ -900,6 +936,80 @@ static int64_t token_pos(const struct rt *r, int t)
 		t -= r->seg[g].len;
 	}
 	return -1; /* not reached: the segments cover the batch */
+}
+
+/* Block of segment sg's position p. */
+static size_t seg_block(const struct rt *r, const struct rt_seg *sg, int64_t p)
+{
+	int64_t i = p / r->kv_bt;
+	return sg->table ? (size_t)sg->table[i] : (size_t)sg->slot * r->kv_sb + (size_t)i;
+}
+
+/*
+ * Segment sg (its tokens' k, v, q from batch row t0 in s) into its blocks,
+ * then its attention over positions 0..pos0+len-1.  The KV cache is
+ * [block][kv head][block tokens][dim]: one block holds a head's positions
+ * contiguous, so a sequence within one block is read in place; over
+ * several, each head's positions are first gathered in order, then the
+ * same kernel runs on them (the scores and sums are those of the
+ * contiguous layout, bit for bit).
+ */
+static void attend_seg(struct rt *r, struct rt_layer *y, const struct rt_seg *sg,
+		       int t0, struct scratch *s)
+{
+	int nh = r->nh_l, nkv = r->nkv_l, dqk = r->dqk, dv = r->dv, bt = r->kv_bt;
+	int n = (int)(sg->pos0 + sg->len), nb = (n + bt - 1) / bt;
+	size_t kbs = (size_t)nkv * bt * dqk, vbs = (size_t)nkv * bt * dv;
+	const float *kc, *vc;
+	size_t k_hs, v_hs;
+	for (int t = 0; t < sg->len; t++) {
+		int64_t p = sg->pos0 + t;
+		size_t b = seg_block(r, sg, p), off = (size_t)(p % bt);
+		for (int h = 0; h < nkv; h++) {
+			size_t from = ((size_t)t0 + (size_t)t) * nkv + (size_t)h;
+			memcpy(y->kc + b * kbs + ((size_t)h * bt + off) * dqk,
+			       s->k + from * dqk, (size_t)dqk * 4);
+			memcpy(y->vc + b * vbs + ((size_t)h * bt + off) * dv,
+			       s->v + from * dv, (size_t)dv * 4);
+		}
+	}
+	if (nb == 1) {
+		size_t b = seg_block(r, sg, 0);
+		kc = y->kc + b * kbs;
+		vc = y->vc + b * vbs;
+		k_hs = (size_t)bt * dqk;
+		v_hs = (size_t)bt * dv;
+	} else {
+		size_t need = (size_t)nkv * n * (size_t)(dqk > dv ? dqk : dv);
+		if (need > r->gcap) {
+			free(r->gk);
+			free(r->gv);
+			r->gcap = need * 2;
+			r->gk = malloc(r->gcap * 4);
+			r->gv = malloc(r->gcap * 4);
+			if (!r->gk || !r->gv)
+				abort();
+		}
+		for (int i = 0; i < nb; i++) {
+			size_t b = seg_block(r, sg, (int64_t)i * bt);
+			int m = n - i * bt < bt ? n - i * bt : bt;
+			for (int h = 0; h < nkv; h++) {
+				memcpy(r->gk + ((size_t)h * n + (size_t)i * bt) * dqk,
+				       y->kc + b * kbs + (size_t)h * bt * dqk,
+				       (size_t)m * dqk * 4);
+				memcpy(r->gv + ((size_t)h * n + (size_t)i * bt) * dv,
+				       y->vc + b * vbs + (size_t)h * bt * dv,
+				       (size_t)m * dv * 4);
+			}
+		}
+		kc = r->gk;
+		vc = r->gv;
+		k_hs = (size_t)n * dqk;
+		v_hs = (size_t)n * dv;
+	}
+	op_attention_kv(s->att + (size_t)t0 * nh * dv, s->q + (size_t)t0 * nh * dqk,
+			kc, vc, sg->len, n, sg->pos0, nh, nkv, dqk, dv, r->scale,
+			(int)y->window, k_hs, dqk, v_hs, dv);
 }
 
 static void attention(struct rt *r, struct rt_layer *y, int T, const float *x,
@@ -972,24 +1082,10 @@ static void attention(struct rt *r, struct rt_layer *y, int T, const float *x,
 				r->attn_factor);
 		}
 	}
-	/* each sequence appends to its slot's cache and attends over
-	 * everything it has so far (run: one segment, slot 0) */
-	for (int g = 0, t0 = 0; g < r->nseg; t0 += r->seg[g].len, g++) {
-		const struct rt_seg *sg = &r->seg[g];
-		size_t mc = (size_t)r->max_ctx, base = (size_t)sg->slot * mc * nkv;
-		float *kc = y->kc + base * dqk, *vc = y->vc + base * dv;
-		for (int t = 0; t < sg->len; t++)
-			for (int h = 0; h < nkv; h++) {
-				size_t at = (size_t)h * mc + (size_t)sg->pos0 + (size_t)t;
-				size_t from = ((size_t)t0 + (size_t)t) * nkv + (size_t)h;
-				memcpy(kc + at * dqk, k + from * dqk, (size_t)dqk * 4);
-				memcpy(vc + at * dv, v + from * dv, (size_t)dv * 4);
-			}
-		op_attention_kv(s->att + (size_t)t0 * nh * dv, q + (size_t)t0 * nh * dqk,
-				kc, vc, sg->len, (int)(sg->pos0 + sg->len), sg->pos0, nh,
-				nkv, dqk, dv, r->scale, (int)y->window, mc * dqk, dqk,
-				mc * dv, dv);
-	}
+	/* each sequence appends to its blocks and attends over everything it
+	 * has so far (run: one segment, slot 0) */
+	for (int g = 0, t0 = 0; g < r->nseg; t0 += r->seg[g].len, g++)
+		attend_seg(r, y, &r->seg[g], t0, s);
 	op_linear_w(out, s->att, &y->wo, NULL, T, H, nh * dv); /* partial: row-parallel */
 }
 
@@ -1152,9 +1248,25 @@ static int forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 	int64_t longest = 0;
 	for (int g = 0; g < r->nseg; g++) {
 		const struct rt_seg *sg = &r->seg[g];
-		if (sg->slot < 0 || sg->slot >= r->slots)
+		if (sg->len < 0 || sg->pos0 < 0)
+			return d0_errf(err, "segment %d: %d tokens at position %lld",
+				       g, sg->len, (long long)sg->pos0);
+		if (!sg->table && (sg->slot < 0 || sg->slot >= r->slots))
 			return d0_errf(err, "sequence slot %d outside the %d the KV "
 				       "cache holds", sg->slot, r->slots);
+		if (sg->table) {
+			int64_t need = (sg->pos0 + sg->len + r->kv_bt - 1) / r->kv_bt;
+			if (sg->ntable < need)
+				return d0_errf(err, "segment %d: a block table of %d "
+					       "blocks for %lld positions (blocks of "
+					       "%d tokens)", g, sg->ntable,
+					       (long long)(sg->pos0 + sg->len), r->kv_bt);
+			for (int i = 0; i < need; i++)
+				if (sg->table[i] < 0 || sg->table[i] >= r->kv_blocks)
+					return d0_errf(err, "segment %d: block %d outside "
+						       "the %d of the KV cache", g,
+						       sg->table[i], r->kv_blocks);
+		}
 		if (sg->pos0 + sg->len > r->max_ctx)
 			return d0_errf(err, "context of %lld tokens exceeds the %lld "
 				       "allocated", (long long)(sg->pos0 + sg->len),
@@ -1320,6 +1432,14 @@ int rt_forward_batch(struct rt *r, const int64_t *tokens,
 }
 
 int rt_slots(const struct rt *r) { return r->slots; }
+int rt_kv_blocks(const struct rt *r) { return r->kv_blocks; }
+int rt_block_tokens(const struct rt *r) { return r->kv_bt; }
+
+uint64_t rt_kv_block_bytes(const struct model_config *c,
+			   const struct layout_dims *d, int block_tokens)
+{
+	return rt_kv_seq_bytes(c, d, block_tokens);
+}
 int64_t rt_max_ctx(const struct rt *r) { return r->max_ctx; }
 
 uint64_t rt_kv_seq_bytes(const struct model_config *c,
@@ -1397,6 +1517,8 @@ void rt_close(struct rt *r)
 	free(r->lm_head.p);
 	free(r->final_norm);
 	free(r->inv_freq);
+	free(r->gk);
+	free(r->gv);
 	if (r->tp_comm != MPI_COMM_NULL && r->tp_comm)
 		MPI_Comm_free(&r->tp_comm);
 	if (r->ep_comm != MPI_COMM_NULL && r->ep_comm)

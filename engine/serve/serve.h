@@ -9,11 +9,15 @@
  *                  the metrics; a client that goes away marks its request
  *                  cancelled.
  *   step_serve.c   the scheduler on rank 0's main thread and the step every
- *                  rank runs: each iteration admits queued requests into
- *                  free KV slots, builds one batch (whole prompts being
- *                  prefilled + one token per running sequence), broadcasts
- *                  it, runs rt_forward_batch on every rank, then samples and
- *                  computes logprobs for each sequence on rank 0.
+ *                  rank runs: each iteration gives running sequences their
+ *                  KV blocks (preempting the newest when none are left),
+ *                  admits queued requests while blocks are free, builds one
+ *                  batch under a token budget (one token per decoding
+ *                  sequence, then prompt chunks), broadcasts it with the
+ *                  block tables, runs rt_forward_rows on every rank, then
+ *                  samples and computes logprobs for each sequence on
+ *                  rank 0.
+ *   kv_pool.c      the blocks: free list, reference counts, prefix cache.
  * MPI is only ever called from the main threads; the HTTP threads touch
  * nothing but struct srv under its mutex.
  */
@@ -24,6 +28,7 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "kv_pool.h"
 
 #define SRV_MAX_TOP 20 /* top logprobs per position, as OpenAI's limit */
 
@@ -44,9 +49,17 @@ struct srv_req {
 	int echo, stream, include_usage;
 	/* state */
 	enum srv_state state;
-	int cancelled; /* the client went away: free the slot */
-	int slot, prefilled;
-	int64_t pos; /* tokens in the KV cache */
+	int cancelled; /* the client went away: free its blocks */
+	int prefilled; /* produced its first token */
+	int64_t pos;   /* tokens of prompt + output in the KV cache */
+	int32_t *blocks; /* block table: the blocks of positions 0.. */
+	int nblk, cap_blk;
+	int nkeyed;        /* leading full blocks whose keys are known */
+	uint64_t last_key; /* the key of block nkeyed - 1 (0: none) */
+	int preempted;     /* times preempted (blocks freed, recomputed) */
+	int recheck;       /* recomputing: check the last emitted token */
+	int64_t seq_id;    /* admission order: the newest is preempted */
+	uint64_t in_step;  /* the last scheduler step that batched it */
 	int64_t *out; /* generated token ids */
 	int nout;
 	float *out_lp;       /* [nout] logprob of each generated token */
@@ -77,7 +90,12 @@ void srv_hist_add(struct srv_hist *h, double v);
 struct srv_metrics {
 	uint64_t req_ok, req_cancelled, req_rejected[6]; /* 400 404 405 413 503 other */
 	uint64_t prompt_tokens, gen_tokens, steps, batch_tokens;
-	int kv_peak, queue_peak; /* most slots in use, longest queue */
+	int kv_peak, queue_peak; /* most sequences holding KV, longest queue */
+	int blocks_peak;         /* most blocks in use */
+	uint64_t preemptions, preempted_ok, preempted_aborted;
+	uint64_t recheck_n, recheck_wrong; /* recomputed tokens checked, differing */
+	uint64_t prefix_queries, prefix_hits; /* prompt tokens looked up, found */
+	uint64_t recomputed_tokens;
 	struct srv_hist ttft, tpot, e2e;
 };
 
@@ -87,10 +105,17 @@ struct srv {
 	struct srv_req *queue_head, *queue_tail;
 	struct srv_req *running;
 	int nqueued, nrunning;
-	int slots, max_queue;
-	unsigned char *slot_used;
+	int max_queue;
+	/* the paged KV cache (docs/service.md): blocks of block_tokens */
+	struct kv_pool pool;
+	int nblocks, block_tokens;
+	int slot_policy;  /* reserve a whole context per sequence (the slot
+			   * design, for comparison): no growth, no preemption */
+	int prefix_cache; /* reuse cached full blocks of equal prefixes */
+	int64_t next_seq;
 	int64_t max_ctx, vocab;
-	uint64_t kv_seq_bytes; /* per card, one slot */
+	uint64_t kv_seq_bytes;   /* per card, one full-context sequence */
+	uint64_t kv_block_bytes; /* per card, one block */
 	int local_cards; /* ranks on rank 0's host: its cards 0.. (samples) */
 	uint64_t next_id;
 	const char *model_name;

@@ -60,13 +60,12 @@ int srv_init(struct srv *s)
 	srv_hist_init(&s->m.ttft, lat);
 	srv_hist_init(&s->m.tpot, lat);
 	srv_hist_init(&s->m.e2e, lat);
-	s->slot_used = calloc((size_t)s->slots, 1);
-	return s->slot_used ? 0 : -1;
+	return kv_pool_init(&s->pool, s->nblocks, s->block_tokens);
 }
 
 void srv_destroy(struct srv *s)
 {
-	free(s->slot_used);
+	kv_pool_destroy(&s->pool);
 	pthread_cond_destroy(&s->work);
 	pthread_mutex_destroy(&s->lock);
 }
@@ -84,6 +83,7 @@ void srv_req_unref(struct srv_req *q)
 	free(q->p_lp);
 	free(q->p_top_id);
 	free(q->p_top_lp);
+	free(q->blocks);
 	free(q);
 }
 
@@ -104,6 +104,14 @@ static void hist_text(char **buf, size_t *len, FILE *f, const char *name,
 		(unsigned long long)h->n);
 }
 
+static long long block_refs(const struct srv *s)
+{
+	long long n = 0;
+	for (int b = 0; b < s->pool.nblocks; b++)
+		n += s->pool.ref[b];
+	return n;
+}
+
 /* The Prometheus text exposition (format 0.0.4) of s's metrics. */
 static char *metrics_text(struct srv *s)
 {
@@ -112,12 +120,13 @@ static char *metrics_text(struct srv *s)
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 	const struct srv_metrics *m = &s->m;
-	int used = 0;
+	int used = 0, bused = kv_pool_used(&s->pool);
+	int full_seqs = s->nblocks / (int)((s->max_ctx + s->block_tokens - 1) / s->block_tokens);
 	int64_t kv_tokens = 0;
-	for (struct srv_req *q = s->running; q; q = q->next)
+	for (struct srv_req *q = s->running; q; q = q->next) {
 		kv_tokens += q->pos;
-	for (int i = 0; i < s->slots; i++)
-		used += s->slot_used[i];
+		used += q->nblk > 0;
+	}
 	fprintf(f, "# HELP day0_requests_total Completion requests by outcome.\n"
 		   "# TYPE day0_requests_total counter\n"
 		   "day0_requests_total{status=\"ok\"} %llu\n"
@@ -144,26 +153,92 @@ static char *metrics_text(struct srv *s)
 		   "# TYPE day0_requests_waiting gauge\nday0_requests_waiting %d\n"
 		   "# HELP day0_requests_running Requests holding a KV slot.\n"
 		   "# TYPE day0_requests_running gauge\nday0_requests_running %d\n"
-		   "# HELP day0_kv_sequences KV-cache slots in use (per card: every "
-		   "card holds its slice of each).\n"
+		   "# HELP day0_kv_sequences Sequences holding KV blocks (per card: "
+		   "every card holds its slice of each).\n"
 		   "# TYPE day0_kv_sequences gauge\nday0_kv_sequences %d\n"
-		   "# HELP day0_kv_sequences_max KV-cache slots per card.\n"
+		   "# HELP day0_kv_sequences_max Full-context sequences the KV "
+		   "blocks hold.\n"
 		   "# TYPE day0_kv_sequences_max gauge\nday0_kv_sequences_max %d\n"
-		   "# HELP day0_kv_sequences_peak Most KV-cache slots ever in use.\n"
+		   "# HELP day0_kv_sequences_peak Most sequences ever holding KV.\n"
 		   "# TYPE day0_kv_sequences_peak gauge\nday0_kv_sequences_peak %d\n"
 		   "# HELP day0_requests_waiting_peak Longest queue seen.\n"
 		   "# TYPE day0_requests_waiting_peak gauge\n"
 		   "day0_requests_waiting_peak %d\n"
 		   "# HELP day0_kv_tokens Tokens held in the KV cache.\n"
 		   "# TYPE day0_kv_tokens gauge\nday0_kv_tokens %lld\n"
-		   "# HELP day0_kv_usage_ratio Share of the KV-cache slots in use.\n"
+		   "# HELP day0_kv_usage_ratio Share of the KV blocks in use.\n"
 		   "# TYPE day0_kv_usage_ratio gauge\nday0_kv_usage_ratio %.6f\n"
 		   "# HELP day0_kv_card_bytes KV-cache bytes allocated per card.\n"
 		   "# TYPE day0_kv_card_bytes gauge\nday0_kv_card_bytes %llu\n",
-		s->nqueued, s->nrunning, used, s->slots, s->m.kv_peak,
+		s->nqueued, s->nrunning, used, full_seqs, s->m.kv_peak,
 		s->m.queue_peak, (long long)kv_tokens,
-		s->slots ? (double)used / s->slots : 0.0,
-		(unsigned long long)(s->kv_seq_bytes * (uint64_t)s->slots));
+		s->nblocks ? (double)bused / s->nblocks : 0.0,
+		(unsigned long long)(s->kv_block_bytes * (uint64_t)s->nblocks));
+	fprintf(f, "# HELP day0_kv_blocks KV blocks per card by state.\n"
+		   "# TYPE day0_kv_blocks gauge\n"
+		   "day0_kv_blocks{state=\"used\"} %d\n"
+		   "day0_kv_blocks{state=\"shared\"} %d\n"
+		   "day0_kv_blocks{state=\"cached\"} %d\n"
+		   "day0_kv_blocks{state=\"free\"} %d\n"
+		   "# HELP day0_kv_blocks_total KV blocks per card.\n"
+		   "# TYPE day0_kv_blocks_total gauge\nday0_kv_blocks_total %d\n"
+		   "# HELP day0_kv_block_tokens Tokens per KV block.\n"
+		   "# TYPE day0_kv_block_tokens gauge\nday0_kv_block_tokens %d\n"
+		   "# HELP day0_kv_blocks_peak Most KV blocks ever in use.\n"
+		   "# TYPE day0_kv_blocks_peak gauge\nday0_kv_blocks_peak %d\n"
+		   "# HELP day0_kv_block_refs Sum of the blocks' reference counts.\n"
+		   "# TYPE day0_kv_block_refs gauge\nday0_kv_block_refs %lld\n"
+		   "# HELP day0_kv_evictions_total Cached prefix blocks evicted (LRU).\n"
+		   "# TYPE day0_kv_evictions_total counter\n"
+		   "day0_kv_evictions_total %llu\n"
+		   "# HELP day0_preempted_requests_total Preempted requests by outcome.\n"
+		   "# TYPE day0_preempted_requests_total counter\n"
+		   "day0_preempted_requests_total{status=\"ok\"} %llu\n"
+		   "day0_preempted_requests_total{status=\"aborted\"} %llu\n"
+		   "# HELP day0_recompute_checks_total Recomputed sequences whose last "
+		   "emitted token was checked against the recomputed logits.\n"
+		   "# TYPE day0_recompute_checks_total counter\n"
+		   "day0_recompute_checks_total{result=\"same\"} %llu\n"
+		   "day0_recompute_checks_total{result=\"different\"} %llu\n"
+		   "# HELP day0_recomputed_tokens_total Tokens prefilled again after "
+		   "a preemption.\n"
+		   "# TYPE day0_recomputed_tokens_total counter\n"
+		   "day0_recomputed_tokens_total %llu\n",
+		bused, kv_pool_shared(&s->pool), s->pool.ncached, s->pool.nfree,
+		s->nblocks, s->block_tokens, s->m.blocks_peak, (long long)block_refs(s),
+		(unsigned long long)s->pool.evictions,
+		(unsigned long long)s->m.preempted_ok,
+		(unsigned long long)s->m.preempted_aborted,
+		(unsigned long long)(s->m.recheck_n - s->m.recheck_wrong),
+		(unsigned long long)s->m.recheck_wrong,
+		(unsigned long long)s->m.recomputed_tokens);
+	/* vLLM's names for the same figures (its dashboards read these) */
+	fprintf(f, "# HELP vllm:num_requests_running Requests in the running batch.\n"
+		   "# TYPE vllm:num_requests_running gauge\n"
+		   "vllm:num_requests_running{model_name=\"%s\"} %d\n"
+		   "# HELP vllm:num_requests_waiting Requests waiting.\n"
+		   "# TYPE vllm:num_requests_waiting gauge\n"
+		   "vllm:num_requests_waiting{model_name=\"%s\"} %d\n"
+		   "# HELP vllm:gpu_cache_usage_perc KV-cache usage: 1 means 100 "
+		   "percent.\n"
+		   "# TYPE vllm:gpu_cache_usage_perc gauge\n"
+		   "vllm:gpu_cache_usage_perc{model_name=\"%s\"} %.6f\n"
+		   "# HELP vllm:num_preemptions_total Cumulative preemptions.\n"
+		   "# TYPE vllm:num_preemptions_total counter\n"
+		   "vllm:num_preemptions_total{model_name=\"%s\"} %llu\n"
+		   "# HELP vllm:gpu_prefix_cache_queries_total Prompt tokens looked "
+		   "up in the prefix cache.\n"
+		   "# TYPE vllm:gpu_prefix_cache_queries_total counter\n"
+		   "vllm:gpu_prefix_cache_queries_total{model_name=\"%s\"} %llu\n"
+		   "# HELP vllm:gpu_prefix_cache_hits_total Prompt tokens found in "
+		   "the prefix cache.\n"
+		   "# TYPE vllm:gpu_prefix_cache_hits_total counter\n"
+		   "vllm:gpu_prefix_cache_hits_total{model_name=\"%s\"} %llu\n",
+		s->model_name, s->nrunning, s->model_name, s->nqueued, s->model_name,
+		s->nblocks ? (double)bused / s->nblocks : 0.0, s->model_name,
+		(unsigned long long)s->m.preemptions, s->model_name,
+		(unsigned long long)s->m.prefix_queries, s->model_name,
+		(unsigned long long)s->m.prefix_hits);
 	hist_text(&buf, &len, f, "day0_time_to_first_token_seconds",
 		  "Arrival to the first generated token.", &m->ttft);
 	hist_text(&buf, &len, f, "day0_time_per_output_token_seconds",
@@ -336,6 +411,22 @@ static int parse_completion(struct srv *s, json_t *doc, struct srv_req *q,
 		REFUSE(400, "max_tokens", "max_tokens: %d prompt tokens + %d to "
 		       "generate exceed the context (%lld tokens)", q->nprompt,
 		       q->max_tokens, (long long)s->max_ctx);
+	{
+		/* a sequence that needs more blocks than the whole cache has
+		 * can never run: say so now rather than queue it forever */
+		int64_t need = ((int64_t)q->nprompt + q->max_tokens + s->block_tokens - 1) /
+			       s->block_tokens;
+		int64_t have = s->slot_policy ? (s->nblocks >= (s->max_ctx + s->block_tokens - 1) /
+						  s->block_tokens ? need : 0)
+					      : s->nblocks;
+		if (need > have)
+			REFUSE(400, "max_tokens", "max_tokens: %d prompt tokens + %d "
+			       "to generate need %lld KV blocks of %d tokens, and the "
+			       "KV cache has %d in all: this request can never fit "
+			       "(lower max_tokens or shorten the prompt)", q->nprompt,
+			       q->max_tokens, (long long)need, s->block_tokens,
+			       s->nblocks);
+	}
 	q->temperature = 1.0;
 	if ((v = json_object_get(doc, "temperature")) && !json_is_null(v)) {
 		if (!json_is_number(v) || json_number_value(v) < 0 ||
@@ -607,7 +698,7 @@ static void enqueue(struct srv *s, struct srv_req *q)
 	q->created = ts.tv_sec;
 	q->t_arrive = now_s();
 	q->state = SRV_QUEUED;
-	q->slot = -1;
+	q->nblk = 0;
 	q->refs = 2;
 	snprintf(q->id, sizeof q->id, "cmpl-day0-%llu",
 		 (unsigned long long)++s->next_id);

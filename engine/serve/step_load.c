@@ -13,7 +13,9 @@
  * ends without [DONE]), stall (no token for --stall seconds: the deadlock
  * check; the transfer is dropped).  Before measuring it runs the service.api
  * pass (http_load.c); after, service.load: no errors, no stalls, and the
- * --slo met by at least --slo-min of the requests at --slo-at concurrency.
+ * --slo met by at least --slo-min of the requests at --slo-at concurrency;
+ * then, from the server's /metrics once it is idle, service.kv and
+ * service.preemption (kv_checks).
  */
 #include "http_load.h"
 
@@ -848,6 +850,139 @@ static const char *find_model(const struct load_opts *o, char *buf, size_t n)
 	return o->model ? o->model : http_served_model(o->url, buf, n);
 }
 
+/* ------------------------------------------- the server's KV blocks */
+
+/* The value of metric `name` (with its labels, or followed by labels) in
+ * a Prometheus text; -1 when absent. */
+static double metric_of(const char *text, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		if (*l == '#' || strncmp(l, name, n))
+			continue;
+		if (l[n] == ' ')
+			return strtod(l + n + 1, NULL);
+		if (l[n] == '{') {
+			const char *e = strchr(l + n, '}');
+			if (e && e[1] == ' ')
+				return strtod(e + 2, NULL);
+		}
+	}
+	return -1;
+}
+
+/* GET /metrics (malloc'd text) or NULL. */
+static char *server_metrics(const char *base)
+{
+	char *u = http_url(base, "/metrics");
+	struct http_buf b = {0};
+	struct d0_err e;
+	long st = 0;
+	if (http_request(u, NULL, 30, &st, &b, &e) < 0 || st != 200) {
+		free(b.data);
+		b.data = NULL;
+	}
+	free(u);
+	return b.data;
+}
+
+/* The server's counters that service.preemption compares before and after. */
+struct kv_counts {
+	double preemptions, wrong, aborted;
+};
+
+static void kv_counts_of(const char *text, struct kv_counts *c)
+{
+	c->preemptions = text ? metric_of(text, "vllm:num_preemptions_total") : -1;
+	c->wrong = text ? metric_of(text, "day0_recompute_checks_total{result=\"different\"}") : -1;
+	c->aborted = text ? metric_of(text, "day0_preempted_requests_total{status=\"aborted\"}") : -1;
+}
+
+/*
+ * After the sweep, with the server idle again: service.kv (no block lost
+ * or leaked: every reference count 0, free and cached blocks adding up to
+ * the cache) and service.preemption (the load overflowed the KV cache,
+ * the server preempted and recomputed, and every request was answered,
+ * none differently: the recomputed logits picked the tokens already
+ * sent).  An endpoint without day0's block metrics gets skips that say so.
+ * Returns 1 when either failed.
+ */
+static int kv_checks(const char *base, const struct kv_counts *before,
+		     int errors, json_t *doc)
+{
+	char d1[512], d2[512], *text = NULL;
+	const char *s1, *s2;
+	struct kv_counts after;
+	double total, used, refs, cached, freeb, running = 1, waiting = 1;
+	/* the server finishes what the last level cancelled within moments */
+	for (int i = 0; i < 100 && (running || waiting); i++) {
+		free(text);
+		if (i)
+			usleep(100000);
+		text = server_metrics(base);
+		running = text ? metric_of(text, "vllm:num_requests_running") : 0;
+		waiting = text ? metric_of(text, "vllm:num_requests_waiting") : 0;
+	}
+	total = text ? metric_of(text, "day0_kv_blocks_total") : -1;
+	used = text ? metric_of(text, "day0_kv_blocks{state=\"used\"}") : -1;
+	refs = text ? metric_of(text, "day0_kv_block_refs") : -1;
+	cached = text ? metric_of(text, "day0_kv_blocks{state=\"cached\"}") : -1;
+	freeb = text ? metric_of(text, "day0_kv_blocks{state=\"free\"}") : -1;
+	kv_counts_of(text, &after);
+	if (total < 0 || used < 0 || refs < 0) {
+		s1 = "skip";
+		snprintf(d1, sizeof d1, "%s/metrics has no KV block gauges "
+			 "(day0_kv_blocks): not day0's serve", base);
+	} else if (running > 0 || waiting > 0) {
+		s1 = "fail";
+		snprintf(d1, sizeof d1, "the server still runs %.0f and queues %.0f "
+			 "requests 10 s after the load ended", running, waiting);
+	} else if (used != 0 || refs != 0 || cached + freeb != total) {
+		s1 = "fail";
+		snprintf(d1, sizeof d1, "idle, yet %.0f of %.0f blocks in use, "
+			 "reference counts summing to %.0f, %.0f free + %.0f cached "
+			 "(%.0f lost)", used, total, refs, freeb, cached,
+			 total - freeb - cached);
+	} else {
+		s1 = "pass";
+		snprintf(d1, sizeof d1, "idle after the load: all %.0f KV blocks "
+			 "back (%.0f free, %.0f cached prefix blocks), every "
+			 "reference count 0", total, freeb, cached);
+	}
+	if (after.preemptions < 0 || before->preemptions < 0) {
+		s2 = "skip";
+		snprintf(d2, sizeof d2, "%s/metrics has no vllm:num_preemptions_total",
+			 base);
+	} else if (after.preemptions - before->preemptions <= 0) {
+		s2 = "skip";
+		snprintf(d2, sizeof d2, "no preemption during the load: it stayed "
+			 "within the KV cache (raise the concurrency or the lengths "
+			 "to test overload)");
+	} else {
+		double n = after.preemptions - before->preemptions;
+		double wrong = after.wrong >= 0 ? after.wrong - before->wrong : -1;
+		double lost = after.aborted >= 0 ? after.aborted - before->aborted : 0;
+		s2 = errors || wrong > 0 || lost > 0 ? "fail" : wrong < 0 ? "warn" : "pass";
+		snprintf(d2, sizeof d2, "%.0f preemptions under load; %d requests "
+			 "failed, %.0f preempted requests aborted, %s", n, errors,
+			 lost, wrong < 0 ? "recomputed tokens not checked (no "
+					   "day0_recompute_checks_total)"
+			 : wrong > 0 ? "recomputed logits picked another token"
+				     : "recomputed logits picked every token already sent");
+		if (wrong > 0)
+			snprintf(d2 + strlen(d2), sizeof d2 - strlen(d2), " (%.0f times)",
+				 wrong);
+	}
+	free(text);
+	events_check("service.kv", s1, d1, NULL, NULL);
+	events_check("service.preemption", s2, d2, NULL, NULL);
+	json_object_set_new(doc, "service.kv", json_pack("{s:s, s:s}", "status", s1,
+							 "detail", d1));
+	json_object_set_new(doc, "service.preemption",
+			    json_pack("{s:s, s:s}", "status", s2, "detail", d2));
+	return !strcmp(s1, "fail") || !strcmp(s2, "fail");
+}
+
 static int load(int argc, char **argv)
 {
 	struct load_opts o;
@@ -856,7 +991,8 @@ static int load(int argc, char **argv)
 	char model[256], detail[1024], api_detail[1024] = "", *url;
 	json_t *levels, *doc;
 	int rc = parse(argc, argv, &o), api_fail = 0, load_fail = 0, tty;
-	int judged = -1;
+	int judged = -1, kv_fail = 0, errs_all = 0;
+	struct kv_counts before;
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
 	events_init(stdout, o.events);
@@ -906,6 +1042,11 @@ static int load(int argc, char **argv)
 			       api_detail);
 	}
 	levels = json_array();
+	{
+		char *mt = o.get_path ? NULL : server_metrics(o.url);
+		kv_counts_of(mt, &before);
+		free(mt);
+	}
 	url = http_url(o.url, o.get_path ? o.get_path : "/v1/completions");
 	for (int i = 0; i < o.nconc; i++) {
 		struct level lv = {.conc = o.conc[i], .rate = o.rate};
@@ -940,6 +1081,7 @@ static int load(int argc, char **argv)
 			stalls += (int)json_integer_value(json_object_get(l, "stalls"));
 		}
 		slo_fail = (o.slo_ttft || o.slo_tpot) && (judged < 0 || gp < o.slo_min);
+		errs_all = errs + stalls;
 		snprintf(detail, sizeof detail, "%d levels, %d errors, %d stalls%s; "
 			 "goodput %.0f%% at concurrency %d (need %.0f%%%s)",
 			 o.nconc, errs, stalls, stalls ? " (no token within --stall)" : "",
@@ -953,15 +1095,24 @@ static int load(int argc, char **argv)
 				"status", api_fail ? "fail" : o.api_check ? "pass" : "skip",
 				"detail", api_detail, "service.load", "status",
 				load_fail ? "fail" : "pass", "detail", detail);
+		if (!o.get_path)
+			kv_fail = kv_checks(o.url, &before, errs_all, doc);
 		if (o.json)
 			json_dumpf(doc, stdout, JSON_INDENT(2)), printf("\n");
 		else if (!o.events) {
 			print_table(&o, levels);
 			printf("service.load: %s: %s\n", load_fail ? "FAIL" : "pass", detail);
+			for (int k = 0; !o.get_path && k < 2; k++) {
+				const char *id = k ? "service.preemption" : "service.kv";
+				json_t *c = json_object_get(doc, id);
+				printf("%s: %s: %s\n", id,
+				       json_string_value(json_object_get(c, "status")),
+				       json_string_value(json_object_get(c, "detail")));
+			}
 		}
 		json_decref(doc);
 	}
-	rc = api_fail || load_fail ? EXIT_CHECK_FAILED : EXIT_OK;
+	rc = api_fail || load_fail || kv_fail ? EXIT_CHECK_FAILED : EXIT_OK;
 	events_stage("load", "end", 1, rc, o.url);
 	for (size_t i = 0; i < w.n; i++)
 		json_decref(w.prompts[i]);

@@ -1,17 +1,21 @@
 /*
  * step_serve.c - `mpirun -np N day0-engine serve`: the model behind an
- * OpenAI-compatible HTTP endpoint, with continuous batching (serve.h).
+ * OpenAI-compatible HTTP endpoint, with continuous batching over a paged
+ * KV cache (serve.h, docs/service.md).
  *
  * Every rank runs the same loop: receive one batch description from rank
- * 0 (segments: KV slot, first position, length; then the tokens), run
- * rt_forward_batch, repeat.  Rank 0 builds the batches: at each step it
- * frees the slots of finished or cancelled requests, admits queued
- * requests into free slots (FIFO, never more than the KV budget holds: a
- * full cache means waiting, not failing), and puts each running request's
- * next piece in the batch (its whole prompt when it was just admitted, else
- * its last token).  The last stage's logits come back to rank 0, which
- * picks each sequence's next token (greedy: lowest index on ties, as `run`;
- * or sampled with the request's seed) and its logprobs.
+ * 0 (segments: first position, length, the sequence's block table; then
+ * the tokens), run rt_forward_rows, repeat.  Rank 0 builds the batches
+ * (schedule): at each step it frees the blocks of finished or cancelled
+ * requests, gives each running sequence its next piece under a token
+ * budget (decodes first, then prompt chunks) with the blocks it needs,
+ * preempting the newest sequence when none are left (its blocks freed,
+ * recomputed later), and admits queued requests FIFO while their blocks
+ * are free (full blocks of a cached prefix shared, kv_pool.c).  A full
+ * cache means waiting or preemption, never a failed request.  The last
+ * stage's logits come back to rank 0, which picks each sequence's next
+ * token (greedy: lowest index on ties, as `run`; or sampled with the
+ * request's seed) and its logprobs.
  *
  * Ranks other than 0 wait for the next batch with a non-blocking broadcast
  * and short sleeps, so an idle server does not spin the cores.
@@ -21,6 +25,7 @@
 #include "tokenizer.h"
 
 #include <getopt.h>
+#include <malloc.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -35,7 +40,9 @@ const struct step_entry step_serve = {
 	.name = "serve",
 	.usage = "(MODEL_DIR | CONVERTED_DIR) --tp T [--pp P] [--ep E] "
 		 "[--host 127.0.0.1] [--port 8000] [--port-file FILE] "
-		 "[--max-ctx N] [--kv-seqs N | --kv-mem BYTES] [--card-mem BYTES] "
+		 "[--max-ctx N] [--kv-seqs N | --kv-mem BYTES | --kv-blocks N] "
+		 "[--block-tokens N] [--kv-policy paged|slots] [--no-prefix-cache] "
+		 "[--card-mem BYTES] "
 		 "[--max-queue N] [--max-batch-tokens N] [--max-body BYTES] "
 		 "[--served-model-name NAME] [--events]  (under mpirun -np T*P*E)\n"
 		 "  --host ADDR           address to listen on (default 127.0.0.1)\n"
@@ -43,14 +50,21 @@ const struct step_entry step_serve = {
 		 "  --port-file FILE      write the bound port there once listening\n"
 		 "  --max-ctx N           tokens per sequence, prompt + output "
 		 "(default min(max_position_embeddings, 2048))\n"
-		 "  --kv-seqs N           KV-cache slots: sequences decoded together "
-		 "(default 16)\n"
-		 "  --kv-mem BYTES        or: the KV-cache budget per card; slots = "
-		 "BYTES / one sequence's KV\n"
+		 "  --kv-seqs N           the KV cache: N full contexts' worth of "
+		 "blocks (default 16)\n"
+		 "  --kv-mem BYTES        or: the KV-cache budget per card, in "
+		 "blocks\n"
+		 "  --kv-blocks N         or: N blocks\n"
+		 "  --block-tokens N      tokens per KV block (default 16)\n"
+		 "  --kv-policy P         paged (default): blocks as sequences grow, "
+		 "preemption when they run out; slots: a whole context reserved "
+		 "per sequence (for comparison)\n"
+		 "  --no-prefix-cache     do not share cached prefix blocks\n"
 		 "  --card-mem BYTES      the card budget for weights + KV (as run)\n"
 		 "  --max-queue N         requests waiting for a slot before 503 "
 		 "(default 1024)\n"
-		 "  --max-batch-tokens N  tokens per forward pass (default 4096)\n"
+		 "  --max-batch-tokens N  tokens per forward pass, decodes first, "
+		 "then prompt chunks (default 4096)\n"
 		 "  --max-body BYTES      request bodies above get 413 (default 1M)\n"
 		 "  --served-model-name   the model id clients send (default: the "
 		 "directory's name)\n"
@@ -70,7 +84,8 @@ const struct step_entry step_serve = {
 struct serve_opts {
 	const char *dir, *host, *port_file, *name;
 	struct layout_dims d;
-	int port, kv_seqs, max_queue, max_batch, events;
+	int port, kv_seqs, kv_blocks, block_tokens, slot_policy, no_prefix;
+	int max_queue, max_batch, events;
 	int64_t max_ctx;
 	uint64_t kv_mem, card_mem, max_body;
 };
@@ -87,6 +102,8 @@ static int parse(int argc, char **argv, struct serve_opts *o, int rank)
 		{"card-mem", 1, 0, 'm'}, {"max-queue", 1, 0, 'q'},
 		{"max-batch-tokens", 1, 0, 'b'}, {"max-body", 1, 0, 'B'},
 		{"served-model-name", 1, 0, 'n'}, {"events", 0, 0, 'E'},
+		{"kv-blocks", 1, 0, 'K'}, {"block-tokens", 1, 0, 'T'},
+		{"kv-policy", 1, 0, 'L'}, {"no-prefix-cache", 0, 0, 'X'},
 		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_serve;
 	int ch;
@@ -99,6 +116,7 @@ static int parse(int argc, char **argv, struct serve_opts *o, int rank)
 	o->max_queue = 1024;
 	o->max_batch = 4096;
 	o->max_body = 1 << 20;
+	o->block_tokens = 16;
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -148,6 +166,22 @@ static int parse(int argc, char **argv, struct serve_opts *o, int rank)
 			if (parse_size(optarg, &o->max_body) < 0 || !o->max_body)
 				BAD("--max-body: expected bytes (e.g. 1M)");
 			break;
+		case 'K':
+			if (parse_long(optarg, 1, 1 << 24, &v) < 0)
+				BAD("--kv-blocks: expected a count >= 1");
+			o->kv_blocks = (int)v;
+			break;
+		case 'T':
+			if (parse_long(optarg, 1, 1 << 16, &v) < 0)
+				BAD("--block-tokens: expected a token count >= 1");
+			o->block_tokens = (int)v;
+			break;
+		case 'L':
+			if (strcmp(optarg, "paged") && strcmp(optarg, "slots"))
+				BAD("--kv-policy: expected paged or slots, not '%s'", optarg);
+			o->slot_policy = !strcmp(optarg, "slots");
+			break;
+		case 'X': o->no_prefix = 1; break;
 		case 'n': o->name = optarg; break;
 		case 'E': o->events = 1; break;
 		case 'h': if (!rank) step_help(S); return -1;
@@ -159,8 +193,8 @@ static int parse(int argc, char **argv, struct serve_opts *o, int rank)
 	o->dir = argv[optind];
 	if (!o->d.tp)
 		BAD("--tp is required");
-	if (o->kv_seqs && o->kv_mem)
-		BAD("--kv-seqs and --kv-mem: give one of them");
+	if (!!o->kv_seqs + !!o->kv_mem + !!o->kv_blocks > 1)
+		BAD("--kv-seqs, --kv-mem and --kv-blocks: give one of them");
 #undef BAD
 	return 0;
 }
@@ -174,9 +208,9 @@ static int agree(int rc)
 
 /* ------------------------------------------------------- the batch wire */
 
-/* Header broadcast each step: stop flag, segments, tokens. */
+/* Header broadcast each step: stop flag, segments, tokens, table entries. */
 struct batch_head {
-	int32_t stop, nseg, ntok, pad;
+	int32_t stop, nseg, ntok, ntab;
 };
 
 /* Wait for rank 0's broadcast without spinning a core while idle. */
@@ -257,21 +291,68 @@ static int64_t pick(struct srv_req *q, const float *row, int n)
 
 /* ----------------------------------------------------------- scheduler */
 
+/*
+ * A sequence is its prompt then its output; the KV cache holds its first
+ * q->pos tokens in the blocks of its table.  What the next forward feeds
+ * is the rest, tokens pos .. seq_len-1: a whole or chunked prompt, one
+ * decode token, or after a preemption the prompt and output again.
+ */
+static int seq_len(const struct srv_req *q) { return q->nprompt + q->nout; }
+
+static int64_t seq_tok(const struct srv_req *q, int64_t i)
+{
+	return i < q->nprompt ? q->prompt[i] : q->out[i - q->nprompt];
+}
+
+static void seq_tokens(const struct srv_req *q, int64_t from, int n, int64_t *dst)
+{
+	for (int i = 0; i < n; i++)
+		dst[i] = seq_tok(q, from + i);
+}
+
+static void push_block(struct srv_req *q, int b)
+{
+	if (q->nblk == q->cap_blk) {
+		q->cap_blk = q->cap_blk ? 2 * q->cap_blk : 16;
+		q->blocks = realloc(q->blocks, (size_t)q->cap_blk * sizeof *q->blocks);
+		if (!q->blocks)
+			abort();
+	}
+	q->blocks[q->nblk++] = b;
+}
+
+static void drop_blocks(struct srv *s, struct srv_req *q)
+{
+	for (int i = 0; i < q->nblk; i++)
+		kv_pool_release(&s->pool, q->blocks[i]);
+	q->nblk = q->nkeyed = 0;
+	q->last_key = 0;
+	q->pos = 0;
+}
+
+static void note_blocks(struct srv *s)
+{
+	int used = kv_pool_used(&s->pool);
+	if (used > s->m.blocks_peak)
+		s->m.blocks_peak = used;
+}
+
 static void finish_req(struct srv *s, struct srv_req *q, const char *why)
 {
 	double now = now_s();
 	q->state = SRV_DONE;
 	q->finish = why;
-	if (q->slot >= 0)
-		s->slot_used[q->slot] = 0;
-	q->slot = -1;
+	drop_blocks(s, q);
 	if (q->cancelled) {
 		s->m.req_cancelled++;
 	} else if (strcmp(why, "abort")) {
 		s->m.req_ok++;
+		s->m.preempted_ok += q->preempted > 0;
 		srv_hist_add(&s->m.e2e, now - q->t_arrive);
 		if (q->nout > 1)
 			srv_hist_add(&s->m.tpot, (q->t_last - q->t_first) / (q->nout - 1));
+	} else {
+		s->m.preempted_aborted += q->preempted > 0;
 	}
 	pthread_cond_broadcast(&q->wake);
 }
@@ -309,61 +390,254 @@ static void reap(struct srv *s)
 	}
 }
 
-static int free_slot(struct srv *s)
+struct batch {
+	struct rt_seg *seg;
+	struct srv_req **req; /* per segment (rank 0) */
+	int *from;            /* per segment: logits for rows from.. len-1 */
+	int64_t *tok;
+	int32_t *tab; /* every segment's block table, one after the other */
+	int nseg, ntok, ntab, cap_seg, cap_tok, cap_tab;
+	uint64_t step;
+};
+
+static void *grow_to(void *p, int *cap, int need, size_t each)
 {
-	for (int i = 0; i < s->slots; i++)
-		if (!s->slot_used[i])
-			return i;
-	return -1;
+	if (need <= *cap)
+		return p;
+	*cap = need * 2 > 64 ? need * 2 : 64;
+	p = realloc(p, (size_t)*cap * each);
+	if (!p)
+		abort();
+	return p;
 }
 
-/* Admit queued requests into free slots (FIFO) while the batch has room. */
-static void admit(struct srv *s, int room)
+static void batch_room(struct batch *b, int nseg, int ntok, int ntab, int with_req)
 {
-	while (s->queue_head && s->queue_head->nprompt <= room) {
+	int c = b->cap_seg;
+	b->seg = grow_to(b->seg, &c, nseg, sizeof *b->seg);
+	c = b->cap_seg;
+	b->from = grow_to(b->from, &c, nseg, sizeof *b->from);
+	if (with_req) {
+		c = b->cap_seg;
+		b->req = grow_to(b->req, &c, nseg, sizeof *b->req);
+	}
+	b->cap_seg = c;
+	b->tok = grow_to(b->tok, &b->cap_tok, ntok, sizeof *b->tok);
+	b->tab = grow_to(b->tab, &b->cap_tab, ntab, sizeof *b->tab);
+}
+
+/*
+ * The rows of a segment whose logits are wanted, as the first of them
+ * (len: none): the last token of the sequence (the next token comes from
+ * it), every row of a prompt whose logprobs are echoed, and after a
+ * recompute the row that predicted the last token already sent (checked).
+ */
+static int first_row(const struct srv_req *q, int64_t pos0, int n)
+{
+	int64_t end = pos0 + n, L = seq_len(q);
+	int from = n;
+	if (q->echo && q->top_logprobs >= 0 && pos0 < q->nprompt - 1)
+		from = 0;
+	if (end == L && n - 1 < from)
+		from = n - 1;
+	if (q->recheck && pos0 <= L - 2 && L - 2 < end && L - 2 - pos0 < from)
+		from = (int)(L - 2 - pos0);
+	return from;
+}
+
+static void batch_add(struct srv *s, struct batch *b, struct srv_req *q, int n)
+{
+	batch_room(b, b->nseg + 1, b->ntok + n, b->ntab + q->nblk, 1);
+	b->seg[b->nseg] = (struct rt_seg){.pos0 = q->pos, .len = n, .ntable = q->nblk};
+	b->from[b->nseg] = first_row(q, q->pos, n);
+	b->req[b->nseg++] = q;
+	seq_tokens(q, q->pos, n, b->tok + b->ntok);
+	b->ntok += n;
+	memcpy(b->tab + b->ntab, q->blocks, (size_t)q->nblk * sizeof *b->tab);
+	b->ntab += q->nblk;
+	q->in_step = b->step;
+	(void)s;
+}
+
+/* The running list is kept oldest first (by admission order, seq_id). */
+static void running_insert(struct srv *s, struct srv_req *q)
+{
+	struct srv_req **pp = &s->running;
+	while (*pp && (*pp)->seq_id < q->seq_id)
+		pp = &(*pp)->next;
+	q->next = *pp;
+	*pp = q;
+	if (++s->nrunning > s->m.kv_peak)
+		s->m.kv_peak = s->nrunning;
+}
+
+/*
+ * Out of blocks: the newest running sequence gives back its blocks and
+ * waits at the front of the queue; it is recomputed when admitted again
+ * (prompt and output so far, the prefix cache serving what it still
+ * holds).  Its tokens already sent stand: the recompute checks that the
+ * logits still pick the last of them (service.preemption).
+ */
+static void preempt(struct srv *s, struct srv_req *q)
+{
+	struct srv_req **pp = &s->running;
+	int blocks = q->nblk;
+	while (*pp != q)
+		pp = &(*pp)->next;
+	*pp = q->next;
+	s->nrunning--;
+	drop_blocks(s, q);
+	q->state = SRV_QUEUED;
+	q->preempted++;
+	q->recheck = q->nout > 0 && q->temperature <= 0;
+	q->next = s->queue_head;
+	s->queue_head = q;
+	if (!s->queue_tail)
+		s->queue_tail = q;
+	s->nqueued++;
+	s->m.preemptions++;
+	if (events_enabled())
+		events_emit("log", json_pack("{s:s, s:s, s:s, s:i, s:i, s:I}",
+					     "level", "warn", "msg",
+					     "preempted: out of KV blocks",
+					     "request", q->id, "blocks", blocks,
+					     "tokens", seq_len(q),
+					     "preemptions",
+					     (json_int_t)s->m.preemptions));
+}
+
+/* The newest running sequence not in this step's batch (q itself last). */
+static struct srv_req *victim(struct srv *s, uint64_t step)
+{
+	struct srv_req *v = NULL;
+	for (struct srv_req *q = s->running; q; q = q->next)
+		if (q->state == SRV_RUNNING && q->in_step != step)
+			v = q; /* the list is oldest first */
+	return v;
+}
+
+/* Give q the blocks for positions up to upto-1, preempting the newest
+ * sequences for them; -1 when q itself was the one preempted. */
+static int grow(struct srv *s, struct srv_req *q, int64_t upto, uint64_t step)
+{
+	int64_t need = (upto + s->block_tokens - 1) / s->block_tokens;
+	while (q->nblk < need) {
+		int b = kv_pool_alloc(&s->pool);
+		if (b < 0) {
+			struct srv_req *v = victim(s, step);
+			preempt(s, v);
+			if (v == q)
+				return -1;
+			continue;
+		}
+		push_block(q, b);
+	}
+	note_blocks(s);
+	return 0;
+}
+
+/*
+ * Admit queued requests (FIFO) while the KV blocks their tokens need are
+ * there: the full blocks of a prefix already cached are shared, the rest
+ * taken from the free list (or evicted from the cache's LRU end).  A few
+ * blocks (1%) stay back for the running sequences' growth, except when
+ * nothing runs (so a request as large as the cache is admitted).  The
+ * slot design reserves a whole context's blocks instead.
+ */
+static void admit(struct srv *s, struct batch *b, int *budget)
+{
+	int bt = s->block_tokens;
+	int64_t *tk = malloc((size_t)bt * sizeof *tk);
+	while (s->queue_head && *budget > 0) {
 		struct srv_req *q = s->queue_head;
-		int slot = free_slot(s);
-		if (slot < 0)
-			return;
+		int L = seq_len(q), hits = 0, cached = 0, need, reserve;
+		uint64_t key = 0;
+		if (s->prefix_cache && !s->slot_policy)
+			for (int64_t i = 0; (i + 1) * bt <= L - 1; i++) {
+				int x;
+				uint64_t k;
+				seq_tokens(q, i * bt, bt, tk);
+				k = kv_pool_key(key, tk, bt);
+				if ((x = kv_pool_find(&s->pool, k, key, tk, 0)) < 0)
+					break;
+				cached += s->pool.ref[x] == 0;
+				key = k;
+				hits++;
+			}
+		need = s->slot_policy ? (int)((s->max_ctx + bt - 1) / bt)
+				      : (L + bt - 1) / bt - hits;
+		reserve = s->nrunning ? (s->nblocks + 99) / 100 : 0;
+		if (need > kv_pool_available(&s->pool) - cached - reserve)
+			break;
 		s->queue_head = q->next;
 		if (!s->queue_head)
 			s->queue_tail = NULL;
 		s->nqueued--;
-		s->slot_used[slot] = 1;
-		q->slot = slot;
+		key = 0;
+		for (int i = 0; i < hits; i++) {
+			seq_tokens(q, (int64_t)i * bt, bt, tk);
+			{
+				uint64_t k = kv_pool_key(key, tk, bt);
+				push_block(q, kv_pool_find(&s->pool, k, key, tk, 1));
+				key = k;
+			}
+		}
+		q->nkeyed = hits;
+		q->last_key = key;
+		q->pos = (int64_t)hits * bt;
+		if (s->prefix_cache && !s->slot_policy) {
+			s->m.prefix_queries += (uint64_t)L;
+			s->m.prefix_hits += (uint64_t)hits * bt;
+		}
+		for (int i = 0; i < need; i++)
+			push_block(q, kv_pool_alloc(&s->pool));
+		note_blocks(s);
+		if (q->preempted)
+			s->m.recomputed_tokens += (uint64_t)(L - q->pos);
+		if (!q->seq_id)
+			q->seq_id = ++s->next_seq;
 		q->state = SRV_RUNNING;
-		q->pos = 0;
-		q->next = s->running;
-		s->running = q;
-		if (++s->nrunning > s->m.kv_peak)
-			s->m.kv_peak = s->nrunning;
-		room -= q->nprompt;
+		running_insert(s, q);
+		{
+			int n = L - (int)q->pos < *budget ? L - (int)q->pos : *budget;
+			batch_add(s, b, q, n);
+			*budget -= n;
+		}
 	}
+	free(tk);
 }
 
-struct batch {
-	struct rt_seg *seg;
-	struct srv_req **req; /* per segment */
-	int64_t *tok;
-	int nseg, ntok, cap_seg, cap_tok;
-};
-
-static void batch_add(struct batch *b, struct srv_req *q, const int64_t *t,
-		      int n)
+/*
+ * One step's batch under a budget of max_batch tokens: every decoding
+ * sequence's next token first (oldest first), then the rest of the
+ * prompts being prefilled, in chunks that fit what the budget leaves,
+ * then newly admitted requests.  Any of them may need a new block; when
+ * none is left the newest sequence not yet in the batch is preempted.
+ */
+static void schedule(struct srv *s, struct batch *b, int max_batch)
 {
-	if (b->nseg == b->cap_seg) {
-		b->cap_seg = b->cap_seg ? 2 * b->cap_seg : 64;
-		b->seg = realloc(b->seg, (size_t)b->cap_seg * sizeof *b->seg);
-		b->req = realloc(b->req, (size_t)b->cap_seg * sizeof *b->req);
+	int budget = max_batch, n = 0, cap = 0;
+	struct srv_req **order = NULL;
+	b->step++;
+	for (struct srv_req *q = s->running; q; q = q->next) {
+		order = grow_to(order, &cap, n + 1, sizeof *order);
+		order[n++] = q;
 	}
-	if (b->ntok + n > b->cap_tok) {
-		b->cap_tok = (b->ntok + n) * 2;
-		b->tok = realloc(b->tok, (size_t)b->cap_tok * sizeof *b->tok);
-	}
-	b->seg[b->nseg] = (struct rt_seg){.slot = q->slot, .pos0 = q->pos, .len = n};
-	b->req[b->nseg++] = q;
-	memcpy(b->tok + b->ntok, t, (size_t)n * sizeof *t);
-	b->ntok += n;
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < n && budget > 0; i++) {
+			struct srv_req *q = order[i];
+			int todo = seq_len(q) - (int)q->pos, k;
+			if (q->state != SRV_RUNNING || q->in_step == b->step ||
+			    (pass == 0) != (todo == 1))
+				continue;
+			k = todo < budget ? todo : budget;
+			if (grow(s, q, q->pos + k, b->step) < 0)
+				continue;
+			batch_add(s, b, q, k);
+			budget -= k;
+		}
+	free(order);
+	admit(s, b, &budget);
 }
 
 /* Rank 0: the next batch (locked); waits while there is nothing to do. */
@@ -372,22 +646,20 @@ static void emit_samples(struct srv *s, int force);
 static void plan_batch(struct srv *s, struct batch *b, int max_batch)
 {
 	struct timespec ts;
-	b->nseg = b->ntok = 0;
+	int was_busy = 1;
+	b->nseg = b->ntok = b->ntab = 0;
 	reap(s);
 	for (;;) {
-		int decoding = 0;
-		for (struct srv_req *q = s->running; q; q = q->next)
-			decoding += q->prefilled;
-		admit(s, max_batch - decoding);
-		for (struct srv_req *q = s->running; q; q = q->next) {
-			if (q->prefilled)
-				batch_add(b, q, &q->out[q->nout - 1], 1);
-			else if (b->ntok + q->nprompt <= max_batch || !b->ntok)
-				batch_add(b, q, q->prompt, q->nprompt);
-		}
+		schedule(s, b, max_batch);
 		if (b->nseg || s->stopping || stop_signal)
 			return;
 		emit_samples(s, 0);
+		/* fallen idle: hand the freed heap back (the HTTP threads'
+		 * arenas keep what a burst of requests left, and the resident
+		 * size would climb from burst to burst) */
+		if (was_busy && !s->nrunning && !s->nqueued)
+			malloc_trim(0);
+		was_busy = 0;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 100 * 1000000L;
 		if (ts.tv_nsec >= 1000000000L)
@@ -409,86 +681,118 @@ static void grow_out(struct srv_req *q)
 	q->out_top_lp = calloc(n * k, sizeof *q->out_top_lp);
 }
 
-/* Prompt logprobs (echo): row i predicts prompt token i + 1. */
-static void prompt_logprobs(struct srv_req *q, const float *rows, int V)
+/* Prompt logprobs (echo): the row at prompt position p predicts token
+ * p + 1. */
+static void prompt_logprob(struct srv_req *q, int64_t p, const float *row, int V)
 {
 	int k = q->top_logprobs;
-	q->p_lp = calloc((size_t)q->nprompt, sizeof *q->p_lp);
-	q->p_top_id = calloc((size_t)q->nprompt * (k ? k : 1), sizeof(int));
-	q->p_top_lp = calloc((size_t)q->nprompt * (k ? k : 1), sizeof(float));
-	for (int i = 1; i < q->nprompt; i++) {
-		const float *row = rows + (size_t)(i - 1) * V;
-		double lz = log_norm(row, V);
-		q->p_lp[i] = (float)((double)row[q->prompt[i]] - lz);
-		top_k(row, V, k, lz, q->p_top_id + (size_t)i * k,
-		      q->p_top_lp + (size_t)i * k);
+	double lz;
+	if (!q->p_lp) {
+		q->p_lp = calloc((size_t)q->nprompt, sizeof *q->p_lp);
+		q->p_top_id = calloc((size_t)q->nprompt * (k ? k : 1), sizeof(int));
+		q->p_top_lp = calloc((size_t)q->nprompt * (k ? k : 1), sizeof(float));
 	}
+	lz = log_norm(row, V);
+	q->p_lp[p + 1] = (float)((double)row[q->prompt[p + 1]] - lz);
+	top_k(row, V, k, lz, q->p_top_id + (size_t)(p + 1) * k,
+	      q->p_top_lp + (size_t)(p + 1) * k);
 }
 
-/* Rank 0: take each segment's logits (locked). */
-/*
- * Does segment g's request want logits at every row of it (a prompt whose
- * logprobs are echoed), or at its last only?  Rank 0 decides, every rank
- * computes the same rows (batch_rows).
- */
-static int wants_all_rows(const struct srv_req *q)
-{
-	return !q->prefilled && q->echo && q->top_logprobs >= 0;
-}
-
-/* The batch rows whose logits are computed: each segment's last, or all
- * of it where all[g]; rows must hold ntok. */
-static int batch_rows(const struct batch *b, const int *all, int *rows)
+/* The batch rows whose logits are computed: rows from[g].. of each
+ * segment; rows must hold ntok. */
+static int batch_rows(const struct batch *b, int *rows)
 {
 	int n = 0, row0 = 0;
 	for (int g = 0; g < b->nseg; row0 += b->seg[g].len, g++)
-		for (int i = all[g] ? 0 : b->seg[g].len - 1; i < b->seg[g].len; i++)
+		for (int i = b->from[g]; i < b->seg[g].len; i++)
 			rows[n++] = row0 + i;
 	return n;
 }
 
-/* logits holds batch_rows' rows in order: segment g's are all of it
- * where all[g], else its last. */
-static void consume(struct srv *s, struct batch *b, const float *logits, int V,
-		    const int *all)
+/* Keys for q's blocks that the step filled: later prompts find them. */
+static void key_blocks(struct srv *s, struct srv_req *q)
+{
+	int bt = s->block_tokens;
+	int64_t *tk;
+	if (!s->prefix_cache || s->slot_policy ||
+	    (int64_t)(q->nkeyed + 1) * bt > q->pos)
+		return;
+	tk = malloc((size_t)bt * sizeof *tk);
+	while ((int64_t)(q->nkeyed + 1) * bt <= q->pos) {
+		uint64_t k;
+		seq_tokens(q, (int64_t)q->nkeyed * bt, bt, tk);
+		k = kv_pool_key(q->last_key, tk, bt);
+		kv_pool_register(&s->pool, q->blocks[q->nkeyed], k, q->last_key, tk);
+		q->last_key = k;
+		q->nkeyed++;
+	}
+	free(tk);
+}
+
+/* The next token of q from its last row's logits. */
+static void next_token(struct srv *s, struct srv_req *q, const float *last,
+		       int V, double now)
+{
+	int64_t next;
+	if (!q->prefilled) {
+		q->prefilled = 1;
+		s->m.prompt_tokens += (uint64_t)q->nprompt;
+	}
+	if (q->cancelled || q->state == SRV_DONE)
+		return;
+	grow_out(q);
+	next = pick(q, last, V);
+	if (q->top_logprobs >= 0) {
+		double lz = log_norm(last, V);
+		int k = q->top_logprobs;
+		q->out_lp[q->nout] = (float)((double)last[next] - lz);
+		top_k(last, V, k, lz, q->out_top_id + (size_t)q->nout * k,
+		      q->out_top_lp + (size_t)q->nout * k);
+	}
+	q->out[q->nout++] = next;
+	s->m.gen_tokens++;
+	if (q->nout == 1) {
+		q->t_first = now;
+		srv_hist_add(&s->m.ttft, now - q->t_arrive);
+	}
+	q->t_last = now;
+	if (q->nout >= q->max_tokens)
+		finish_req(s, q, "length");
+	else
+		pthread_cond_broadcast(&q->wake);
+}
+
+/* logits holds batch_rows' rows in order. */
+static void consume(struct srv *s, struct batch *b, const float *logits, int V)
 {
 	double now = now_s();
 	int row0 = 0;
 	s->m.steps++;
 	s->m.batch_tokens += (uint64_t)b->ntok;
-	for (int g = 0; g < b->nseg; row0 += all[g] ? b->seg[g].len : 1, g++) {
+	for (int g = 0; g < b->nseg; row0 += b->seg[g].len - b->from[g], g++) {
 		struct srv_req *q = b->req[g];
-		const float *last = logits + (size_t)(row0 + (all[g] ? b->seg[g].len - 1 : 0)) * V;
-		int64_t next;
-		if (!q->prefilled) {
-			q->prefilled = 1;
-			s->m.prompt_tokens += (uint64_t)q->nprompt;
-			if (all[g])
-				prompt_logprobs(q, logits + (size_t)row0 * V, V);
+		int64_t pos0 = b->seg[g].pos0, L = seq_len(q);
+		int n = b->seg[g].len;
+		q->pos = pos0 + n;
+		key_blocks(s, q);
+		for (int i = b->from[g]; i < n; i++) {
+			const float *row = logits + (size_t)(row0 + i - b->from[g]) * V;
+			int64_t p = pos0 + i;
+			if (q->echo && q->top_logprobs >= 0 && p + 1 < q->nprompt)
+				prompt_logprob(q, p, row, V);
+			if (q->recheck && p == L - 2) {
+				/* greedy: the recomputed logits pick the same */
+				int64_t best = 0;
+				for (int v = 1; v < V; v++)
+					if (row[v] > row[best])
+						best = v;
+				s->m.recheck_n++;
+				s->m.recheck_wrong += best != q->out[q->nout - 1];
+				q->recheck = 0;
+			}
+			if (p == L - 1)
+				next_token(s, q, row, V, now);
 		}
-		q->pos += b->seg[g].len;
-		if (q->cancelled || q->state == SRV_DONE)
-			continue;
-		grow_out(q);
-		next = pick(q, last, V);
-		if (q->top_logprobs >= 0) {
-			double lz = log_norm(last, V);
-			int k = q->top_logprobs;
-			q->out_lp[q->nout] = (float)((double)last[next] - lz);
-			top_k(last, V, k, lz, q->out_top_id + (size_t)q->nout * k,
-			      q->out_top_lp + (size_t)q->nout * k);
-		}
-		q->out[q->nout++] = next;
-		s->m.gen_tokens++;
-		if (q->nout == 1) {
-			q->t_first = now;
-			srv_hist_add(&s->m.ttft, now - q->t_arrive);
-		}
-		q->t_last = now;
-		if (q->nout >= q->max_tokens)
-			finish_req(s, q, "length");
-		else
-			pthread_cond_broadcast(&q->wake);
 	}
 }
 
@@ -511,15 +815,14 @@ static void emit_samples(struct srv *s, int force)
 	static int busy_since; /* busy at some call since the last emission */
 	static double last_emit;
 	double now = now_s();
-	int used = 0, busy = s->nqueued || s->nrunning;
+	int busy = s->nqueued || s->nrunning;
+	int used = kv_pool_used(&s->pool);
 	busy_since |= busy;
 	if (!events_enabled() ||
 	    (!force && now - last_emit < 1.0 && (busy || !busy_since)))
 		return;
 	last_emit = now;
 	busy_since = busy;
-	for (int i = 0; i < s->slots; i++)
-		used += s->slot_used[i];
 	events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1, "metric",
 					"serve.queue", "value", s->nqueued));
 	events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1, "metric",
@@ -527,21 +830,35 @@ static void emit_samples(struct srv *s, int force)
 	events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", -1, "metric",
 					"serve.gen_tokens", "value",
 					(json_int_t)s->m.gen_tokens));
-	/* Every card holds its slice of each sequence, the same bytes per
-	 * slot on each (rt_kv_seq_bytes of the layout): one line for the
+	events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", -1, "metric",
+					"serve.preemptions", "value",
+					(json_int_t)s->m.preemptions));
+	/* the KV gauge: blocks in use (of them shared by several sequences),
+	 * cached prefixes (free to evict) and free, of the whole cache */
+	events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1, "metric",
+					"kv.blocks_used", "value", used));
+	events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1, "metric",
+					"kv.blocks_shared", "value",
+					kv_pool_shared(&s->pool)));
+	events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1, "metric",
+					"kv.blocks_cached", "value", s->pool.ncached));
+	events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1, "metric",
+					"kv.blocks_total", "value", s->nblocks));
+	/* Every card holds its slice of each block, the same bytes per
+	 * block on each (rt_kv_block_bytes of the layout): one line for the
 	 * cards of rank 0's host (other hosts' cards are their agents'). */
 	{
-		json_t *u = json_array(), *b = json_array();
+		json_t *u = json_array(), *bb = json_array();
 		for (int i = 0; i < s->local_cards && i < 4096; i++) {
 			json_array_append_new(u, json_integer((json_int_t)(
-			    s->kv_seq_bytes * (uint64_t)used)));
-			json_array_append_new(b, json_integer((json_int_t)(
-			    s->kv_seq_bytes * (uint64_t)s->slots)));
+			    s->kv_block_bytes * (uint64_t)used)));
+			json_array_append_new(bb, json_integer((json_int_t)(
+			    s->kv_block_bytes * (uint64_t)s->nblocks)));
 		}
 		events_emit("sample", json_pack("{s:i, s:s, s:o}", "card", 0,
 						"metric", "kv.used", "values", u));
 		events_emit("sample", json_pack("{s:i, s:s, s:o}", "card", 0,
-						"metric", "kv.budget", "values", b));
+						"metric", "kv.budget", "values", bb));
 	}
 }
 
@@ -562,31 +879,39 @@ static int64_t default_ctx(const char *dir)
 	return n;
 }
 
-static int kv_slots(const struct serve_opts *o, int64_t max_ctx, int rank,
-		    uint64_t *seq_bytes)
+/*
+ * The KV cache's blocks per card: --kv-blocks as given, --kv-seqs full
+ * contexts' worth (the slot design's budget), or as many as --kv-mem
+ * holds; 16 full contexts when none is given.  0 with a message on rank
+ * 0 when the budget holds no block.
+ */
+static int kv_blocks(const struct serve_opts *o, int64_t max_ctx, int rank,
+		     uint64_t *seq_bytes, uint64_t *block_bytes)
 {
 	struct model_config c;
 	struct d0_err e;
 	char *p = path_join(o->dir, "config.json");
-	int slots = o->kv_seqs ? o->kv_seqs : 16;
-	*seq_bytes = 0;
+	int64_t per_seq = (max_ctx + o->block_tokens - 1) / o->block_tokens;
+	int64_t n = o->kv_blocks ? o->kv_blocks
+		    : (o->kv_seqs ? o->kv_seqs : 16) * per_seq;
+	*seq_bytes = *block_bytes = 0;
 	if (model_config_load(p, &c, &e) == 0) {
 		*seq_bytes = rt_kv_seq_bytes(&c, &o->d, max_ctx);
+		*block_bytes = rt_kv_block_bytes(&c, &o->d, o->block_tokens);
 		if (o->kv_mem) {
-			uint64_t n = *seq_bytes ? o->kv_mem / *seq_bytes : 0;
-			slots = n > 65536 ? 65536 : (int)n;
-			if (!slots && rank == 0) {
+			n = *block_bytes ? (int64_t)(o->kv_mem / *block_bytes) : 0;
+			if (!n && rank == 0) {
 				char a[32], b[32];
 				fprintf(stderr, "day0-engine serve: --kv-mem %s holds no "
-					"sequence of %lld tokens (%s each per card)\n",
-					fmt_bytes(o->kv_mem, a), (long long)max_ctx,
-					fmt_bytes(*seq_bytes, b));
+					"KV block of %d tokens (%s each per card)\n",
+					fmt_bytes(o->kv_mem, a), o->block_tokens,
+					fmt_bytes(*block_bytes, b));
 			}
 		}
 		model_config_free(&c);
 	}
 	free(p);
-	return slots;
+	return n > (1 << 24) ? 1 << 24 : (int)n;
 }
 
 static int listen_rank0(struct srv *s, const struct serve_opts *o)
@@ -609,22 +934,30 @@ static int listen_rank0(struct srv *s, const struct serve_opts *o)
 					     "msg", "serving", "host", o->host,
 					     "port", s->port));
 	else
-		printf("serve: %s on http://%s:%d (%d KV slots of %lld tokens)\n",
-		       s->model_name, o->host, s->port, s->slots,
-		       (long long)s->max_ctx);
+		printf("serve: %s on http://%s:%d (%d KV blocks of %d tokens, "
+		       "contexts of %lld tokens%s)\n", s->model_name, o->host,
+		       s->port, s->nblocks, s->block_tokens, (long long)s->max_ctx,
+		       s->slot_policy ? ", a whole context per sequence" : "");
 	fflush(stdout);
 	return 0;
 }
+
+/* One segment on the wire (rt_seg's pointers are rebuilt on each rank). */
+struct seg_wire {
+	int64_t pos0;
+	int32_t len, ntable, from, pad;
+};
 
 /* Every rank: the serving loop until rank 0 broadcasts stop. */
 static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 		int rank)
 {
 	struct batch b = {0};
+	struct seg_wire *w = NULL;
 	struct d0_err err = {{0}};
 	int V = (int)rt_config(r)->vocab, last = rt_last_stage_root(r), rc = 0;
 	float *logits = NULL;
-	int *all = NULL, *rows = NULL, nrows, cap_all = 0, cap_rows = 0;
+	int *rows = NULL, nrows, cap_rows = 0, cap_w = 0;
 	size_t cap = 0;
 	for (;;) {
 		struct batch_head h = {0};
@@ -636,6 +969,7 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 			h.stop = s->stopping || stop_signal;
 			h.nseg = b.nseg;
 			h.ntok = b.ntok;
+			h.ntab = b.ntab;
 			emit_samples(s, h.stop);
 			pthread_mutex_unlock(&s->lock);
 			{ /* an Ibcast matches the other ranks' Ibcast */
@@ -648,37 +982,26 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 		}
 		if (h.stop)
 			break;
-		if (rank) {
-			if (h.nseg > b.cap_seg) {
-				b.cap_seg = h.nseg;
-				b.seg = realloc(b.seg, (size_t)h.nseg * sizeof *b.seg);
-			}
-			if (h.ntok > b.cap_tok) {
-				b.cap_tok = h.ntok;
-				b.tok = realloc(b.tok, (size_t)h.ntok * sizeof *b.tok);
-			}
-			b.nseg = h.nseg;
-			b.ntok = h.ntok;
-		}
-		MPI_Bcast(b.seg, h.nseg * (int)sizeof *b.seg, MPI_BYTE, 0, MPI_COMM_WORLD);
+		batch_room(&b, h.nseg, h.ntok, h.ntab, rank == 0);
+		w = grow_to(w, &cap_w, h.nseg, sizeof *w);
+		for (int g = 0; rank == 0 && g < h.nseg; g++)
+			w[g] = (struct seg_wire){b.seg[g].pos0, b.seg[g].len,
+						 b.seg[g].ntable, b.from[g], 0};
+		MPI_Bcast(w, h.nseg * (int)sizeof *w, MPI_BYTE, 0, MPI_COMM_WORLD);
 		MPI_Bcast(b.tok, h.ntok, MPI_INT64_T, 0, MPI_COMM_WORLD);
-		/* logits where they are used: each segment's last row, every
-		 * row of a prompt whose logprobs are echoed */
-		if (h.nseg > cap_all) {
-			cap_all = h.nseg;
-			all = realloc(all, (size_t)cap_all * sizeof *all);
+		MPI_Bcast(b.tab, h.ntab, MPI_INT32_T, 0, MPI_COMM_WORLD);
+		for (int g = 0, off = 0; g < h.nseg; off += w[g].ntable, g++) {
+			b.seg[g] = (struct rt_seg){.pos0 = w[g].pos0, .len = w[g].len,
+						   .table = b.tab + off,
+						   .ntable = w[g].ntable};
+			b.from[g] = w[g].from;
 		}
-		if (h.ntok > cap_rows) {
-			cap_rows = h.ntok;
-			rows = realloc(rows, (size_t)cap_rows * sizeof *rows);
-		}
-		if (!all || !rows)
-			abort();
-		if (rank == 0)
-			for (int g = 0; g < b.nseg; g++)
-				all[g] = wants_all_rows(b.req[g]);
-		MPI_Bcast(all, h.nseg, MPI_INT, 0, MPI_COMM_WORLD);
-		nrows = batch_rows(&b, all, rows);
+		b.nseg = h.nseg;
+		b.ntok = h.ntok;
+		b.ntab = h.ntab;
+		/* logits where they are used (first_row) */
+		rows = grow_to(rows, &cap_rows, h.ntok, sizeof *rows);
+		nrows = batch_rows(&b, rows);
 		if ((size_t)nrows * V > cap) {
 			cap = (size_t)nrows * V;
 			logits = realloc(logits, cap * sizeof *logits);
@@ -690,14 +1013,14 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 			rc = -1;
 			break;
 		}
-		if (rank == last && last != 0)
+		if (rank == last && last != 0 && nrows)
 			MPI_Send(logits, nrows * V, MPI_FLOAT, 0, 21, MPI_COMM_WORLD);
 		if (rank == 0) {
-			if (last != 0)
+			if (last != 0 && nrows)
 				MPI_Recv(logits, nrows * V, MPI_FLOAT, last, 21,
 					 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 			pthread_mutex_lock(&s->lock);
-			consume(s, &b, logits, V, all);
+			consume(s, &b, logits, V);
 			pthread_mutex_unlock(&s->lock);
 		}
 	}
@@ -708,9 +1031,11 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 	}
 	free(b.seg);
 	free(b.req);
+	free(b.from);
 	free(b.tok);
+	free(b.tab);
+	free(w);
 	free(logits);
-	free(all);
 	free(rows);
 	return rc;
 }
@@ -745,7 +1070,7 @@ static int serve(int argc, char **argv)
 	struct srv s = {0};
 	struct rt *r = NULL;
 	struct d0_err err = {{0}};
-	int rank, rc, slots;
+	int rank, rc, nblocks;
 	const char *base;
 
 	MPI_Init(&argc, &argv);
@@ -761,7 +1086,7 @@ static int serve(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (!o.max_ctx)
 		o.max_ctx = default_ctx(o.dir);
-	slots = kv_slots(&o, o.max_ctx, rank, &s.kv_seq_bytes);
+	nblocks = kv_blocks(&o, o.max_ctx, rank, &s.kv_seq_bytes, &s.kv_block_bytes);
 	{ /* rank 0's host's ranks are its cards 0..n-1 (the agent's rank map) */
 		MPI_Comm host; /* collective: every rank splits */
 		int on_host = 1;
@@ -773,9 +1098,9 @@ static int serve(int argc, char **argv)
 	}
 	if (rank == 0)
 		events_stage("serve", "start", 0, 0, o.dir);
-	rc = slots > 0 ? rt_open_slots(&r, o.dir, &o.d, o.card_mem, o.max_ctx,
-				       slots, &err)
-		       : -1;
+	rc = nblocks > 0 ? rt_open_paged(&r, o.dir, &o.d, o.card_mem, o.max_ctx,
+					 o.block_tokens, nblocks, &err)
+			 : -1;
 	if (agree(rc < 0)) {
 		if (rc < 0 && err.msg[0])
 			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
@@ -803,7 +1128,10 @@ static int serve(int argc, char **argv)
 	base = strrchr(o.dir, '/');
 	base = base && base[1] ? base + 1 : o.dir;
 	s.model_name = o.name ? o.name : base;
-	s.slots = slots;
+	s.nblocks = nblocks;
+	s.block_tokens = o.block_tokens;
+	s.slot_policy = o.slot_policy;
+	s.prefix_cache = !o.no_prefix && !o.slot_policy;
 	s.max_queue = o.max_queue;
 	s.max_ctx = o.max_ctx;
 	s.vocab = rt_config(r)->vocab;

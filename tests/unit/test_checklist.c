@@ -16,7 +16,8 @@ static void registry(void)
 	    "comm.bandwidth", "numerics.op",	   "numerics.layer",
 	    "numerics.e2e",   "resources.peak",	   "perf.baseline",
 	    "stability.soak", "repro.manifest",	   "service.api",
-	    "service.load",   "numerics.endpoint", "text.generation"};
+	    "service.load",   "service.kv",	   "service.preemption",
+	    "numerics.endpoint", "text.generation"};
 	size_t n = sizeof contract / sizeof *contract;
 	CHECK(checklist_n == n);
 	for (size_t i = 0; i < n && i < checklist_n; i++) {

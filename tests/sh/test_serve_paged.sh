@@ -1,0 +1,180 @@
+# serve's paged KV cache (docs/service.md): answers identical to the
+# one-at-a-time reference (a slot server holding one sequence, whole
+# prompts) and to run --generate, under chunked prefill and preemption in
+# a cache smaller than the load; prefix reuse hit and missed; a request
+# that can never fit refused with a 400; /metrics under vLLM's names;
+# load's service.kv and service.preemption; the same at TP 2, PP 2, EP 2
+# on an MLA + MoE model (deepseek_v3).
+. "$(dirname "$0")/../lib.sh"
+TOOLS="$BUILD/tests"
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0"
+PIDS=""
+cleanup() {
+	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
+	for p in $PIDS; do wait "$p" 2>/dev/null; done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+for tool in curl python3; do
+	command -v $tool >/dev/null || { fail "$tool is installed" "missing (make deps)"; exit 1; }
+done
+# start serve: NAME NP MODEL ARGS...; sets URL_NAME (waits for the port file)
+start_serve() {
+	local name=$1 np=$2 model=$3; shift 3
+	rm -f "$T/$name.port"
+	timeout 600 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
+		"$ENGINE" serve "$model" "$@" --port 0 --port-file "$T/$name.port" \
+		>"$T/$name.out" 2>"$T/$name.err" &
+	PIDS="$PIDS $!"
+	eval "${name}_PID=$!"
+	for _ in $(seq 300); do [ -s "$T/$name.port" ] && break; sleep 0.1; done
+	eval "URL_$name=http://127.0.0.1:$(cat "$T/$name.port" 2>/dev/null)"
+}
+stop_serve() { # NAME
+	local pid
+	eval "pid=\$${1}_PID"
+	kill -TERM "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	return 0
+}
+metric() { # URL NAME -> value
+	curl -s "$1/metrics" | awk -v n="$2" '$1 == n { print $2 }'
+}
+# ask URL PROMPTS_JSON OUT [together]: every prompt greedily (12 tokens,
+# logprobs 2), all at once when together, else one after the other; OUT
+# gets [[token_ids, token_logprobs, status], ...]
+ask() {
+	python3 - "$@" <<'EOF'
+import json, sys, threading, urllib.request, urllib.error
+url, prompts, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+together = len(sys.argv) > 4
+res = [None] * len(prompts)
+def one(i):
+    body = json.dumps({"prompt": prompts[i], "max_tokens": 12, "temperature": 0,
+                       "logprobs": 2}).encode()
+    rq = urllib.request.Request(url + "/v1/completions", body,
+                                {"Content-Type": "application/json"})
+    try:
+        c = json.load(urllib.request.urlopen(rq, timeout=300))["choices"][0]
+        res[i] = [c["token_ids"], c["logprobs"]["token_logprobs"], 200]
+    except urllib.error.HTTPError as e:
+        res[i] = [[], [], e.code]
+if together:
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+else:
+    for i in range(len(prompts)):
+        one(i)
+json.dump(res, open(out, "w"))
+EOF
+}
+# same A B: the token ids equal and the logprobs within 1e-5 (batch
+# composition changes a sum's order, nothing more), every answer a 200
+same() {
+	python3 - "$1" "$2" <<'EOF'
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+ok = len(a) == len(b) and all(x[2] == 200 and y[2] == 200 and x[0] == y[0] and len(x[0]) == 12 and
+         max(abs(p - q) for p, q in zip(x[1], y[1])) < 1e-5 for x, y in zip(a, b))
+print("same" if ok else "differ: %s | %s" % (a, b))
+EOF
+}
+# run --generate's greedy ids for each prompt of PROMPTS_JSON (layout args)
+run_ref() { # MODEL PROMPTS_JSON OUT ARGS...
+	local model=$1 prompts=$2 out=$3; shift 3
+	: >"$out"
+	for p in $(python3 -c "import json,sys; print(' '.join(','.join(map(str, p)) for p in json.loads(sys.argv[1])))" "$prompts"); do
+		"$ENGINE" run "$model" --tokens "$p" --generate 12 "$@" | sed -n 's/^generated: //p' >>"$out"
+	done
+}
+ids_of() { # ANSWERS -> one line of ids per prompt
+	python3 -c "import json,sys; [print(' '.join(map(str, r[0]))) for r in json.load(open(sys.argv[1]))]" "$1"
+}
+
+"$ENGINE" gen-model --arch llama --layers 2 --heads 4 --kv-heads 2 --hidden 64 --vocab 128 \
+	"$T/m" >/dev/null
+# 8 prompts of 3..30 tokens: with 12 tokens each they need 4..11 blocks of
+# 4 tokens, 60 in all, and the cache has 12; a step takes 12 tokens, so
+# the longer prompts are prefilled in chunks
+PROMPTS=$(python3 -c "
+import json, random
+r = random.Random(7)
+print(json.dumps([[r.randrange(1, 128) for _ in range(n)] for n in (5, 30, 13, 22, 9, 27, 17, 3)]))")
+start_serve p 1 "$T/m" --tp 1 --max-ctx 64 --block-tokens 4 --kv-blocks 12 --max-batch-tokens 12 --events
+start_serve r 1 "$T/m" --tp 1 --max-ctx 64 --kv-policy slots --kv-seqs 1
+check "serve listens with 12 blocks of 4 tokens" test -s "$T/p.port"
+check "GET /metrics: 12 blocks of 4 tokens, all free" test \
+	"$(metric "$URL_p" day0_kv_blocks_total) $(metric "$URL_p" day0_kv_block_tokens) $(metric "$URL_p" 'day0_kv_blocks{state="free"}')" = "12 4 12"
+
+ask "$URL_p" "$PROMPTS" "$T/paged.json" together
+ask "$URL_r" "$PROMPTS" "$T/ref.json"
+run_ref "$T/m" "$PROMPTS" "$T/run.txt" --tp 1
+check "8 prompts at once in 12 blocks: the tokens and logprobs of the one-at-a-time reference" \
+	test "$(same "$T/paged.json" "$T/ref.json")" = same
+check "… and run --generate's greedy tokens" test "$(ids_of "$T/paged.json")" = "$(cat "$T/run.txt")"
+pre=$(metric "$URL_p" 'vllm:num_preemptions_total{model_name="m"}')
+check "… with preemptions on the way ($pre)" test "${pre:-0}" -ge 1
+check "… every recomputed sequence picked its last token again" test \
+	"$(( $(metric "$URL_p" 'day0_recompute_checks_total{result="same"}') >= 1 )) $(metric "$URL_p" 'day0_recompute_checks_total{result="different"}')" = "1 0"
+check "… each preemption a warn event naming the request" \
+	"$TOOLS/jsonl_check" "$T/p.out" "type=log,level=warn,msg=preempted: out of KV blocks"
+check "… and all blocks back when idle (used 0, refs 0, free + cached = 12)" test \
+	"$(metric "$URL_p" 'day0_kv_blocks{state="used"}') $(metric "$URL_p" day0_kv_block_refs) $(( $(metric "$URL_p" 'day0_kv_blocks{state="free"}') + $(metric "$URL_p" 'day0_kv_blocks{state="cached"}') ))" = "0 0 12"
+
+# --- prefix caching: a system prompt of 24 tokens (6 full blocks)
+SYS=$(python3 -c "print(','.join(str(40 + i) for i in range(24)))")
+h0=$(metric "$URL_p" 'vllm:gpu_prefix_cache_hits_total{model_name="m"}')
+ask "$URL_p" "[[$SYS,1,2,3]]" "$T/x1.json"
+h1=$(metric "$URL_p" 'vllm:gpu_prefix_cache_hits_total{model_name="m"}')
+ask "$URL_p" "[[$SYS,7,8,9,10]]" "$T/x2.json"
+h2=$(metric "$URL_p" 'vllm:gpu_prefix_cache_hits_total{model_name="m"}')
+ask "$URL_p" "[[41,${SYS#*,},7,8,9,10]]" "$T/x3.json"
+h3=$(metric "$URL_p" 'vllm:gpu_prefix_cache_hits_total{model_name="m"}')
+check "a first system prompt misses the prefix cache; the same system prompt again hits its 24 tokens; one token changed at the front misses ($h0 $h1 $h2 $h3)" \
+	test "$((h1 - h0)) $((h2 - h1)) $((h3 - h2))" = "0 24 0"
+ask "$URL_r" "[[$SYS,1,2,3],[$SYS,7,8,9,10],[41,${SYS#*,},7,8,9,10]]" "$T/xr.json"
+python3 -c "import json,sys; print(json.dumps([json.load(open(f))[0] for f in sys.argv[1:]]))" \
+	"$T/x1.json" "$T/x2.json" "$T/x3.json" >"$T/xp.json"
+check "… the answers of the miss, the hit and the miss equal the reference's" \
+	test "$(same "$T/xp.json" "$T/xr.json")" = same
+
+# --- admission: a request that can never fit gets a 400 that says so
+long=$(python3 -c "print(','.join(['5'] * 30))")
+code=$(curl -s -o "$T/e.json" -w '%{http_code}' "$URL_p/v1/completions" \
+	-d "{\"prompt\":[$long],\"max_tokens\":30}")
+check "30 + 30 tokens in a cache of 48 -> 400 naming max_tokens, 'can never fit'" test \
+	"$code $(python3 -c "import json,sys; e=json.load(open(sys.argv[1]))['error']; print(e['param'], 'never fit' in e['message'])" "$T/e.json")" = "400 max_tokens True"
+
+# --- load: overload, then service.kv and service.preemption from /metrics
+expect_rc 0 "load: 16 clients against 12 blocks, no errors" "$ENGINE" load --url "$URL_p" \
+	--concurrency 16 --requests 32 --input-len 4:24 --output-len 4:16 --vocab 128 \
+	--stall 60 --no-api-check --json
+cp "$OUT" "$T/load.json"
+check "… service.kv pass (every block back) and service.preemption pass (preempted, all answered, none wrong)" \
+	test "$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['service.kv']['status'], d['service.preemption']['status'], d['levels'][0]['ok'])" "$T/load.json")" = "pass pass 32"
+expect_rc 0 "load --events against the reference (no overload)" "$ENGINE" load --url "$URL_r" \
+	--concurrency 2 --requests 4 --input-len 4:8 --output-len 4 --vocab 128 --no-api-check --events
+check "… service.kv pass and service.preemption skip (no preemption) as check events" \
+	"$TOOLS/jsonl_check" "$OUT" type=check,item=service.kv,status=pass \
+	type=check,item=service.preemption,status=skip
+stop_serve p
+stop_serve r
+
+# --- TP 2, PP 2, EP 2 on an MLA + MoE model: paged, chunked, preempted
+"$ENGINE" gen-model --arch deepseek_v3 --layers 2 "$T/ds" >/dev/null
+P4=$(python3 -c "
+import json, random
+r = random.Random(3)
+print(json.dumps([[r.randrange(1, 100) for _ in range(n)] for n in (21, 6, 14, 25)]))")
+run_ref "$T/ds" "$P4" "$T/ds_run.txt" --tp 1
+for lay in "--tp 2" "--tp 1 --pp 2" "--tp 1 --ep 2"; do
+	start_serve l 2 "$T/ds" $lay --max-ctx 64 --block-tokens 4 --kv-blocks 14 --max-batch-tokens 12
+	ask "$URL_l" "$P4" "$T/l.json" together
+	check "$lay: 4 prompts at once in 14 blocks: run --generate's greedy tokens" \
+		test "$(ids_of "$T/l.json")" = "$(cat "$T/ds_run.txt")"
+	n=$(metric "$URL_l" 'vllm:num_preemptions_total{model_name="ds"}')
+	check "$lay: … preempted and recomputed (${n:-no metrics}), none differently" \
+		test "$(( ${n:-0} >= 1 )) $(metric "$URL_l" 'day0_recompute_checks_total{result="different"}')" = "1 0"
+	stop_serve l
+done
