@@ -10,6 +10,17 @@
 # this measures memory and time, not error, so validate's exit 1 is
 # expected.  Knobs: LAYERS (40), HIDDEN (2048), FFN (5632), VOCAB (32768),
 # BOUND_MIB (512), RANKS (4), TOKENS (4).
+#
+# REAL=1: issue #34's real sizes instead, each through a real run (its
+# dumps: the figures must pass at 1e-5) and validate in both modes under
+# --mem MEM_MIB (256): the peak RSS against MEM + 64 MiB (target < 1):
+#   vocab: Kimi-K2's 163,840 x 7,168 vocabulary, one bf16 layer (5.1 GB;
+#          the float64 lm_head alone 9.4 GB);
+#   moe:   one MoE layer of DeepSeek-V3's experts (7,168 x 2,048), 64 of
+#          them, every one hit (top-k 64; 5.6 GB bf16, 22.5 GB in float64,
+#          352 MB an expert: more than the chunk, so each is read in row
+#          blocks too).
+# About 11 GB of disk under /tmp and ~6 GB of memory for the runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -18,8 +29,44 @@ LAYERS=${LAYERS:-40} HIDDEN=${HIDDEN:-2048} FFN=${FFN:-5632} VOCAB=${VOCAB:-3276
 BOUND_MIB=${BOUND_MIB:-512} RANKS=${RANKS:-4} NT=${TOKENS:-4}
 W=$(mktemp -d /tmp/day0-vlocal.XXXXXX)
 trap 'rm -rf "$W"' EXIT INT TERM
-make -s "$BUILD/tests/maxrss" >/dev/null
+make -s BUILD="$BUILD" "$BUILD/tests/maxrss" >/dev/null
 TOK=$(seq -s, 1 "$NT")
+if [ "${REAL:-0}" = 1 ]; then
+	MEM=${MEM_MIB:-256} RT=${TOKENS:-2}
+	TOK=$(seq -s, 1 "$RT")
+	cap=$(((MEM + 64) << 20))
+	real_case() { # NAME DIR: run, then validate --local and whole-model
+		local name=$1 d=$2 mode rss t0 t1
+		"$E" run "$d" --tp 1 --tokens "$TOK" --dump-logits "$d.st" --dump-layers "$d.l" >/dev/null
+		for mode in --local "--levels layer,e2e"; do
+			t0=$(date +%s.%N)
+			# shellcheck disable=SC2086
+			"$BUILD/tests/maxrss" "$E" validate "$d" $mode --tokens "$TOK" --layers-dir "$d.l" \
+				--logits "$d.st" --mem "$MEM" --json >"$W/v.json" 2>"$W/rss" || true
+			t1=$(date +%s.%N)
+			rss=$(($(sed -n 's/^maxrss_kib //p' "$W/rss") * 1024))
+			printf '%-6s %-18s peak RSS %4d MiB = %.2f of --mem %d + 64 MiB; figures %s (worst layer %s, e2e max rel %s); %.0f s\n' \
+				"$name" "${mode%% *}" $((rss >> 20)) "$(echo "$rss / $cap" | bc -l)" "$MEM" \
+				"$(jq -r 'if .ok then "pass" else "FAIL" end' "$W/v.json")" \
+				"$(jq -r '[.layer[].max_rel] | max' "$W/v.json")" "$(jq -r .e2e.max_rel "$W/v.json")" \
+				"$(echo "$t1 - $t0" | bc -l)"
+		done
+		rm -rf "$d" "$d.l" "$d.st"
+	}
+	"$E" gen-model --arch llama --layers 1 --hidden 7168 --heads 56 --ffn 2048 --vocab 163840 \
+		--dtype bf16 "$W/vocab" >/dev/null
+	printf 'vocab: 163,840 x 7,168, %.2f GB bf16; float64 lm_head %.1f GB\n' \
+		"$(echo "$(du -sb "$W/vocab" | cut -f1) / 10^9" | bc -l)" "$(echo "163840 * 7168 * 8 / 10^9" | bc -l)"
+	real_case vocab "$W/vocab"
+	"$E" gen-model --arch deepseek_v3 --layers 1 --first-dense 0 --mtp-layers 0 --hidden 7168 \
+		--moe-ffn 2048 --experts 64 --top-k 64 --n-group 8 --topk-group 8 --vocab 1024 \
+		--dtype bf16 "$W/moe" >/dev/null
+	printf 'moe: 64 experts of 7,168 x 2,048 all hit, %.2f GB bf16; float64 %.1f GB (%.0f MB an expert)\n' \
+		"$(echo "$(du -sb "$W/moe" | cut -f1) / 10^9" | bc -l)" "$(echo "64 * 3 * 7168 * 2048 * 8 / 10^9" | bc -l)" \
+		"$(echo "3 * 7168 * 2048 * 8 / 10^6" | bc -l)"
+	real_case moe "$W/moe"
+	exit 0
+fi
 "$E" gen-model --arch llama --layers "$LAYERS" --hidden "$HIDDEN" --heads $((HIDDEN / 128)) \
 	--ffn "$FFN" --vocab "$VOCAB" --dtype bf16 --shards 8 "$W/m" >/dev/null
 python3 bench/fake_dumps.py "$W/l" "$LAYERS" "$NT" "$HIDDEN"
