@@ -103,6 +103,10 @@ expect_rc 0 "tokenize '<|vision_start|><|image_pad|><|vision_end|>' gives the th
 	"$ENGINE" tokenize "$T/q25" --text "<|vision_start|><|image_pad|><|vision_end|>"
 contains "... one token each, the config's ids" "$($PY -c "import json; c=json.load(open('$T/q25/config.json')); print('%d,%d,%d' % (c['vision_start_token_id'], c['image_token_id'], c['vision_end_token_id']))")" "$OUT"
 
+# Text only: the LM runs as its text family (LLaVA's under language_model.).
+expect_rc 0 "run a text prompt on the tiny Qwen2.5-VL's LM" "$ENGINE" run "$T/q25" --tokens 1,2,3
+expect_rc 0 "run a text prompt on the tiny LLaVA's LM (language_model.*)" "$ENGINE" run "$T/llava" --tokens 1,2,3
+
 # A Qwen2-VL (LayerNorm, quick_gelu fc1/fc2, full attention) of test size.
 mkdir -p "$T/q2src"
 $PY - "$Q25/config.json" "$T/q2src/config.json" <<'PY'
