@@ -212,7 +212,7 @@ int overview_checklist(struct tui *ui, const struct view *v, WINDOW *w, int y,
 						      : "~";
 		enum tui_role role = *st ? tui_status_role(st) : ROLE_DIM;
 		char where[128];
-		if ((int)shown + 2 == h && k + 1 < n) {
+		if ((int)shown + 2 == h && k + 1 < n && h >= 3) {
 			tui_printf(w, yy, 0, cols, tui_attr(ui, ROLE_DIM),
 				   "  ... %zu more items (4 Checklist)",
 				   n - k);
@@ -291,7 +291,7 @@ int overview_summary(struct tui *ui, const struct view *v, WINDOW *w, int y,
 {
 	struct glance_checklist g;
 	int x = 0;
-	char b[256];
+	char b[512];
 	if (h < 1)
 		return 0;
 	/* The verdict line. */
@@ -342,20 +342,37 @@ int overview_summary(struct tui *ui, const struct view *v, WINDOW *w, int y,
 	if (g.first) {
 		snprintf(b, sizeof b, "  first %s: %s", g.first_status,
 			 g.first);
-		if (fit_cols(b) <= cols - x) {
+		if (fit_cols(b) <= cols - x)
 			x += tui_put(w, y, x, cols - x,
 				     tui_attr(ui, tui_status_role(g.first_status)),
 				     b);
-			if (g.first_check && g.first_check->detail[0] &&
-			    cols - x > 8) {
-				x += tui_put(w, y, x, cols - x, A_NORMAL, " ");
-				overview_put_fit(ui, w, y, x, cols - x,
-						 tui_attr(ui, ROLE_DIM),
-						 g.first_check->detail);
-			}
-		}
 	}
-	return 2;
+	if (h < 3 || !g.first)
+		return 2;
+	/* The first failing item's evidence, as the checklist panel writes
+	 * an item: status, node, detail (shortened at a word). */
+	y++;
+	x = tui_printf(w, y, 0, cols, tui_attr(ui, tui_status_role(g.first_status)),
+		       "  %s %s %s  ",
+		       !strcmp(g.first_status, "fail") ? ui->g->fail : "!",
+		       g.first, g.first_status);
+	if (g.first_check) {
+		const struct view_check *c = g.first_check;
+		size_t nl = strlen(c->node);
+		int named = !strncmp(c->detail, c->node, nl) &&
+			    (c->detail[nl] == ' ' || c->detail[nl] == ':');
+		snprintf(b, sizeof b, "%s%s%s", named ? "" : c->node,
+			 named ? "" : ": ", c->detail);
+		overview_put_fit(ui, w, y, x, cols - x, A_NORMAL, b);
+	}
+	return 3;
+}
+
+int overview_summary_need(const struct view *v)
+{
+	struct glance_checklist g;
+	glance_checklist(v, &g);
+	return g.first ? 3 : 2;
 }
 
 /* One line of the memory or network panel: a card, a node or a node set. */
@@ -539,7 +556,10 @@ int overview_net(struct tui *ui, const struct view *v, WINDOW *w, int y, int h,
 		glance_net(v, l[i].first, l[i].last, &g);
 		fit_bytes(g.rx, rx, sizeof rx);
 		fit_bytes(g.tx, tx, sizeof tx);
-		snprintf(t, sizeof t, "rx %s/s  tx %s/s", rx, tx);
+		if (isnan(g.rx) && isnan(g.tx))
+			snprintf(t, sizeof t, "no NIC samples");
+		else
+			snprintf(t, sizeof t, "rx %s/s  tx %s/s", rx, tx);
 		bus[0] = 0;
 		if (g.bus) {
 			char bw[32];

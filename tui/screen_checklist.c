@@ -6,7 +6,8 @@
  * verdict event: worst over the stages that must produce it, `not run`
  * when they did not run) or, before the verdict, the worst evidence so
  * far; each node's cell is the worst of its stages.  Below: every stage's
- * evidence for the selected item on the selected node.
+ * evidence for the selected item on the selected node, its detail whole
+ * (wrapped at words: the Overview's shortened lines point here).
  */
 #include "tui.h"
 
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "console.h"
+#include "fit.h"
 
 #define MAXITEMS 96
 
@@ -88,13 +90,27 @@ static void evidence(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		char when[32];
 		if (strcmp(k->item, item) || strcmp(k->node, node))
 			continue;
+		char head[512], part[512];
+		size_t pos = 0;
+		int x;
 		tui_dur(k->ts - v->start, when, sizeof when);
-		tui_printf(w, y + 1 + line++, 0, cols,
-			   tui_attr(ui, tui_status_role(k->status)),
-			   "  %-14s %-7s at %-8s value %s  threshold %s  %s",
-			   *k->stage ? k->stage : "-", k->status, when,
-			   *k->value ? k->value : "-",
-			   *k->threshold ? k->threshold : "-", k->detail);
+		snprintf(head, sizeof head,
+			 "  %-14s %-7s at %-8s value %s  threshold %s  ",
+			 *k->stage ? k->stage : "-", k->status, when,
+			 *k->value ? k->value : "-",
+			 *k->threshold ? k->threshold : "-");
+		x = tui_put(w, y + 1 + line, 0, cols,
+			    tui_attr(ui, tui_status_role(k->status)), head);
+		/* The whole evidence, wrapped at words over the lines it
+		 * needs (the Overview shortens it: this is its full text). */
+		if (!fit_wrap(k->detail, &pos, cols - x, part, sizeof part)) {
+			line++;
+			continue;
+		}
+		tui_put(w, y + 1 + line++, x, cols - x, A_NORMAL, part);
+		while (line + 1 < h &&
+		       fit_wrap(k->detail, &pos, cols - 4, part, sizeof part))
+			tui_put(w, y + 1 + line++, 4, cols - 4, A_NORMAL, part);
 	}
 	if (!line && h > 1)
 		tui_printf(w, y + 1, 0, cols, tui_attr(ui, ROLE_DIM),

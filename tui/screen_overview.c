@@ -259,7 +259,8 @@ static void draw_panels(struct tui *ui, const struct view *v, WINDOW *w,
 		for (size_t i = 0; i < v->nstages; i++)
 			nst += !strcmp(v->stages[i].node, CONSOLE_NODE);
 	need[0] = nst ? nst + 1 : 0;
-	need[1] = (int)checklist_n + 1;
+	/* Short screens: the summary's rows are the checklist's short form. */
+	need[1] = h >= 20 ? (int)checklist_n + 1 : 0;
 	need[2] = v->marks.n ? (int)(v->marks.n < 8 ? v->marks.n : 8) + 1 : 0;
 	for (int k = 0; k < 3; k++) {
 		int i = prio[k];
@@ -358,6 +359,8 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	 * bottom. */
 	int avail = rows - 1 - (v->perf.n ? 1 : 0) - 1; /* heading, perf, alerts */
 	int sum = avail >= 4 ? 2 : avail >= 3 ? 1 : 0;
+	if (sum == 2 && avail >= 6)
+		sum = overview_summary_need(v);
 	int body = (int)v->nnodes, rest, memh, neth, panels, blank;
 	avail -= sum;
 	if (avail >= 4 && body > avail / 2)
@@ -369,11 +372,12 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	rest = avail - body;
 	blank = rest >= 24; /* a blank row under the grid when roomy */
 	rest -= blank;
-	memh = overview_memory_need(v) + 1;
+	/* MEMORY's and NET's headings only when roomy (30 rows and up) */
+	memh = overview_memory_need(v) + (rows >= 30);
 	if (memh > (rest + 1) / 2)
 		memh = rest >= 2 ? (rest + 1) / 2 : rest > 0 ? rest : 0;
 	rest -= memh;
-	neth = overview_net_need(v) + 1;
+	neth = overview_net_need(v) + (rows >= 30);
 	if (neth > rest / 3)
 		neth = rest >= 1 ? (rest / 3 > 0 ? rest / 3 : 1) : 0;
 	rest -= neth;

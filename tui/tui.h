@@ -30,7 +30,7 @@ struct tui_screen {
 
 extern const struct tui_screen screen_overview, screen_cards, screen_comm,
     screen_checklist, screen_numerics, screen_plan, screen_log,
-    screen_service;
+    screen_service, screen_hosts;
 
 /* Colour roles; tui_attr() maps them to colours or, on monochrome
  * terminals and under NO_COLOR, to attributes. */
@@ -113,6 +113,8 @@ int overview_summary(struct tui *ui, const struct view *v, WINDOW *w, int y,
 int overview_memory(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		    int h, int cols);
 int overview_memory_need(const struct view *v);
+/* 3 when an item fails or warns (its evidence on a row of its own), else 2. */
+int overview_summary_need(const struct view *v);
 int overview_net(struct tui *ui, const struct view *v, WINDOW *w, int y, int h,
 		 int cols);
 int overview_net_need(const struct view *v);
@@ -125,7 +127,7 @@ int overview_put_fit(struct tui *ui, WINDOW *w, int y, int x, int n, attr_t a,
 void overview_spark(struct tui *ui, WINDOW *w, int y, int x, int n,
 		    const double *vals, int m, attr_t a);
 extern const struct tui_screen *const tui_screens[];
-#define TUI_NSCREENS 8
+#define TUI_NSCREENS 9
 
 /* Take the terminal.  ascii: no UTF-8 line/block characters; no_color
  * also when NO_COLOR is set or the terminal has no colours. */

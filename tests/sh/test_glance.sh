@@ -96,7 +96,7 @@ checklist_line() {
 }
 
 # Every text a screen or the table may shorten, whole (one per line).
-q "SELECT detail FROM checks UNION ALL SELECT msg FROM stages WHERE msg != ''" >"$T/full.txt"
+q "SELECT replace(detail, char(10), ' ') FROM checks UNION ALL SELECT replace(msg, char(10), ' ') FROM stages WHERE msg != ''" >"$T/full.txt"
 # cut_ok FILE: each "…" in FILE ends a piece of some whole text at a word
 # or number boundary: the 12 characters before it are in a whole text and
 # the whole text goes on there with a space or punctuation, never with a
