@@ -13,6 +13,7 @@
  */
 #include "engine.h"
 #include "plan_rank.h"
+#include "plan_train.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -31,7 +32,9 @@ const struct step_entry step_plan = {
 		 "[--batch-tokens N] [--layout TP,PP,EP[,DP]] [--top N] "
 		 "[--objective cards|throughput|latency] [--card-tflops X] "
 		 "[--card-hbm-tbps X] [--blast-penalty F] [--intra-latency-us X] "
-		 "[--inter-latency-us Y] [--straggler F] [--json] [--events]\n"
+		 "[--inter-latency-us Y] [--straggler F] [--train "
+		 "[--micro-batch N] [--global-batch N] [--recompute "
+		 "auto|none|full] [--no-zero1]] [--json] [--events]\n"
 		 "  --objective: rank what fits by the fewest cards (default), "
 		 "by tokens/s of full steps, or by the decode step (TPOT) at "
 		 "--concurrency; --card-tflops/--card-hbm-tbps: the card's dense "
@@ -61,6 +64,14 @@ const struct step_entry step_plan = {
 		 "  --objective O          cards (default), throughput or latency (see above)\n"
 		 "  --blast-penalty F      latency: rank a replica on N nodes as if its TPOT\n"
 		 "                         were (1 + F (N-1)) times longer (default 0.5)\n"
+		 "  --train                a fine-tuning step instead of serving: bf16 weights\n"
+		 "                         and gradients, AdamW's f32 master + moments, ranked\n"
+		 "                         by the step's time; --ctx is the sequence length\n"
+		 "  --micro-batch N, --global-batch N   sequences a micro-batch / a step\n"
+		 "                         (default 1 and 128)\n"
+		 "  --recompute M          auto (full recomputation only where it must),\n"
+		 "                         none or full\n"
+		 "  --no-zero1             optimizer states not sharded over DP\n"
 		 "  --json, --events       one JSON document / day0 protocol events on stdout\n"
 		 "example: day0-engine plan deepseek-v3.json --nodes 2 --cards 8 --card-mem 141G --ctx 8192",
 	.run = run,
@@ -99,6 +110,8 @@ struct opts {
 	enum plan_objective objective;
 	double tflops, hbm_tbps;
 	double blast; /* --blast-penalty */
+	int train;    /* --train: a fine-tuning step, not serving */
+	struct train_load tl;
 };
 
 struct plan {
@@ -113,6 +126,7 @@ struct plan {
 	double comm_token, inter_token; /* bytes per token (per rank) */
 	char reason[1100];
 	struct serve_score serve; /* --objective throughput|latency */
+	struct train_need train;  /* --train */
 };
 
 /*
@@ -147,6 +161,7 @@ static void stored_table(const struct model_config *c,
 	stored_for = t;
 }
 static enum plan_objective rank_objective; /* cmp_plan's key (qsort) */
+static int rank_train;                     /* --train ranks by step time */
 
 /* Per-rank weight bytes: layout.c decides which slice each rank holds. */
 static void weight_bytes(const struct model_config *c,
@@ -319,6 +334,107 @@ static void evaluate(const struct model_config *c, const struct tensor_spec *t,
 	}
 }
 
+/*
+ * Parameters one rank of each (stage, EP) cell holds, and of those the
+ * routed experts' (layout.c's per-rank slices, as weight_bytes counts).
+ */
+static void rank_params(const struct model_config *c,
+			const struct tensor_spec *t, size_t n,
+			const struct layout_dims *d, uint64_t *all,
+			uint64_t *expert)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct tensor_split sp;
+		int st[2], ns;
+		uint64_t k;
+		layout_split(c, d, &t[i], &sp);
+		k = layout_slice_numel(&t[i], &sp);
+		ns = layout_tensor_stages(c, d, &t[i], st);
+		for (int j = 0; j < ns; j++)
+			for (int e = 0; e < d->ep; e++) {
+				if (t[i].expert >= 0 &&
+				    layout_expert_owner(c, d, t[i].expert) != e)
+					continue;
+				all[st[j] * d->ep + e] += k;
+				if (t[i].expert >= 0)
+					expert[st[j] * d->ep + e] += k;
+			}
+	}
+}
+
+/*
+ * --train: the same layout holding a fine-tuning step instead (bf16
+ * working weights whatever the checkpoint stores, plan_train.c).  EP is
+ * carved out of DP here, as Megatron-LM and DeepSeek train: each EP rank
+ * runs its own micro-batches and exchanges tokens for the experts.
+ */
+static void evaluate_train(const struct model_config *c,
+			   const struct tensor_spec *t, size_t n,
+			   const struct cluster *cl, const struct opts *o,
+			   struct plan *p)
+{
+	int cpn = cl->cards_per_node, cells = p->d.pp * p->d.ep;
+	uint64_t *all = calloc((size_t)cells, sizeof *all);
+	uint64_t *exp = calloc((size_t)cells, sizeof *exp);
+	/* the gradient all-reduce's group: same tp and stage, every EP
+	 * rank and replica */
+	int dp_span = (p->dp - 1) * p->world + (p->d.ep - 1) * p->d.tp + 1;
+	struct train_layout l = {
+		p->d.tp, p->d.pp, p->d.ep, p->dp, cpn, p->tp_in_node,
+		p->ep_nodes, p->pp_cross,
+		p->dp * p->d.ep > 1 && node_span(0, dp_span, cpn) > 1, 0, 0, 0,
+	};
+	struct train_hw hw = {
+		o->tflops * 1e12,
+		(cl->intra_gbps > 0 ? cl->intra_gbps : 7200) * 1e9 / 8,
+		(cl->inter_gbps > 0 ? cl->inter_gbps : 400) * 1e9 / 8,
+	};
+	char a[32], b[32], w[32], g[32], op[32], ac[32];
+	if (p->total == 0 && p->reason[0]) { /* layout.c refused it */
+		free(all);
+		free(exp);
+		return;
+	}
+	p->reason[0] = 0;
+	/* evaluate() sized the bf16 slices already (--train sets wbits 16);
+	 * the busiest of them, and its parameters */
+	rank_params(c, t, n, &p->d, all, exp);
+	p->weights = 0;
+	for (int r = 0; r < p->world; r++)
+		if (p->rank_weights[r] > p->weights) {
+			int pp, ep, tp;
+			layout_coords(&p->d, r, &pp, &ep, &tp);
+			p->weights = p->rank_weights[r];
+			/* every tp rank of a cell holds a slice this size */
+			l.params = all[pp * p->d.ep + ep];
+			l.expert_params = exp[pp * p->d.ep + ep];
+		}
+	l.weights_bf16 = p->weights;
+	free(all);
+	free(exp);
+	p->kv = 0;
+	p->kv_capacity = 0;
+	if (train_need_layout(c, t, n, &o->tl, &l, &hw, p->usable, p->comm,
+			      &p->train, p->reason, sizeof p->reason) < 0) {
+		p->fits = 0;
+		p->total = 0;
+		return;
+	}
+	p->act = p->train.act;
+	p->total = p->train.weights + p->train.grads + p->train.optim +
+		   p->train.act + p->comm;
+	p->fits = p->total <= p->usable;
+	if (!p->fits)
+		snprintf(p->reason, sizeof p->reason,
+			 "needs %s per card (weights %s + gradients %s + "
+			 "optimizer %s + activations %s%s), %s usable",
+			 fmt_bytes(p->total, a), fmt_bytes(p->train.weights, w),
+			 fmt_bytes(p->train.grads, g),
+			 fmt_bytes(p->train.optim, op), fmt_bytes(p->train.act, ac),
+			 p->train.recompute ? " recomputed" : "",
+			 fmt_bytes(p->usable, b));
+}
+
 /* --objective: each fitting layout's serving step (plan_rank.c). */
 static void score_plans(const struct model_config *c,
 			const struct tensor_spec *t, size_t n,
@@ -362,6 +478,10 @@ static int cmp_plan(const void *x, const void *y)
 	const struct plan *a = x, *b = y;
 	if (a->fits != b->fits)
 		return b->fits - a->fits;
+	if (rank_train && a->fits && a->train.step_s != b->train.step_s)
+		return a->train.step_s < b->train.step_s ? -1 : 1;
+	if (rank_train && a->fits && a->replica_nodes != b->replica_nodes)
+		return a->replica_nodes - b->replica_nodes;
 	if (rank_objective != OBJ_CARDS && a->fits &&
 	    a->serve.score != b->serve.score)
 		return a->serve.score > b->serve.score ? -1 : 1;
@@ -447,6 +567,27 @@ static json_t *plan_json(const struct plan *p, int with_ranks)
 		"comm_bytes_per_token", p->comm_token,
 		"inter_node_bytes_per_token", p->inter_token);
 	json_object_set_new(o, "replica_nodes", json_integer(p->replica_nodes));
+	if (rank_train && p->train.step_s > 0) {
+		const struct train_need *t = &p->train;
+		json_object_set_new(
+			o, "train",
+			json_pack("{s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:f, s:f, "
+				  "s:f, s:f, s:f, s:f, s:f, s:f, s:s}",
+				  "weights_bytes", (json_int_t)t->weights,
+				  "grads_bytes", (json_int_t)t->grads,
+				  "optimizer_bytes", (json_int_t)t->optim,
+				  "activation_bytes", (json_int_t)t->act_none,
+				  "activation_recompute_bytes",
+				  (json_int_t)t->act_full, "recompute",
+				  t->recompute, "micro_batches",
+				  (json_int_t)t->micro_batches, "tp_bytes",
+				  t->tp_bytes, "pp_bytes", t->pp_bytes,
+				  "ep_bytes", t->ep_bytes, "dp_bytes",
+				  t->dp_bytes, "inter_node_bytes",
+				  t->inter_bytes, "step_s", t->step_s,
+				  "bubble", t->bubble, "tokens_per_s",
+				  t->tokens_s, "why", t->why));
+	}
 	json_object_set_new(o, "tp_nodes", json_integer(p->tp_nodes));
 	if (p->reason[0])
 		json_object_set_new(o, "reason", json_string(p->reason));
@@ -493,42 +634,19 @@ static void print_row(int idx, const struct plan *p)
 	       p->tp_in_node ? "yes" : "no", p->inter_token, cap);
 }
 
-/*
- * Where the vision tower goes (issue #30): replicated on every rank of the
- * first pipeline stage (layout.c puts its tensors there), beside the
- * embeddings its features replace.  Why not split it over tp: it is small
- * against the LM (Qwen2.5-VL-7B 0.68B of 8.29B, llava-1.5 0.32B of 7.06B),
- * an image is a few thousand patches, and a tp split would add two
- * all-reduces per block (64 an image for 32 blocks) for at most its own
- * bytes per card.  The JSON and the text say what it costs each rank.
- */
-static json_t *vision_placement(const struct model_config *c,
-				const struct tensor_spec *t, size_t n,
-				int wbits, uint64_t card_mem, char *line,
-				size_t len)
+/* --train: the step's bytes per card, activations both ways. */
+static void print_train_row(int idx, const struct plan *p)
 {
-	uint64_t params = 0, bytes = 0;
-	char a[32];
-	line[0] = 0;
-	if (c->vision.kind == VISION_NONE || c->vision.kind == VISION_UNSUPPORTED)
-		return json_null();
-	for (size_t i = 0; i < n; i++)
-		if (t[i].group == GROUP_VISION || t[i].group == GROUP_PROJECTOR) {
-			uint64_t k = t[i].shape[0] *
-				     (t[i].ndim == 2 ? t[i].shape[1] : 1);
-			params += k;
-			bytes += k * (uint64_t)(role_keeps_f32(t[i].role) ? 32
-							: wbits ? wbits : 16) / 8;
-		}
-	snprintf(line, len, "vision   tower + projector %.2fB parameters, %s "
-		 "on each rank of stage 0 (replicated: %.1f%% of a card; a tp "
-		 "split would add 2 all-reduces per block)",
-		 (double)params / 1e9, fmt_bytes(bytes, a),
-		 card_mem ? 100.0 * (double)bytes / (double)card_mem : 0.0);
-	return json_pack("{s:s, s:i, s:I, s:I, s:f}", "placement", "replicated",
-			 "stage", 0, "parameters", (json_int_t)params,
-			 "bytes_per_rank", (json_int_t)bytes, "card_share",
-			 card_mem ? (double)bytes / (double)card_mem : 0.0);
+	char lay[48], w[32], g[32], op[32], an[32], af[32], tot[32];
+	const struct train_need *t = &p->train;
+	snprintf(lay, sizeof lay, "tp%d pp%d ep%d dp%d", p->d.tp, p->d.pp,
+		 p->d.ep, p->dp);
+	printf("%4d  %-20s %5d %10s %10s %10s %10s %10s %10s  %-4s %-7s %9.0f\n",
+	       idx, lay, p->cards, fmt_bytes(t->weights, w),
+	       fmt_bytes(t->grads, g), fmt_bytes(t->optim, op),
+	       fmt_bytes(t->act_none, an), fmt_bytes(t->act_full, af),
+	       fmt_bytes(p->total, tot), p->fits ? "yes" : "NO",
+	       t->recompute ? "full" : "none", t->tokens_s);
 }
 
 static int parse_layout(const char *s, struct plan *p)
@@ -560,18 +678,23 @@ static int run(int argc, char **argv)
 		{"card-tflops", 1, 0, 'F'}, {"card-hbm-tbps", 1, 0, 'B'},
 		{"intra-latency-us", 1, 0, 'L'}, {"inter-latency-us", 1, 0, 'Y'},
 		{"straggler", 1, 0, 'S'}, {"blast-penalty", 1, 0, 'P'},
+		{"train", 0, 0, 'T'}, {"micro-batch", 1, 0, 'M'},
+		{"global-batch", 1, 0, 'G'}, {"recompute", 1, 0, 'R'},
+		{"no-zero1", 0, 0, 'Z'},
 		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_plan;
 	struct opts o = {.ctx = 0, .conc = 1, .batch_tokens = 8192,
 			 .margin = 0.1, .top = 5, .objective = OBJ_CARDS,
-			 .tflops = 989, .hbm_tbps = 4.8, .blast = SERVE_BLAST};
+			 .tflops = 989, .hbm_tbps = 4.8, .blast = SERVE_BLAST,
+			 .tl = {.micro = 1, .global = 128, .zero1 = 1,
+				.recompute = RECOMPUTE_AUTO}};
 	struct model_config c;
 	struct cluster cl;
 	struct tensor_spec *t = NULL;
 	struct plan *plans = NULL, one;
 	struct d0_err err;
 	const char *inv_path = NULL, *layout = NULL;
-	char *path, *end, a[32], b[32], where[96], vline[240];
+	char *path, *end, a[32], b[32], where[96];
 	struct cluster given = {.intra_lat_us = -1, .inter_lat_us = -1,
 				.straggler = -1};
 	int n_given = 0, gbps_given = 0;
@@ -650,6 +773,30 @@ static int run(int argc, char **argv)
 							"from 0 to 10 per "
 							"extra node");
 			break;
+		case 'T': o.train = 1; break;
+		case 'M':
+		case 'G':
+			if (parse_long(optarg, 1, 1L << 24, &v) < 0)
+				return step_usage_error(S, "--%s: expected a "
+							"positive number of "
+							"sequences",
+							ch == 'M' ? "micro-batch"
+								  : "global-batch");
+			*(ch == 'M' ? &o.tl.micro : &o.tl.global) = v;
+			break;
+		case 'R':
+			if (!strcmp(optarg, "auto"))
+				o.tl.recompute = RECOMPUTE_AUTO;
+			else if (!strcmp(optarg, "none"))
+				o.tl.recompute = RECOMPUTE_NONE;
+			else if (!strcmp(optarg, "full"))
+				o.tl.recompute = RECOMPUTE_FULL;
+			else
+				return step_usage_error(S, "--recompute: expected "
+							"auto, none or full, "
+							"got '%s'", optarg);
+			break;
+		case 'Z': o.tl.zero1 = 0; break;
 		case 'c':
 			if (parse_long(optarg, 1, 1L << 30, &v) < 0)
 				return step_usage_error(S, "--ctx: expected a "
@@ -728,6 +875,9 @@ static int run(int argc, char **argv)
 		given.total_cards = given.nodes * given.cards_per_node;
 		snprintf(where, sizeof where, "--nodes/--cards/--card-mem");
 	}
+	if (o.train && o.objective != OBJ_CARDS)
+		return step_usage_error(S, "--train ranks by the step's time: "
+					"leave out --objective");
 	if (layout && parse_layout(layout, &one) < 0)
 		return step_usage_error(S, "--layout: expected TP,PP,EP[,DP] "
 					"positive integers, got '%s'", layout);
@@ -765,6 +915,13 @@ static int run(int argc, char **argv)
 	}
 	if (!o.ctx)
 		o.ctx = c.max_pos < 4096 ? c.max_pos : 4096;
+	o.tl.seq = o.ctx;
+	if (o.train) { /* one sequence of ctx at a time for the sizing */
+		o.conc = 1;
+		o.wname = "bf16";
+		o.stored = 0;
+		o.wbits = 16;
+	}
 	events_stage("plan", "start", 0, 0, path);
 
 	if (layout) {
@@ -793,9 +950,12 @@ static int run(int argc, char **argv)
 	}
 	for (size_t i = 0; i < np; i++) {
 		evaluate(&c, t, n, &cl, &o, &plans[i]);
+		if (o.train)
+			evaluate_train(&c, t, n, &cl, &o, &plans[i]);
 		nfit += plans[i].fits;
 	}
 	rank_objective = o.objective;
+	rank_train = o.train;
 	if (o.objective != OBJ_CARDS)
 		score_plans(&c, t, n, &cl, &o, plans, np);
 	qsort(plans, np, sizeof *plans, cmp_plan);
@@ -836,12 +996,20 @@ static int run(int argc, char **argv)
 				  (json_int_t)o.batch_tokens, "margin", o.margin,
 				  "objective", plan_objective_name(o.objective),
 				  "blast_penalty", o.blast));
+		if (o.train)
+			json_object_set_new(
+				json_object_get(doc, "settings"), "train",
+				json_pack("{s:I, s:I, s:I, s:b, s:s}", "seq",
+					  (json_int_t)o.tl.seq, "micro_batch",
+					  (json_int_t)o.tl.micro, "global_batch",
+					  (json_int_t)o.tl.global, "zero1",
+					  o.tl.zero1, "recompute",
+					  o.tl.recompute == RECOMPUTE_AUTO ? "auto"
+					  : o.tl.recompute == RECOMPUTE_FULL
+						  ? "full"
+						  : "none"));
 		json_object_set_new(doc, "feasible", ok);
 		json_object_set_new(doc, "rejected", rej);
-		json_object_set_new(doc, "vision",
-				    vision_placement(&c, t, n, o.wbits,
-						     cl.card_mem, vline,
-						     sizeof vline));
 		json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		putchar('\n');
 		json_decref(doc);
@@ -854,20 +1022,45 @@ static int run(int argc, char **argv)
 		       cl.total_cards,
 		       cl.heterogeneous ? " (mixed nodes: planned with the "
 					  "smallest)" : "");
-		printf("         weights %s (norms f32), kv %s, context %lld x %lld "
-		       "sequences, %lld tokens a step, margin %.0f%%\n\n",
-		       o.wname, o.kvname, (long long)o.ctx, (long long)o.conc,
-		       (long long)o.batch_tokens, o.margin * 100);
-		printf("%4s  %-20s %5s %10s %10s %10s %10s %10s  %-4s %-5s %10s %12s\n",
-		       "rank", "layout", "cards", "weights", "kv cache", "activ.",
-		       "comm buf", "total", "fits", "tp-in", "inter B/tok",
-		       "kv tokens");
+		if (o.train)
+			printf("         fine-tuning: AdamW, bf16 weights and "
+			       "gradients, f32 master + moments%s; %lld "
+			       "sequences of %lld tokens a step, micro-batches of "
+			       "%lld, recompute %s, margin %.0f%%\n\n",
+			       o.tl.zero1 ? " (ZeRO-1 over DP)" : "",
+			       (long long)o.tl.global, (long long)o.ctx,
+			       (long long)o.tl.micro,
+			       o.tl.recompute == RECOMPUTE_AUTO ? "when needed"
+			       : o.tl.recompute == RECOMPUTE_FULL ? "full"
+								  : "none",
+			       o.margin * 100);
+		else
+			printf("         weights %s (norms f32), kv %s, context %lld x %lld "
+			       "sequences, %lld tokens a step, margin %.0f%%\n\n",
+			       o.wname, o.kvname, (long long)o.ctx, (long long)o.conc,
+			       (long long)o.batch_tokens, o.margin * 100);
+		if (o.train)
+			printf("%4s  %-20s %5s %10s %10s %10s %10s %10s %10s  %-4s %-7s %9s\n",
+			       "rank", "layout", "cards", "weights", "grads",
+			       "optimizer", "activ.", "recomp.", "total", "fits",
+			       "recomp", "tok/s");
+		else
+			printf("%4s  %-20s %5s %10s %10s %10s %10s %10s  %-4s %-5s %10s %12s\n",
+			       "rank", "layout", "cards", "weights", "kv cache", "activ.",
+			       "comm buf", "total", "fits", "tp-in", "inter B/tok",
+			       "kv tokens");
 		for (size_t i = 0; i < np && shown < o.top; i++)
 			if (plans[i].fits || layout) {
-				print_row(++shown, &plans[i]);
+				if (o.train)
+					print_train_row(++shown, &plans[i]);
+				else
+					print_row(++shown, &plans[i]);
 				if (o.objective != OBJ_CARDS && plans[i].fits)
 					printf("      why: %s\n",
 					       plans[i].serve.why);
+				if (o.train && plans[i].train.step_s > 0)
+					printf("      why: %s\n",
+					       plans[i].train.why);
 			}
 		if (!nfit && !layout)
 			printf("      (no layout fits)\n");
@@ -888,10 +1081,6 @@ static int run(int argc, char **argv)
 				printf(" %s", fmt_bytes(plans[0].rank_weights[r], a));
 			printf("\n");
 		}
-		json_decref(vision_placement(&c, t, n, o.wbits, cl.card_mem,
-					     vline, sizeof vline));
-		if (vline[0])
-			printf("%s\n", vline);
 	}
 	{
 		char detail[1300];
