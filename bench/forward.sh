@@ -137,3 +137,11 @@ for t in $THREADS; do
 	}'
 	done
 done
+j1=$(perf f32 1 1 1)
+j2=$(perf f32 1 2 2)
+awk -v ttft1="$(get "$j1" ttft_ms_min)" -v tpot1="$(get "$j1" tpot_ms_min)" \
+	-v ttft2="$(get "$j2" ttft_ms_min)" -v tpot2="$(get "$j2" tpot_ms_min)" \
+	-v comm2="$(get "$j2" comm_share)" 'BEGIN {
+	printf "\nTP2/TP1 (f32, 1 thread per rank): prefill %.2fx, decode %.2fx (comm %.0f%% of TP2 time)\n",
+		ttft1 / ttft2, tpot1 / tpot2, comm2 * 100
+}'
