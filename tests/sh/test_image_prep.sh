@@ -77,6 +77,8 @@ against_pil "siglip, BILINEAR" "$T/siglip-bilinear.json" $small
 against_pil "clip crop 300x400 (zero padding), LANCZOS" "$T/clip-lanczos.json" $small
 against_pil "qwen, HAMMING, min_pixels upscale" "$T/qwen-hamming.json" $small
 against_pil "clip shortest edge 100, BOX" "$T/clip-box.json" $small
+DAY0_KERNEL=portable against_pil "qwen2.5-vl, the portable resampler (DAY0_KERNEL=portable)" \
+	"$T/qwen-1m.json" $small
 
 # What the user reads: one line per image with the grid and the tokens.
 expect_rc 0 "image-prep prints the grid and tokens" "$ENGINE" image-prep \
