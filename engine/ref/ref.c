@@ -158,13 +158,6 @@ struct fw {
 	struct d0_err *err;
 };
 
-static void vname(char *buf, size_t n, const char *fmt, va_list ap)
-	__attribute__((format(printf, 3, 0)));
-static void vname(char *buf, size_t n, const char *fmt, va_list ap)
-{
-	vsnprintf(buf, n, fmt, ap);
-}
-
 /* y [rows][n] = W x [rows][k] (+ bias), W the matrix named by fmt. */
 static void lin(struct fw *f, double *y, const double *x, int rows, int n,
 		int k, const double *bias, double *sq, const char *fmt, ...)
@@ -177,7 +170,7 @@ static void lin(struct fw *f, double *y, const double *x, int rows, int n,
 	if (f->bad || rows < 1)
 		return;
 	va_start(ap, fmt);
-	vname(name, sizeof name, fmt, ap);
+	vsnprintf(name, sizeof name, fmt, ap);
 	va_end(ap);
 	if (ref_w_linear(&f->w, name, y, x, rows, n, k, bias, sq, f->err) < 0)
 		f->bad = 1;
@@ -195,7 +188,7 @@ static double *vec(struct fw *f, int required, uint64_t n, const char *fmt, ...)
 	if (f->bad)
 		return NULL;
 	va_start(ap, fmt);
-	vname(name, sizeof name, fmt, ap);
+	vsnprintf(name, sizeof name, fmt, ap);
 	va_end(ap);
 	d = ref_w_vector(&f->w, name, n, &absent, f->err);
 	if (!d && (!absent || required)) {
@@ -218,7 +211,7 @@ static int has(struct fw *f, const char *fmt, ...)
 	if (f->bad)
 		return 0;
 	va_start(ap, fmt);
-	vname(name, sizeof name, fmt, ap);
+	vsnprintf(name, sizeof name, fmt, ap);
 	va_end(ap);
 	found = ref_mat_find(&f->w, name, &m, f->err);
 	if (found < 0)
@@ -231,7 +224,7 @@ static double *zeros(size_t n)
 	return calloc(n ? n : 1, 8);
 }
 
-#define L_ "model.layers.%d."
+#define L_ "model.layers.%d." /* layer l's tensor names start so */
 
 /* MLA: the query through its low-rank path, keys and values from the
  * compressed latent; RoPE on the decoupled rope dims (interleaved

@@ -50,6 +50,10 @@ for spec in "moe:--arch mixtral --layers 2" "fp8:--arch deepseek_v3 --layers 2 -
 done
 # the router's spread (for the flip test) comes block by block too
 check "the MoE model's routing was checked (16 routed rows)" test "$(jq .routed "$T/moe-local.json")" = 16
+run timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 "$ENGINE" validate "$T/moe" \
+	--local --tokens $TOK --layers-dir "$T/moel" --logits "$T/moe.st" --json --mem 4K
+check "--local on 2 ranks at --mem 4K: the 1-rank figures, bit for bit" \
+	test "$(exact "$OUT")" = "$(exact "$T/moe-local.json")"
 
 # peak RSS (tests/tools/maxrss), against the chunk + 64 MiB
 rss_check() { # NAME MEM_MIB CMD...: exit 0 and peak RSS under MEM + 64 MiB
