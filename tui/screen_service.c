@@ -6,8 +6,9 @@
  * figures (the load.* host samples: TTFT, TPOT and end-to-end latency
  * p50/p90/p99, concurrency and requests in flight, output tokens/s with
  * its sparkline, requests/s, errors by class, stalls).  Per node with
- * serve samples: the queue, the running requests, the tokens generated
- * and each card's KV cache (kv.used against kv.budget).  Below, one row
+ * serve samples: the queue, the running requests, the tokens generated,
+ * the paged KV cache's blocks (used, shared, cached, free, of all) and
+ * preemptions, and each card's KV cache (kv.used against kv.budget).  Below, one row
  * per finished concurrency level (load's perf events): the table the
  * report's service section prints; with --baseline, each level's tokens/s
  * and e2e p99 against the baseline's level of the same stage and
@@ -108,6 +109,31 @@ static int draw_serve(struct tui *ui, const struct view_node *n, WINDOW *w,
 	tui_printf(w, y++, 0, cols, tui_attr(ui, ROLE_HEAD),
 		   "serve on %s  queue %s  running %s  tokens generated %s",
 		   n->name, a, b, c);
+	if (y < rows && !isnan(s[SVC_KV_TOTAL]) && s[SVC_KV_TOTAL] > 0) {
+		/* the paged cache: blocks in use (of them shared by several
+		 * sequences), cached prefixes, free, of all; preemptions */
+		double used = s[SVC_KV_USED], tot = s[SVC_KV_TOTAL];
+		double cached = isnan(s[SVC_KV_CACHED]) ? 0 : s[SVC_KV_CACHED];
+		char d[24], e[24], f[24], g[24];
+		int x, bw;
+		cnt(a, sizeof a, used);
+		cnt(b, sizeof b, s[SVC_KV_SHARED]);
+		cnt(c, sizeof c, cached);
+		cnt(d, sizeof d, isnan(used) ? NAN : tot - used - cached);
+		cnt(e, sizeof e, tot);
+		cnt(f, sizeof f, s[SVC_PREEMPTIONS]);
+		snprintf(g, sizeof g, "%.0f%%", isnan(used) ? 0 : 100 * used / tot);
+		x = tui_printf(w, y, 0, cols,
+			       tui_attr(ui, !isnan(s[SVC_PREEMPTIONS]) &&
+						    s[SVC_PREEMPTIONS] > 0
+					    ? ROLE_WARN : ROLE_OK),
+			       "  KV blocks %s used (%s shared)  %s cached  %s free  "
+			       "of %s  %s  preemptions %s ", a, b, c, d, e, g, f);
+		bw = cols - x < 40 ? cols - x : 40;
+		if (bw > 4 && !isnan(used))
+			tui_membar(ui, w, y, x, bw, used, NAN, tot, 0);
+		y++;
+	}
 	for (int k = 0; k < n->ncards; k++)
 		kv += n->cards[k].present && !isnan(n->cards[k].kv_used);
 	for (int k = 0; k < n->ncards && y < rows; k++) {

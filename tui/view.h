@@ -86,6 +86,8 @@ enum view_svc {
 	SVC_TPOT_P50, SVC_TPOT_P90, SVC_TPOT_P99,
 	SVC_E2E_P50, SVC_E2E_P90, SVC_E2E_P99,
 	SVC_QUEUE, SVC_RUNNING, SVC_GEN_TOKENS,
+	/* serve's paged KV cache: blocks by state, preemptions so far */
+	SVC_KV_USED, SVC_KV_SHARED, SVC_KV_CACHED, SVC_KV_TOTAL, SVC_PREEMPTIONS,
 	SVC_ERR0, /* load.error.CLASS, VIEW_SVC_NERR of them */
 	VIEW_SVC_NERR = 10,
 	VIEW_SVC_N = SVC_ERR0 + VIEW_SVC_NERR

@@ -836,14 +836,14 @@ static void emit_samples(struct srv *s, int force)
 	/* the KV gauge: blocks in use (of them shared by several sequences),
 	 * cached prefixes (free to evict) and free, of the whole cache */
 	events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1, "metric",
-					"kv.blocks_used", "value", used));
+					"serve.kv_blocks_used", "value", used));
 	events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1, "metric",
-					"kv.blocks_shared", "value",
+					"serve.kv_blocks_shared", "value",
 					kv_pool_shared(&s->pool)));
 	events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1, "metric",
-					"kv.blocks_cached", "value", s->pool.ncached));
+					"serve.kv_blocks_cached", "value", s->pool.ncached));
 	events_emit("sample", json_pack("{s:i, s:s, s:i}", "card", -1, "metric",
-					"kv.blocks_total", "value", s->nblocks));
+					"serve.kv_blocks_total", "value", s->nblocks));
 	/* Every card holds its slice of each block, the same bytes per
 	 * block on each (rt_kv_block_bytes of the layout): one line for the
 	 * cards of rank 0's host (other hosts' cards are their agents'). */

@@ -118,6 +118,10 @@ wait_for "replay: serve's queue, running, tokens as its last samples" \
 check "serve's last samples: idle after the load, tokens generated" \
 	test "$(last serve.running)" = 0.0 -a "$(last serve.queue)" = 0.0 -a \
 	"$(f0 "$(last serve.gen_tokens)")" -gt 0 -a "$(last kv.used 0)" = 0.0
+kvu=$(f0 "$(last serve.kv_blocks_used)") kvc=$(f0 "$(last serve.kv_blocks_cached)")
+kvt=$(f0 "$(last serve.kv_blocks_total)")
+wait_for "replay: the KV blocks gauge as serve's last samples (used $kvu, cached $kvc of $kvt)" \
+	"KV blocks $kvu used ($(f0 "$(last serve.kv_blocks_shared)") shared)  $kvc cached  $((kvt - kvu - kvc)) free  of $kvt" 2
 ncards=$(q "select count(*) from series where node = 'local' and metric = 'kv.used'")
 shown=$(cap | grep -cE '^  card [0-9]+ +KV ')
 check "replay: a KV line per card with kv.used ($shown of $ncards)" test "$shown" = "$ncards" -a "$ncards" = 2
