@@ -511,6 +511,8 @@ static int parse_opts(int argc, char **argv, struct gen_opts *o)
 	 * parser verify uses: any inconsistency is reported the same way,
 	 * and the tensors we write are exactly what verify will expect.
 	 */
+	if (c->vision.kind != VISION_NONE) /* --for-layout may widen the LM */
+		c->vision.out_hidden = c->hidden;
 	doc = model_config_to_json(c);
 	model_config_free(c);
 	if (model_config_from_json(doc, "generated config.json", c, &err) < 0) {

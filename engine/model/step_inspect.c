@@ -337,6 +337,13 @@ static json_t *cost_json(int64_t side, const struct vision_image_cost *k)
 			 (json_int_t)k->kv_bytes);
 }
 
+/* o gains src's keys it lacks; src is released. */
+static void update_new(json_t *o, json_t *src)
+{
+	json_object_update_missing(o, src);
+	json_decref(src);
+}
+
 static json_t *vision_json(const struct model_config *c,
 			   const struct param_count *pc,
 			   const struct vision_summary *s)
@@ -355,7 +362,7 @@ static json_t *vision_json(const struct model_config *c,
 	fa = json_array();
 	for (int i = 0; i < v->n_fullatt; i++)
 		json_array_append_new(fa, json_integer(v->fullatt[i]));
-	json_object_update_missing(o, json_pack(
+	update_new(o, json_pack(
 		"{s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:o}",
 		"depth", (json_int_t)v->depth, "hidden_size", (json_int_t)v->hidden,
 		"num_heads", (json_int_t)v->heads, "intermediate_size",
@@ -372,7 +379,7 @@ static json_t *vision_json(const struct model_config *c,
 					      (json_int_t)v->mrope_section[1],
 					      (json_int_t)v->mrope_section[2]));
 	if (v->kind == VISION_CLIP)
-		json_object_update_missing(o, json_pack(
+		update_new(o, json_pack(
 			"{s:I, s:I, s:s, s:s}", "image_size",
 			(json_int_t)v->image_size, "vision_feature_layer",
 			(json_int_t)v->feature_layer,

@@ -103,6 +103,18 @@ expect_rc 0 "tokenize '<|vision_start|><|image_pad|><|vision_end|>' gives the th
 	"$ENGINE" tokenize "$T/q25" --text "<|vision_start|><|image_pad|><|vision_end|>"
 contains "... one token each, the config's ids" "$($PY -c "import json; c=json.load(open('$T/q25/config.json')); print('%d,%d,%d' % (c['vision_start_token_id'], c['image_token_id'], c['vision_end_token_id']))")" "$OUT"
 
+# A defect in the tower is found like one in the LM.
+cp -r "$T/q25" "$T/q25bad"
+"$BUILD/tests/st_edit" "$T/q25bad/model.safetensors" --reshape visual.patch_embed.proj.weight 32,1176 >/dev/null
+expect_rc 1 "verify: the patch embedding stored 2-D instead of 5-D fails" "$ENGINE" verify "$T/q25bad"
+contains "... naming it and the conv shape expected" "config.json implies [32, 3, 2, 14, 14]" "$ERR"
+"$BUILD/tests/st_edit" "$T/q25bad/model.safetensors" --drop visual.merger.mlp.2.bias >/dev/null
+expect_rc 1 "verify: a merger tensor missing fails" "$ENGINE" verify "$T/q25bad"
+contains "... naming it" "visual.merger.mlp.2.bias" "$ERR"
+expect_rc 0 "gen-model --like Qwen2.5-VL --for-layout 4,1,1 (the LM widened, the merger follows)" \
+	"$ENGINE" gen-model --like "$Q25/config.json" --for-layout 4,1,1 "$T/q25tp4"
+expect_rc 0 "... verifies" "$ENGINE" verify "$T/q25tp4"
+
 # Text only: the LM runs as its text family (LLaVA's under language_model.).
 expect_rc 0 "run a text prompt on the tiny Qwen2.5-VL's LM" "$ENGINE" run "$T/q25" --tokens 1,2,3
 expect_rc 0 "run a text prompt on the tiny LLaVA's LM (language_model.*)" "$ENGINE" run "$T/llava" --tokens 1,2,3
