@@ -137,6 +137,9 @@ expect_rc 0 "verify the tiny qwen2_vl" "$ENGINE" verify "$T/q2"
 expect_rc 0 "Qwen2.5-VL tower+merger, two images (window padding, 2 frames of one): C = NumPy" \
 	$PY "$DAY0_ROOT/tests/tools/vl_ref_numpy.py" encode "$T/q25" "$VLREF" 7 1 16 20 2 4 6
 contains "... (320 + 2 x 24) / 4 = 92 merged rows of the LM's hidden" "rows 92 cols" "$OUT"
+expect_rc 0 "gen-model --like Qwen2.5-VL --dtype bf16" "$ENGINE" gen-model --like "$Q25/config.json" --dtype bf16 "$T/q25bf"
+expect_rc 0 "... the reference decodes its bf16 tower as NumPy does" \
+	$PY "$DAY0_ROOT/tests/tools/vl_ref_numpy.py" encode "$T/q25bf" "$VLREF" 9 1 8 8
 expect_rc 0 "Qwen2-VL tower+merger: C = NumPy" \
 	$PY "$DAY0_ROOT/tests/tools/vl_ref_numpy.py" encode "$T/q2" "$VLREF" 3 1 8 12
 expect_rc 0 "LLaVA CLIP tower (hidden state -2, CLS dropped) + projector, two images: C = NumPy" \
