@@ -62,7 +62,7 @@ for line in sys.stdin:
 print("%.6f %.6f" % best)'
 }
 
-echo "# $NIMG images, $MPX Mpx in all; best of $REPEAT; $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
+echo "# $NIMG images, $MPX Mpx in all; best of $REPEAT; one thread each on $(getconf _NPROCESSORS_ONLN) cores, load $(cut -d' ' -f1 /proc/loadavg)"
 echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
 printf '%-44s %9s %9s %8s %8s %7s\n' config "day0 s" "PIL s" "day0 img/s" "PIL img/s" ratio
 for cfg in tests/image/qwen2.5-vl-7b.preprocessor_config.json "$W/qwen-1m.json" \
