@@ -223,6 +223,7 @@ bench: deps
 	bash bench/resume_soak.sh
 	bash bench/serve.sh
 	bash bench/llamacpp.sh
+	bash bench/image.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory build
