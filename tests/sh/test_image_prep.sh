@@ -70,13 +70,17 @@ against_pil "qwen2.5-vl (max_pixels 1003520), BICUBIC" "$T/qwen-1m.json" $IMAGES
 against_pil "llava-1.5 (CLIP 336, center crop), BICUBIC" \
 	"$CFG/llava-1.5-7b.preprocessor_config.json" $IMAGES
 small=$(ls "$C"/*.png "$C"/*.jpg | grep -v -e 4000x3000 -e 2000x1500 -e 2500x1700 -e odd_999)
+# PIL's other filters and transformers' other branches on a varied dozen
+few=$(ls "$C"/*.png "$C"/*.jpg | grep -e rgb_1x1 -e rgb_3x2 -e wide_1000 -e tall_28 \
+	-e rgba_257 -e palette_300 -e gray16_low -e baseline_640 -e cmyk_prog -e upscale_20 \
+	-e interlaced_rgb -e la16)
 against_pil "qwen2.5-vl as released (max_pixels 12845056)" \
 	"$CFG/qwen2.5-vl-7b.preprocessor_config.json" $small
-against_pil "siglip 384x384, BICUBIC" "$CFG/siglip-so400m.preprocessor_config.json" $small
-against_pil "siglip, BILINEAR" "$T/siglip-bilinear.json" $small
-against_pil "clip crop 300x400 (zero padding), LANCZOS" "$T/clip-lanczos.json" $small
-against_pil "qwen, HAMMING, min_pixels upscale" "$T/qwen-hamming.json" $small
-against_pil "clip shortest edge 100, BOX" "$T/clip-box.json" $small
+against_pil "siglip 384x384, BICUBIC" "$CFG/siglip-so400m.preprocessor_config.json" $few
+against_pil "siglip, BILINEAR" "$T/siglip-bilinear.json" $few
+against_pil "clip crop 300x400 (zero padding), LANCZOS" "$T/clip-lanczos.json" $few
+against_pil "qwen, HAMMING, min_pixels upscale" "$T/qwen-hamming.json" $few
+against_pil "clip shortest edge 100, BOX" "$T/clip-box.json" $few
 DAY0_KERNEL=portable against_pil "qwen2.5-vl, the portable resampler (DAY0_KERNEL=portable)" \
 	"$T/qwen-1m.json" $small
 
