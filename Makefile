@@ -115,6 +115,20 @@ $(BUILD)/libday0$(1).a: $(patsubst %.c,$(BUILD)/%.o,$(call lib_src,$(1)))
 endef
 $(foreach m,engine store agent tui,$(if $(call lib_src,$(m)),$(eval $(call module_lib,$(m)))))
 
+# The build id (docs/compat.md): a SHA-256 of the engine's and the agent's
+# sources (what runs on a node), 12 hex digits, "unknown" without sha256sum.
+# build_id.txt is rewritten only when the id changes, so only build_id.o
+# recompiles; facts.compat compares it across nodes.
+BUILD_ID_SRC := $(sort $(wildcard $(addsuffix /*.[ch],$(ENGINE_DIRS)) agent/*.[ch]))
+BUILD_ID := $(or $(shell cat $(BUILD_ID_SRC) 2>/dev/null | sha256sum 2>/dev/null | cut -c1-12),unknown)
+$(BUILD)/build_id.txt: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(BUILD_ID)' >$@.tmp; cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@
+$(BUILD)/engine/build_id.o: $(BUILD)/build_id.txt
+$(BUILD)/engine/build_id.o: ALL_CFLAGS += -DDAY0_BUILD_ID='"$(BUILD_ID)"'
+.PHONY: FORCE
+FORCE:
+
 $(BUILD)/day0-engine: $(BUILD)/engine/main.o $(ENGINE_LIB)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)

@@ -127,6 +127,9 @@ struct cards {
 
 extern const struct card_vendor card_vendor_nvml;
 extern const struct card_vendor card_vendor_cpu;
+/* The NVIDIA driver's version and its CUDA version, "none" without NVML
+ * (cards_nvml.c; facts). */
+void nvml_versions(char *driver, size_t dcap, char *cuda, size_t ccap);
 
 /* Pick the vendor cfg->vendor names (auto: NVML when it loads and has
  * cards, else CPU cards). */
@@ -296,6 +299,7 @@ struct agent {
 	struct proto_lines in;
 	int sigfd;
 	char engine_version[128];
+	char engine_build[64]; /* the engine's "build ID" line (facts) */
 	double last_emit, next_sample, next_heartbeat, spool_retry;
 	int spool_ok;
 	int quitting;	 /* exit once no stage runs */

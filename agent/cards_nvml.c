@@ -144,3 +144,37 @@ const struct card_vendor card_vendor_nvml = {
     .shutdown = nvml_shutdown,
     .refresh = nvml_refresh,
 };
+
+/*
+ * The driver's version ("550.54.15") and the CUDA version it supports
+ * ("12.4") for facts, from NVML on its own (loaded, asked, unloaded): a
+ * node's driver is a fact whichever card vendor the agent samples with.
+ * "none" for both without libnvidia-ml or when NVML does not start.
+ */
+void nvml_versions(char *driver, size_t dcap, char *cuda, size_t ccap)
+{
+	void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	nvmlReturn_t (*init)(void) = NULL, (*shutdown)(void) = NULL;
+	nvmlReturn_t (*drv)(char *, unsigned int) = NULL;
+	nvmlReturn_t (*cu)(int *) = NULL;
+	int v = 0;
+	snprintf(driver, dcap, "none");
+	snprintf(cuda, ccap, "none");
+	if (!lib)
+		return;
+	*(void **)&init = dlsym(lib, "nvmlInit_v2");
+	*(void **)&shutdown = dlsym(lib, "nvmlShutdown");
+	*(void **)&drv = dlsym(lib, "nvmlSystemGetDriverVersion");
+	*(void **)&cu = dlsym(lib, "nvmlSystemGetCudaDriverVersion_v2");
+	if (!cu)
+		*(void **)&cu = dlsym(lib, "nvmlSystemGetCudaDriverVersion");
+	if (init && shutdown && init() == 0) {
+		char buf[96] = "";
+		if (drv && drv(buf, sizeof buf) == 0 && buf[0])
+			snprintf(driver, dcap, "%s", buf);
+		if (cu && cu(&v) == 0 && v > 0) /* 12040: 12.4 */
+			snprintf(cuda, ccap, "%d.%d", v / 1000, v % 1000 / 10);
+		shutdown();
+	}
+	dlclose(lib);
+}

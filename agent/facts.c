@@ -4,7 +4,17 @@
  *
  * Versions come from the libraries the agent is linked with, the same
  * ones day0-engine uses: Open MPI's MPI_Get_library_version (callable
- * before MPI_Init) and OpenBLAS's openblas_get_config.
+ * before MPI_Init), OpenBLAS's openblas_get_config and _get_corename
+ * (the kernel set it chose for this CPU), glibc's gnu_get_libc_version;
+ * the engine's version and build id from `day0-engine --version`; the
+ * GPU driver and its CUDA version from NVML when it loads ("none"
+ * otherwise); the CPU flags the engine's kernels choose by.  The console
+ * compares these across nodes (facts.compat, docs/compat.md).
+ *
+ * DAY0_FACTS_OVERRIDE="field=value;..." replaces string fields of the
+ * matrix for tests only (tests/sh/test_compat.sh gives one node a
+ * different Open MPI through its sshd's SetEnv); the event then lists
+ * them in `overridden`, so no session hides that it was used.
  */
 #include "agent.h"
 
@@ -20,6 +30,89 @@
 #include <unistd.h>
 
 char *openblas_get_config(void);
+char *openblas_get_corename(void);
+
+/* The CPU flags the kernels choose by (ops_bf16.c, ops_fp8.c, oneDNN's
+ * AMX), in this order, as /proc/cpuinfo names them: what the kernel
+ * enables, which is what a process may use (AMX needs the kernel's
+ * permission, not only the CPU). */
+static const char *const kernel_flags[] = {
+    "avx2",	 "fma",		"f16c",	    "avx512f",	"avx512bw",
+    "avx512vbmi", "avx512_bf16", "amx_tile", "amx_bf16", NULL};
+
+static void cpu_flags(char *out, size_t cap)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char *line = NULL;
+	size_t n = 0, len = 0;
+	out[0] = 0;
+	if (!f)
+		return;
+	while (getline(&line, &n, f) > 0) {
+		if (strncmp(line, "flags", 5))
+			continue;
+		line[strcspn(line, "\n")] = 0;
+		for (int i = 0; kernel_flags[i]; i++) {
+			const char *p = strchr(line, ':');
+			size_t k = strlen(kernel_flags[i]);
+			int have = 0;
+			/* whole words only: "avx512f" is not "avx512fp16" */
+			while (p && (p = strstr(p, kernel_flags[i]))) {
+				if (p[-1] == ' ' && (p[k] == ' ' || !p[k])) {
+					have = 1;
+					break;
+				}
+				p += k;
+			}
+			if (have && len < cap)
+				len += (size_t)snprintf(out + len, cap - len,
+							"%s%s", len ? " " : "",
+							kernel_flags[i]);
+		}
+		break;
+	}
+	free(line);
+	fclose(f);
+}
+
+/* The fields DAY0_FACTS_OVERRIDE may replace: the matrix's strings. */
+static const char *const overridable[] = {
+    "kernel",	    "glibc",	    "mpi_version", "blas",	 "blas_core",
+    "engine_version", "engine_build", "agent_build", "gpu_driver", "gpu_runtime",
+    "cpu",	    "cpu_flags",    NULL};
+
+/* Tests only (see the top): "field=value;field=value". */
+static void apply_override(json_t *o)
+{
+	const char *env = getenv("DAY0_FACTS_OVERRIDE");
+	char *copy, *save = NULL, *tok;
+	json_t *done = json_array();
+	if (!env || !*env) {
+		json_decref(done);
+		return;
+	}
+	copy = strdup(env);
+	if (!copy)
+		abort();
+	for (tok = strtok_r(copy, ";", &save); tok;
+	     tok = strtok_r(NULL, ";", &save)) {
+		char *eq = strchr(tok, '=');
+		if (!eq)
+			continue;
+		*eq = 0;
+		for (int i = 0; overridable[i]; i++)
+			if (!strcmp(tok, overridable[i]) &&
+			    proto_utf8_valid(eq + 1, strlen(eq + 1), NULL)) {
+				json_object_set_new(o, tok, json_string(eq + 1));
+				json_array_append_new(done, json_string(tok));
+			}
+	}
+	free(copy);
+	if (json_array_size(done))
+		json_object_set_new(o, "overridden", done);
+	else
+		json_decref(done);
+}
 
 static void cpu_model(char *out, size_t cap)
 {
@@ -79,9 +172,26 @@ json_t *facts_collect(struct agent *a, const char *dir)
 	}
 	if (blas && *blas)
 		json_object_set_new(o, "blas", json_string(blas));
+	{
+		const char *core = openblas_get_corename();
+		json_object_set_new(o, "blas_core",
+				    json_string(core && *core ? core : "unknown"));
+	}
 	if (a->engine_version[0])
 		json_object_set_new(o, "engine_version",
 				    json_string(a->engine_version));
+	json_object_set_new(
+	    o, "engine_build",
+	    json_string(a->engine_build[0] ? a->engine_build : "unknown"));
+	json_object_set_new(o, "agent_build", json_string(d0_build_id()));
+	{
+		char drv[96], cuda[32], flags[160];
+		nvml_versions(drv, sizeof drv, cuda, sizeof cuda);
+		json_object_set_new(o, "gpu_driver", json_string(drv));
+		json_object_set_new(o, "gpu_runtime", json_string(cuda));
+		cpu_flags(flags, sizeof flags);
+		json_object_set_new(o, "cpu_flags", json_string(flags));
+	}
 	json_object_set_new(
 	    o, "vendor",
 	    json_string(a->cards.vendor ? a->cards.vendor->name : "none"));
@@ -91,6 +201,7 @@ json_t *facts_collect(struct agent *a, const char *dir)
 				   a->cards.card[i].name, "mem_bytes",
 				   (json_int_t)a->cards.card[i].mem_bytes));
 	json_object_set_new(o, "accelerators", acc);
+	apply_override(o);
 	return o;
 }
 

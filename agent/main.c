@@ -196,8 +196,12 @@ static void default_engine(char *out, size_t cap)
 	snprintf(out, cap, "day0-engine");
 }
 
-/* `ENGINE --version`, first line, within 5 s; "" when it does not run. */
-static void engine_version(const char *engine, char *out, size_t cap)
+/* `ENGINE --version`, first line, within 5 s; "" when it does not run.
+ * build (BUILD_CAP bytes) gets the id of its "build ID" line, "unknown"
+ * from an engine that prints none (docs/compat.md). */
+#define BUILD_CAP 64
+static void engine_version(const char *engine, char *out, size_t cap,
+			   char *build)
 {
 	int p[2];
 	pid_t pid;
@@ -238,6 +242,16 @@ static void engine_version(const char *engine, char *out, size_t cap)
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	out[len] = 0;
+	snprintf(build, BUILD_CAP, "unknown");
+	{
+		char *b = strstr(out, "\nbuild ");
+		if (b) {
+			b += 7;
+			b[strcspn(b, "\n")] = 0;
+			if (*b && proto_utf8_valid(b, strlen(b), NULL))
+				snprintf(build, BUILD_CAP, "%s", b);
+		}
+	}
 	out[strcspn(out, "\n")] = 0;
 	if (!proto_utf8_valid(out, strlen(out), NULL))
 		out[0] = 0;
@@ -263,7 +277,8 @@ static int version_cache_path(char *out, size_t cap)
 		   : -1;
 }
 
-static void engine_version_cached(const char *engine, char *out, size_t cap)
+static void engine_version_cached(const char *engine, char *out, size_t cap,
+				  char *build)
 {
 	char path[PATH_MAX], key[160], line[512];
 	struct stat st;
@@ -271,7 +286,7 @@ static void engine_version_cached(const char *engine, char *out, size_t cap)
 	out[0] = 0;
 	if (!strchr(engine, '/') || stat(engine, &st) < 0 ||
 	    version_cache_path(path, sizeof path) < 0) {
-		engine_version(engine, out, cap);
+		engine_version(engine, out, cap, build);
 		return;
 	}
 	snprintf(key, sizeof key, "%llu %llu %lld %lld.%09ld",
@@ -286,16 +301,23 @@ static void engine_version_cached(const char *engine, char *out, size_t cap)
 		}
 		if (hit && fgets(line, sizeof line, f)) {
 			line[strcspn(line, "\n")] = 0;
+			/* the third line, the build: a cache without it (an
+			 * older agent's) is a miss */
+			char bl[BUILD_CAP];
 			if (*line && strlen(line) < cap &&
-			    proto_utf8_valid(line, strlen(line), NULL)) {
+			    proto_utf8_valid(line, strlen(line), NULL) &&
+			    fgets(bl, sizeof bl, f) && bl[0] != '\n' &&
+			    proto_utf8_valid(bl, strlen(bl), NULL)) {
+				bl[strcspn(bl, "\n")] = 0;
 				snprintf(out, cap, "%s", line);
+				snprintf(build, BUILD_CAP, "%s", bl);
 				fclose(f);
 				return;
 			}
 		}
 		fclose(f);
 	}
-	engine_version(engine, out, cap);
+	engine_version(engine, out, cap, build);
 	if (!*out)
 		return; /* nothing worth keeping: ask again next time */
 	/* write it whole or not at all: a temp file renamed over */
@@ -319,7 +341,7 @@ static void engine_version_cached(const char *engine, char *out, size_t cap)
 		unlink(tmp);
 		return;
 	}
-	int ok = fprintf(f, "%s\n%s\n", key, out) > 0;
+	int ok = fprintf(f, "%s\n%s\n%s\n", key, out, build) > 0;
 	if (fclose(f) != 0 || !ok || rename(tmp, path) < 0)
 		unlink(tmp);
 }
@@ -528,7 +550,7 @@ int main(int argc, char **argv)
 	if (!a.cfg.engine[0])
 		default_engine(a.cfg.engine, sizeof a.cfg.engine);
 	engine_version_cached(a.cfg.engine, a.engine_version,
-			      sizeof a.engine_version);
+			      sizeof a.engine_version, a.engine_build);
 
 	if (cards_init(&a.cards, &a.cfg, &err) < 0) {
 		fprintf(stderr, "day0-agent: %s\n", err.msg);

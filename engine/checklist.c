@@ -51,6 +51,12 @@ const struct checklist_item checklist_items[] = {
      "Does every node have the cores, memory, disk, Open MPI, OpenBLAS and "
      "cards the run needs?",
      "runnable", {"facts"}},
+    /* The console's, across nodes, when a facts stage ends (tui/runner_compat.c,
+     * docs/compat.md). */
+    {"facts.compat", "Compatibility matrix",
+     "Does every node run the same engine build, Open MPI and GPU driver "
+     "major version, each at least the model family's minimum?",
+     "runnable", {"facts"}},
     {"weights.integrity", "Weight integrity",
      "Are all shards there, well-formed and equal to their SHA-256 sums, "
      "with nothing silently truncated?",

@@ -29,8 +29,10 @@ int main(int argc, char **argv)
 		return EXIT_OK;
 	}
 	if (!strcmp(argv[1], "--version")) {
-		printf("day0-engine %s (protocol %d)\n", DAY0_VERSION,
-		       DAY0_PROTO_VERSION);
+		/* The build on a line of its own: the first line stays what
+		 * older agents and reports read. */
+		printf("day0-engine %s (protocol %d)\nbuild %s\n",
+		       DAY0_VERSION, DAY0_PROTO_VERSION, d0_build_id());
 		return EXIT_OK;
 	}
 	s = step_find(argv[1]);

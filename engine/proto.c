@@ -214,7 +214,14 @@ static const struct proto_field ev_facts[] = {
     {"disk_path", PF_STR, 0, NULL},    {"kernel", PF_STR, 0, NULL},
     {"glibc", PF_STR, 0, NULL},	       {"mpi_version", PF_STR, 0, NULL},
     {"blas", PF_STR, 0, NULL},	       {"vendor", PF_STR, 0, NULL},
-    {"accelerators", PF_ARR, 1, NULL}, END};
+    {"accelerators", PF_ARR, 1, NULL},
+    /* The compatibility matrix's (docs/compat.md); optional, so an older
+     * agent's facts stay valid and show as "-". */
+    {"blas_core", PF_STR, 0, NULL},    {"engine_version", PF_STR, 0, NULL},
+    {"engine_build", PF_STR, 0, NULL}, {"agent_build", PF_STR, 0, NULL},
+    {"gpu_driver", PF_STR, 0, NULL},   {"gpu_runtime", PF_STR, 0, NULL},
+    {"cpu_flags", PF_STR, 0, NULL},    {"overridden", PF_STRARR, 0, NULL},
+    {"disk_error", PF_STR, 0, NULL},   END};
 /* One card's value, or (`values`) cards card, card+1, ... in one event:
  * an agent with many cards sends one line per metric and tick. */
 static const struct proto_field ev_sample[] = {{"card", PF_INT, 1, NULL},

@@ -15,6 +15,9 @@
 
 #define DAY0_VERSION "0.1.0"
 #define DAY0_PROTO_VERSION 1
+/* The build id: a hash of the sources, "unknown" outside a make build
+ * (build_id.c, docs/compat.md). */
+const char *d0_build_id(void);
 
 /* Exit statuses shared by every program. */
 enum { EXIT_OK = 0, EXIT_CHECK_FAILED = 1, EXIT_USAGE = 2 };

@@ -58,6 +58,8 @@ static const char *const rq_sql[SRQ_COUNT] = {
     [SRQ_MANIFEST] = "SELECT key, value FROM session WHERE key IN"
 		     " ('name', 'model', 'playbook', 'labels')",
     [SRQ_SERIES] = "SELECT id, node, card, metric FROM series ORDER BY id",
+    [SRQ_FACTS] = "SELECT ts, key, 0, value FROM session WHERE key > 'facts/'"
+		  " AND key < 'facts0' AND ts <= ?1 ORDER BY ts, key",
     [SRQ_NODES] = "SELECT node FROM nodes WHERE node != '" CONSOLE
 		  "' ORDER BY node",
 };

@@ -25,6 +25,9 @@ enum store_rq {
 	SRQ_MANIFEST, /* key, value of name, model, playbook, labels */
 	SRQ_SERIES,   /* id, node, card, metric */
 	SRQ_NODES,    /* node (the console excluded) */
+	SRQ_FACTS,    /* ?1 t: ts, key, 0, body of each node's last facts
+			 event, when at or before t (the session table keeps
+			 the last one per node: facts.compat, docs/compat.md) */
 	SRQ_COUNT
 };
 

@@ -15,6 +15,7 @@
  *                ~/.local/state/day0/spool-hosts/NAME, else
  *                /tmp/day0-spool-hosts-UID/NAME
  */
+#include "compat_matrix.h"
 #include "console.h"
 #include "link.h"
 #include "nodeset.h"
@@ -200,7 +201,29 @@ static void print_groups(struct host *hs, size_t n, int ok)
 	free(used);
 }
 
-static void print_json(const char *inv_path, struct host *hs, size_t n)
+/* facts.compat over the nodes that answered (compat_matrix.h); model:
+ * the checkpoint whose family's minimums apply (NULL: none). */
+static json_t *hosts_matrix(struct host *hs, size_t n, const char *model)
+{
+	struct compat_node *cn = calloc(n + 1, sizeof *cn);
+	size_t k = 0;
+	char family[64];
+	json_t *m;
+	if (!cn)
+		abort();
+	for (size_t i = 0; i < n; i++)
+		if (hs[i].facts) {
+			cn[k].name = hs[i].nd->name;
+			cn[k++].facts = hs[i].facts;
+		}
+	compat_family(model, family, sizeof family);
+	m = compat_matrix(cn, k, family);
+	free(cn);
+	return m;
+}
+
+static void print_json(const char *inv_path, struct host *hs, size_t n,
+		       json_t *matrix)
 {
 	json_t *doc = json_object(), *arr = json_array();
 	size_t ok = 0;
@@ -238,6 +261,7 @@ static void print_json(const char *inv_path, struct host *hs, size_t n)
 	json_object_set_new(doc, "nodes", arr);
 	json_object_set_new(doc, "ok", json_integer((json_int_t)ok));
 	json_object_set_new(doc, "failed", json_integer((json_int_t)(n - ok)));
+	json_object_set(doc, "compat", matrix);
 	s = json_dumps(doc, JSON_INDENT(2));
 	if (s)
 		printf("%s\n", s);
@@ -362,13 +386,15 @@ static const struct option opts[] = {
     {"inventory", 1, 0, 'i'},	  {"known-hosts", 1, 0, 'k'},
     {"accept-new-host-keys", 0, 0, 'A'},
     {"timeout", 1, 0, 't'},	  {"json", 0, 0, 'j'},
-    {"agent", 1, 0, 'a'},	  {0, 0, 0, 0},
+    {"agent", 1, 0, 'a'},	  {"model", 1, 0, 'm'},
+    {0, 0, 0, 0},
 };
 
 static int run_hosts(int argc, char **argv)
 {
-	const char *inv_path = NULL, *known = NULL;
+	const char *inv_path = NULL, *known = NULL, *model = NULL;
 	char agent[PATH_MAX] = "";
+	json_t *matrix;
 	int accept = 0, json = 0, c, rc = EXIT_OK;
 	long timeout = 10;
 	struct inventory inv = {0};
@@ -397,6 +423,9 @@ static int run_hosts(int argc, char **argv)
 			break;
 		case 'j':
 			json = 1;
+			break;
+		case 'm':
+			model = optarg;
 			break;
 		case 'a':
 			snprintf(agent, sizeof agent, "%s", optarg);
@@ -486,12 +515,23 @@ static int run_hosts(int argc, char **argv)
 		else
 			rc = EXIT_CHECK_FAILED;
 	}
+	matrix = hosts_matrix(hs, inv.n, model);
+	/* A node that must match and does not fails the probe as a node that
+	 * did not answer does. */
+	if (!strcmp(json_string_value(json_object_get(matrix, "status")),
+		    "fail"))
+		rc = EXIT_CHECK_FAILED;
 	if (json) {
-		print_json(inv_path, hs, inv.n);
+		print_json(inv_path, hs, inv.n, matrix);
 	} else {
+		const char *cols = getenv("COLUMNS");
 		print_groups(hs, inv.n, 1);
 		print_groups(hs, inv.n, 0);
+		printf("\ncompatibility matrix (fields x node sets; '=': must "
+		       "match, '*': differs from the majority)\n");
+		compat_print(stdout, matrix, cols ? atoi(cols) : 0);
 	}
+	json_decref(matrix);
 	fflush(stdout);
 	for (size_t i = 0; i < inv.n; i++) {
 		link_free(hs[i].l);
@@ -506,10 +546,13 @@ static int run_hosts(int argc, char **argv)
 const struct console_cmd cmd_hosts = {
     "hosts",
     "--inventory INV [--known-hosts FILE] [--accept-new-host-keys] "
-    "[--timeout SECS] [--json] [--agent PATH]\n\n"
+    "[--timeout SECS] [--json] [--agent PATH] [--model DIR]\n\n"
     "Reaches every node of the inventory in parallel (ssh or local), "
     "deploys the\nagent where it is missing or stale, and prints the "
-    "facts folded by node set.\n\n"
+    "facts folded by node set, then the compatibility matrix (fields x "
+    "node sets)\nand facts.compat: exit 1 when a node did not answer or "
+    "differs from the\nmajority on the engine build, Open MPI or the "
+    "driver major (docs/compat.md).\n\n"
     "  --inventory INV          the cluster\n"
     "  --known-hosts FILE       host keys (default ~/.ssh/known_hosts)\n"
     "  --accept-new-host-keys   record unknown host keys (never changed "
@@ -518,7 +561,9 @@ const struct console_cmd cmd_hosts = {
     "10)\n"
     "  --json                   one JSON object per node\n"
     "  --agent PATH             the local day0-agent to deploy (default: "
-    "next to day0)\n\n"
+    "next to day0)\n"
+    "  --model DIR              hold the nodes to this checkpoint's "
+    "family minimums\n\n"
     "Example:\n  day0 hosts --inventory cluster.json --known-hosts "
     "~/.ssh/known_hosts",
     "reach every node (ssh/local), deploy the agent, show facts folded "

@@ -51,6 +51,12 @@ json_t *report_summary(const char *path, struct d0_err *err);
  */
 json_t *report_load(const char *path, struct d0_err *err);
 
+/* The manifest's compatibility matrix (report_compat.c, compat_matrix.h;
+ * null without facts) and its renderings. */
+json_t *report_compat(json_t *manifest);
+void report_compat_md(FILE *f, json_t *matrix);
+void report_compat_html(FILE *f, json_t *matrix);
+
 /* Renderers: return 0, or -1 when writing failed. */
 int report_write_md(FILE *f, json_t *doc);
 int report_write_html(FILE *f, json_t *doc);

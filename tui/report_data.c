@@ -576,6 +576,7 @@ static json_t *manifest(struct rctx *c)
 
 	sums = store_checksums(c->st, c->err);
 	json_object_set_new(m, "checksums", sums ? sums : json_null());
+	json_object_set_new(m, "compat", report_compat(m));
 	return m;
 }
 

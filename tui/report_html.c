@@ -1002,6 +1002,7 @@ static void h_manifest(FILE *f, json_t *m)
 	}
 	html_table(f, rows, fhead, fkeys);
 	json_decref(rows);
+	report_compat_html(f, json_object_get(m, "compat"));
 	fputs("<h3>Weights checksums</h3>\n", f);
 	html_table(f, json_object_get(m, "checksums"), shead, skeys);
 	fputs("<h3>Command lines run</h3>\n", f);

@@ -460,6 +460,7 @@ static void md_manifest(FILE *f, json_t *m)
 	}
 	md_table(f, "Host facts", rows, fhead, fkeys);
 	json_decref(rows);
+	report_compat_md(f, json_object_get(m, "compat"));
 
 	md_table(f, "Weights checksums", json_object_get(m, "checksums"),
 		 shead, skeys);

@@ -358,8 +358,10 @@ void print_check(struct run *r, FILE *f)
 
 void run_free(struct run *r)
 {
-	for (size_t i = 0; i < r->n_nodes; i++)
+	for (size_t i = 0; i < r->n_nodes; i++) {
 		link_free(r->nodes[i].link);
+		json_decref(r->nodes[i].facts);
+	}
 	for (size_t i = 0; i < r->n_tasks; i++) {
 		json_decref(r->tasks[i].checks);
 		json_decref(r->tasks[i].argv);

@@ -259,6 +259,12 @@ void absorb(struct run *r, int node, struct proto_event *ev)
 		}
 		return;
 	}
+	if (ev->kind == EV_FACTS) {
+		/* kept for facts.compat (runner_compat.c) */
+		json_decref(r->nodes[node].facts);
+		r->nodes[node].facts = json_deep_copy(o);
+		return;
+	}
 	if (ev->kind == EV_BYE) {
 		/* Done, not silent: the screens stop ageing it. */
 		if (!r->nodes[node].said_bye)

@@ -76,6 +76,7 @@ struct node {
 	int hello; /* hello seen on the current link */
 	int sim;   /* its agent simulates (hello with sim: true) */
 	int said_bye;
+	json_t *facts; /* its last facts event's fields (facts.compat) */
 	char spool[PATH_MAX];
 	uint64_t sends;
 };
@@ -211,6 +212,10 @@ void task_again(struct run *r, struct task *t, const char *text);
 void task_ended(struct run *r, struct task *t, int rc, const char *reason,
 		const char *msg, const char *cause);
 void note_check(struct run *r, const char *node, const char *stage, json_t *o);
+/* runner_compat.c: a facts stage's tasks all ended: facts.compat across
+ * its nodes, when the stage declares it; returns 1 when it failed a
+ * required item (why in msg). */
+int compat_stage_end(struct run *r, int s, char *msg, size_t max);
 void forget_evidence(struct run *r, const char *stage, const char *node);
 struct task *oldest_sent(struct run *r, int node);
 void absorb(struct run *r, int node, struct proto_event *ev);

@@ -19,6 +19,7 @@
 const struct tui_screen *const tui_screens[] = {
     &screen_overview, &screen_cards, &screen_comm, &screen_checklist,
     &screen_numerics, &screen_plan,  &screen_log,  &screen_service,
+    &screen_hosts,
 };
 
 
@@ -364,35 +365,58 @@ static void draw_header(struct tui *ui, const struct view *v)
 			"the run");
 }
 
+/* The replay clock ("t=12.5s/59.0s x1 PAUSED"); "" live. */
+static void replay_clock(const struct tui *ui, const struct view *v, char *b,
+			 size_t max)
+{
+	char at[32], tot[32];
+	b[0] = 0;
+	if (!ui->replay)
+		return;
+	tui_dur(v->t - ui->first, at, sizeof at);
+	tui_dur(ui->last - ui->first, tot, sizeof tot);
+	snprintf(b, max, "t=%s/%s x%g %s%s", at, tot, ui->speed,
+		 ui->paused ? "PAUSED" : "PLAY", ui->follow ? " follow" : "");
+}
+
 static void draw_tabs(struct tui *ui, const struct view *v)
 {
-	int x = 0;
+	static const int cut[] = {64, 5, 3, 0}; /* name lengths, widest first */
+	char clock[128];
+	int x = 0, room, len = 0;
 	move(1, 0);
 	clrtoeol();
+	/* The replay clock keeps its place; the tabs' names shorten until
+	 * they fit beside it (numbers alone at the narrowest). */
+	replay_clock(ui, v, clock, sizeof clock);
+	room = COLS - (clock[0] ? (int)strlen(clock) + 1 : 0);
+	for (int k = 0; k < 4; k++) {
+		int need = 0;
+		len = cut[k];
+		for (int i = 0; i < TUI_NSCREENS; i++) {
+			int l = (int)strlen(tui_screens[i]->name);
+			need += (i + 1 >= 10 ? 2 : 1) + (len ? 1 : 0) +
+				(l < len ? l : len) + 1;
+		}
+		if (need <= room)
+			break;
+	}
 	for (int i = 0; i < TUI_NSCREENS; i++) {
-		char b[32];
-		/* Short names when the line is narrow. */
-		if (COLS < 100)
-			snprintf(b, sizeof b, "%d %.5s", i + 1,
+		char b[80];
+		if (len)
+			snprintf(b, sizeof b, "%d %.*s", i + 1, len,
 				 tui_screens[i]->name);
 		else
-			snprintf(b, sizeof b, "%d %s", i + 1,
-				 tui_screens[i]->name);
+			snprintf(b, sizeof b, "%d", i + 1);
 		x += tui_put(stdscr, 1, x, COLS - x,
 			     tui_attr(ui, i == ui->screen ? ROLE_SEL : ROLE_NORMAL),
 			     b);
 		x += tui_put(stdscr, 1, x, COLS - x, A_NORMAL, " ");
 	}
-	if (ui->replay) {
-		char at[32], tot[32], b[128];
-		tui_dur(v->t - ui->first, at, sizeof at);
-		tui_dur(ui->last - ui->first, tot, sizeof tot);
-		snprintf(b, sizeof b, "t=%s/%s x%g %s%s", at, tot, ui->speed,
-			 ui->paused ? "PAUSED" : "PLAY",
-			 ui->follow ? " follow" : "");
-		int n = (int)strlen(b);
+	if (clock[0]) {
+		int n = (int)strlen(clock);
 		tui_put(stdscr, 1, COLS - n > x ? COLS - n : x, COLS - x,
-			tui_attr(ui, ROLE_HEAD), b);
+			tui_attr(ui, ROLE_HEAD), clock);
 	}
 }
 

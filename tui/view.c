@@ -80,6 +80,7 @@ static void view_clear(struct view *v)
 	for (size_t i = 0; i < v->nnodes; i++) {
 		free(v->nodes[i].cards);
 		free(v->nodes[i].stix);
+		json_decref(v->nodes[i].facts);
 	}
 	free(v->nodes);
 	free(v->checks);
@@ -927,6 +928,15 @@ void view_apply(struct view *v, const struct proto_event *ev)
 			if (ev->ts > n->last_ts)
 				n->last_ts = ev->ts;
 			break;
+		case EV_FACTS: {
+			static const char *const env[] = {"v", "seq", "ts",
+							  "node", "type", NULL};
+			json_decref(n->facts);
+			n->facts = json_deep_copy(ev->obj);
+			for (int k = 0; env[k]; k++)
+				json_object_del(n->facts, env[k]);
+			break;
+		}
 		case EV_HELLO:
 			if (!n->sim &&
 			    json_is_true(json_object_get(ev->obj, "sim"))) {
@@ -1121,6 +1131,12 @@ void view_dump(const struct view *v, FILE *f)
 			(long long)n->last_sample_ts, stale);
 		if (n->state[0])
 			fprintf(f, " state=%s why=%s", n->state, n->why);
+		if (n->facts) {
+			char *s = json_dumps(n->facts, JSON_COMPACT |
+							   JSON_SORT_KEYS);
+			fprintf(f, " facts=%s", s ? s : "?");
+			free(s);
+		}
 		dnum(f, "host", n->host_used);
 		dnum(f, "rx", n->rx);
 		dnum(f, "tx", n->tx);
@@ -1516,6 +1532,10 @@ int view_seek(struct view_src *src, struct view *v, int64_t t,
 	/* Stages, checks, comm, numerics, perf, console events: folded. */
 	if (store_reader_each(src->rd, SRQ_SPARSE, &t, 1, NULL, row_fold,
 			      &fold, err) < 0)
+		return -1;
+	/* Each node's facts (the last one, when in by t). */
+	if (store_reader_each(src->rd, SRQ_FACTS, &t, 1, NULL, row_fold, &fold,
+			      err) < 0)
 		return -1;
 	/* The log ring: the last VIEW_LOG events, backwards on events_ts. */
 	v->no_log = 0;

@@ -25,6 +25,8 @@
  *   comm, numerics, perf   rows (bounded, oldest dropped)
  *   marker   (console) the markers; verdict (console) go/no-go, its ts
  *            and every item's status as the runner decided it
+ *   facts    per node: the last event's fields (the Hosts screen's
+ *            matrix; seek reads the session table's last one per node)
  *   node     (console) a node's state: unreachable (with why: the node
  *            appears even without events of its own), excluded, done
  *   alert    (console) refused input per (node, reason); the store's state
@@ -117,6 +119,9 @@ struct view_node {
 	 * unreachable, excluded or done (its agent said bye), and why. */
 	char state[16], why[160];
 	int sim; /* its agent simulates: hello with sim: true */
+	/* Its last facts event's fields, without the envelope (NULL: none
+	 * yet): the Hosts screen's compatibility matrix. */
+	json_t *facts;
 	/* Its stages: indexes into view.stages, in order of appearance
 	 * (the screens ask per node; a fleet has thousands of stages). */
 	uint32_t *stix;

@@ -36,6 +36,9 @@
 # nodes log in as, in the inventory and the ssh_config.  Another account
 # must exist (sshd_plain_user NAME makes one); the key files are then made
 # readable to it.
+# SSHD_EXTRA_CONFIG (set before sshd_nodes_start): lines appended to every
+# node sshd's config, e.g. a "Match LocalAddress 127.0.0.4" block with a
+# SetEnv that gives one node an environment of its own (test_compat.sh).
 # SSHD_NICE (default 0): the sshds run at this niceness, and with them
 # everything the nodes run (sessions, shells, agents, engines).  Benches
 # set it so the node side, which on a cluster runs on other machines,
@@ -130,6 +133,8 @@ MaxStartups 200:30:400
 MaxSessions 64
 PidFile $T/$name.pid
 CFG
+		# last: Match blocks run to the end of the file
+		[ -z "${SSHD_EXTRA_CONFIG:-}" ] || printf '%s\n' "$SSHD_EXTRA_CONFIG"
 	} >"$T/$name.config"
 	rm -f "$T/$name.pid"
 	nice -n "${SSHD_NICE:-0}" /usr/sbin/sshd -f "$T/$name.config" -E "$T/$name.log" || return 1

@@ -11,7 +11,8 @@
 static void registry(void)
 {
 	static const char *const contract[] = {
-	    "facts",	      "weights.integrity", "weights.metadata",
+	    "facts",	      "facts.compat",	   "weights.integrity",
+	    "weights.metadata",
 	    "ops.coverage",   "memory.plan",	   "comm.groups",
 	    "comm.bandwidth", "numerics.op",	   "numerics.layer",
 	    "numerics.e2e",   "resources.peak",	   "perf.baseline",
