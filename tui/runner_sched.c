@@ -355,8 +355,11 @@ int settle_stage(struct run *r, int s)
 			 t->st == T_DONE ? "done" : "FAILED");
 		say(r, text, r->nodes[t->node].inv->name);
 	}
-	if (!strcmp(ps->step, "facts") && !failed &&
-	    compat_stage_end(r, s, msg, sizeof msg)) {
+	/* facts.compat over the nodes whose facts came (also when failures
+	 * are tolerated: the rest must still agree). */
+	if (!strcmp(ps->step, "facts") &&
+	    compat_stage_end(r, s, failed ? text : msg,
+			     failed ? sizeof text : sizeof msg)) {
 		end_stage(r, s, S_FAILED, msg);
 		if (ps->required && r->pb.fail_fast)
 			r->stopping = 1;
