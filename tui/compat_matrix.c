@@ -136,65 +136,64 @@ json_t *compat_matrix(const struct compat_node *nodes, size_t n,
 			json_array_append_new(cells, json_string(cols[c].val[f]));
 			json_array_append_new(odd, json_boolean(differs));
 		}
-		/* The odd nodes of this field, folded into one set. */
+		/* The odd nodes of this field: one phrase per value other than
+		 * the majority's, its nodes folded (from every column that
+		 * holds it), then the majority's nodes folded. */
 		if (bestn < n) {
-			char **names = calloc(n, sizeof *names), *set, *maj;
-			char **mnames = calloc(n, sizeof *mnames);
-			size_t k = 0, mk = 0;
-			if (!names || !mnames)
+			char **names = calloc(n, sizeof *names), *maj;
+			char *done = calloc(nc, 1);
+			size_t mk = 0;
+			if (!names || !done)
 				abort();
-			for (size_t c = 0; c < nc; c++) {
-				int differs = strcmp(cols[c].cmp[f],
-						     cols[best].cmp[f]) != 0;
-				for (size_t j = 0; j < cols[c].n; j++) {
-					if (differs)
-						names[k++] = cols[c].names[j];
-					else
-						mnames[mk++] = cols[c].names[j];
-				}
-			}
-			qsort(names, k, sizeof *names, name_cmp);
-			set = fold(names, k);
-			maj = fold(mnames, mk);
-			if (fd->match != COMPAT_SHOWN) {
-				/* Each odd column's value: one phrase per
-				 * different value. */
-				for (size_t c = 0; c < nc; c++) {
-					char *cs;
-					if (!strcmp(cols[c].cmp[f],
-						    cols[best].cmp[f]))
-						continue;
-					cs = fold(cols[c].names, cols[c].n);
-					if (dl < sizeof detail)
-						dl += (size_t)snprintf(
-						    detail + dl,
-						    sizeof detail - dl,
-						    "%s%s: %s %s%s, not the "
-						    "majority's %s (%s)",
-						    dl ? "; " : "", cs, fd->key,
-						    cols[c].val[f],
-						    fd->match == COMPAT_MAJOR
-							? " (major)"
-							: "",
-						    cols[best].val[f], maj);
-					free(cs);
+			for (size_t c = 0; c < nc; c++)
+				if (!strcmp(cols[c].cmp[f], cols[best].cmp[f]))
 					for (size_t j = 0; j < cols[c].n; j++)
-						for (size_t q = 0; q < n; q++)
-							if (sorted[q]->name ==
-								cols[c].names[j] &&
-							    !failing[q]) {
-								failing[q] = 1;
-								odd_nodes++;
-							}
+						names[mk++] = cols[c].names[j];
+			qsort(names, mk, sizeof *names, name_cmp);
+			maj = fold(names, mk);
+			for (size_t c = 0; c < nc && fd->match != COMPAT_SHOWN;
+			     c++) {
+				size_t k = 0;
+				char *cs;
+				if (done[c] ||
+				    !strcmp(cols[c].cmp[f], cols[best].cmp[f]))
+					continue;
+				for (size_t c2 = c; c2 < nc; c2++) {
+					if (strcmp(cols[c2].cmp[f], cols[c].cmp[f]))
+						continue;
+					done[c2] = 1;
+					for (size_t j = 0; j < cols[c2].n; j++)
+						names[k++] = cols[c2].names[j];
 				}
-				fail = 1;
-			} else {
-				warn = 1;
+				qsort(names, k, sizeof *names, name_cmp);
+				cs = fold(names, k);
+				if (dl < sizeof detail)
+					dl += (size_t)snprintf(
+					    detail + dl, sizeof detail - dl,
+					    "%s%s: %s %s%s, not the majority's "
+					    "%s (%s)",
+					    dl ? "; " : "", cs, fd->key,
+					    cols[c].val[f],
+					    fd->match == COMPAT_MAJOR ? " (major)"
+								      : "",
+					    cols[best].val[f], maj);
+				free(cs);
+				/* count each node once over all fields */
+				for (size_t j = 0; j < k; j++)
+					for (size_t q = 0; q < n; q++)
+						if (sorted[q]->name == names[j] &&
+						    !failing[q]) {
+							failing[q] = 1;
+							odd_nodes++;
+						}
 			}
-			free(set);
+			if (fd->match != COMPAT_SHOWN)
+				fail = 1;
+			else
+				warn = 1;
 			free(maj);
 			free(names);
-			free(mnames);
+			free(done);
 		}
 		json_array_append_new(
 		    rows, json_pack("{s:s, s:s, s:s, s:o, s:o}", "field", fd->key,

@@ -105,6 +105,23 @@ static void matrix(void)
 				     "the majority's Open MPI v4.1.4 (b1)") !=
 	      NULL);
 	json_decref(m);
+	/* One odd value in two columns (they differ on the kernel): one
+	 * phrase naming both nodes folded. */
+	{
+		json_t *g = facts("Open MPI v5.0.3", "abc", "550.54.15", "k2");
+		struct compat_node o[4] = {{"c1", f[0]},
+					   {"c2", f[0]},
+					   {"c3", f[3]},
+					   {"c4", g}};
+		m = compat_matrix(o, 4, NULL);
+		CHECK(strstr(s(m, "detail"),
+			     "c[3-4]: mpi_version Open MPI v5.0.3, not the "
+			     "majority's Open MPI v4.1.4 (c[1-2])") != NULL);
+		CHECK(strstr(s(m, "detail"), "; ") == NULL);
+		CHECK(json_integer_value(json_object_get(m, "odd")) == 2);
+		json_decref(m);
+		json_decref(g);
+	}
 	m = compat_matrix(n, 0, NULL);
 	CHECK(!strcmp(s(m, "status"), "pass"));
 	CHECK(json_array_size(json_object_get(m, "columns")) == 0);
