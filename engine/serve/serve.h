@@ -96,6 +96,9 @@ struct srv_metrics {
 	uint64_t recheck_n, recheck_wrong; /* recomputed tokens checked, differing */
 	uint64_t prefix_queries, prefix_hits; /* prompt tokens looked up, found */
 	uint64_t recomputed_tokens;
+	/* pipeline stages: their compute and their time over the steps */
+	double pp_busy_s, pp_span_s;
+	uint64_t pp_steps, pp_micro;
 	struct srv_hist ttft, tpot, e2e;
 };
 
@@ -113,6 +116,7 @@ struct srv {
 			   * design, for comparison): no growth, no preemption */
 	int prefix_cache; /* reuse cached full blocks of equal prefixes */
 	int64_t next_seq;
+	int pp, micro; /* pipeline stages; micro-batches a step is cut into */
 	int64_t max_ctx, vocab;
 	uint64_t kv_seq_bytes;   /* per card, one full-context sequence */
 	uint64_t kv_block_bytes; /* per card, one block */

@@ -212,6 +212,24 @@ static char *metrics_text(struct srv *s)
 		(unsigned long long)(s->m.recheck_n - s->m.recheck_wrong),
 		(unsigned long long)s->m.recheck_wrong,
 		(unsigned long long)s->m.recomputed_tokens);
+	if (s->pp > 1) {
+		double mean_m = m->pp_steps ? (double)m->pp_micro / m->pp_steps : s->micro;
+		fprintf(f, "# HELP day0_pp_bubble_fraction Pipeline stages' idle share "
+			   "of their time over the steps (measured).\n"
+			   "# TYPE day0_pp_bubble_fraction gauge\n"
+			   "day0_pp_bubble_fraction %.6f\n"
+			   "# HELP day0_pp_bubble_expected (p-1)/(m+p-1) for the mean "
+			   "micro-batches a step had.\n"
+			   "# TYPE day0_pp_bubble_expected gauge\n"
+			   "day0_pp_bubble_expected %.6f\n"
+			   "# HELP day0_pp_micro_batches Micro-batches a step is cut into "
+			   "(at most), and their mean.\n"
+			   "# TYPE day0_pp_micro_batches gauge\n"
+			   "day0_pp_micro_batches %d\n"
+			   "day0_pp_micro_batches_mean %.3f\n",
+			m->pp_span_s > 0 ? 1 - m->pp_busy_s / m->pp_span_s : 0.0,
+			(s->pp - 1) / (mean_m + s->pp - 1), s->micro, mean_m);
+	}
 	/* vLLM's names for the same figures (its dashboards read these) */
 	fprintf(f, "# HELP vllm:num_requests_running Requests in the running batch.\n"
 		   "# TYPE vllm:num_requests_running gauge\n"

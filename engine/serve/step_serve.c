@@ -42,6 +42,7 @@ const struct step_entry step_serve = {
 		 "[--host 127.0.0.1] [--port 8000] [--port-file FILE] "
 		 "[--max-ctx N] [--kv-seqs N | --kv-mem BYTES | --kv-blocks N] "
 		 "[--block-tokens N] [--kv-policy paged|slots] [--no-prefix-cache] "
+		 "[--micro-batches M] "
 		 "[--card-mem BYTES] "
 		 "[--max-queue N] [--max-batch-tokens N] [--max-body BYTES] "
 		 "[--served-model-name NAME] [--events]  (under mpirun -np T*P*E)\n"
@@ -60,6 +61,8 @@ const struct step_entry step_serve = {
 		 "preemption when they run out; slots: a whole context reserved "
 		 "per sequence (for comparison)\n"
 		 "  --no-prefix-cache     do not share cached prefix blocks\n"
+		 "  --micro-batches M     with --pp: a step's batch in M micro-batches "
+		 "kept in flight across the stages (default P; 1: none)\n"
 		 "  --card-mem BYTES      the card budget for weights + KV (as run)\n"
 		 "  --max-queue N         requests waiting for a slot before 503 "
 		 "(default 1024)\n"
@@ -85,7 +88,7 @@ struct serve_opts {
 	const char *dir, *host, *port_file, *name;
 	struct layout_dims d;
 	int port, kv_seqs, kv_blocks, block_tokens, slot_policy, no_prefix;
-	int max_queue, max_batch, events;
+	int max_queue, max_batch, events, micro;
 	int64_t max_ctx;
 	uint64_t kv_mem, card_mem, max_body;
 };
@@ -104,6 +107,7 @@ static int parse(int argc, char **argv, struct serve_opts *o, int rank)
 		{"served-model-name", 1, 0, 'n'}, {"events", 0, 0, 'E'},
 		{"kv-blocks", 1, 0, 'K'}, {"block-tokens", 1, 0, 'T'},
 		{"kv-policy", 1, 0, 'L'}, {"no-prefix-cache", 0, 0, 'X'},
+		{"micro-batches", 1, 0, 'M'},
 		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_serve;
 	int ch;
@@ -182,6 +186,11 @@ static int parse(int argc, char **argv, struct serve_opts *o, int rank)
 			o->slot_policy = !strcmp(optarg, "slots");
 			break;
 		case 'X': o->no_prefix = 1; break;
+		case 'M':
+			if (parse_long(optarg, 1, 64, &v) < 0)
+				BAD("--micro-batches: expected 1..64");
+			o->micro = (int)v;
+			break;
 		case 'n': o->name = optarg; break;
 		case 'E': o->events = 1; break;
 		case 'h': if (!rank) step_help(S); return -1;
@@ -948,6 +957,77 @@ struct seg_wire {
 	int32_t len, ntable, from, pad;
 };
 
+/*
+ * The step's forward in micro-batches (pipeline parallelism): the
+ * segments cut into up to m runs of about equal tokens, each forwarded in
+ * turn.  A stage hands a micro-batch's hidden state on and starts the
+ * next while the later stages work on it (the sends complete when the
+ * next stage takes them), so with p stages a step costs m + p - 1
+ * micro-batch times instead of m * p: the bubble is (p-1)/(m+p-1) of
+ * the stages' time instead of (p-1)/p.  Rank 0 posts the receives of
+ * every micro-batch's logits first, so the last stage never waits on it.
+ * busy gets this rank's compute time (the forward less its waits for the
+ * pipeline); returns the micro-batches run, or -1 with err.
+ */
+static int forward_micro(struct rt *r, struct batch *b, const int *rows, int nrows,
+			 float *logits, int V, int m, int rank, int last,
+			 double *busy, struct d0_err *err)
+{
+	int cut[65], n = 0, row0 = 0, g0 = 0, t0 = 0, rc = 0;
+	MPI_Request rq[64];
+	const struct rt_stats *st = rt_stats(r);
+	if (m > b->nseg)
+		m = b->nseg;
+	if (m > 64)
+		m = 64;
+	if (m < 1)
+		m = 1;
+	/* cut after the segment that reaches k/m of the tokens */
+	cut[0] = 0;
+	for (int g = 0, acc = 0, k = 1; g < b->nseg && k < m; g++) {
+		acc += b->seg[g].len;
+		if ((int64_t)acc * m >= (int64_t)k * b->ntok && g + 1 < b->nseg)
+			cut[k++] = g + 1, n = k;
+	}
+	n = n ? n : 1;
+	cut[n] = b->nseg;
+	*busy = 0;
+	for (int k = 0, r0 = 0; k < n; k++) { /* logits' receives first */
+		int nr = 0;
+		for (int g = cut[k]; g < cut[k + 1]; g++)
+			nr += b->seg[g].len - b->from[g];
+		rq[k] = MPI_REQUEST_NULL;
+		if (rank == 0 && last != 0 && nr)
+			MPI_Irecv(logits + (size_t)r0 * V, nr * V, MPI_FLOAT, last, 21,
+				  MPI_COMM_WORLD, &rq[k]);
+		r0 += nr;
+	}
+	for (int k = 0; k < n; k++) {
+		int nt = 0, nr = 0, *lr;
+		double t = MPI_Wtime(), w = st->time_s[RT_GROUP_PP][RT_OP_SENDRECV];
+		for (int g = cut[k]; g < cut[k + 1]; g++)
+			nt += b->seg[g].len;
+		lr = malloc((size_t)(nrows ? nrows : 1) * sizeof *lr);
+		for (int i = 0; i < nrows; i++) /* this micro-batch's rows, from its start */
+			if (rows[i] >= t0 && rows[i] < t0 + nt)
+				lr[nr++] = rows[i] - t0;
+		if (rc == 0)
+			rc = rt_forward_rows(r, b->tok + t0, b->seg + g0, cut[k + 1] - g0,
+					     lr, nr, logits + (size_t)row0 * V, err);
+		free(lr);
+		*busy += MPI_Wtime() - t - (st->time_s[RT_GROUP_PP][RT_OP_SENDRECV] - w);
+		if (rc == 0 && rank == last && last != 0 && nr)
+			MPI_Send(logits + (size_t)row0 * V, nr * V, MPI_FLOAT, 0, 21,
+				 MPI_COMM_WORLD);
+		row0 += nr;
+		t0 += nt;
+		g0 = cut[k + 1];
+	}
+	if (rank == 0 && rc == 0)
+		MPI_Waitall(n, rq, MPI_STATUSES_IGNORE);
+	return rc < 0 ? -1 : n;
+}
+
 /* Every rank: the serving loop until rank 0 broadcasts stop. */
 static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 		int rank)
@@ -957,8 +1037,10 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 	struct d0_err err = {{0}};
 	int V = (int)rt_config(r)->vocab, last = rt_last_stage_root(r), rc = 0;
 	float *logits = NULL;
-	int *rows = NULL, nrows, cap_rows = 0, cap_w = 0;
+	int *rows = NULL, nrows, cap_rows = 0, cap_w = 0, world;
+	int micro = o->d.pp > 1 ? (o->micro ? o->micro : o->d.pp) : 1;
 	size_t cap = 0;
+	MPI_Comm_size(MPI_COMM_WORLD, &world);
 	for (;;) {
 		struct batch_head h = {0};
 		if (rank == 0) {
@@ -1006,22 +1088,30 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 			cap = (size_t)nrows * V;
 			logits = realloc(logits, cap * sizeof *logits);
 		}
-		if (rt_forward_rows(r, b.tok, b.seg, b.nseg, rows, nrows, logits,
-				    &err) < 0) {
-			/* every rank sees the same batch, so the same refusal */
-			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
-			rc = -1;
-			break;
-		}
-		if (rank == last && last != 0 && nrows)
-			MPI_Send(logits, nrows * V, MPI_FLOAT, 0, 21, MPI_COMM_WORLD);
-		if (rank == 0) {
-			if (last != 0 && nrows)
-				MPI_Recv(logits, nrows * V, MPI_FLOAT, last, 21,
-					 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-			pthread_mutex_lock(&s->lock);
-			consume(s, &b, logits, V);
-			pthread_mutex_unlock(&s->lock);
+		{
+			double t = MPI_Wtime(), busy = 0, all = 0;
+			int m = forward_micro(r, &b, rows, nrows, logits, V, micro, rank,
+					      last, &busy, &err);
+			if (m < 0) {
+				/* every rank sees the same batch, so the same refusal */
+				fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
+				rc = -1;
+				break;
+			}
+			if (o->d.pp > 1) /* the stages' compute against their time */
+				MPI_Reduce(&busy, &all, 1, MPI_DOUBLE, MPI_SUM, 0,
+					   MPI_COMM_WORLD);
+			if (rank == 0) {
+				pthread_mutex_lock(&s->lock);
+				if (o->d.pp > 1) {
+					s->m.pp_busy_s += all;
+					s->m.pp_span_s += (MPI_Wtime() - t) * world;
+					s->m.pp_steps++;
+					s->m.pp_micro += (uint64_t)m;
+				}
+				consume(s, &b, logits, V);
+				pthread_mutex_unlock(&s->lock);
+			}
 		}
 	}
 	if (rank == 0) {
@@ -1132,6 +1222,8 @@ static int serve(int argc, char **argv)
 	s.block_tokens = o.block_tokens;
 	s.slot_policy = o.slot_policy;
 	s.prefix_cache = !o.no_prefix && !o.slot_policy;
+	s.pp = o.d.pp;
+	s.micro = o.d.pp > 1 ? (o.micro ? o.micro : o.d.pp) : 1;
 	s.max_queue = o.max_queue;
 	s.max_ctx = o.max_ctx;
 	s.vocab = rt_config(r)->vocab;

@@ -3,8 +3,9 @@
 # prompts) and to run --generate, under chunked prefill and preemption in
 # a cache smaller than the load; prefix reuse hit and missed; a request
 # that can never fit refused with a 400; /metrics under vLLM's names;
-# load's service.kv and service.preemption; the same at TP 2, PP 2, EP 2
-# on an MLA + MoE model (deepseek_v3).
+# load's service.kv and service.preemption; the same at TP 2, PP 2 (in
+# micro-batches, the bubble reported), EP 2 on an MLA + MoE model
+# (deepseek_v3).
 . "$(dirname "$0")/../lib.sh"
 TOOLS="$BUILD/tests"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0"
@@ -176,5 +177,11 @@ for lay in "--tp 2" "--tp 1 --pp 2" "--tp 1 --ep 2"; do
 	n=$(metric "$URL_l" 'vllm:num_preemptions_total{model_name="ds"}')
 	check "$lay: … preempted and recomputed (${n:-no metrics}), none differently" \
 		test "$(( ${n:-0} >= 1 )) $(metric "$URL_l" 'day0_recompute_checks_total{result="different"}')" = "1 0"
+	case $lay in *"--pp 2"*)
+		mb=$(metric "$URL_l" day0_pp_micro_batches_mean)
+		bub=$(metric "$URL_l" day0_pp_bubble_fraction) exp=$(metric "$URL_l" day0_pp_bubble_expected)
+		check "$lay: steps in 2 micro-batches in flight (mean $mb), the bubble measured ($bub) beside (p-1)/(m+p-1) ($exp)" \
+			python3 -c "import sys; m, b, e = map(float, sys.argv[1:]); sys.exit(not (1 < m <= 2 and 0 <= b < 1 and 1/3 <= e < 0.5))" "$mb" "$bub" "$exp"
+	esac
 	stop_serve l
 done
