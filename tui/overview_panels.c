@@ -548,33 +548,44 @@ int overview_net(struct tui *ui, const struct view *v, WINDOW *w, int y, int h,
 			lw = fit_cols(l[i].label);
 	if (lw > 24)
 		lw = 24;
-	for (int i = 0; i < n && i < h; i++, rows++) {
+	/* The figures first (every line's), so the sparklines line up. */
+	char t[GLINES][96], bus[GLINES][96];
+	int tw = 0, bw = 0;
+	for (int i = 0; i < n && i < h; i++) {
 		struct glance_net g;
-		char rx[32], tx[32], bus[96], t[160];
-		double vals[64];
-		int yy = y + i, x = 0, m;
+		char rx[32], tx[32];
 		glance_net(v, l[i].first, l[i].last, &g);
 		fit_bytes(g.rx, rx, sizeof rx);
 		fit_bytes(g.tx, tx, sizeof tx);
 		if (isnan(g.rx) && isnan(g.tx))
-			snprintf(t, sizeof t, "no NIC samples");
+			snprintf(t[i], sizeof t[i], "no NIC samples");
 		else
-			snprintf(t, sizeof t, "rx %s/s  tx %s/s", rx, tx);
-		bus[0] = 0;
+			snprintf(t[i], sizeof t[i], "rx %s/s  tx %s/s", rx, tx);
+		bus[i][0] = 0;
 		if (g.bus) {
-			char bw[32];
-			fit_busbw(g.busbw, bw, sizeof bw);
-			snprintf(bus, sizeof bus, "%s busbw %s", g.op, bw);
+			char b[32];
+			fit_busbw(g.busbw, b, sizeof b);
+			snprintf(bus[i], sizeof bus[i], "%.24s busbw %s", g.op, b);
 		}
+		if (fit_cols(t[i]) > tw)
+			tw = fit_cols(t[i]);
+		if (fit_cols(bus[i]) > bw)
+			bw = fit_cols(bus[i]);
+	}
+	for (int i = 0; i < n && i < h; i++, rows++) {
+		double vals[64];
+		int yy = y + i, x = 0, m;
 		x += tui_printf(w, yy, x, cols - x, tui_attr(ui, ROLE_HEAD),
 				"  %-*.*s ", lw, lw, l[i].label);
-		if (x + fit_cols(t) > cols)
-			continue;
-		x += tui_put(w, yy, x, cols - x, A_NORMAL, t);
-		if (bus[0] && x + 2 + fit_cols(bus) <= cols) {
-			x += tui_put(w, yy, x, cols - x, A_NORMAL, "  ");
-			x += tui_put(w, yy, x, cols - x, tui_attr(ui, ROLE_OK),
-				     bus);
+		if (x + fit_cols(t[i]) > cols)
+			continue; /* numbers whole or not at all */
+		tui_put(w, yy, x, cols - x, A_NORMAL, t[i]);
+		x += tw;
+		if (bw && x + 2 + bw <= cols) {
+			if (bus[i][0])
+				tui_put(w, yy, x + 2, cols - x - 2,
+					tui_attr(ui, ROLE_OK), bus[i]);
+			x += 2 + bw;
 		}
 		/* The data moved per sample tick, of the set's first node
 		 * (the grid's sparkline is the same line). */

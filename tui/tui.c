@@ -347,12 +347,17 @@ static void draw_header(struct tui *ui, const struct view *v)
 		 * none while the stage runs). */
 		int64_t eta;
 		double p = view_stage_progress(v, cur, &eta);
+		/* Each figure whole or not at all (never "ET" or "1"). */
 		snprintf(buf, sizeof buf, "  stage %s %.0f%%", cur->id, p * 100);
-		x += tui_put(stdscr, 0, x, COLS - x, tui_attr(ui, ROLE_OK), buf);
+		if (x + (int)strlen(buf) <= COLS)
+			x += tui_put(stdscr, 0, x, COLS - x,
+				     tui_attr(ui, ROLE_OK), buf);
 		if (eta >= 0) {
 			tui_dur(eta, el, sizeof el);
-			x += tui_printf(stdscr, 0, x, COLS - x, A_NORMAL,
-					" ETA %s", el);
+			snprintf(buf, sizeof buf, " ETA %s", el);
+			if (x + (int)strlen(buf) <= COLS)
+				x += tui_put(stdscr, 0, x, COLS - x, A_NORMAL,
+					     buf);
 		}
 	}
 	if (v->verdict >= 0)
