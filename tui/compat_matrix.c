@@ -331,9 +331,12 @@ void compat_print(FILE *f, json_t *m, int width)
 			if (cl > cw[k])
 				cw[k] = cl;
 		}
-		/* a wide cell (the CPU flags) is cut at the terminal */
+		/* a wide cell (OpenBLAS's config) is cut: at the terminal, or
+		 * at 40 columns when several node sets stand side by side */
 		if (width > 0 && cw[k] > width - tw - 2)
 			cw[k] = width - tw - 2 > 12 ? width - tw - 2 : 12;
+		if (nc > 1 && cw[k] > 40)
+			cw[k] = 40;
 	}
 	fprintf(f, "%-*s", tw, "field");
 	json_array_foreach(cols, k, c)
@@ -358,7 +361,9 @@ void compat_print(FILE *f, json_t *m, int width)
 			int odd = json_is_true(
 			    json_array_get(json_object_get(r, "odd"), k));
 			char cell[192];
-			snprintf(cell, sizeof cell, "%s%s",
+			/* the mark survives the cut: the value gives way */
+			snprintf(cell, sizeof cell, "%.*s%s",
+				 odd ? cw[k] - 1 : cw[k],
 				 json_string_value(json_array_get(
 				     json_object_get(r, "cells"), k)),
 				 odd ? "*" : "");

@@ -119,7 +119,10 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 			int odd = json_is_true(
 			    json_array_get(json_object_get(r, "odd"), k));
 			char b[192];
-			snprintf(b, sizeof b, "%s%s", cell(r, k), odd ? "*" : "");
+			/* the mark survives the cut: the value gives way */
+			snprintf(b, sizeof b, "%.*s%s",
+				 odd ? widths[k] - 1 : widths[k], cell(r, k),
+				 odd ? "*" : "");
 			x += tui_printf(w, y, x, cols - x,
 					odd ? tui_attr(ui, must ? ROLE_FAIL
 								: ROLE_WARN) |
