@@ -36,6 +36,12 @@ static int worse(const struct glance_card *a, const struct glance_card *b)
 	return !isnan(a->used) && (isnan(b->used) || a->used > b->used);
 }
 
+int glance_has(const struct view_node *n, int c)
+{
+	const struct view_card *k = &n->cards[c];
+	return k->present && (!isnan(k->used) || !isnan(k->budget));
+}
+
 int glance_worst(const struct view *v, size_t first, size_t last,
 		 struct glance_card *out)
 {
@@ -43,7 +49,7 @@ int glance_worst(const struct view *v, size_t first, size_t last,
 	for (size_t i = first; i <= last && i < v->nnodes; i++)
 		for (int c = 0; c < v->nodes[i].ncards; c++) {
 			struct glance_card g;
-			if (!v->nodes[i].cards[c].present)
+			if (!glance_has(&v->nodes[i], c))
 				continue;
 			glance_card(&v->nodes[i], c, &g);
 			if (!n++ || worse(&g, out))
@@ -57,8 +63,18 @@ int glance_ncards(const struct view *v, size_t first, size_t last)
 	int n = 0;
 	for (size_t i = first; i <= last && i < v->nnodes; i++)
 		for (int c = 0; c < v->nodes[i].ncards; c++)
-			n += v->nodes[i].cards[c].present;
+			n += glance_has(&v->nodes[i], c);
 	return n;
+}
+
+int glance_has_net(const struct view *v, const struct view_node *n)
+{
+	if (!isnan(n->rx) || !isnan(n->tx))
+		return 1;
+	for (size_t i = v->comm.n; i-- > 0;)
+		if (!strcmp(VIEW_AT(v->comm, i)->node, n->name))
+			return 1;
+	return 0;
 }
 
 /* ---------------------------------------------------------------- checklist */

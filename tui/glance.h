@@ -41,8 +41,13 @@ void glance_card(const struct view_node *n, int c, struct glance_card *out);
  * *out untouched). */
 int glance_worst(const struct view *v, size_t first, size_t last,
 		 struct glance_card *out);
-/* Present cards of nodes first..last. */
+/* Does node n's card c have figures (used or budget)?  A card known only
+ * by its ranks' RSS has none: the memory lines leave it out. */
+int glance_has(const struct view_node *n, int c);
+/* Cards with figures of nodes first..last. */
 int glance_ncards(const struct view *v, size_t first, size_t last);
+/* Has node n NIC samples or comm events (a network line to show)? */
+int glance_has_net(const struct view *v, const struct view_node *n);
 
 /* Statuses in the order the summary counts them; GLANCE_NONE: no
  * evidence yet. */

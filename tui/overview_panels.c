@@ -394,7 +394,7 @@ static int glance_lines(const struct view *v, int h, int per_card,
 	if (per_card && glance_ncards(v, 0, v->nnodes - 1) <= h) {
 		for (size_t i = 0; i < v->nnodes; i++)
 			for (int c = 0; c < v->nodes[i].ncards && n < max; c++) {
-				if (!v->nodes[i].cards[c].present)
+				if (!glance_has(&v->nodes[i], c))
 					continue;
 				snprintf(out[n].label, sizeof out[n].label,
 					 "%.60s/%d", v->nodes[i].name, c);
@@ -526,14 +526,34 @@ int overview_memory(struct tui *ui, const struct view *v, WINDOW *w, int y,
 	return rows;
 }
 
-int overview_net_need(const struct view *v) { return (int)v->nnodes; }
+int overview_net_need(const struct view *v)
+{
+	int n = 0;
+	for (size_t i = 0; i < v->nnodes; i++)
+		n += glance_has_net(v, &v->nodes[i]);
+	return n;
+}
 
 int overview_net(struct tui *ui, const struct view *v, WINDOW *w, int y, int h,
 		 int cols)
 {
 	struct gline l[GLINES];
-	int head = h >= 2 && h > overview_net_need(v);
-	int n = glance_lines(v, h - head, 0, l, GLINES), lw = 0, rows = 0;
+	int need = overview_net_need(v);
+	int head = h >= 2 && h > need;
+	int n = 0, lw = 0, rows = 0;
+	if (!need)
+		return 0;
+	if (need <= h - head) {
+		/* A line per node that has network figures. */
+		for (size_t i = 0; i < v->nnodes && n < GLINES; i++)
+			if (glance_has_net(v, &v->nodes[i])) {
+				snprintf(l[n].label, sizeof l[n].label, "%s",
+					 v->nodes[i].name);
+				l[n].first = l[n].last = i;
+				l[n++].card = -1;
+			}
+	} else
+		n = glance_lines(v, h - head, 0, l, GLINES);
 	if (!n)
 		return 0;
 	if (head) {

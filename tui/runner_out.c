@@ -221,6 +221,28 @@ void print_reasons(FILE *f, const char *what, json_t *list)
 	fputc('\n', f);
 }
 
+/* One MEMORY line: card c of node first, or (c < 0) the worst card of
+ * nodes first..last. */
+static void glance_line(FILE *f, const struct view *v, size_t first,
+			size_t last, int c, const char *label)
+{
+	struct glance_card k;
+	char ub[48], pk[32], hr[16];
+	int total = 1;
+	if (c >= 0)
+		glance_card(&v->nodes[first], c, &k);
+	else if (!(total = glance_worst(v, first, last, &k)))
+		return;
+	fit_used_budget(k.used, k.budget, ub, sizeof ub);
+	fit_bytes(k.peak, pk, sizeof pk);
+	fit_headroom(k.peak, k.budget, hr, sizeof hr, NULL);
+	if (c >= 0)
+		fprintf(f, "%-24s %-18s %-10s %s\n", label, ub, pk, hr);
+	else
+		fprintf(f, "%-24s %-18s %-10s %-8s %.60s/%d of %d cards\n",
+			label, ub, pk, hr, k.node, k.card, total);
+}
+
 /* The Overview's glance figures at the end of the session file, from
  * the same view and the same functions as the screen (glance.h): the
  * checklist's counts and memory per card (per node, its worst card, past
@@ -249,38 +271,34 @@ static void print_glance(struct run *r, FILE *f)
 		fprintf(f, "  first %s: %s", g.first_status, g.first);
 	fputc('\n', f);
 	per_card = glance_ncards(&v, 0, v.nnodes - 1) <= GLANCE_HEADLESS_CARDS;
-	fprintf(f, "\n%-24s %-18s %-10s %s%s\n", "MEMORY", "USED/BUDGET",
-		"PEAK", per_card ? "HEADROOM" : "HEADROOM WORST CARD", "");
-	for (size_t i = 0; i < v.nnodes; i++) {
-		const struct view_node *n = &v.nodes[i];
-		for (int c = 0; c < n->ncards; c++) {
-			struct glance_card k;
-			char label[96], ub[48], pk[32], hr[16], worst[48] = "";
-			int total = 1;
-			if (!per_card) {
-				if (!(total = glance_worst(&v, i, i, &k)))
-					break;
-				snprintf(label, sizeof label, "%s", n->name);
-				snprintf(worst, sizeof worst, "#%d of %d",
-					 k.card, total);
-				c = n->ncards; /* one line per node */
-			} else {
-				if (!n->cards[c].present)
+	fprintf(f, "\n%-24s %-18s %-10s %s\n", "MEMORY", "USED/BUDGET", "PEAK",
+		per_card ? "HEADROOM" : "HEADROOM WORST CARD");
+	if (per_card) {
+		for (size_t i = 0; i < v.nnodes; i++)
+			for (int c = 0; c < v.nodes[i].ncards; c++) {
+				char label[96];
+				if (!glance_has(&v.nodes[i], c))
 					continue;
-				glance_card(n, c, &k);
 				snprintf(label, sizeof label, "%.60s/%d",
-					 n->name, c);
+					 v.nodes[i].name, c);
+				glance_line(f, &v, i, i, c, label);
 			}
-			fit_used_budget(k.used, k.budget, ub, sizeof ub);
-			fit_bytes(k.peak, pk, sizeof pk);
-			fit_headroom(k.peak, k.budget, hr, sizeof hr, NULL);
-			if (worst[0])
-				fprintf(f, "%-24s %-18s %-10s %-8s %s\n", label,
-					ub, pk, hr, worst);
-			else
-				fprintf(f, "%-24s %-18s %-10s %s\n", label, ub,
-					pk, hr);
-		}
+		goto out;
+	}
+	/* Past GLANCE_HEADLESS_CARDS cards: a line per node, or per node
+	 * set (at most GLANCE_HEADLESS_CARDS lines), its worst card. */
+	size_t group = (v.nnodes + GLANCE_HEADLESS_CARDS - 1) /
+		       GLANCE_HEADLESS_CARDS;
+	for (size_t i = 0; i < v.nnodes; i += group) {
+		size_t end = i + group - 1 < v.nnodes ? i + group - 1
+						      : v.nnodes - 1;
+		char *names[GLANCE_HEADLESS_CARDS * 64], *set;
+		size_t k, nn = 0;
+		for (k = i; k <= end && nn < sizeof names / sizeof *names; k++)
+			names[nn++] = v.nodes[k].name;
+		set = nodeset_fold(names, nn);
+		glance_line(f, &v, i, end, -1, set ? set : v.nodes[i].name);
+		free(set);
 	}
 out:
 	view_free(&v);

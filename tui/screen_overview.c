@@ -320,10 +320,49 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		}
 	if (labw > 24)
 		labw = 24;
-	/* Folded rows need room for "n[001-008]". */
-	int body0 = rows - 1 - (v->perf.n ? 1 : 0) - 1;
-	if (body0 > 0 && v->nnodes > (size_t)body0) {
-		size_t g0 = (v->nnodes + (size_t)body0 - 1) / (size_t)body0;
+	/* The layout rule (docs/screens.md): under the grid's heading the
+	 * rows go, in this order, to the node grid (its node sets folded
+	 * to at most half of them), the verdict line and the checklist's
+	 * counts (always), memory (per card, else folded: at most half of
+	 * what is left), the network (a third of the rest), then the
+	 * stage / checklist / failure panels; perf and alerts at the
+	 * bottom. */
+	int avail = rows - 1 - (v->perf.n ? 1 : 0) - 1; /* heading, perf, alerts */
+	int sum = avail >= 4 ? 2 : avail >= 3 ? 1 : 0;
+	if (sum == 2 && avail >= 6)
+		sum = overview_summary_need(v);
+	int body = (int)v->nnodes, rest, memh, neth, panels, blank;
+	avail -= sum;
+	if (avail >= 4 && body > avail / 2)
+		body = avail / 2;
+	if (body > avail)
+		body = avail;
+	if (body < 1)
+		body = 1;
+	/* Folded node sets: the rows they fill, no more. */
+	size_t group = (v->nnodes + (size_t)body - 1) / (size_t)body;
+	if (group < 1)
+		group = 1;
+	size_t ngroups = (v->nnodes + group - 1) / group;
+	if (ngroups && (int)ngroups < body)
+		body = (int)ngroups;
+	rest = avail - body;
+	blank = rest >= 24; /* a blank row under the grid when roomy */
+	rest -= blank;
+	/* MEMORY's and NET's headings only when roomy (30 rows and up) */
+	memh = overview_memory_need(v) + (rows >= 30);
+	if (memh > (rest + 1) / 2)
+		memh = rest >= 2 ? (rest + 1) / 2 : rest > 0 ? rest : 0;
+	rest -= memh;
+	neth = overview_net_need(v) + (rows >= 30);
+	if (neth > rest / 3)
+		neth = rest >= 1 ? (rest / 3 > 0 ? rest / 3 : 1) : 0;
+	rest -= neth;
+	panels = rest - 1 >= 2 ? rest - 1 : 0;
+	/* Folded rows need room for "n[001-008]" (whole: a node set's
+	 * name is never cut). */
+	if (group > 1) {
+		size_t g0 = group;
 		char fn[96];
 		tui_fold_name(v->nodes[0].name,
 			      v->nodes[g0 < v->nnodes ? g0 - 1 : v->nnodes - 1].name,
@@ -350,38 +389,6 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		bw = 1;
 		gap = 0;
 	}
-	/* The layout rule (docs/screens.md): under the grid's heading the
-	 * rows go, in this order, to the node grid (its node sets folded
-	 * to at most half of them), the verdict line and the checklist's
-	 * counts (always), memory (per card, else folded: at most half of
-	 * what is left), the network (a third of the rest), then the
-	 * stage / checklist / failure panels; perf and alerts at the
-	 * bottom. */
-	int avail = rows - 1 - (v->perf.n ? 1 : 0) - 1; /* heading, perf, alerts */
-	int sum = avail >= 4 ? 2 : avail >= 3 ? 1 : 0;
-	if (sum == 2 && avail >= 6)
-		sum = overview_summary_need(v);
-	int body = (int)v->nnodes, rest, memh, neth, panels, blank;
-	avail -= sum;
-	if (avail >= 4 && body > avail / 2)
-		body = avail / 2;
-	if (body > avail)
-		body = avail;
-	if (body < 1)
-		body = 1;
-	rest = avail - body;
-	blank = rest >= 24; /* a blank row under the grid when roomy */
-	rest -= blank;
-	/* MEMORY's and NET's headings only when roomy (30 rows and up) */
-	memh = overview_memory_need(v) + (rows >= 30);
-	if (memh > (rest + 1) / 2)
-		memh = rest >= 2 ? (rest + 1) / 2 : rest > 0 ? rest : 0;
-	rest -= memh;
-	neth = overview_net_need(v) + (rows >= 30);
-	if (neth > rest / 3)
-		neth = rest >= 1 ? (rest / 3 > 0 ? rest / 3 : 1) : 0;
-	rest -= neth;
-	panels = rest - 1 >= 2 ? rest - 1 : 0;
 	if (!v->nnodes) {
 		tui_put(w, 1, 0, cols, tui_attr(ui, ROLE_DIM),
 			"no node has reported yet");
@@ -395,12 +402,7 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	if (chkw)
 		tui_put(w, 0, cols - chkw, chkw, tui_attr(ui, ROLE_HEAD),
 			"checklist");
-	/* Fold consecutive nodes into groups when they do not all fit. */
-	size_t group = body > 0 ? (v->nnodes + (size_t)body - 1) / (size_t)body
-				: v->nnodes;
-	if (group < 1)
-		group = 1;
-	size_t ngroups = (v->nnodes + group - 1) / group;
+	/* Consecutive nodes fold into groups when they do not all fit. */
 	last_group = group;
 	if (ui->sel_node >= (int)ngroups)
 		ui->sel_node = (int)ngroups - 1;
@@ -432,9 +434,14 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 			if (r != ROLE_DIM)
 				dim = 0;
 		}
-		if (group > 1 && role == ROLE_OK)
-			snprintf(state, sizeof state, "idle x%zu",
+		if (group > 1 && role == ROLE_OK) {
+			/* "done x2", "idle x8": no node of the set fails,
+			 * runs or is silent; the word is its first node's */
+			char word[16];
+			snprintf(word, sizeof word, "%.15s", state);
+			snprintf(state, sizeof state, "%s x%zu", word,
 				 last - gi * group + 1);
+		}
 		tui_printf(w, y, 0, namew0,
 			   tui_attr(ui, (int)gi == ui->sel_node ? ROLE_SEL
 					: dim			 ? ROLE_DIM

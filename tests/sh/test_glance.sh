@@ -127,11 +127,11 @@ cut_ok() {
 }
 
 # ------------------------------------------------------ the screens, replayed
-shot() { # AT WxH -> $T/screen.txt
+shot() { # AT WxH [DB] -> $T/screen.txt
 	local x=${2%x*} y=${2#*x}
 	tm kill-session -t r 2>/dev/null
 	tm new-session -d -s r -x "$x" -y "$y" \
-		"env LANG=C.UTF-8 TERM=screen-256color $DAY0 replay $DB --at $1"
+		"env LANG=C.UTF-8 TERM=screen-256color $DAY0 replay ${3:-$DB} --at $1"
 	local i
 	for i in $(seq 100); do
 		tm capture-pane -p -t r >"$T/screen.txt"
@@ -223,3 +223,61 @@ done < <(card_numbers "$END")
 full=$(q "SELECT detail FROM checks WHERE item='stability.soak' ORDER BY ts DESC LIMIT 1")
 sed 's/&gt;/>/g; s/&lt;/</g; s/&quot;/"/g; s/&#39;/'"'"'/g; s/&amp;/\&/g' "$T/report.html" >"$T/report.txt"
 contains "report: the whole soak evidence" "$full" "$T/report.txt"
+
+# ------------------------------------- folded: more cards than rows (node sets)
+# Ten local nodes of eight simulated cards (day0-agent --simulate: the
+# agents' memory patterns, no engine work): 80 cards, so the 80x24 screen
+# folds memory per node set (each line its set's worst card) and the
+# headless table gives a line per node.
+mkdir -p "$T/fleet/model"
+cp "$T/demo/model/config.json" "$T/fleet/model/"
+cat >"$T/fleet/inv.json" <<JSON
+{"name": "fold", "defaults": {"transport": "local", "cards": 8, "card_mem": "80GiB"},
+ "nodes": [{"name": "n[01-10]"}],
+ "agent_args": ["--simulate", "8", "--sim-model", "$T/fleet/model", "--sim-scale", "20"]}
+JSON
+FDB="$T/fleet/s.db"
+timeout $RUN_LIMIT "$DAY0" run "$DAY0_ROOT/playbooks/release-day.json" --inventory "$T/fleet/inv.json" \
+	--session "$FDB" --headless --model "$T/fleet/model" -e tp=8 -e pp=1 -e ep=10 >"$T/fleet.out" 2>&1
+FEND=$(sqlite3 "$FDB" "SELECT max(ts) FROM events")
+# node|card|used|peak|budget at the end, as the screen folds them.
+sqlite3 -batch -noheader "$FDB" "SELECT s.node, s.card,
+     (SELECT value FROM samples WHERE node=s.node AND card=s.card AND metric='mem.used' ORDER BY ts DESC LIMIT 1),
+     (SELECT value FROM samples WHERE node=s.node AND card=s.card AND metric='mem.peak' ORDER BY ts DESC LIMIT 1),
+     (SELECT value FROM samples WHERE node=s.node AND card=s.card AND metric='mem.budget' ORDER BY ts DESC LIMIT 1)
+   FROM series s WHERE s.metric='mem.used' AND s.card>=0 ORDER BY s.node, s.card" >"$T/fleet.cards"
+[ "$(wc -l <"$T/fleet.cards")" -eq 80 ] && ok "fold: 80 cards in the session" ||
+	fail "fold: 80 cards" "$(wc -l <"$T/fleet.cards") ($(tail -3 "$T/fleet.out"))"
+# The worst card (least headroom, then most used) of nodes FIRST..LAST.
+worst() {
+	awk -F'|' -v a="$1" -v b="$2" "$FMT"'
+	$1 >= a && $1 <= b {
+		peak = $4 > $3 ? $4 : $3; h = ($5 - peak) / $5
+		if (!n++ || h < bh || (h == bh && $3 > bu)) { bh = h; bu = $3; bp = peak; bb = $5 }
+	}
+	END { print ub(bu, bb) "|" bytes(bp) "|" hr(bp, bb) "|" n }' "$T/fleet.cards"
+}
+shot "$FEND" 80x24 "$FDB"
+nsets=0
+while read -r label rest; do
+	case $label in *\[*-*\]) ;; *) continue ;; esac
+	pre=${label%%[*}; range=${label#*[}; range=${range%]}
+	IFS='|' read -r u p h n <<<"$(worst "$pre${range%-*}" "$pre${range#*-}")"
+	line="$label $rest"
+	if echo "$line" | grep -qF -- "$u" && echo "$line" | grep -qE -- "(peak|pk) +$p +(headroom|free) +$h"; then
+		ok "fold 80x24: $label's worst of $n cards: $u peak $p headroom $h"
+	else fail "fold 80x24: $label" "want '$u' '$p' '$h': $(show)"; fi
+	nsets=$((nsets + 1))
+done < <(grep -E '^  n\[' "$T/screen.txt" | grep -v ' rx \| no NIC')
+[ "$nsets" -ge 2 ] && ok "fold 80x24: memory folded into $nsets node sets" ||
+	fail "fold 80x24: node sets" "$(show)"
+# Every node's state: the grid's node set rows ("n[01-02] done x2") cover
+# the ten nodes, each set's name whole.
+covered=$(grep -oE '^n\[[0-9]+-[0-9]+\] +done x[0-9]+' "$T/screen.txt" | awk '{ s += substr($NF, 2) } END { print s + 0 }')
+[ "$covered" = 10 ] && ok "fold 80x24: node set rows cover every node's state" ||
+	fail "fold 80x24: node states" "$covered of 10: $(show)"
+for n in n01 n05 n10; do
+	IFS='|' read -r u p h c <<<"$(worst "$n" "$n")"
+	if grep -qE "^$n +$u +$p +$h +$n/[0-9]+ of 8 cards\$" "$T/fleet.out"; then ok "fold headless: $n $u $p $h"
+	else fail "fold headless: $n" "want '$u $p $h': $(sed -n '/^MEMORY/,/^$/p' "$T/fleet.out")"; fi
+done
