@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "compat.h" /* the rules: engine/model/compat.h */
 #include "nodeset.h"
@@ -283,14 +284,15 @@ json_t *compat_matrix(const struct compat_node *nodes, size_t n,
 void compat_family(const char *model, char *out, size_t cap)
 {
 	char path[4096];
+	struct stat st;
 	json_t *doc;
 	const char *t;
 	out[0] = 0;
 	if (!model || !*model)
 		return;
+	/* a directory holds config.json; a file is the config itself */
 	snprintf(path, sizeof path, "%s", model);
-	if (strlen(model) < 12 ||
-	    strcmp(model + strlen(model) - 11, "config.json"))
+	if (stat(model, &st) == 0 && S_ISDIR(st.st_mode))
 		snprintf(path, sizeof path, "%s/config.json", model);
 	doc = json_load_file(path, 0, NULL);
 	t = json_string_value(json_object_get(doc, "model_type"));

@@ -187,3 +187,21 @@ contains "run: verdict GO" "verdict: GO" "$OUT"
 expect_rc 0 "hosts: the agreeing nodes pass the probe" \
 	timeout 120 "$DAY0" hosts --inventory "$T/inv-even.json" "${KH[@]}"
 contains "hosts: facts.compat passes" "facts.compat: pass: node[1-2] (2)" "$OUT"
+
+# --- minimums per model family (engine/model/compat_min.c) --------------------
+# Local nodes inherit the console's environment: both report a driver and
+# CUDA that are enough for bf16 (every family) but not for DeepSeek-V3's FP8.
+cat >"$T/inv-local.json" <<'JSON'
+{"name": "loc", "nodes": [{"name": "l[1-2]", "transport": "local", "cards": 1, "card_mem": "1GiB"}]}
+JSON
+OLD_GPU="DAY0_FACTS_OVERRIDE=gpu_driver=520.61.05;gpu_runtime=11.8"
+expect_rc 1 "minimums: an old driver fails DeepSeek-V3's (FP8) minimums" \
+	env "$OLD_GPU" timeout 60 "$DAY0" hosts --inventory "$T/inv-local.json" \
+	--model "$DAY0_ROOT/assets/configs/deepseek-v3.json"
+contains "minimums: ... naming the nodes, the field and the minimum" \
+	"facts.compat: fail: l[1-2]: gpu_runtime 11.8 < 12.0" "$OUT"
+contains "minimums: ... and the driver's" "gpu_driver 520.61.05 < 525.60.13" "$OUT"
+expect_rc 0 "minimums: the same nodes meet llama's (bf16)" \
+	env "$OLD_GPU" timeout 60 "$DAY0" hosts --inventory "$T/inv-local.json" \
+	--model "$DAY0_ROOT/assets/configs/llama-3.1-405b.json"
+contains "minimums: ... and say which family" "minimums of llama met" "$OUT"
