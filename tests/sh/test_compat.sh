@@ -13,7 +13,10 @@
 # Then: `day0 hosts` names node3 and the field (exit 1); a run is NO-GO at
 # facts.compat naming node3/mpi_version and node4/engine_build, and the
 # headless table, the session file, the report and the Hosts screen in
-# tmux say the same; the nodes that agree alone pass (GO).
+# tmux say the same; the nodes that agree alone pass (GO).  Last, the
+# minimums per family: two local nodes (they inherit the console's
+# environment) with a driver too old for DeepSeek-V3's FP8, enough for
+# llama's bf16.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/sshd_nodes.sh"
 DAY0="$BUILD/day0"
