@@ -42,7 +42,7 @@ const struct step_entry step_serve = {
 		 "[--host 127.0.0.1] [--port 8000] [--port-file FILE] "
 		 "[--max-ctx N] [--kv-seqs N | --kv-mem BYTES | --kv-blocks N] "
 		 "[--block-tokens N] [--kv-policy paged|slots] [--no-prefix-cache] "
-		 "[--micro-batches M] "
+		 "[--micro-batches M] [--micro-batch-tokens N] "
 		 "[--card-mem BYTES] "
 		 "[--max-queue N] [--max-batch-tokens N] [--max-body BYTES] "
 		 "[--served-model-name NAME] [--events]  (under mpirun -np T*P*E)\n"
@@ -63,6 +63,8 @@ const struct step_entry step_serve = {
 		 "  --no-prefix-cache     do not share cached prefix blocks\n"
 		 "  --micro-batches M     with --pp: a step's batch in M micro-batches "
 		 "kept in flight across the stages (default P; 1: none)\n"
+		 "  --micro-batch-tokens N  no micro-batch under N tokens (default 64: "
+		 "decode steps stay whole)\n"
 		 "  --card-mem BYTES      the card budget for weights + KV (as run)\n"
 		 "  --max-queue N         requests waiting for a slot before 503 "
 		 "(default 1024)\n"
@@ -88,7 +90,7 @@ struct serve_opts {
 	const char *dir, *host, *port_file, *name;
 	struct layout_dims d;
 	int port, kv_seqs, kv_blocks, block_tokens, slot_policy, no_prefix;
-	int max_queue, max_batch, events, micro;
+	int max_queue, max_batch, events, micro, micro_tokens;
 	int64_t max_ctx;
 	uint64_t kv_mem, card_mem, max_body;
 };
@@ -107,7 +109,7 @@ static int parse(int argc, char **argv, struct serve_opts *o, int rank)
 		{"served-model-name", 1, 0, 'n'}, {"events", 0, 0, 'E'},
 		{"kv-blocks", 1, 0, 'K'}, {"block-tokens", 1, 0, 'T'},
 		{"kv-policy", 1, 0, 'L'}, {"no-prefix-cache", 0, 0, 'X'},
-		{"micro-batches", 1, 0, 'M'},
+		{"micro-batches", 1, 0, 'M'}, {"micro-batch-tokens", 1, 0, 'U'},
 		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_serve;
 	int ch;
@@ -121,6 +123,7 @@ static int parse(int argc, char **argv, struct serve_opts *o, int rank)
 	o->max_batch = 4096;
 	o->max_body = 1 << 20;
 	o->block_tokens = 16;
+	o->micro_tokens = 64;
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -190,6 +193,11 @@ static int parse(int argc, char **argv, struct serve_opts *o, int rank)
 			if (parse_long(optarg, 1, 64, &v) < 0)
 				BAD("--micro-batches: expected 1..64");
 			o->micro = (int)v;
+			break;
+		case 'U':
+			if (parse_long(optarg, 1, 1 << 20, &v) < 0)
+				BAD("--micro-batch-tokens: expected a token count >= 1");
+			o->micro_tokens = (int)v;
 			break;
 		case 'n': o->name = optarg; break;
 		case 'E': o->events = 1; break;
@@ -968,9 +976,16 @@ struct seg_wire {
  * every micro-batch's logits first, so the last stage never waits on it.
  * busy gets this rank's compute time (the forward less its waits for the
  * pipeline); returns the micro-batches run, or -1 with err.
+ *
+ * A micro-batch holds at least min_tok tokens: a decode step's few rows
+ * cost a whole read of the weights whatever their number (on a CPU, and
+ * on a card while decode is bandwidth-bound), so cutting 16 decode rows
+ * in 4 reads the weights 4 times for at most p times the overlap
+ * (bench/serve.sh measured 0.36x at PP 2); prefill chunks, whose cost
+ * grows with their tokens, are where micro-batches pay.
  */
 static int forward_micro(struct rt *r, struct batch *b, const int *rows, int nrows,
-			 float *logits, int V, int m, int rank, int last,
+			 float *logits, int V, int m, int min_tok, int rank, int last,
 			 double *busy, struct d0_err *err)
 {
 	int cut[65], n = 0, row0 = 0, g0 = 0, t0 = 0, rc = 0;
@@ -978,6 +993,8 @@ static int forward_micro(struct rt *r, struct batch *b, const int *rows, int nro
 	const struct rt_stats *st = rt_stats(r);
 	if (m > b->nseg)
 		m = b->nseg;
+	if (min_tok > 1 && m > b->ntok / min_tok)
+		m = b->ntok / min_tok;
 	if (m > 64)
 		m = 64;
 	if (m < 1)
@@ -1090,8 +1107,8 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 		}
 		{
 			double t = MPI_Wtime(), busy = 0, all = 0;
-			int m = forward_micro(r, &b, rows, nrows, logits, V, micro, rank,
-					      last, &busy, &err);
+			int m = forward_micro(r, &b, rows, nrows, logits, V, micro,
+					      o->micro_tokens, rank, last, &busy, &err);
 			if (m < 0) {
 				/* every rank sees the same batch, so the same refusal */
 				fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
