@@ -96,7 +96,11 @@ checklist_line() {
 }
 
 # Every text a screen or the table may shorten, whole (one per line).
+# (the checks' details, the stages' notes, and the verdict's own evidence
+# lines as the report has them whole: "no stage of the playbook produces it")
 q "SELECT replace(detail, char(10), ' ') FROM checks UNION ALL SELECT replace(msg, char(10), ' ') FROM stages WHERE msg != ''" >"$T/full.txt"
+"$DAY0" report "$DB" --format json -o "$T/report.json" 2>/dev/null
+sqlite3 -batch -noheader :memory: "SELECT replace(value, char(10), ' ') FROM json_tree(readfile('$T/report.json')) WHERE key='detail' AND type='text'" >>"$T/full.txt"
 # cut_ok FILE: each "…" in FILE ends a piece of some whole text at a word
 # or number boundary: the 12 characters before it are in a whole text and
 # the whole text goes on there with a space or punctuation, never with a
