@@ -7,6 +7,7 @@
 #             (apache2-utils) on the same trivial endpoint, same connection
 #             count; and load's absolute requests/s on one core
 #                                                             target >= 5000/s
+# and the paged KV cache against the slot design (below).
 # Prints ratios; exits non-zero only when a command fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,7 @@ command -v ab >/dev/null || { echo "bench/serve.sh: ab missing (make deps: apach
 TP=${TP:-1} C=${CONC:-16} N=${REQS:-64} OUTLEN=${OUTLEN:-32}
 "$E" gen-model --arch llama --layers 8 --hidden 512 --heads 8 --ffn 1408 --vocab 4096 \
 	--shards 1 "$W/m" >/dev/null
+if [ -z "${PAGED_ONLY:-}${PP_ONLY:-}" ]; then # PAGED_ONLY=1 / PP_ONLY=1: skip this part
 mpirun --oversubscribe --bind-to none -np "$TP" "$E" serve "$W/m" --tp "$TP" --port 0 \
 	--port-file "$W/port" --kv-seqs "$C" --max-ctx 256 >"$W/serve.out" 2>&1 &
 MP=$!
@@ -50,4 +52,141 @@ awk -v t1="$t1" -v tc="$tc" -v C="$C" -v rl="$rps_load" -v ra="$rps_ab" -v cpu="
 	printf "load / ab:                     %8.2f\n", rl / ra
 	printf "load on one core (20000 req in %.2f s of CPU): %.0f req/s of its own CPU (target >= 5000)\n",
 		core, (core > 0 ? 20000 / core : 0)
+}'
+fi
+
+# ------------------------------------------------------------------------
+# The paged KV cache against the slot design on the same KV budget (the
+# same blocks: --kv-policy slots reserves a whole context per sequence):
+#   sequences held at once at mixed lengths                 target >= 3x
+#   KV budget holding tokens while loaded (paged)            target >= 90%
+#   TTFT of a request whose long prefix is cached / a cold one   <= 0.2x
+#   goodput at a TTFT SLO over a concurrency sweep (both)
+mval() { curl -s "$1/metrics" | awk -v n="$2" '$1 == n { print $2 }'; }
+if [ -z "${PP_ONLY:-}" ]; then # PP_ONLY=1: the PP part alone
+[ -n "$MP" ] && { kill -TERM $MP 2>/dev/null; wait $MP 2>/dev/null || true; }
+MP=""
+KVSEQS=${KVSEQS:-8} CTX=${CTX:-512}
+# (prefill in chunks of --max-batch-tokens 512: a 4096-token step takes
+# seconds on a small CPU, and every decode waits for it)
+pserve() { # NAME ARGS...; sets URL
+	local n=$1; shift
+	rm -f "$W/$n.port"
+	mpirun --oversubscribe --bind-to none -np 1 "$E" serve "$W/m" --tp 1 --port 0 \
+		--port-file "$W/$n.port" --max-ctx "$CTX" --kv-seqs "$KVSEQS" \
+		--max-batch-tokens 512 "$@" >"$W/$n.out" 2>&1 &
+	MP="$MP $!"
+	for _ in $(seq 300); do [ -s "$W/$n.port" ] && break; sleep 0.1; done
+	URL="http://127.0.0.1:$(cat "$W/$n.port")"
+}
+pserve paged
+UP=$URL
+pserve slots --kv-policy slots
+US=$URL
+mval() { curl -s "$1/metrics" | awk -v n="$2" '$1 == n { print $2 }'; }
+# KV in use while loaded: tokens held / the budget's tokens, sampled
+watch_kv() { # URL OUT: mean of day0_kv_tokens / (blocks * block tokens) while running > 0
+	local tot bt
+	tot=$(mval "$1" day0_kv_blocks_total) bt=$(mval "$1" day0_kv_block_tokens)
+	: >"$2"
+	while [ -e "$W/watch" ]; do
+		curl -s "$1/metrics" | awk -v cap=$((tot * bt)) '
+			$1 == "day0_kv_tokens" { t = $2 } $1 == "day0_requests_waiting" { w = $2 }
+			$1 == "day0_batch_steps_total" { s = $2 }
+			END { if (w > 0 && s > 2) print t / cap }' >>"$2"
+		sleep 0.2
+	done
+}
+mixed() { # URL TAG
+	touch "$W/watch"
+	watch_kv "$1" "$W/$2.kv" &
+	local wp=$!
+	"$E" load --url "$1" --concurrency 48 --requests 144 --input-len 8:200 --output-len 8:128 \
+		--vocab 4096 --no-api-check --stall 600 --json >"$W/$2.load.json" || true
+	rm -f "$W/watch"
+	wait $wp
+}
+mixed "$UP" paged
+mixed "$US" slots
+seq_p=$(mval "$UP" day0_kv_sequences_peak) seq_s=$(mval "$US" day0_kv_sequences_peak)
+use_p=$(awk '{ s += $1; n++ } END { print n ? s / n : 0 }' "$W/paged.kv")
+use_s=$(awk '{ s += $1; n++ } END { print n ? s / n : 0 }' "$W/slots.kv")
+tps_p=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["levels"][0]["output_tokens_per_s"])' "$W/paged.load.json")
+tps_s=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["levels"][0]["output_tokens_per_s"])' "$W/slots.load.json")
+# TTFT: a 384-token prefix cold (a new one each time) against the same
+# prefix cached, 1 output token, unstreamed (the answer is the first token)
+ttft() { # URL PREFIX_SEED -> seconds
+	local body
+	body=$(python3 -c "
+import json, random, sys
+r = random.Random(int(sys.argv[1]))
+p = [r.randrange(1, 4096) for _ in range(384)] + [7, 8, 9, int(sys.argv[2]) % 4000 + 1]
+print(json.dumps({'prompt': p, 'max_tokens': 1, 'temperature': 0}))" "$2" "$RANDOM")
+	curl -s -o /dev/null -w '%{time_total}\n' "$1/v1/completions" -d "$body"
+}
+cold=0 warm=0
+ttft "$UP" 1000 >/dev/null
+for i in 1 2 3 4 5; do
+	cold=$(awk -v a="$cold" -v b="$(ttft "$UP" $((2000 + i)))" 'BEGIN { print a + b }')
+	warm=$(awk -v a="$warm" -v b="$(ttft "$UP" 1000)" 'BEGIN { print a + b }')
+done
+# goodput at a TTFT SLO, concurrency 4,16,64 (the same requests both ways)
+SLO=${SLO:-ttft=5000}
+gp() { # URL -> "c:goodput ..."
+	"$E" load --url "$1" --concurrency 4,16,48 --requests 96 --input-len 8:200 --output-len 8:128 \
+		--vocab 4096 --slo "$SLO" --stall 600 --no-api-check --json >"$W/gp.json" || true
+	python3 -c 'import json,sys; print(" ".join("%d:%.2f" % (l["concurrency"], l["goodput"]) for l in json.load(sys.stdin)["levels"]))' <"$W/gp.json"
+}
+gp_p=$(gp "$UP") gp_s=$(gp "$US")
+awk -v sp="$seq_p" -v ss="$seq_s" -v up="$use_p" -v us="$use_s" -v tp="$tps_p" -v ts="$tps_s" \
+	-v c="$cold" -v w="$warm" -v gpp="$gp_p" -v gps="$gp_s" -v slo="$SLO" -v k="$KVSEQS" -v ctx="$CTX" 'BEGIN {
+	printf "\nKV budget: %d contexts of %d tokens; 48 clients, prompts 8..200, outputs 8..128\n", k, ctx
+	printf "sequences held at once, paged / slots:  %3d / %3d = %5.2fx   (target >= 3x)\n", sp, ss, ss ? sp / ss : 0
+	printf "KV budget holding tokens while loaded:  paged %5.1f%%  slots %5.1f%%   (target >= 90%%)\n", 100 * up, 100 * us
+	printf "decode tokens/s, paged / slots:         %8.1f / %8.1f = %5.2fx\n", tp, ts, ts ? tp / ts : 0
+	printf "TTFT, 384-token prefix cached / cold:   %6.1f / %6.1f ms = %5.3fx   (target <= 0.2x)\n", w / 5 * 1000, c / 5 * 1000, c ? w / c : 0
+	printf "goodput at %s, concurrency:goodput  paged %s   slots %s\n", slo, gpp, gps
+
+}'
+fi
+
+# ------------------------------------------------------------------------
+# PP 2: a step's batch in micro-batches kept in flight across the two
+# stages against one batch at a time, output tokens/s, for decode (16
+# streams, 64 tokens out: the steps are under --micro-batch-tokens, so
+# stay whole) and for prefill-heavy work (16 streams of 384-token prompts,
+# 4 tokens out, --max-batch-tokens 1024: chunks cut in MB micro-batches);
+# the bubble measured beside (p-1)/(m+p-1).                  target >= 1.5x
+[ -n "$MP" ] && { kill -TERM $MP 2>/dev/null; wait $MP 2>/dev/null || true; }
+MP=""
+MB=${MB:-4}
+ppserve() { # NAME MICRO; sets URL
+	rm -f "$W/$1.port"
+	mpirun --oversubscribe --bind-to none -np 2 "$E" serve "$W/m" --tp 1 --pp 2 --port 0 \
+		--port-file "$W/$1.port" --max-ctx 512 --kv-seqs 32 --micro-batches "$2" \
+		--max-batch-tokens 1024 >"$W/$1.out" 2>&1 &
+	MP="$MP $!"
+	for _ in $(seq 300); do [ -s "$W/$1.port" ] && break; sleep 0.1; done
+	URL="http://127.0.0.1:$(cat "$W/$1.port")"
+}
+pptps() { # URL INPUT OUTPUT -> output tokens/s at concurrency 16; "tokens/s" of prompt+output
+	"$E" load --url "$1" --concurrency 16 --requests 32 --input-len "$2" --output-len "$3" \
+		--vocab 4096 --no-api-check --stall 600 --json >"$W/pp.json" || true
+	python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["levels"][0]; print(l["requests_per_s"] * (int(sys.argv[2]) + int(sys.argv[3])))' "$W/pp.json" "$2" "$3"
+}
+declare -A R
+for mb in 1 "$MB"; do
+	ppserve "pp$mb" "$mb"
+	R[dec$mb]=$(pptps "$URL" 16 64)
+	R[pre$mb]=$(pptps "$URL" 384 4)
+	R[bub$mb]=$(mval "$URL" day0_pp_bubble_fraction) R[exp$mb]=$(mval "$URL" day0_pp_bubble_expected)
+	R[m$mb]=$(mval "$URL" day0_pp_micro_batches_mean)
+	kill -TERM $MP 2>/dev/null; wait $MP 2>/dev/null || true; MP=""
+done
+awk -v d1="${R[dec1]}" -v dm="${R[dec$MB]}" -v p1="${R[pre1]}" -v pm="${R[pre$MB]}" -v m="$MB" \
+	-v b1="${R[bub1]}" -v bm="${R[bub$MB]}" -v em="${R[exp$MB]}" -v mm="${R[m$MB]}" 'BEGIN {
+	printf "\nPP 2, 16 streams, tokens/s (prompt + output) one batch -> up to %d micro-batches:\n", m
+	printf "  decode (16 in, 64 out):  %8.1f -> %8.1f = %5.2fx\n", d1, dm, d1 ? dm / d1 : 0
+	printf "  prefill (384 in, 4 out): %8.1f -> %8.1f = %5.2fx   (target >= 1.5x)\n", p1, pm, p1 ? pm / p1 : 0
+	printf "bubble over both loads: one batch %.2f (expected 1/2), micro-batches %.2f (mean m %.2f: (p-1)/(m+p-1) = %.2f)\n", b1, bm, mm, em
 }'
