@@ -649,6 +649,44 @@ static void print_train_row(int idx, const struct plan *p)
 	       t->recompute ? "full" : "none", t->tokens_s);
 }
 
+/*
+ * Where the vision tower goes (issue #30): replicated on every rank of the
+ * first pipeline stage (layout.c puts its tensors there), beside the
+ * embeddings its features replace.  Why not split it over tp: it is small
+ * against the LM (Qwen2.5-VL-7B 0.68B of 8.29B, llava-1.5 0.32B of 7.06B),
+ * an image is a few thousand patches, and a tp split would add two
+ * all-reduces per block (64 an image for 32 blocks) for at most its own
+ * bytes per card.  The JSON and the text say what it costs each rank.
+ */
+static json_t *vision_placement(const struct model_config *c,
+				const struct tensor_spec *t, size_t n,
+				int wbits, uint64_t card_mem, char *line,
+				size_t len)
+{
+	uint64_t params = 0, bytes = 0;
+	char a[32];
+	line[0] = 0;
+	if (c->vision.kind == VISION_NONE || c->vision.kind == VISION_UNSUPPORTED)
+		return json_null();
+	for (size_t i = 0; i < n; i++)
+		if (t[i].group == GROUP_VISION || t[i].group == GROUP_PROJECTOR) {
+			uint64_t k = t[i].shape[0] *
+				     (t[i].ndim == 2 ? t[i].shape[1] : 1);
+			params += k;
+			bytes += k * (uint64_t)(role_keeps_f32(t[i].role) ? 32
+							: wbits ? wbits : 16) / 8;
+		}
+	snprintf(line, len, "vision   tower + projector %.2fB parameters, %s "
+		 "on each rank of stage 0 (replicated: %.1f%% of a card; a tp "
+		 "split would add 2 all-reduces per block)",
+		 (double)params / 1e9, fmt_bytes(bytes, a),
+		 card_mem ? 100.0 * (double)bytes / (double)card_mem : 0.0);
+	return json_pack("{s:s, s:i, s:I, s:I, s:f}", "placement", "replicated",
+			 "stage", 0, "parameters", (json_int_t)params,
+			 "bytes_per_rank", (json_int_t)bytes, "card_share",
+			 card_mem ? (double)bytes / (double)card_mem : 0.0);
+}
+
 static int parse_layout(const char *s, struct plan *p)
 {
 	int tp, pp = 1, ep = 1, dp = 1, k;
@@ -694,7 +732,7 @@ static int run(int argc, char **argv)
 	struct plan *plans = NULL, one;
 	struct d0_err err;
 	const char *inv_path = NULL, *layout = NULL;
-	char *path, *end, a[32], b[32], where[96];
+	char *path, *end, a[32], b[32], where[96], vline[240];
 	struct cluster given = {.intra_lat_us = -1, .inter_lat_us = -1,
 				.straggler = -1};
 	int n_given = 0, gbps_given = 0;
@@ -1010,6 +1048,10 @@ static int run(int argc, char **argv)
 						  : "none"));
 		json_object_set_new(doc, "feasible", ok);
 		json_object_set_new(doc, "rejected", rej);
+		json_object_set_new(doc, "vision",
+				    vision_placement(&c, t, n, o.wbits,
+						     cl.card_mem, vline,
+						     sizeof vline));
 		json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		putchar('\n');
 		json_decref(doc);
@@ -1081,6 +1123,10 @@ static int run(int argc, char **argv)
 				printf(" %s", fmt_bytes(plans[0].rank_weights[r], a));
 			printf("\n");
 		}
+		json_decref(vision_placement(&c, t, n, o.wbits, cl.card_mem,
+					     vline, sizeof vline));
+		if (vline[0])
+			printf("%s\n", vline);
 	}
 	{
 		char detail[1300];
