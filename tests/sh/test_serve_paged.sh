@@ -167,12 +167,12 @@ stop_serve r
 P4=$(python3 -c "
 import json, random
 r = random.Random(3)
-print(json.dumps([[r.randrange(1, 100) for _ in range(n)] for n in (21, 6, 14, 25)]))")
+print(json.dumps([[r.randrange(1, 100) for _ in range(n)] for n in (21, 6, 14, 25, 9, 17, 3, 11)]))")
 run_ref "$T/ds" "$P4" "$T/ds_run.txt" --tp 1
 for lay in "--tp 2" "--tp 1 --pp 2 --micro-batch-tokens 1" "--tp 1 --ep 2"; do
 	start_serve l 2 "$T/ds" $lay --max-ctx 64 --block-tokens 4 --kv-blocks 14 --max-batch-tokens 12
 	ask "$URL_l" "$P4" "$T/l.json" together
-	check "$lay: 4 prompts at once in 14 blocks: run --generate's greedy tokens" \
+	check "$lay: 8 prompts at once in 14 blocks: run --generate's greedy tokens" \
 		test "$(ids_of "$T/l.json")" = "$(cat "$T/ds_run.txt")"
 	n=$(metric "$URL_l" 'vllm:num_preemptions_total{model_name="ds"}')
 	check "$lay: … preempted and recomputed (${n:-no metrics}), none differently" \
