@@ -643,8 +643,11 @@ const struct op_entry op_registry[] = {
 	 * The image channel (model_vision.c lists what a tower needs).  What
 	 * composes from the kernels above is a fallback; layer_norm, gelu
 	 * (erf) and image_splice (features into the LM's input embeddings)
-	 * have no kernel yet, so they are absent: inspect reports them
-	 * missing until the runtime's vision forward registers them.
+	 * have no kernel yet, so they are absent, and so are patch_merger
+	 * and projector.mlp (Linear-GELU-Linear) that need gelu: inspect
+	 * reports them missing until the runtime's vision forward registers
+	 * them.  Every entry here is executable (test_ops holds it), and a
+	 * fallback is made of native entries only.
 	 */
 	FALLBACK("patch_embed.conv3d", "linear",
 		 "Conv3d with stride = kernel (T x P x P): the flattened "
@@ -661,14 +664,9 @@ const struct op_entry op_registry[] = {
 	FALLBACK("attention.bidirectional", "attention.gqa",
 		 "non-causal attention within an image (every query placed "
 		 "after the last key)"),
-	FALLBACK("attention.window", "attention.bidirectional",
+	FALLBACK("attention.window", "attention.gqa",
 		 "patches reordered into windows, attention within each "
 		 "(Qwen2.5-VL; fullatt_block_indexes attend the whole image)"),
-	FALLBACK("patch_merger", "linear.bias,gelu",
-		 "spatial_merge_size^2 neighbours concatenated, Linear-GELU-"
-		 "Linear into the LM's hidden size"),
-	FALLBACK("projector.mlp", "linear.bias,gelu",
-		 "LLaVA's multi_modal_projector: Linear-GELU-Linear"),
 	FALLBACK("quick_gelu", "sigmoid", "x * sigmoid(1.702 x)"),
 	FALLBACK("vision.class_token", "embedding",
 		 "CLIP's class embedding before the patches, learned "
