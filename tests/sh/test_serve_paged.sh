@@ -116,8 +116,12 @@ check "8 prompts at once in 12 blocks: the tokens and logprobs of the one-at-a-t
 check "… and run --generate's greedy tokens" test "$(ids_of "$T/paged.json")" = "$(cat "$T/run.txt")"
 pre=$(metric "$URL_p" 'vllm:num_preemptions_total{model_name="m"}')
 check "… with preemptions on the way ($pre)" test "${pre:-0}" -ge 1
-check "… every recomputed sequence picked its last token again" test \
-	"$(( $(metric "$URL_p" 'day0_recompute_checks_total{result="same"}') >= 1 )) $(metric "$URL_p" 'day0_recompute_checks_total{result="different"}')" = "1 0"
+# A sequence preempted before its first token has nothing to recheck (and
+# a prefix hit can cover the row), so how many checks ran depends on the
+# moment; none may differ.
+same=$(metric "$URL_p" 'day0_recompute_checks_total{result="same"}')
+check "… every recomputed sequence picked its last token again (${same:-?} checked)" test \
+	"${same:+ok} $(metric "$URL_p" 'day0_recompute_checks_total{result="different"}')" = "ok 0"
 check "… each preemption a warn event naming the request" \
 	"$TOOLS/jsonl_check" "$T/p.out" "type=log,level=warn,msg=preempted: out of KV blocks"
 check "… and all blocks back when idle (used 0, refs 0, free + cached = 12)" test \
