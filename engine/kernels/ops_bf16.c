@@ -976,6 +976,7 @@ static int onednn_panels(float *y, const float *x, const uint16_t *w,
 	int np = (int)(((size_t)n * (size_t)k + (1u << 18) - 1) >> 18);
 	atomic_int failed = 0;
 	uint16_t *xb = NULL;
+	float *ylo = NULL;
 	struct job j = {.run = onednn_chunk, .y = y, .x = x, .w = w, .m = m, .n = n,
 			.k = k, .slots = threads, .wm = wm, .wf32 = wf, .vec = fp8_vec(),
 			.failed = &failed};
@@ -989,16 +990,25 @@ static int onednn_panels(float *y, const float *x, const uint16_t *w,
 	j.nchunks = (n + j.rows - 1) / j.rows;
 	if (j.slots > j.nchunks)
 		j.slots = j.nchunks;
-	j.mm = op_onednn_get(m, j.rows, k, n, wf != NULL, j.slots);
-	j.mm_last = n % j.rows ? op_onednn_get(m, n % j.rows, k, n, wf != NULL, j.slots) : j.mm;
+	/* bf16 and FP8 W: x as two bf16 terms, hi = bf16(x) and lo =
+	 * bf16(x - hi), stacked as 2m rows of one matmul and their products
+	 * summed: x is carried to ~16 mantissa bits instead of 8 (a product's
+	 * error near f32 compute's, so validate's bounds hold on long prompts)
+	 * for twice the bf16 FLOPs, which AMX / AVX512-BF16 have to spare. */
+	int mx = wf ? m : 2 * m;
+	j.mm = op_onednn_get(mx, j.rows, k, n, wf != NULL, j.slots);
+	j.mm_last = n % j.rows ? op_onednn_get(mx, n % j.rows, k, n, wf != NULL, j.slots) : j.mm;
 	if (!j.mm || !j.mm_last)
 		return -1;
 	if (!wf) {
-		xb = aligned_alloc(64, ((size_t)m * k * 2 + 63) & ~(size_t)63);
-		if (!xb)
+		size_t mk = (size_t)m * k;
+		xb = aligned_alloc(64, (mk * 4 + 63) & ~(size_t)63);
+		ylo = aligned_alloc(64, ((size_t)2 * m * n * sizeof(float) + 63) & ~(size_t)63);
+		if (!xb || !ylo)
 			abort();
-		op_f32_to_bf16(xb, x, (size_t)m * k);
+		op_f32_to_bf16_split(xb, xb + mk, x, mk);
 		j.xb = xb;
+		j.y = ylo;
 	}
 	if (wm) {
 		size_t per = (size_t)j.slots * (size_t)j.rows * (size_t)k;
@@ -1015,7 +1025,13 @@ static int onednn_panels(float *y, const float *x, const uint16_t *w,
 		for (int c = 0; c < j.nchunks; c++)
 			onednn_chunk(&j, c, 0);
 	}
+	if (ylo && !atomic_load(&failed)) {
+		size_t mn = (size_t)m * n;
+		for (size_t i = 0; i < mn; i++)
+			y[i] = ylo[i] + ylo[mn + i];
+	}
 	free(xb);
+	free(ylo);
 	free(j.scratch);
 	free(j.bscratch);
 	if (atomic_load(&failed)) {

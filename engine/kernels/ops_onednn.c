@@ -25,8 +25,10 @@
  * - a scratchpad per pool slot (scratchpad mode "user"), since several
  *   slots execute primitives at the same time.
  *
- * The activations are rounded to bf16 (round to nearest even) for this
- * path only; accumulation is f32.  op_onednn_ready() says whether oneDNN
+ * The activations enter as two bf16 terms (round to nearest even: hi, then
+ * the remainder lo; ops_bf16.c stacks them as twice the rows and sums the
+ * two products), so x keeps ~16 mantissa bits on this path; accumulation
+ * is f32.  op_onednn_ready() says whether oneDNN
  * has a native kernel for this CPU (not its reference loops): CPUs
  * without AVX-512 keep the widened panels through sgemm.
  */
@@ -290,4 +292,23 @@ void op_f32_to_bf16(uint16_t *out, const float *in, size_t n)
 #endif
 	for (size_t i = 0; i < n; i++)
 		out[i] = f32_bf16(in[i]);
+}
+
+/* x as hi + lo, both bf16: hi = bf16(x), lo = bf16(x - hi).  hi + lo
+ * carries x to about 2^-17 relative (NaN and Inf: lo is NaN, so the sum
+ * stays NaN as the f32 product would be). */
+void op_f32_to_bf16_split(uint16_t *hi, uint16_t *lo, const float *in, size_t n)
+{
+	float rest[256];
+	op_f32_to_bf16(hi, in, n);
+	for (size_t i = 0; i < n; i += 256) {
+		size_t len = n - i < 256 ? n - i : 256;
+		for (size_t t = 0; t < len; t++) {
+			uint32_t u = (uint32_t)hi[i + t] << 16;
+			float h;
+			memcpy(&h, &u, sizeof h);
+			rest[t] = in[i + t] - h;
+		}
+		op_f32_to_bf16(lo + i, rest, len);
+	}
 }

@@ -333,6 +333,8 @@ int op_onednn_run(const struct onednn_mm *mm, float *y, const void *x, const voi
 		  int slot);
 /* f32 -> bf16, rounded to nearest even (NaN stays NaN). */
 void op_f32_to_bf16(uint16_t *out, const float *in, size_t n);
+/* x as two bf16 terms hi + lo (prefill on oneDNN: ops_onednn.c). */
+void op_f32_to_bf16_split(uint16_t *hi, uint16_t *lo, const float *in, size_t n);
 void op_embedding(float *y, const float *table, int64_t id, int h);
 void op_softmax(float *x, int n);
 void op_sigmoid(float *x, int n);
