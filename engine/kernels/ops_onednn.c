@@ -135,6 +135,10 @@ static int init_locked(void)
 		return dn.state;
 	dn.state = -1;
 	one_thread();
+	/* This file keeps its own SHAPES primitives; oneDNN's global cache (1024
+	 * by default) would also keep one per batch shape a server ever saw, and
+	 * serve's RSS grew with it for many rounds of paged batches. */
+	dnnl_set_primitive_cache_capacity(0);
 	if (dnnl_engine_create(&dn.eng, dnnl_cpu, 0))
 		return dn.state;
 	if (dnnl_memory_desc_init_by_tag(&a, 2, ad, dnnl_bf16, dnnl_ab) ||

@@ -6,11 +6,9 @@
 . "$(dirname "$0")/../lib.sh"
 TOOLS="$BUILD/tests"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0"
-# oneDNN's own primitive cache (1024 entries) keeps a JIT-compiled matmul
-# per batch shape; with paged batches of every size it grows for many
-# rounds (bounded, not a leak) and would hide a real leak from the flat-RSS
-# check below: ops_onednn.c keeps the primitives it reuses itself.
-export ONEDNN_PRIMITIVE_CACHE_CAPACITY=0
+# (oneDNN's own primitive cache, a matmul per batch shape, would grow for
+# many rounds and hide a real leak from the flat-RSS check below:
+# ops_onednn.c turns it off and keeps the primitives it reuses itself.)
 PIDS=""
 cleanup() {
 	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done

@@ -7,8 +7,6 @@
 # the way, every block back when idle, resident memory flat.
 . "$(dirname "$0")/../lib.sh"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0"
-# (oneDNN's own cache of a matmul per batch shape: see test_serve.sh)
-export ONEDNN_PRIMITIVE_CACHE_CAPACITY=0
 SOAK_S=${SOAK_S:-60}
 PID=""
 cleanup() {
