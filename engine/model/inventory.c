@@ -475,7 +475,18 @@ static int inventory_from_json(json_t *root, const char *path,
 			int skip = 0;
 			for (size_t x = 0; x < nx; x++)
 				skip |= !strcmp(excl[x], names[k]);
-			for (size_t q = 0; q < inv->n && !skip; q++)
+			/* A name or host cut to its field would make two nodes
+			 * one (a fuzzed r[1-2]%%%...c[01-04] did): refuse it. */
+			if (!skip && strlen(names[k]) >= sizeof nd.name)
+				rc = d0_errf(err, "%s: %s: node name '%.40s...' is "
+					     "longer than %zu bytes", path, where,
+					     names[k], sizeof nd.name - 1);
+			else if (!skip && hosts &&
+				 strlen(hosts[nh == 1 ? 0 : k]) >= sizeof nd.host)
+				rc = d0_errf(err, "%s: %s: host '%.40s...' is "
+					     "longer than %zu bytes", path, where,
+					     hosts[nh == 1 ? 0 : k], sizeof nd.host - 1);
+			for (size_t q = 0; q < inv->n && !skip && rc == 0; q++)
 				if (!strcmp(inv->nodes[q].name, names[k]))
 					rc = d0_errf(err, "%s: node '%s' listed "
 						     "twice", path, names[k]);

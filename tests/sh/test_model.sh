@@ -161,6 +161,9 @@ invbad "bad card_mem" "'card_mem' must be a byte count" '{"nodes":[{"name":"a","
 invbad "unbalanced node set" "unbalanced '['" '{"nodes":[{"name":"n[01-04","card_mem":"8GiB"}]}'
 invbad "hosts do not match names" "'name' gives 4 nodes but 'host' 3 hosts" '{"nodes":[{"name":"n[1-4]","host":"h[1-3]","card_mem":"8GiB"}]}'
 invbad "duplicate node" "node 'n2' listed twice" '{"nodes":[{"name":"n[1-2]","card_mem":"8GiB"},{"name":"n2","card_mem":"8GiB"}]}'
+# Names cut to their 63 bytes made two nodes one (found by the fuzzer).
+long=$(printf '%070d' 0)
+invbad "node names past 63 bytes" "is longer than 63 bytes" "{\"nodes\":[{\"name\":\"r[1-2]$long\",\"card_mem\":\"8GiB\"}]}"
 invbad "bad transport" "'transport' must be ssh or local" '{"nodes":[{"name":"a","card_mem":"8GiB","transport":"telnet"}]}'
 printf '{"defaults":{"cards":4,"card_mem":"16GiB"},"nodes":[{"name":"n[01-06]","exclude":"n[03,05]"}]}' >"$T/inv6.json"
 expect_rc 0 "plan with node-set exclusions" "$ENGINE" plan "$CONFIGS/llama-3.1-8b.json" --inventory "$T/inv6.json"
