@@ -23,6 +23,7 @@
  */
 #include "engine.h"
 #include "rt_batch.h"
+#include "rt_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,70 +35,12 @@
 #include <cblas.h>
 #include <mpi.h>
 
-struct rt_layer {
-	int moe;
-	int64_t window;
-	float *in_norm, *post_norm;
-	/* weight matrices as stored (bf16 stays bf16); norms, biases f32 */
-	struct wmat wq, wk, wv, wo;
-	float *bq, *bk, *bv, *bo, *q_norm, *k_norm;
-	struct wmat q_a, q_b, kv_a, kv_b; /* MLA */
-	float *q_a_norm, *kv_a_norm, *q_a_b, *kv_a_b;
-	struct wmat gate, up, down;       /* dense */
-	float *gate_b, *up_b, *down_b;
-	struct wmat router;
-	float *router_bias;
-	struct wmat *e_gate, *e_up, *e_down; /* [experts], .p NULL if not ours */
-	struct wmat sh_gate, sh_up, sh_down, sh_gate_w;
-	float *kc, *vc; /* cache [kv_blocks][nkv_l][kv_bt][dqk|dv]: each kv
-			 * head's positions inside a block contiguous, as its
-			 * attention reads them (rt_batch.h) */
-};
-
-struct rt {
-	struct model_config c;
-	struct layout_dims d;
-	int rank, world, tp_rank, pp_rank, ep_rank;
-	MPI_Comm tp_comm, ep_comm;
-	int first, nl; /* this stage's layers */
-	struct rt_layer *L;
-	struct wmat embed, lm_head;
-	float *final_norm;
-	int nh_l, nkv_l, dqk, dv, ffn_l, moe_ffn_l, shared_l, vocab_l;
-	double scale; /* attention softmax scale */
-	double *inv_freq, attn_factor;
-	int rot_dim;
-	int64_t max_ctx, pos;
-	int slots; /* sequences the contiguous design holds (run: 1) */
-	/* the KV cache in blocks of kv_bt tokens (rt_batch.h): a segment's
-	 * block table, or slot s's kv_sb blocks s*kv_sb.. when it has none */
-	int kv_bt, kv_blocks, kv_sb;
-	float *gk, *gv; /* a multi-block sequence's keys/values gathered */
-	size_t gcap;    /* floats each of gk, gv holds */
-	/* the batch in flight: token runs of one sequence each */
-	const struct rt_seg *seg;
-	int nseg;
-	/* the batch rows whose logits are wanted (increasing), NULL: all */
-	const int *lrows;
-	int nlrows;
-	uint64_t budget, used, peak;
-	char over[256];
-	int peer_failed; /* another rank's failure, agreed at start-up */
-	/* where weights come from */
-	const char *dir;
-	int converted;
-	struct st_file rank_st;
-	int rank_fd;
-	struct ckpt ck;
-	struct rt_stats stats;
-};
-
 /* ------------------------------------------------------------ accountant */
 
 /* bytes for `what`, 64-byte aligned, counted against the card's budget;
  * zeroed when zero is set (the KV cache), not for a weight its loader
  * fills whole (a second pass over every weight byte on load). */
-static void *rt_alloc(struct rt *r, size_t bytes, const char *what, int zero)
+void *rt_alloc(struct rt *r, size_t bytes, const char *what, int zero)
 {
 	void *p;
 	if (r->over[0])
@@ -135,21 +78,21 @@ const struct model_config *rt_config(const struct rt *r) { return &r->c; }
 
 /* ------------------------------------------------------ timed collectives */
 
-static void stat_add(struct rt *r, int group, int op, uint64_t bytes, double t)
+void rt_stat_add(struct rt *r, int group, int op, uint64_t bytes, double t)
 {
 	r->stats.bytes[group][op] += bytes;
 	r->stats.time_s[group][op] += t;
 	r->stats.calls[group][op]++;
 }
 
-static void allreduce(struct rt *r, float *buf, int n, MPI_Comm comm, int group)
+void rt_allreduce(struct rt *r, float *buf, int n, MPI_Comm comm, int group)
 {
 	double t0;
 	if (comm == MPI_COMM_NULL || n == 0)
 		return;
 	t0 = MPI_Wtime();
 	MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, comm);
-	stat_add(r, group, RT_OP_ALLREDUCE, (uint64_t)n * 4, MPI_Wtime() - t0);
+	rt_stat_add(r, group, RT_OP_ALLREDUCE, (uint64_t)n * 4, MPI_Wtime() - t0);
 }
 
 /* ---------------------------------------------------------------- loading */
@@ -230,7 +173,7 @@ static void cut_part(void *dst, const void *src, const struct tensor_spec *t,
 /* Read tensor `name` (this rank's slice) as f32, dequantising FP8 or
  * packed integers on load; NULL if this rank has no part of it.  Errors
  * go to r->over. */
-static float *load(struct rt *r, const struct tensor_spec *specs, size_t ns,
+float *rt_load_f32(struct rt *r, const struct tensor_spec *specs, size_t ns,
 		   const char *name)
 {
 	const struct tensor_spec *t = NULL;
@@ -457,7 +400,7 @@ out:
  * load().  .p is NULL if this rank has no part of it; errors go to
  * r->over, naming the file and the tensor.
  */
-static struct wmat load_w(struct rt *r, const struct tensor_spec *specs,
+struct wmat rt_load_w(struct rt *r, const struct tensor_spec *specs,
 			  size_t ns, const char *name)
 {
 	const struct tensor_spec *t = NULL;
@@ -485,7 +428,7 @@ static struct wmat load_w(struct rt *r, const struct tensor_spec *specs,
 		}
 	}
 	if (!x || x->dtype != DT_BF16) {
-		w.p = load(r, specs, ns, name);
+		w.p = rt_load_f32(r, specs, ns, name);
 		return w;
 	}
 	layout_split(&r->c, &r->d, t, &s);
@@ -612,13 +555,13 @@ static int load_layers(struct rt *r, struct d0_err *err)
 	do {                                                                  \
 		snprintf(n, sizeof n, "%s" fmt, r->c.vision.lm_prefix,        \
 			 __VA_ARGS__);                                         \
-		field = load(r, sp, ns, n);                                   \
+		field = rt_load_f32(r, sp, ns, n);                                   \
 	} while (0)
 #define LW(field, fmt, ...)                                                   \
 	do {                                                                  \
 		snprintf(n, sizeof n, "%s" fmt, r->c.vision.lm_prefix,        \
 			 __VA_ARGS__);                                         \
-		field = load_w(r, sp, ns, n);                                 \
+		field = rt_load_w(r, sp, ns, n);                                 \
 	} while (0)
 	if (r->pp_rank == 0 || (r->c.tie_embeddings && r->pp_rank == r->d.pp - 1))
 		LW(r->embed, "%s", "model.embed_tokens.weight");
@@ -1168,7 +1111,7 @@ static void moe(struct rt *r, struct rt_layer *y, int T, const float *x,
 				r2[e] = rcnt[e] * H; e2[e] = rdis[e] * H;
 			}
 			MPI_Alltoallv(sbuf, s2, d2, MPI_FLOAT, rbuf, r2, e2, MPI_FLOAT, r->ep_comm);
-			stat_add(r, RT_GROUP_EP, RT_OP_ALLTOALL,
+			rt_stat_add(r, RT_GROUP_EP, RT_OP_ALLTOALL,
 				 (uint64_t)nsend * H * 4, MPI_Wtime() - t0);
 			for (int i = 0; i < nrecv; i++) {
 				int e = ridx[2 * i + 1];
@@ -1179,7 +1122,7 @@ static void moe(struct rt *r, struct rt_layer *y, int T, const float *x,
 			t0 = MPI_Wtime();
 			/* answers travel back along the same routes */
 			MPI_Alltoallv(obuf, r2, e2, MPI_FLOAT, back, s2, d2, MPI_FLOAT, r->ep_comm);
-			stat_add(r, RT_GROUP_EP, RT_OP_ALLTOALL,
+			rt_stat_add(r, RT_GROUP_EP, RT_OP_ALLTOALL,
 				 (uint64_t)nrecv * H * 4, MPI_Wtime() - t0);
 			free(s2); free(r2); free(d2); free(e2);
 		}
@@ -1194,7 +1137,7 @@ static void moe(struct rt *r, struct rt_layer *y, int T, const float *x,
 			t0 = MPI_Wtime();
 			/* tokens are disjoint across EP ranks: a sum gathers them */
 			MPI_Allreduce(MPI_IN_PLACE, mine, T * H, MPI_FLOAT, MPI_SUM, r->ep_comm);
-			stat_add(r, RT_GROUP_EP, RT_OP_ALLGATHER, (uint64_t)T * H * 4,
+			rt_stat_add(r, RT_GROUP_EP, RT_OP_ALLGATHER, (uint64_t)T * H * 4,
 				 MPI_Wtime() - t0);
 			for (size_t i = 0; i < (size_t)T * H; i++)
 				acc[i] += mine[i];
@@ -1295,11 +1238,11 @@ static int forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 		for (int t = 0; t < T; t++)
 			if (tokens[t] >= lo && tokens[t] < lo + r->vocab_l)
 				op_embedding_w(h + (size_t)t * H, &r->embed, tokens[t] - lo, H);
-		allreduce(r, h, T * H, r->tp_comm, RT_GROUP_TP);
+		rt_allreduce(r, h, T * H, r->tp_comm, RT_GROUP_TP);
 	} else {
 		double t0 = MPI_Wtime();
 		MPI_Recv(h, T * H, MPI_FLOAT, prev, 7, MPI_COMM_WORLD, &st);
-		stat_add(r, RT_GROUP_PP, RT_OP_SENDRECV, (uint64_t)T * H * 4, MPI_Wtime() - t0);
+		rt_stat_add(r, RT_GROUP_PP, RT_OP_SENDRECV, (uint64_t)T * H * 4, MPI_Wtime() - t0);
 	}
 	for (int i = 0; i < r->nl; i++) {
 		struct rt_layer *y = &r->L[i];
@@ -1307,7 +1250,7 @@ static int forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 			op_rms_norm(xn + (size_t)t * H, h + (size_t)t * H, y->in_norm, H,
 				    r->c.rms_eps);
 		attention(r, y, T, xn, part, &s);
-		allreduce(r, part, T * H, r->tp_comm, RT_GROUP_TP);
+		rt_allreduce(r, part, T * H, r->tp_comm, RT_GROUP_TP);
 		for (size_t j = 0; j < (size_t)T * H; j++)
 			h[j] += part[j] + (y->bo ? y->bo[j % H] : 0.0f);
 		for (int t = 0; t < T; t++)
@@ -1319,7 +1262,7 @@ static int forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 		else
 			mlp(T, H, r->ffn_l, xn, &y->gate, y->gate_b, &y->up, y->up_b,
 			    &y->down, part, NULL, s.a, s.b, s.c);
-		allreduce(r, part, T * H, r->tp_comm, RT_GROUP_TP);
+		rt_allreduce(r, part, T * H, r->tp_comm, RT_GROUP_TP);
 		for (size_t j = 0; j < (size_t)T * H; j++)
 			h[j] += part[j] + (y->down_b ? y->down_b[j % H] : 0.0f);
 		if (layer_out && layer_out[r->first + i])
@@ -1328,7 +1271,7 @@ static int forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 	if (next >= 0) {
 		double t0 = MPI_Wtime();
 		MPI_Send(h, T * H, MPI_FLOAT, next, 7, MPI_COMM_WORLD);
-		stat_add(r, RT_GROUP_PP, RT_OP_SENDRECV, (uint64_t)T * H * 4, MPI_Wtime() - t0);
+		rt_stat_add(r, RT_GROUP_PP, RT_OP_SENDRECV, (uint64_t)T * H * 4, MPI_Wtime() - t0);
 	} else {
 		/* final norm, vocab-parallel lm_head, gather the vocab slices;
 		 * only for the rows whose logits are wanted (a server's prefill
@@ -1348,7 +1291,7 @@ static int forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 		t0 = MPI_Wtime();
 		MPI_Allgather(loc, nw * r->vocab_l, MPI_FLOAT, all, nw * r->vocab_l,
 			      MPI_FLOAT, r->tp_comm);
-		stat_add(r, RT_GROUP_TP, RT_OP_ALLGATHER, (uint64_t)nw * V * 4,
+		rt_stat_add(r, RT_GROUP_TP, RT_OP_ALLGATHER, (uint64_t)nw * V * 4,
 			 MPI_Wtime() - t0);
 		if (logits) /* all is [tp][nw][V/tp]: reorder to [nw][V] */
 			for (int p = 0; p < r->d.tp; p++)
