@@ -129,6 +129,26 @@ const struct checklist_item checklist_items[] = {
      "Is the generated text sensible (no positional-encoding "
      "misalignment)?",
      "correct", {"validate", "run"}},
+    /* The image channel (issue #30, docs/multimodal.md).  A text model
+     * has none of them: image-check reports each as skip with the
+     * detail "n/a: no vision tower in config.json". */
+    {"image.preprocess", "Image preprocessing",
+     "Does the release's processor decode, resize and normalize images "
+     "(PNG/JPEG, gray, alpha, palette, 16-bit) into what the tower takes?",
+     "runnable", {"image-check"}},
+    {"image.features", "Image feature alignment",
+     "Does every image take as many placeholder tokens as the tower gives "
+     "merged patches, with the preprocessing (mean/std, patch, merge) the "
+     "checkpoint's tower expects?",
+     "correct", {"image-check"}},
+    {"numerics.image", "Image numerics",
+     "Do the vision tower's features and the logits of image prompts agree "
+     "with float64?",
+     "correct", {"validate", "image-check"}},
+    {"perf.image", "Image TTFT split",
+     "How is an image prompt's TTFT split into preprocess, encode and "
+     "prefill (p50 and p99 over N images)?",
+     "efficient", {"image-check"}},
 };
 const size_t checklist_n = sizeof checklist_items / sizeof *checklist_items;
 

@@ -18,7 +18,8 @@ static void registry(void)
 	    "numerics.e2e",   "resources.peak",	   "perf.baseline",
 	    "stability.soak", "repro.manifest",	   "service.api",
 	    "service.load",   "service.kv",	   "service.preemption",
-	    "numerics.endpoint", "text.generation"};
+	    "numerics.endpoint", "text.generation", "image.preprocess",
+	    "image.features",	 "numerics.image",  "perf.image"};
 	size_t n = sizeof contract / sizeof *contract;
 	CHECK(checklist_n == n);
 	for (size_t i = 0; i < n && i < checklist_n; i++) {
