@@ -274,6 +274,20 @@ static const struct proto_field ev_error[] = {{"msg", PF_STR, 1, NULL},
 static const struct proto_field ev_heartbeat[] = {
     {"running", PF_INT, 1, NULL}, {"acked", PF_INT, 0, NULL}, END};
 static const struct proto_field ev_bye[] = {{"reason", PF_STR, 1, NULL}, END};
+/* One optimizer step of `day0-engine train` (docs/training.md).  Only the
+ * step is required: a figure that is not finite (the loss or gradient norm
+ * of an overflowed f16 step) cannot be JSON and is left out; skipped is 0
+ * or 1 (the loss scaler skipped the update).  Times are seconds of this
+ * step: forward, backward, optimizer, and communication not hidden behind
+ * compute. */
+static const struct proto_field ev_train[] = {
+    {"step", PF_INT, 1, NULL},	      {"loss", PF_NUM, 0, NULL},
+    {"grad_norm", PF_NUM, 0, NULL},   {"loss_scale", PF_NUM, 0, NULL},
+    {"skipped", PF_INT, 0, NULL},     {"lr", PF_NUM, 0, NULL},
+    {"tokens", PF_INT, 0, NULL},      {"t_fwd_s", PF_NUM, 0, NULL},
+    {"t_bwd_s", PF_NUM, 0, NULL},     {"t_opt_s", PF_NUM, 0, NULL},
+    {"t_comm_s", PF_NUM, 0, NULL},    {"layout", PF_STR, 0, NULL},
+    END};
 
 const struct proto_type proto_event_types[] = {
     {"hello", ev_hello, "who the agent is and where its seq stands"},
@@ -288,6 +302,7 @@ const struct proto_type proto_event_types[] = {
     {"error", ev_error, "a refused command or an agent-side failure"},
     {"heartbeat", ev_heartbeat, "the agent is alive and idle"},
     {"bye", ev_bye, "the agent is exiting cleanly"},
+    {"train", ev_train, "one optimizer step of a fine-tuning run"},
     {NULL, NULL, NULL},
 };
 
@@ -597,7 +612,7 @@ static const char *const kind_names[EV_KINDS] = {
     [EV_SAMPLE] = "sample", [EV_STAGE] = "stage", [EV_CHECK] = "check",
     [EV_COMM] = "comm", [EV_NUMERICS] = "numerics", [EV_PERF] = "perf",
     [EV_LOG] = "log", [EV_ERROR] = "error", [EV_HEARTBEAT] = "heartbeat",
-    [EV_BYE] = "bye", [EV_HOLD] = "hold", [EV_MARKER] = "marker",
+    [EV_BYE] = "bye", [EV_TRAIN] = "train", [EV_HOLD] = "hold", [EV_MARKER] = "marker",
     [EV_VERDICT] = "verdict", [EV_ALERT] = "alert", [EV_NODE] = "node",
 };
 

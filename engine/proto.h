@@ -181,6 +181,7 @@ enum proto_event_kind {
 	EV_ERROR,
 	EV_HEARTBEAT,
 	EV_BYE,
+	EV_TRAIN,   /* one optimizer step of a fine-tuning run */
 	EV_HOLD,    /* console */
 	EV_MARKER,  /* console */
 	EV_VERDICT, /* console */

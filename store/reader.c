@@ -32,11 +32,12 @@ static const char *const rq_sql[SRQ_COUNT] = {
 	" SELECT node, seq, ts FROM checks WHERE ts <= ?1 UNION ALL"
 	" SELECT node, seq, ts FROM comm WHERE ts <= ?1 UNION ALL"
 	" SELECT node, seq, ts FROM numerics WHERE ts <= ?1 UNION ALL"
-	" SELECT node, seq, ts FROM perf WHERE ts <= ?1) x"
+	" SELECT node, seq, ts FROM perf WHERE ts <= ?1 UNION ALL"
+	" SELECT node, seq, ts FROM train WHERE ts <= ?1) x"
 	" JOIN events e ON e.node = x.node AND e.seq = x.seq "
 	"UNION ALL SELECT ts, node, seq, body FROM events WHERE node = '" CONSOLE
 	"' AND ts <= ?1 AND type NOT IN ('stage', 'check', 'comm', 'numerics',"
-	" 'perf', 'sample') "
+	" 'perf', 'train', 'sample') "
 	"ORDER BY 1, 2, 3",
     [SRQ_LOG] = "SELECT ts, body FROM events WHERE ts <= ?1 ORDER BY ts DESC,"
 		" node DESC, seq DESC LIMIT ?2",
@@ -93,6 +94,20 @@ int store_reader_open(const char *path, struct store_reader **out,
 		return -1;
 	}
 	sqlite3_busy_timeout(rd->db, 2000);
+	/* A version-2 file (before `train`; read-only, so not upgraded) has
+	 * no training steps: an empty TEMP table stands in for the query
+	 * (only then: a TEMP table would shadow the file's own). */
+	if (sqlite3_exec(rd->db,
+			 "SELECT 1 FROM main.train LIMIT 0", NULL, NULL,
+			 NULL) != SQLITE_OK &&
+	    sqlite3_exec(rd->db,
+			 "CREATE TEMP TABLE train(node TEXT, seq INTEGER,"
+			 " ts INTEGER)",
+			 NULL, NULL, NULL) != SQLITE_OK) {
+		rd_err(rd, err, "preparing a query");
+		store_reader_close(rd);
+		return -1;
+	}
 	for (int k = 0; k < SRQ_COUNT; k++)
 		if (sqlite3_prepare_v2(rd->db, rq_sql[k], -1, &rd->q[k], NULL) !=
 		    SQLITE_OK) {

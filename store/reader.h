@@ -16,7 +16,8 @@ enum store_rq {
 	SRQ_SPAN,     /* first ts, last ts */
 	SRQ_HISTORY,  /* ?1 series, ?2 t, ?3 limit: ts, value (newest first) */
 	SRQ_SPARSE,   /* ?1 t: ts, node, seq, body of stages, checks, comm,
-			 numerics, perf and the console's own events */
+			 numerics, perf, train and the console's own
+			 events */
 	SRQ_LOG,      /* ?1 t, ?2 limit: ts, body (newest first) */
 	SRQ_FORWARD,  /* ?1 from (excluded), ?2 to: body in order */
 	SRQ_FIRST_TS, /* text ?1 node: its first ts */

@@ -33,6 +33,17 @@
 
 #define STORE_APP_ID 0x64617930 /* "day0" */
 
+/* The `train` table's columns (migration 2 -> 3).  A read-only open of a
+ * version-2 file, which cannot be upgraded, gets an empty TEMP table of the
+ * same shape: the file predates training events, and every query that
+ * names the table still runs. */
+#define TRAIN_COLUMNS                                                          \
+	"(node TEXT NOT NULL, seq INTEGER NOT NULL, ts INTEGER NOT NULL,"      \
+	"  stage_id TEXT, rank INTEGER, layout TEXT, step INTEGER, loss REAL," \
+	"  grad_norm REAL, loss_scale REAL, skipped INTEGER, lr REAL,"        \
+	"  tokens INTEGER, t_fwd_s REAL, t_bwd_s REAL, t_opt_s REAL,"         \
+	"  t_comm_s REAL, PRIMARY KEY(node, seq)) WITHOUT ROWID"
+
 /*
  * migrations[i] takes a file from schema version i to i + 1; a new file
  * runs them all.  Never edit a shipped entry: append one.
@@ -95,6 +106,8 @@ static const char *const migrations[] = {
     "  THEN substr(stage_id, 1, length(rtrim(stage_id, '0123456789')) - 1)"
     "  ELSE stage_id END;"
     "CREATE INDEX checks_evidence ON checks(item, stage, subject, rank);",
+    /* 2 -> 3: fine-tuning steps (`train` events, docs/training.md). */
+    "CREATE TABLE train" TRAIN_COLUMNS ";",
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 _Static_assert(N_MIGRATIONS == STORE_SCHEMA_VERSION,
@@ -118,6 +131,7 @@ enum {
 	Q_COMM,
 	Q_NUMERICS,
 	Q_PERF,
+	Q_TRAIN,
 	Q_SESSION_PUT,
 	Q_EVENT_BODY,
 	Q_COUNT
@@ -161,6 +175,10 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_PERF] = "INSERT OR IGNORE INTO perf(node, seq, ts, ttft_ms, "
 	       "tpot_ms, tokens_per_s, prompt_tokens, gen_tokens, rank, "
 	       "stage_id) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    [Q_TRAIN] = "INSERT OR IGNORE INTO train(node, seq, ts, stage_id, rank, "
+		"layout, step, loss, grad_norm, loss_scale, skipped, lr, tokens, "
+		"t_fwd_s, t_bwd_s, t_opt_s, t_comm_s) VALUES(?1, ?2, ?3, ?4, ?5, "
+		"?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
     [Q_SESSION_PUT] = "INSERT OR REPLACE INTO session(key, value, ts) "
 		      "VALUES(?1, ?2, ?3)",
 };
@@ -329,6 +347,8 @@ static int migrate(struct store *s, struct d0_err *err)
 				       "has tables but no day0 schema)",
 				       s->path);
 	}
+	if (s->readonly && ver == 2)
+		return exec_sql(s, "CREATE TEMP TABLE train" TRAIN_COLUMNS, err);
 	if (s->readonly)
 		return d0_errf(err,
 			       "%s: schema version %lld needs an upgrade; "
@@ -858,6 +878,7 @@ static int derive(struct store *s, const struct jscan *j, const char *node,
 	case EV_COMM: q = Q_COMM; break;
 	case EV_NUMERICS: q = Q_NUMERICS; break;
 	case EV_PERF: q = Q_PERF; break;
+	case EV_TRAIN: q = Q_TRAIN; break;
 	default: return 0;
 	}
 	st = s->q[q];
@@ -916,6 +937,22 @@ static int derive(struct store *s, const struct jscan *j, const char *node,
 		bind_int(st, 8, F("gen_tokens"));
 		bind_int(st, 9, F("rank"));
 		bind_text(s, st, 10, F("stage_id"));
+		break;
+	case Q_TRAIN:
+		bind_text(s, st, 4, F("stage_id"));
+		bind_int(st, 5, F("rank"));
+		bind_text(s, st, 6, F("layout"));
+		bind_int(st, 7, F("step"));
+		bind_num(st, 8, F("loss"));
+		bind_num(st, 9, F("grad_norm"));
+		bind_num(st, 10, F("loss_scale"));
+		bind_int(st, 11, F("skipped"));
+		bind_num(st, 12, F("lr"));
+		bind_int(st, 13, F("tokens"));
+		bind_num(st, 14, F("t_fwd_s"));
+		bind_num(st, 15, F("t_bwd_s"));
+		bind_num(st, 16, F("t_opt_s"));
+		bind_num(st, 17, F("t_comm_s"));
 		break;
 	}
 	return step_done(s, st, err, "adding a derived row");

@@ -5,7 +5,7 @@
  * screen from it; replay, reports and diffs read the same file.  The table
  * `events(node, seq, ts, type, body)` with PRIMARY KEY(node, seq) is the
  * source of truth; the derived tables (samples, stages, checks, comm,
- * numerics, perf) are filled from each event as it is ingested, in the same
+ * numerics, perf, train) are filled from each event as it is ingested, in the same
  * transaction, so they can never disagree with it.  docs/store.md has the
  * schema and the queries.
  *
@@ -33,7 +33,7 @@
 
 #include "util.h"
 
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 struct store;
 

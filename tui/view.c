@@ -89,6 +89,7 @@ static void view_clear(struct view *v)
 	free(v->comm.a);
 	free(v->num.a);
 	free(v->perf.a);
+	free(v->train.a);
 	free(v->marks.a);
 	for (size_t i = 0; i < VIEW_LOG; i++)
 		free(v->log[i].line);
@@ -819,6 +820,28 @@ static void apply_perf(struct view *v, const struct proto_event *ev)
 	}
 }
 
+static void apply_train(struct view *v, const struct proto_event *ev)
+{
+	json_t *o = ev->obj;
+	struct view_train *x = VEC_PUSH(v->train, VIEW_TRAIN);
+	copy(x->node, sizeof x->node, ev->node);
+	copy(x->stage_id, sizeof x->stage_id, jstr(o, "stage_id"));
+	copy(x->layout, sizeof x->layout, jstr(o, "layout"));
+	x->rank = (int)jint(o, "rank", -1);
+	x->step = jint(o, "step", 0);
+	x->skipped = jint(o, "skipped", 0) != 0;
+	x->tokens = jint(o, "tokens", -1);
+	x->loss = jnum(o, "loss");
+	x->grad_norm = jnum(o, "grad_norm");
+	x->loss_scale = jnum(o, "loss_scale");
+	x->lr = jnum(o, "lr");
+	x->t_fwd = jnum(o, "t_fwd_s");
+	x->t_bwd = jnum(o, "t_bwd_s");
+	x->t_opt = jnum(o, "t_opt_s");
+	x->t_comm = jnum(o, "t_comm_s");
+	x->ts = ev->ts;
+}
+
 /* A console alert: a node's refused input (count per reason), or the
  * store's state (shown until it is writable again). */
 static void apply_alert(struct view *v, const struct proto_event *ev)
@@ -924,7 +947,7 @@ void view_apply(struct view *v, const struct proto_event *ev)
 		struct view_node *n = node_get(v, ev->node, ev->ts);
 		switch (ev->kind) {
 		case EV_STAGE: case EV_CHECK: case EV_COMM: case EV_NUMERICS:
-		case EV_PERF:
+		case EV_PERF: case EV_TRAIN:
 			if (ev->ts > n->last_ts)
 				n->last_ts = ev->ts;
 			break;
@@ -964,6 +987,10 @@ void view_apply(struct view *v, const struct proto_event *ev)
 		return;
 	case EV_PERF:
 		apply_perf(v, ev);
+		return;
+	case EV_TRAIN:
+		if (!console)
+			apply_train(v, ev);
 		return;
 	default:
 		break;
@@ -1232,6 +1259,22 @@ void view_dump(const struct view *v, FILE *f)
 			}
 			fprintf(f, " classes=%s", x->classes);
 		}
+		fputc('\n', f);
+	}
+	for (size_t i = 0; i < v->train.n; i++) {
+		const struct view_train *x = VIEW_AT(v->train, i);
+		fprintf(f, "train %s %s %s rank=%d step=%lld skipped=%d "
+			   "tokens=%lld",
+			x->node, x->stage_id, x->layout, x->rank,
+			(long long)x->step, x->skipped, (long long)x->tokens);
+		dnum(f, "loss", x->loss);
+		dnum(f, "gnorm", x->grad_norm);
+		dnum(f, "scale", x->loss_scale);
+		dnum(f, "lr", x->lr);
+		dnum(f, "fwd", x->t_fwd);
+		dnum(f, "bwd", x->t_bwd);
+		dnum(f, "opt", x->t_opt);
+		dnum(f, "comm", x->t_comm);
 		fputc('\n', f);
 	}
 	for (size_t i = 0; i < v->marks.n; i++) {

@@ -22,7 +22,7 @@
  *   check    per (item, node, stage): the last event (node: the console's
  *            `for`, else the reporting node; stage: the playbook stage of
  *            its stage_id); a failure on "fail"
- *   comm, numerics, perf   rows (bounded, oldest dropped)
+ *   comm, numerics, perf, train   rows (bounded, oldest dropped)
  *   marker   (console) the markers; verdict (console) go/no-go, its ts
  *            and every item's status as the runner decided it
  *   facts    per node: the last event's fields (the Hosts screen's
@@ -48,6 +48,7 @@
 #define VIEW_COMM     4096 /* comm rows kept */
 #define VIEW_NUM      4096 /* numerics rows kept */
 #define VIEW_PERF     1024 /* perf rows kept */
+#define VIEW_TRAIN    4096 /* train rows (optimizer steps) kept */
 #define VIEW_MARKS    4096 /* markers and failures kept */
 #define VIEW_ITEMS    64   /* checklist items in the verdict */
 #define VIEW_STALE_NS 5000000000LL /* a node silent this long is stale */
@@ -169,6 +170,16 @@ struct view_perf {
 	char classes[128];
 };
 
+/* One optimizer step of a fine-tuning run (`train` event): the run is
+ * (node, stage_id); every rank may report (rank -1: none said). */
+struct view_train {
+	char node[64], stage_id[80], layout[32];
+	int rank, skipped;
+	int64_t step, tokens, ts; /* tokens -1: absent */
+	double loss, grad_norm, loss_scale, lr; /* NAN: absent */
+	double t_fwd, t_bwd, t_opt, t_comm;	/* seconds; NAN: absent */
+};
+
 enum { VIEW_MARKER = 'm', VIEW_FAILURE = 'f' };
 
 struct view_mark {
@@ -234,6 +245,7 @@ struct view {
 	VIEW_VEC(struct view_comm) comm;
 	VIEW_VEC(struct view_num) num;
 	VIEW_VEC(struct view_perf) perf;
+	VIEW_VEC(struct view_train) train;
 	struct view_text text;
 	VIEW_VEC(struct view_mark) marks; /* markers and failures, in order */
 	struct view_line log[VIEW_LOG];

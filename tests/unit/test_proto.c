@@ -273,6 +273,28 @@ static void test_events(void)
 	CHECK(ev_err("{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":"
 		     "\"perf\",\"tpot_ms\":1,\"kernel\":512}",
 		     "kernel"));
+	/* train: the step is required, figures are numbers, skipped 0/1 */
+	CHECK(ev_err("{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":"
+		     "\"train\",\"loss\":2.5}",
+		     "train: missing field 'step'"));
+	CHECK(ev_err("{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":"
+		     "\"train\",\"step\":1,\"loss\":\"nan\"}",
+		     "train: field 'loss': expected a number"));
+	CHECK(ev_err("{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":"
+		     "\"train\",\"step\":1,\"skipped\":true}",
+		     "train: field 'skipped': expected an integer"));
+	{
+		struct proto_event te;
+		struct d0_err terr;
+		static const char l[] =
+		    "{\"v\":1,\"seq\":1,\"ts\":0,\"node\":\"n\",\"type\":"
+		    "\"train\",\"step\":1,\"skipped\":1,\"loss_scale\":"
+		    "32768,\"layout\":\"tp1pp1ep1dp1\"}";
+		CHECKN("a skipped train step without loss is an event",
+		       proto_event_parse(l, sizeof l - 1, &te, &terr) == 0 &&
+			   te.kind == EV_TRAIN && te.known);
+		proto_event_free(&te);
+	}
 	/* Every type in the table has fields and a summary. */
 	for (const struct proto_type *t = proto_event_types; t->name; t++)
 		CHECKN(t->name, t->fields && t->summary);

@@ -5,6 +5,7 @@
  * t, sample windows, the event stream), the manifest, reopening, and the
  * store's JSON scanner against jansson.
  */
+#include "reader.h"
 #include "store.h"
 #include "unit.h"
 
@@ -301,6 +302,73 @@ static void test_ingest(void)
 	store_close(s, NULL);
 }
 
+static int count_rows(void *arg, const struct store_row *r)
+{
+	(void)r;
+	++*(int *)arg;
+	return 0;
+}
+
+/* A `train` event fills a row of `train` named after its fields; a file
+ * of schema version 2 (before the table) opens read-only (replay, report,
+ * diff of an older session) and is upgraded by a read-write open. */
+static void test_train(void)
+{
+	struct store *s;
+	struct store_reader *rd;
+	struct d0_err err;
+	char *p = path_in("train.db");
+	int rows = 0;
+	int64_t t = 1000;
+	CHECK(store_open(p, STORE_CREATE, &s, &err) == 0);
+	CHECK(ingest(s, "{\"v\":1,\"seq\":1,\"ts\":10,\"node\":\"n1\","
+			"\"type\":\"train\",\"step\":3,\"loss\":2.5,"
+			"\"grad_norm\":0.75,\"loss_scale\":65536,"
+			"\"skipped\":0,\"lr\":0.001,\"tokens\":128,"
+			"\"t_fwd_s\":0.25,\"t_bwd_s\":0.5,\"t_opt_s\":0.125,"
+			"\"t_comm_s\":0.0625,\"layout\":\"tp2pp1ep1dp1\","
+			"\"rank\":1,\"stage_id\":\"train-tp\"}") == STORE_ADDED);
+	CHECKN("an overflowed step: no loss, skipped",
+	       ingest(s, "{\"v\":1,\"seq\":2,\"ts\":20,\"node\":\"n1\","
+			 "\"type\":\"train\",\"step\":4,\"skipped\":1,"
+			 "\"loss_scale\":32768}") == STORE_ADDED);
+	CHECK(store_close(s, &err) == 0);
+	CHECKN("train row: every field in its column",
+	       count_sql(p, "SELECT count(*) FROM train WHERE node = 'n1' AND "
+			    "seq = 1 AND ts = 10 AND step = 3 AND loss = 2.5 AND "
+			    "grad_norm = 0.75 AND loss_scale = 65536 AND "
+			    "skipped = 0 AND lr = 0.001 AND tokens = 128 AND "
+			    "t_fwd_s = 0.25 AND t_bwd_s = 0.5 AND t_opt_s = "
+			    "0.125 AND t_comm_s = 0.0625 AND layout = "
+			    "'tp2pp1ep1dp1' AND rank = 1 AND stage_id = "
+			    "'train-tp'") == 1);
+	CHECK(count_sql(p, "SELECT count(*) FROM train WHERE step = 4 AND "
+			   "skipped = 1 AND loss IS NULL") == 1);
+	/* Back to version 2: no train table. */
+	{
+		sqlite3 *h;
+		sqlite3_open(p, &h);
+		sqlite3_exec(h, "DROP TABLE train; PRAGMA user_version = 2",
+			     NULL, NULL, NULL);
+		sqlite3_close(h);
+	}
+	CHECKN("a version-2 file opens read-only",
+	       store_open(p, STORE_READONLY, &s, &err) == 0);
+	if (s)
+		store_close(s, NULL);
+	CHECKN("... and replay's reader finds no training steps in it",
+	       store_reader_open(p, &rd, &err) == 0 &&
+		   store_reader_each(rd, SRQ_SPARSE, &t, 1, NULL, count_rows,
+				     &rows, &err) == 0 &&
+		   rows == 0);
+	store_reader_close(rd);
+	CHECK(count_sql(p, "PRAGMA user_version") == 2);
+	CHECKN("a read-write open upgrades it",
+	       store_open(p, 0, &s, &err) == 0 && store_close(s, &err) == 0 &&
+		   count_sql(p, "PRAGMA user_version") == 3 &&
+		   count_sql(p, "SELECT count(*) FROM train") == 0);
+}
+
 static void test_queries(void)
 {
 	struct store *s;
@@ -568,6 +636,7 @@ int main(void)
 		return 1;
 	}
 	test_create();
+	test_train();
 	test_ingest();
 	test_queries();
 	test_scanner();

@@ -153,6 +153,30 @@ static void build(const char *path)
 			   "\"ttft_p50_ms\":4,\"ttft_p99_ms\":9.5,"
 			   "\"error_classes\":{\"http_503\":2,\"timeout\":1},"
 			   "\"stage_id\":\"load\"");
+		if (tick >= 200 && tick < 210) {
+			/* A fine-tuning run on n01: step 205 overflowed (no
+			 * loss or grad norm: not finite), skipped, the scale
+			 * halved. */
+			int k = tick - 200;
+			if (k == 5)
+				snprintf(f, sizeof f,
+					 "\"step\":%d,\"skipped\":1,"
+					 "\"loss_scale\":32768,\"lr\":0.001,"
+					 "\"tokens\":64,\"layout\":\"tp2pp1ep1dp1\","
+					 "\"rank\":0,\"stage_id\":\"train\"",
+					 k);
+			else
+				snprintf(f, sizeof f,
+					 "\"step\":%d,\"loss\":%d.5,"
+					 "\"grad_norm\":0.%d,\"loss_scale\":%d,"
+					 "\"skipped\":0,\"lr\":0.001,\"tokens\":64,"
+					 "\"t_fwd_s\":0.25,\"t_bwd_s\":0.5,"
+					 "\"t_opt_s\":0.125,\"t_comm_s\":0.0625,"
+					 "\"layout\":\"tp2pp1ep1dp1\",\"rank\":0,"
+					 "\"stage_id\":\"train\"",
+					 k, 10 - k, k + 1, k < 5 ? 65536 : 32768);
+			ev(0, ts + 12, "train", f);
+		}
 		if (tick == 500)
 			ev(2, ts + 7, "marker", "\"note\":\"second\"");
 	}
@@ -262,6 +286,16 @@ int main(void)
 	CHECK(a.num.n == 1 && VIEW_AT(a.num, 0)->max_rel == 0.002);
 	CHECK(a.perf.n == 1 && VIEW_AT(a.perf, 0)->tokens_per_s == 24.3);
 	CHECK(a.perf.n == 1 && VIEW_AT(a.perf, 0)->concurrency == -1);
+	CHECK(a.train.n == 10 && VIEW_AT(a.train, 0)->loss == 10.5 &&
+	      VIEW_AT(a.train, 9)->step == 9 &&
+	      VIEW_AT(a.train, 9)->grad_norm == 0.1 &&
+	      !strcmp(VIEW_AT(a.train, 0)->layout, "tp2pp1ep1dp1") &&
+	      VIEW_AT(a.train, 0)->t_bwd == 0.5);
+	CHECK(a.train.n == 10 && VIEW_AT(a.train, 5)->skipped &&
+	      isnan(VIEW_AT(a.train, 5)->loss) &&
+	      isnan(VIEW_AT(a.train, 5)->t_fwd) &&
+	      VIEW_AT(a.train, 5)->loss_scale == 32768 &&
+	      VIEW_AT(a.train, 4)->loss_scale == 65536);
 	CHECK(n2 && !n2->has_svc && isnan(n2->svc[SVC_TPS]));
 	const struct view_stage *cur = view_current_stage(&a);
 	CHECK(cur && !strcmp(cur->node, "console") && !strcmp(cur->id, "facts"));
