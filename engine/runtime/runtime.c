@@ -24,6 +24,7 @@
 #include "engine.h"
 #include "rt_batch.h"
 #include "rt_impl.h"
+#include "ops_vision.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -881,6 +882,54 @@ static int64_t token_pos(const struct rt *r, int t)
 	return -1; /* not reached: the segments cover the batch */
 }
 
+/*
+ * RoPE of the batch's token t on x [n_heads][dqk]: a model with M-RoPE
+ * (mrope_section) takes the segment's rope_pos [3][len], or pos0 + i +
+ * rope_delta on all three axes; the others the plain rotation at pos0 + i
+ * + rope_delta (rope_delta is 0 for text).
+ */
+static void rope_token(const struct rt *r, int t, float *x, int n_heads)
+{
+	for (int g = 0; g < r->nseg; g++) {
+		const struct rt_seg *sg = &r->seg[g];
+		int64_t p = sg->pos0 + t + sg->rope_delta, p3[3];
+		if (t >= sg->len) {
+			t -= sg->len;
+			continue;
+		}
+		if (!r->c.vision.mrope) {
+			op_rope(x, n_heads, r->dqk, r->rot_dim, p, r->inv_freq,
+				r->attn_factor);
+			return;
+		}
+		for (int a = 0; a < 3; a++)
+			p3[a] = sg->rope_pos ? sg->rope_pos[(size_t)a * sg->len + t] : p;
+		op_mrope(x, n_heads, r->dqk, r->rot_dim, p3,
+			 r->c.vision.mrope_section, r->inv_freq, r->attn_factor);
+		return;
+	}
+}
+
+/*
+ * The image channel's splice (stage 0, after the vocab-parallel
+ * all-reduce, so every TP rank holds the same rows): each segment's embeds
+ * replace the embeddings of its image placeholder tokens, a row each in
+ * order.  The caller gives exactly one row per placeholder.
+ */
+static void image_splice(const struct rt *r, const int64_t *tokens, float *h)
+{
+	int H = (int)r->c.hidden;
+	int64_t tok = r->c.vision.image_token_id;
+	for (int g = 0, t0 = 0; g < r->nseg; t0 += r->seg[g].len, g++) {
+		const float *e = r->seg[g].embeds;
+		for (int i = 0; e && i < r->seg[g].len; i++)
+			if (tokens[t0 + i] == tok) {
+				memcpy(h + (size_t)(t0 + i) * H, e, (size_t)H * 4);
+				e += H;
+			}
+	}
+}
+
 /* Block of segment sg's position p. */
 static size_t seg_block(const struct rt *r, const struct rt_seg *sg, int64_t p)
 {
@@ -1019,10 +1068,8 @@ static void attention(struct rt *r, struct rt_layer *y, int T, const float *x,
 					op_rms_norm(kt + (size_t)h * dqk, kt + (size_t)h * dqk,
 						    y->k_norm, dqk, r->c.rms_eps);
 			}
-			op_rope(qt, nh, dqk, rd, token_pos(r, t), r->inv_freq,
-				r->attn_factor);
-			op_rope(kt, nkv, dqk, rd, token_pos(r, t), r->inv_freq,
-				r->attn_factor);
+			rope_token(r, t, qt, nh);
+			rope_token(r, t, kt, nkv);
 		}
 	}
 	/* each sequence appends to its blocks and attends over everything it
@@ -1239,6 +1286,7 @@ static int forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 			if (tokens[t] >= lo && tokens[t] < lo + r->vocab_l)
 				op_embedding_w(h + (size_t)t * H, &r->embed, tokens[t] - lo, H);
 		rt_allreduce(r, h, T * H, r->tp_comm, RT_GROUP_TP);
+		image_splice(r, tokens, h);
 	} else {
 		double t0 = MPI_Wtime();
 		MPI_Recv(h, T * H, MPI_FLOAT, prev, 7, MPI_COMM_WORLD, &st);
