@@ -149,6 +149,30 @@ const struct checklist_item checklist_items[] = {
      "How is an image prompt's TTFT split into preprocess, encode and "
      "prefill (p50 and p99 over N images)?",
      "efficient", {"image-check"}},
+    /* Fine-tuning (issue #32, docs/training.md): `day0-engine train`
+     * reports each, playbooks/finetune.json requires them. */
+    {"training.gradients", "Training gradients",
+     "Do one step's gradients agree with an independent float64 backward "
+     "per parameter tensor, and with central finite differences on "
+     "attention, norm, expert, router and embedding weights?",
+     "correct", {"train"}},
+    {"training.layouts", "Training across layouts",
+     "Does the loss curve of K steps at the target layout (TP, PP, EP, DP) "
+     "equal the 1-rank run within a bound, with an error that does not "
+     "grow step by step?",
+     "correct", {"train"}},
+    {"training.determinism", "Training determinism",
+     "Are two runs at the same layout bitwise identical (fixed reduction "
+     "order), or is the cause named?",
+     "correct", {"train"}},
+    {"training.memory", "Training memory",
+     "Does the planner's train mode (weights, gradients, optimizer states, "
+     "activations, ZeRO-1) match the measured peak per card?",
+     "runnable", {"train"}},
+    {"training.overflow", "Loss-scale overflow",
+     "Does an f16 step that overflows get skipped on every rank, the loss "
+     "scale halved, and training recover?",
+     "correct", {"train"}},
 };
 const size_t checklist_n = sizeof checklist_items / sizeof *checklist_items;
 

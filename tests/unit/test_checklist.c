@@ -19,7 +19,9 @@ static void registry(void)
 	    "stability.soak", "repro.manifest",	   "service.api",
 	    "service.load",   "service.kv",	   "service.preemption",
 	    "numerics.endpoint", "text.generation", "image.preprocess",
-	    "image.features",	 "numerics.image",  "perf.image"};
+	    "image.features",	 "numerics.image",  "perf.image",
+	    "training.gradients", "training.layouts", "training.determinism",
+	    "training.memory", "training.overflow"};
 	size_t n = sizeof contract / sizeof *contract;
 	CHECK(checklist_n == n);
 	for (size_t i = 0; i < n && i < checklist_n; i++) {
