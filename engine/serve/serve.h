@@ -60,6 +60,10 @@ struct srv_req {
 	int recheck;       /* recomputing: check the last emitted token */
 	int64_t seq_id;    /* admission order: the newest is preempted */
 	uint64_t in_step;  /* the last scheduler step that batched it */
+	/* pipeline (PP micro-batches in flight): tokens handed to a forward
+	 * (pos .. spos-1 on their way), pieces not yet back */
+	int64_t spos;
+	int inflight;
 	int64_t *out; /* generated token ids */
 	int nout;
 	float *out_lp;       /* [nout] logprob of each generated token */

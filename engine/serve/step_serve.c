@@ -344,7 +344,7 @@ static void drop_blocks(struct srv *s, struct srv_req *q)
 		kv_pool_release(&s->pool, q->blocks[i]);
 	q->nblk = q->nkeyed = 0;
 	q->last_key = 0;
-	q->pos = 0;
+	q->pos = q->spos = 0;
 }
 
 static void note_blocks(struct srv *s)
@@ -374,15 +374,17 @@ static void finish_req(struct srv *s, struct srv_req *q, const char *why)
 	pthread_cond_broadcast(&q->wake);
 }
 
-/* Drop finished and cancelled requests from the running list (locked). */
+/* Drop finished and cancelled requests from the running list (locked).
+ * A request with a piece in a micro-batch still in flight stays until
+ * that comes back: its batch names it and its blocks are being written. */
 static void reap(struct srv *s)
 {
 	struct srv_req **pp = &s->running;
 	while (*pp) {
 		struct srv_req *q = *pp;
-		if (q->cancelled && q->state != SRV_DONE)
+		if (q->cancelled && q->state != SRV_DONE && !q->inflight)
 			finish_req(s, q, "abort");
-		if (q->state == SRV_DONE) {
+		if (q->state == SRV_DONE && !q->inflight) {
 			*pp = q->next;
 			s->nrunning--;
 			srv_req_unref(q);
@@ -465,14 +467,16 @@ static int first_row(const struct srv_req *q, int64_t pos0, int n)
 static void batch_add(struct srv *s, struct batch *b, struct srv_req *q, int n)
 {
 	batch_room(b, b->nseg + 1, b->ntok + n, b->ntab + q->nblk, 1);
-	b->seg[b->nseg] = (struct rt_seg){.pos0 = q->pos, .len = n, .ntable = q->nblk};
-	b->from[b->nseg] = first_row(q, q->pos, n);
+	b->seg[b->nseg] = (struct rt_seg){.pos0 = q->spos, .len = n, .ntable = q->nblk};
+	b->from[b->nseg] = first_row(q, q->spos, n);
 	b->req[b->nseg++] = q;
-	seq_tokens(q, q->pos, n, b->tok + b->ntok);
+	seq_tokens(q, q->spos, n, b->tok + b->ntok);
 	b->ntok += n;
 	memcpy(b->tab + b->ntab, q->blocks, (size_t)q->nblk * sizeof *b->tab);
 	b->ntab += q->nblk;
 	q->in_step = b->step;
+	q->spos += n;
+	q->inflight++;
 	(void)s;
 }
 
@@ -523,18 +527,20 @@ static void preempt(struct srv *s, struct srv_req *q)
 					     (json_int_t)s->m.preemptions));
 }
 
-/* The newest running sequence not in this step's batch (q itself last). */
+/* The newest running sequence not in this step's batch (q itself last)
+ * nor in a micro-batch still in flight (its blocks are being written). */
 static struct srv_req *victim(struct srv *s, uint64_t step)
 {
 	struct srv_req *v = NULL;
 	for (struct srv_req *q = s->running; q; q = q->next)
-		if (q->state == SRV_RUNNING && q->in_step != step)
+		if (q->state == SRV_RUNNING && q->in_step != step && !q->inflight)
 			v = q; /* the list is oldest first */
 	return v;
 }
 
 /* Give q the blocks for positions up to upto-1, preempting the newest
- * sequences for them; -1 when q itself was the one preempted. */
+ * sequences for them; -1 when q itself was the one preempted, or when
+ * every other holder is in flight (q waits for them to come back). */
 static int grow(struct srv *s, struct srv_req *q, int64_t upto, uint64_t step)
 {
 	int64_t need = (upto + s->block_tokens - 1) / s->block_tokens;
@@ -542,6 +548,8 @@ static int grow(struct srv *s, struct srv_req *q, int64_t upto, uint64_t step)
 		int b = kv_pool_alloc(&s->pool);
 		if (b < 0) {
 			struct srv_req *v = victim(s, step);
+			if (!v)
+				return -1;
 			preempt(s, v);
 			if (v == q)
 				return -1;
@@ -601,7 +609,7 @@ static void admit(struct srv *s, struct batch *b, int *budget)
 		}
 		q->nkeyed = hits;
 		q->last_key = key;
-		q->pos = (int64_t)hits * bt;
+		q->pos = q->spos = (int64_t)hits * bt;
 		if (s->prefix_cache && !s->slot_policy) {
 			s->m.prefix_queries += (uint64_t)L;
 			s->m.prefix_hits += (uint64_t)hits * bt;
@@ -626,16 +634,25 @@ static void admit(struct srv *s, struct batch *b, int *budget)
 
 /*
  * One step's batch under a budget of max_batch tokens: every decoding
- * sequence's next token first (oldest first), then the rest of the
- * prompts being prefilled, in chunks that fit what the budget leaves,
- * then newly admitted requests.  Any of them may need a new block; when
- * none is left the newest sequence not yet in the batch is preempted.
+ * sequence's next token first (oldest first; at most dcap of them), then
+ * the rest of the prompts being prefilled, in chunks that fit what the
+ * budget leaves, then newly admitted requests.  Any of them may need a
+ * new block; when none is left the newest sequence not yet in the batch
+ * (nor in flight) is preempted.
+ *
+ * With micro-batches in flight (PP) a step is one micro-batch: what it
+ * takes is what is not on its way already (tokens spos.. of each
+ * sequence).  A decode waits for its last token to come back; the next
+ * chunk of a prompt does not (the stages take micro-batches in order, so
+ * the chunk before has written each stage's KV first).
  */
-static void schedule(struct srv *s, struct batch *b, int max_batch)
+static uint64_t sched_step; /* steps planned: one counter for every batch */
+
+static void schedule(struct srv *s, struct batch *b, int max_batch, int dcap)
 {
-	int budget = max_batch, n = 0, cap = 0;
+	int budget = max_batch, n = 0, cap = 0, dec = 0;
 	struct srv_req **order = NULL;
-	b->step++;
+	b->step = ++sched_step;
 	for (struct srv_req *q = s->running; q; q = q->next) {
 		order = grow_to(order, &cap, n + 1, sizeof *order);
 		order[n++] = q;
@@ -643,15 +660,17 @@ static void schedule(struct srv *s, struct batch *b, int max_batch)
 	for (int pass = 0; pass < 2; pass++)
 		for (int i = 0; i < n && budget > 0; i++) {
 			struct srv_req *q = order[i];
-			int todo = seq_len(q) - (int)q->pos, k;
+			int todo = seq_len(q) - (int)q->spos, k;
 			if (q->state != SRV_RUNNING || q->in_step == b->step ||
-			    (pass == 0) != (todo == 1))
+			    todo <= 0 || (pass == 0) != (todo == 1) ||
+			    (pass == 0 && dec >= dcap))
 				continue;
 			k = todo < budget ? todo : budget;
-			if (grow(s, q, q->pos + k, b->step) < 0)
+			if (grow(s, q, q->spos + k, b->step) < 0)
 				continue;
 			batch_add(s, b, q, k);
 			budget -= k;
+			dec += pass == 0;
 		}
 	free(order);
 	admit(s, b, &budget);
@@ -660,15 +679,18 @@ static void schedule(struct srv *s, struct batch *b, int max_batch)
 /* Rank 0: the next batch (locked); waits while there is nothing to do. */
 static void emit_samples(struct srv *s, int force);
 
-static void plan_batch(struct srv *s, struct batch *b, int max_batch)
+/* (may_wait 0: return an empty batch instead of waiting, for a pipeline
+ * with micro-batches still in flight) */
+static void plan_batch(struct srv *s, struct batch *b, int max_batch, int dcap,
+		       int may_wait)
 {
 	struct timespec ts;
 	int was_busy = 1;
 	b->nseg = b->ntok = b->ntab = 0;
 	reap(s);
 	for (;;) {
-		schedule(s, b, max_batch);
-		if (b->nseg || s->stopping || stop_signal)
+		schedule(s, b, max_batch, dcap);
+		if (b->nseg || s->stopping || stop_signal || !may_wait)
 			return;
 		emit_samples(s, 0);
 		/* fallen idle: hand the freed heap back (the HTTP threads'
@@ -791,6 +813,7 @@ static void consume(struct srv *s, struct batch *b, const float *logits, int V)
 		int64_t pos0 = b->seg[g].pos0, L = seq_len(q);
 		int n = b->seg[g].len;
 		q->pos = pos0 + n;
+		q->inflight--;
 		key_blocks(s, q);
 		for (int i = b->from[g]; i < n; i++) {
 			const float *row = logits + (size_t)(row0 + i - b->from[g]) * V;
@@ -965,106 +988,25 @@ struct seg_wire {
 	int32_t len, ntable, from, pad;
 };
 
-/*
- * The step's forward in micro-batches (pipeline parallelism): the
- * segments cut into up to m runs of about equal tokens, each forwarded in
- * turn.  A stage hands a micro-batch's hidden state on and starts the
- * next while the later stages work on it (the sends complete when the
- * next stage takes them), so with p stages a step costs m + p - 1
- * micro-batch times instead of m * p: the bubble is (p-1)/(m+p-1) of
- * the stages' time instead of (p-1)/p.  Rank 0 posts the receives of
- * every micro-batch's logits first, so the last stage never waits on it.
- * busy gets this rank's compute time (the forward less its waits for the
- * pipeline); returns the micro-batches run, or -1 with err.
- *
- * A micro-batch holds at least min_tok tokens: a decode step's few rows
- * cost a whole read of the weights whatever their number (on a CPU, and
- * on a card while decode is bandwidth-bound), so cutting 16 decode rows
- * in 4 reads the weights 4 times for at most p times the overlap
- * (bench/serve.sh measured 0.36x at PP 2); prefill chunks, whose cost
- * grows with their tokens, are where micro-batches pay.
- */
-static int forward_micro(struct rt *r, struct batch *b, const int *rows, int nrows,
-			 float *logits, int V, int m, int min_tok, int rank, int last,
-			 double *busy, struct d0_err *err)
-{
-	int cut[65], n = 0, row0 = 0, g0 = 0, t0 = 0, rc = 0;
-	MPI_Request rq[64];
-	const struct rt_stats *st = rt_stats(r);
-	if (m > b->nseg)
-		m = b->nseg;
-	if (min_tok > 1 && m > b->ntok / min_tok)
-		m = b->ntok / min_tok;
-	if (m > 64)
-		m = 64;
-	if (m < 1)
-		m = 1;
-	/* cut after the segment that reaches k/m of the tokens */
-	cut[0] = 0;
-	for (int g = 0, acc = 0, k = 1; g < b->nseg && k < m; g++) {
-		acc += b->seg[g].len;
-		if ((int64_t)acc * m >= (int64_t)k * b->ntok && g + 1 < b->nseg)
-			cut[k++] = g + 1, n = k;
-	}
-	n = n ? n : 1;
-	cut[n] = b->nseg;
-	*busy = 0;
-	for (int k = 0, r0 = 0; k < n; k++) { /* logits' receives first */
-		int nr = 0;
-		for (int g = cut[k]; g < cut[k + 1]; g++)
-			nr += b->seg[g].len - b->from[g];
-		rq[k] = MPI_REQUEST_NULL;
-		if (rank == 0 && last != 0 && nr)
-			MPI_Irecv(logits + (size_t)r0 * V, nr * V, MPI_FLOAT, last, 21,
-				  MPI_COMM_WORLD, &rq[k]);
-		r0 += nr;
-	}
-	for (int k = 0; k < n; k++) {
-		int nt = 0, nr = 0, *lr;
-		double t = MPI_Wtime(), w = st->time_s[RT_GROUP_PP][RT_OP_SENDRECV];
-		for (int g = cut[k]; g < cut[k + 1]; g++)
-			nt += b->seg[g].len;
-		lr = malloc((size_t)(nrows ? nrows : 1) * sizeof *lr);
-		for (int i = 0; i < nrows; i++) /* this micro-batch's rows, from its start */
-			if (rows[i] >= t0 && rows[i] < t0 + nt)
-				lr[nr++] = rows[i] - t0;
-		if (rc == 0)
-			rc = rt_forward_rows(r, b->tok + t0, b->seg + g0, cut[k + 1] - g0,
-					     lr, nr, logits + (size_t)row0 * V, err);
-		free(lr);
-		*busy += MPI_Wtime() - t - (st->time_s[RT_GROUP_PP][RT_OP_SENDRECV] - w);
-		if (rc == 0 && rank == last && last != 0 && nr)
-			MPI_Send(logits + (size_t)row0 * V, nr * V, MPI_FLOAT, 0, 21,
-				 MPI_COMM_WORLD);
-		row0 += nr;
-		t0 += nt;
-		g0 = cut[k + 1];
-	}
-	if (rank == 0 && rc == 0)
-		MPI_Waitall(n, rq, MPI_STATUSES_IGNORE);
-	return rc < 0 ? -1 : n;
-}
-
-/* Every rank: the serving loop until rank 0 broadcasts stop. */
+/* Every rank without pipeline stages (PP 1): the serving loop until rank
+ * 0 broadcasts stop, one batch per step. */
 static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 		int rank)
 {
 	struct batch b = {0};
 	struct seg_wire *w = NULL;
 	struct d0_err err = {{0}};
-	int V = (int)rt_config(r)->vocab, last = rt_last_stage_root(r), rc = 0;
+	int V = (int)rt_config(r)->vocab, rc = 0;
 	float *logits = NULL;
-	int *rows = NULL, nrows, cap_rows = 0, cap_w = 0, world;
-	int micro = o->d.pp > 1 ? (o->micro ? o->micro : o->d.pp) : 1;
+	int *rows = NULL, nrows, cap_rows = 0, cap_w = 0;
 	size_t cap = 0;
-	MPI_Comm_size(MPI_COMM_WORLD, &world);
 	for (;;) {
 		struct batch_head h = {0};
 		if (rank == 0) {
 			pthread_mutex_lock(&s->lock);
 			if (stop_signal)
 				s->stopping = 1;
-			plan_batch(s, &b, o->max_batch);
+			plan_batch(s, &b, o->max_batch, INT32_MAX, 1);
 			h.stop = s->stopping || stop_signal;
 			h.nseg = b.nseg;
 			h.ntok = b.ntok;
@@ -1105,30 +1047,17 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 			cap = (size_t)nrows * V;
 			logits = realloc(logits, cap * sizeof *logits);
 		}
-		{
-			double t = MPI_Wtime(), busy = 0, all = 0;
-			int m = forward_micro(r, &b, rows, nrows, logits, V, micro,
-					      o->micro_tokens, rank, last, &busy, &err);
-			if (m < 0) {
-				/* every rank sees the same batch, so the same refusal */
-				fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
-				rc = -1;
-				break;
-			}
-			if (o->d.pp > 1) /* the stages' compute against their time */
-				MPI_Reduce(&busy, &all, 1, MPI_DOUBLE, MPI_SUM, 0,
-					   MPI_COMM_WORLD);
-			if (rank == 0) {
-				pthread_mutex_lock(&s->lock);
-				if (o->d.pp > 1) {
-					s->m.pp_busy_s += all;
-					s->m.pp_span_s += (MPI_Wtime() - t) * world;
-					s->m.pp_steps++;
-					s->m.pp_micro += (uint64_t)m;
-				}
-				consume(s, &b, logits, V);
-				pthread_mutex_unlock(&s->lock);
-			}
+		if (rt_forward_rows(r, b.tok, b.seg, b.nseg, rows, nrows, logits,
+				    &err) < 0) {
+			/* every rank sees the same batch, so the same refusal */
+			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
+			rc = -1;
+			break;
+		}
+		if (rank == 0) {
+			pthread_mutex_lock(&s->lock);
+			consume(s, &b, logits, V);
+			pthread_mutex_unlock(&s->lock);
 		}
 	}
 	if (rank == 0) {
@@ -1144,6 +1073,333 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 	free(w);
 	free(logits);
 	free(rows);
+	return rc;
+}
+
+/* ------------------------------------------------ pipeline micro-batches */
+
+/*
+ * PP: micro-batches kept in flight across the stages (docs/service.md,
+ * "Pipeline micro-batches").  Rank 0 (stage 0) plans a micro-batch from
+ * what is not on its way already, sends its description to every other
+ * rank, forwards it through stage 0 (the hidden state handed to stage 1
+ * by the runtime's send) and, while up to m are in flight, plans and
+ * forwards the next; then it waits for the oldest one's logits from the
+ * last stage, samples, and that micro-batch's sequences can go again at
+ * once, not after the others.  Each stage takes micro-batches in the
+ * order rank 0 sent them, so with m >= p micro-batches every stage works
+ * on one while the others work on theirs: the bubble is (p-1)/(m+p-1)
+ * of the stages' time at the start and end of a busy period, not of
+ * every step.  m = 1 is one batch through the stages at a time.
+ *
+ * Messages (MPI_COMM_WORLD): the description rank 0 -> every rank (tag
+ * TAG_DESC, one packed buffer: batch_head, seg_wire[], tokens, tables);
+ * hidden states stage to stage (the runtime's); logits last stage root
+ * -> rank 0 (TAG_LOGITS, rank 0's receives posted at submission, so the
+ * last stage never waits on it); each later stage root's compute time
+ * for the micro-batch -> rank 0 (TAG_BUSY: the bubble).
+ */
+enum { TAG_LOGITS = 21, TAG_BUSY = 22, TAG_DESC = 23 };
+
+struct mbatch {
+	struct batch b;
+	int *rows, nrows, cap_rows;
+	float *logits;
+	size_t cap_logits;
+	char *wire;
+	size_t nwire, cap_wire;
+	MPI_Request rq_logits, *rq_desc;
+	int in_flight; /* micro-batches in flight when it was sent (itself too) */
+};
+
+static void mb_rows(struct mbatch *mb, int V)
+{
+	mb->rows = grow_to(mb->rows, &mb->cap_rows, mb->b.ntok > 0 ? mb->b.ntok : 1,
+			   sizeof *mb->rows);
+	mb->nrows = batch_rows(&mb->b, mb->rows);
+	if ((size_t)mb->nrows * V > mb->cap_logits) {
+		mb->cap_logits = (size_t)mb->nrows * V;
+		mb->logits = realloc(mb->logits, mb->cap_logits * sizeof *mb->logits);
+		if (!mb->logits)
+			abort();
+	}
+}
+
+/* rank 0: the description of mb (or of a stop) into mb->wire */
+static void mb_pack(struct mbatch *mb, int stop)
+{
+	struct batch *b = &mb->b;
+	struct batch_head h = {stop, stop ? 0 : b->nseg, stop ? 0 : b->ntok,
+			       stop ? 0 : b->ntab};
+	size_t n = sizeof h + (size_t)h.nseg * sizeof(struct seg_wire) +
+		   (size_t)h.ntok * sizeof *b->tok + (size_t)h.ntab * sizeof *b->tab;
+	char *p;
+	if (n > mb->cap_wire) {
+		mb->cap_wire = n * 2;
+		mb->wire = realloc(mb->wire, mb->cap_wire);
+		if (!mb->wire)
+			abort();
+	}
+	p = mb->wire;
+	memcpy(p, &h, sizeof h);
+	p += sizeof h;
+	for (int g = 0; g < h.nseg; g++) {
+		struct seg_wire w = {b->seg[g].pos0, b->seg[g].len, b->seg[g].ntable,
+				     b->from[g], 0};
+		memcpy(p, &w, sizeof w);
+		p += sizeof w;
+	}
+	memcpy(p, b->tok, (size_t)h.ntok * sizeof *b->tok);
+	p += (size_t)h.ntok * sizeof *b->tok;
+	memcpy(p, b->tab, (size_t)h.ntab * sizeof *b->tab);
+	mb->nwire = n;
+}
+
+/* other ranks: the next description (waiting without spinning a core
+ * while idle); returns its stop flag */
+static int mb_recv(struct mbatch *mb)
+{
+	struct batch *b = &mb->b;
+	struct batch_head h;
+	MPI_Status st;
+	int done = 0, n = 0;
+	long spins = 0;
+	const char *p;
+	for (;;) {
+		MPI_Iprobe(0, TAG_DESC, MPI_COMM_WORLD, &done, &st);
+		if (done)
+			break;
+		if (++spins > 2000) {
+			struct timespec ts = {0, 200000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	MPI_Get_count(&st, MPI_BYTE, &n);
+	if ((size_t)n > mb->cap_wire) {
+		mb->cap_wire = (size_t)n * 2;
+		mb->wire = realloc(mb->wire, mb->cap_wire);
+		if (!mb->wire)
+			abort();
+	}
+	MPI_Recv(mb->wire, n, MPI_BYTE, 0, TAG_DESC, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	p = mb->wire;
+	memcpy(&h, p, sizeof h);
+	p += sizeof h;
+	if (h.stop)
+		return 1;
+	batch_room(b, h.nseg, h.ntok, h.ntab, 0);
+	for (int g = 0; g < h.nseg; g++) {
+		struct seg_wire w;
+		memcpy(&w, p, sizeof w);
+		p += sizeof w;
+		b->seg[g] = (struct rt_seg){.pos0 = w.pos0, .len = w.len,
+					    .ntable = w.ntable};
+		b->from[g] = w.from;
+	}
+	memcpy(b->tok, p, (size_t)h.ntok * sizeof *b->tok);
+	p += (size_t)h.ntok * sizeof *b->tok;
+	memcpy(b->tab, p, (size_t)h.ntab * sizeof *b->tab);
+	for (int g = 0, off = 0; g < h.nseg; off += b->seg[g].ntable, g++)
+		b->seg[g].table = b->tab + off;
+	b->nseg = h.nseg;
+	b->ntok = h.ntok;
+	b->ntab = h.ntab;
+	return 0;
+}
+
+/* The forward of mb on this rank; *busy += its compute (less the waits
+ * for the pipeline's hidden states). */
+static int mb_forward(struct rt *r, struct mbatch *mb, double *busy,
+		      struct d0_err *err)
+{
+	const struct rt_stats *st = rt_stats(r);
+	double t = MPI_Wtime(), w = st->time_s[RT_GROUP_PP][RT_OP_SENDRECV];
+	int rc = rt_forward_rows(r, mb->b.tok, mb->b.seg, mb->b.nseg, mb->rows,
+				 mb->nrows, mb->logits, err);
+	*busy += MPI_Wtime() - t - (st->time_s[RT_GROUP_PP][RT_OP_SENDRECV] - w);
+	return rc;
+}
+
+/* Rank 0: the later stages' compute times that have come (the bubble). */
+static void drain_busy(struct srv *s)
+{
+	for (;;) {
+		int got = 0;
+		double v;
+		MPI_Status st;
+		MPI_Iprobe(MPI_ANY_SOURCE, TAG_BUSY, MPI_COMM_WORLD, &got, &st);
+		if (!got)
+			return;
+		MPI_Recv(&v, 1, MPI_DOUBLE, st.MPI_SOURCE, TAG_BUSY, MPI_COMM_WORLD,
+			 MPI_STATUS_IGNORE);
+		s->m.pp_busy_s += v;
+	}
+}
+
+static int loop_pipe(struct srv *s, struct rt *r, const struct serve_opts *o,
+		     int rank)
+{
+	int V = (int)rt_config(r)->vocab, last = rt_last_stage_root(r), rc = 0;
+	int m = s->micro, world, nin = 0, head = 0, root = 0;
+	struct mbatch *mb = calloc((size_t)m, sizeof *mb);
+	struct d0_err err = {{0}};
+	double t_mark = MPI_Wtime();
+	if (!mb)
+		abort();
+	MPI_Comm_size(MPI_COMM_WORLD, &world);
+	for (int k = 0; k < o->d.pp; k++) /* a stage root reports its compute */
+		root |= rank == rt_stage_root(r, k);
+	if (rank != 0) {
+		double busy = 0;
+		for (;;) {
+			if (mb_recv(&mb[0]))
+				break;
+			mb_rows(&mb[0], V);
+			busy = 0;
+			if (mb_forward(r, &mb[0], &busy, &err) < 0) {
+				/* every rank sees the same batch, so the same refusal */
+				fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
+				rc = -1;
+				break;
+			}
+			if (rank == last && mb[0].nrows)
+				MPI_Send(mb[0].logits, mb[0].nrows * V, MPI_FLOAT, 0,
+					 TAG_LOGITS, MPI_COMM_WORLD);
+			if (root)
+				MPI_Send(&busy, 1, MPI_DOUBLE, 0, TAG_BUSY, MPI_COMM_WORLD);
+		}
+		goto out;
+	}
+	for (int k = 0; k < m; k++) {
+		mb[k].rq_desc = malloc((size_t)world * sizeof *mb[k].rq_desc);
+		for (int i = 0; i < world; i++)
+			mb[k].rq_desc[i] = MPI_REQUEST_NULL;
+		mb[k].rq_logits = MPI_REQUEST_NULL;
+	}
+	for (;;) {
+		int stopping;
+		/* fill the pipeline: up to m micro-batches in flight */
+		while (nin < m) {
+			struct mbatch *x = &mb[(head + nin) % m];
+			/* a micro-batch's decodes: an m-th of the running ones
+			 * (whole decodes come back together), at least
+			 * --micro-batch-tokens of them */
+			int dcap;
+			MPI_Waitall(world, x->rq_desc, MPI_STATUSES_IGNORE);
+			pthread_mutex_lock(&s->lock);
+			if (stop_signal)
+				s->stopping = 1;
+			if (s->stopping) { /* drain what is in flight, send no more */
+				pthread_mutex_unlock(&s->lock);
+				break;
+			}
+			dcap = (s->nrunning + m - 1) / m;
+			if (dcap < o->micro_tokens)
+				dcap = o->micro_tokens;
+			plan_batch(s, &x->b, o->max_batch, dcap, nin == 0);
+			emit_samples(s, 0);
+			pthread_mutex_unlock(&s->lock);
+			if (!x->b.nseg)
+				break;
+			for (int g = 0, off = 0; g < x->b.nseg; off += x->b.seg[g].ntable, g++)
+				x->b.seg[g].table = x->b.tab + off;
+			mb_pack(x, 0);
+			for (int i = 1; i < world; i++)
+				MPI_Isend(x->wire, (int)x->nwire, MPI_BYTE, i, TAG_DESC,
+					  MPI_COMM_WORLD, &x->rq_desc[i]);
+			mb_rows(x, V);
+			if (x->nrows)
+				MPI_Irecv(x->logits, x->nrows * V, MPI_FLOAT, last,
+					  TAG_LOGITS, MPI_COMM_WORLD, &x->rq_logits);
+			{
+				double now = MPI_Wtime();
+				if (nin)
+					s->m.pp_span_s += (now - t_mark) * o->d.pp;
+				t_mark = now;
+			}
+			x->in_flight = ++nin;
+			{
+				double busy = 0;
+				if (mb_forward(r, x, &busy, &err) < 0) {
+					fprintf(stderr, "day0-engine: rank %d: %s\n", rank,
+						err.msg);
+					rc = -1;
+					break;
+				}
+				pthread_mutex_lock(&s->lock);
+				s->m.pp_busy_s += busy;
+				pthread_mutex_unlock(&s->lock);
+			}
+		}
+		if (rc < 0)
+			break;
+		pthread_mutex_lock(&s->lock);
+		stopping = s->stopping || stop_signal;
+		pthread_mutex_unlock(&s->lock);
+		if (!nin) {
+			if (stopping)
+				break;
+			continue;
+		}
+		/* the oldest micro-batch back: sample; its sequences may go again */
+		{
+			struct mbatch *x = &mb[head];
+			double now;
+			MPI_Wait(&x->rq_logits, MPI_STATUS_IGNORE);
+			now = MPI_Wtime();
+			pthread_mutex_lock(&s->lock);
+			drain_busy(s);
+			s->m.pp_span_s += (now - t_mark) * o->d.pp;
+			t_mark = now;
+			s->m.pp_steps++;
+			s->m.pp_micro += (uint64_t)nin;
+			consume(s, &x->b, x->logits, V);
+			pthread_mutex_unlock(&s->lock);
+			head = (head + 1) % m;
+			nin--;
+		}
+	}
+	if (rc < 0) { /* the refused batch's logits will not come, nor the rest */
+		for (int k = 0; k < nin; k++) {
+			struct mbatch *x = &mb[(head + k) % m];
+			if (x->rq_logits != MPI_REQUEST_NULL) {
+				MPI_Cancel(&x->rq_logits);
+				MPI_Request_free(&x->rq_logits);
+			}
+			for (int g = 0; g < x->b.nseg; g++)
+				x->b.req[g]->inflight--;
+		}
+	} else { /* stop: every other rank leaves its loop */
+		MPI_Waitall(world, mb[0].rq_desc, MPI_STATUSES_IGNORE);
+		mb_pack(&mb[0], 1);
+		for (int i = 1; i < world; i++)
+			MPI_Send(mb[0].wire, (int)mb[0].nwire, MPI_BYTE, i, TAG_DESC,
+				 MPI_COMM_WORLD);
+	}
+	for (int k = 0; k < m; k++)
+		for (int i = 0; i < world; i++)
+			if (mb[k].rq_desc[i] != MPI_REQUEST_NULL) {
+				MPI_Cancel(&mb[k].rq_desc[i]);
+				MPI_Request_free(&mb[k].rq_desc[i]);
+			}
+	pthread_mutex_lock(&s->lock);
+	drain_busy(s);
+	emit_samples(s, 1);
+	abort_all(s);
+	pthread_mutex_unlock(&s->lock);
+out:
+	for (int k = 0; k < m; k++) {
+		free(mb[k].b.seg);
+		free(mb[k].b.req);
+		free(mb[k].b.from);
+		free(mb[k].b.tok);
+		free(mb[k].b.tab);
+		free(mb[k].rows);
+		free(mb[k].logits);
+		free(mb[k].wire);
+		free(mb[k].rq_desc);
+	}
+	free(mb);
 	return rc;
 }
 
@@ -1269,7 +1525,7 @@ static int serve(int argc, char **argv)
 		MPI_Finalize();
 		return EXIT_USAGE;
 	}
-	rc = loop(&s, r, &o, rank);
+	rc = o.d.pp > 1 ? loop_pipe(&s, r, &o, rank) : loop(&s, r, &o, rank);
 	if (rank == 0) {
 		srv_http_stop(&s);
 		pthread_mutex_lock(&s.lock);
