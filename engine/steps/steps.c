@@ -26,6 +26,7 @@ extern const struct step_entry step_load;
 extern const struct step_entry step_probe;
 extern const struct step_entry step_simulate;
 extern const struct step_entry step_image_prep;
+extern const struct step_entry step_image_check;
 
 const struct step_entry *const step_table[] = {
 	&step_gen_model,
@@ -46,6 +47,7 @@ const struct step_entry *const step_table[] = {
 	&step_probe,
 	&step_simulate,
 	&step_image_prep,
+	&step_image_check,
 	NULL,
 };
 

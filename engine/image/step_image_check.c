@@ -1,0 +1,649 @@
+/*
+ * step_image_check.c - `day0-engine image-check MODEL_DIR`: the image
+ * channel's release-day checks, the producer of image.preprocess,
+ * image.features, perf.image and (beside validate) numerics.image.
+ *
+ * One step for the four so that the release-day playbook holds one image
+ * stage whatever the model is: for a text model (no vision_config) it
+ * reports each item as skip "n/a: no vision tower in config.json" and
+ * succeeds, so the same playbook is GO for a text release and runs the
+ * image channel for a vision-language one.
+ *
+ *   image.features    before any pixel: the preprocessor against the
+ *                     checkpoint (image_check.c), then every image slot of
+ *                     the prompt: its placeholder tokens against the
+ *                     merged patches the tower gives that image (one
+ *                     placeholder is expanded, as vLLM and transformers'
+ *                     processors do; any other count must be exact)
+ *   image.preprocess  the processor on a corpus (a folder, or the
+ *                     built-in one): every image decoded, resized,
+ *                     normalized, its rows/tokens consistent, values finite
+ *                     and inside the range mean/std allow, a uniform image
+ *                     equal to (v/255 - mean)/std in closed form
+ *   perf.image        TTFT of an image prompt split into preprocess,
+ *                     encode and prefill, p50 and p99 over the images
+ *   numerics.image    the tower's features against the float64 reference
+ *
+ * The check events carry the figures (the split's percentiles, the
+ * images) as fields beside item/status/detail, as validate's
+ * text.generation carries its texts: the console's screens and the report
+ * read them from the session file.
+ */
+#include "engine.h"
+#include "image.h"
+#include "image_check.h"
+#include "layout_opts.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int run(int argc, char **argv);
+
+const struct step_entry step_image_check = {
+	.name = "image-check",
+	.usage = "MODEL_DIR [--images DIR|builtin] [--preprocessor FILE] "
+		 "[" PROMPT_USAGE "] [--runs N] [--json] [--events]",
+	.summary = "the image channel's checks: image.features, "
+		   "image.preprocess, perf.image, numerics.image (n/a for a "
+		   "text model)",
+	.help = "  MODEL_DIR          the checkpoint (config.json, weights, "
+		"preprocessor_config.json, tokenizer.json)\n"
+		"  --images DIR       the PNG/JPEG files to run the processor "
+		"on; builtin (the default): a generated corpus of 12 (PNG RGB, "
+		"RGBA, gray, palette, 16-bit; JPEG baseline, progressive, "
+		"gray; 1x1 to 1200x900)\n"
+		"  --preprocessor F   the preprocessor to check (default "
+		"MODEL_DIR/preprocessor_config.json)\n"
+		"  --prompt TEXT      a prompt with image placeholders (the "
+		"family's: <|vision_start|><|image_pad|><|vision_end|> or "
+		"<image>); the k-th run of placeholders takes the k-th image; "
+		"one placeholder is expanded, any other count must equal the "
+		"image's merged patches (default: one image and \"Describe "
+		"this image.\")\n"
+		"  --prompt-file F    the same prompt read from a file\n"
+		"  --tokens 1,2,3     the same prompt as token ids\n"
+		"  --runs N           images timed for perf.image (default: "
+		"the whole corpus)\n"
+		"exit status: 0 every item pass (or n/a), 1 an item failed "
+		"(named), 2 bad usage or an unreadable MODEL_DIR\n"
+		"example: day0-engine image-check /models/qwen2.5-vl-7b "
+		"--images ./release-images --events",
+	.run = run,
+};
+
+struct ic_opts {
+	const char *dir, *images, *prep;
+	int runs, json, events;
+	struct layout_opts lay;
+};
+
+static int parse(int argc, char **argv, struct ic_opts *o)
+{
+	static const struct option lo[] = {
+		{"images", 1, 0, 'i'},	{"preprocessor", 1, 0, 'p'},
+		{"runs", 1, 0, 'r'},	{"json", 0, 0, 'j'},
+		{"events", 0, 0, 'e'},	{"help", 0, 0, 'h'},
+		PROMPT_LONG_OPTS,	{0, 0, 0, 0}};
+	const struct step_entry *S = &step_image_check;
+	char why[200];
+	long v;
+	int ch, t;
+	memset(o, 0, sizeof *o);
+	layout_opts_init(&o->lay);
+	o->images = "builtin";
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'i': o->images = optarg; break;
+		case 'p': o->prep = optarg; break;
+		case 'j': o->json = 1; break;
+		case 'e': o->events = 1; break;
+		case 'r':
+			if (parse_long(optarg, 1, 100000, &v) < 0)
+				return step_usage_error(S, "--runs: expected 1 to "
+							"100000, got '%s'",
+							optarg);
+			o->runs = (int)v;
+			break;
+		case 'h': step_help(S); return -1;
+		default:
+			t = layout_opts_take(&o->lay, ch, optarg, why, sizeof why);
+			if (t < 0)
+				return step_usage_error(S, "%s", why);
+			if (t == 0)
+				return step_usage_error(S, "unknown or incomplete "
+							"option '%s'",
+							argv[optind - 1]);
+		}
+	}
+	if (optind != argc - 1)
+		return step_usage_error(S, "expected one MODEL_DIR");
+	o->dir = argv[optind];
+	return 0;
+}
+
+/* ------------------------------------------------------------ evidence */
+
+struct item_result {
+	const char *item;
+	const char *status; /* pass | warn | fail | skip */
+	char detail[1200];
+	json_t *extra; /* fields beside the check's own (taken) */
+	double value;
+	int has_value;
+};
+
+enum { IT_PREP, IT_FEAT, IT_NUM, IT_PERF, IT_N };
+static const char *const item_ids[IT_N] = {
+	"image.preprocess", "image.features", "numerics.image", "perf.image"};
+
+static void set(struct item_result *r, const char *status, const char *fmt,
+		...) __attribute__((format(printf, 3, 4)));
+static void set(struct item_result *r, const char *status, const char *fmt,
+		...)
+{
+	va_list ap;
+	r->status = status;
+	va_start(ap, fmt);
+	vsnprintf(r->detail, sizeof r->detail, fmt, ap);
+	va_end(ap);
+}
+
+/* One image through the processor. */
+struct image_run {
+	const char *name;
+	char format[8], mode[8];
+	int w, h, rw, rh, grid[3];
+	int64_t rows, cols, tokens;
+	double decode_ms, prep_ms;
+	char error[1100];
+	struct image_pixels px; /* kept for the runtime part */
+};
+
+static double pct(double *v, int n, double q)
+{
+	int k;
+	if (n <= 0)
+		return 0;
+	for (int i = 1; i < n; i++) /* insertion sort: n is small */
+		for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			double t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	k = (int)ceil(q * n) - 1; /* nearest rank */
+	return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+/* ------------------------------------------------------ image.preprocess */
+
+/* The processor's own consistency on one image: rows and tokens from the
+ * grid, every value finite and inside [(0 - mean)/std, (1 - mean)/std]
+ * per channel, a uniform image equal to the closed form.  "" when all
+ * hold. */
+static void prep_consistency(const struct image_prep_config *p,
+			     const struct model_config *c,
+			     const struct image_file *f,
+			     const struct image_run *r, char *why, size_t n)
+{
+	const struct image_pixels *px = &r->px;
+	double lo[3], hi[3], want[3];
+	int64_t per_ch;
+	why[0] = 0;
+	for (int ch = 0; ch < 3; ch++) {
+		double m = p->do_normalize ? p->mean[ch] : 0,
+		       s = p->do_normalize ? p->std[ch] : 1,
+		       sc = p->do_rescale ? p->rescale_factor : 1;
+		lo[ch] = (0 - m) / s;
+		hi[ch] = (255 * sc - m) / s;
+		want[ch] = (image_corpus_uniform_rgb[ch] * sc - m) / s;
+	}
+	if (px->kind == IMAGE_PROC_QWEN2VL) {
+		if (px->rows != (int64_t)px->grid_t * px->grid_h * px->grid_w ||
+		    px->cols != 3LL * p->temporal_patch_size * p->patch_size *
+				    p->patch_size) {
+			snprintf(why, n, "%lld x %lld values for grid %dx%dx%d",
+				 (long long)px->rows, (long long)px->cols,
+				 px->grid_t, px->grid_h, px->grid_w);
+			return;
+		}
+		per_ch = (int64_t)p->temporal_patch_size * p->patch_size *
+			 p->patch_size;
+	} else {
+		per_ch = px->cols;
+	}
+	(void)c;
+	for (int64_t i = 0; i < px->rows; i++)
+		for (int64_t j = 0; j < px->cols; j++) {
+			float v = px->values[i * px->cols + j];
+			int ch = px->kind == IMAGE_PROC_QWEN2VL ? (int)(j / per_ch)
+								: (int)i;
+			double tol = 1e-5 * (1 + fabs(hi[ch]));
+			if (!isfinite(v) || v < lo[ch] - tol || v > hi[ch] + tol) {
+				snprintf(why, n, "value %g at [%lld, %lld] outside "
+					 "[%.4g, %.4g] (channel %d)",
+					 (double)v, (long long)i, (long long)j,
+					 lo[ch], hi[ch], ch);
+				return;
+			}
+			if (f->uniform && fabs(v - want[ch]) > 1e-6) {
+				snprintf(why, n, "a uniform (%d,%d,%d) image gives "
+					 "%.9g at [%lld, %lld], not (v/255 - "
+					 "mean)/std = %.9g",
+					 image_corpus_uniform_rgb[0],
+					 image_corpus_uniform_rgb[1],
+					 image_corpus_uniform_rgb[2], (double)v,
+					 (long long)i, (long long)j, want[ch]);
+				return;
+			}
+		}
+}
+
+static void preprocess_all(const struct image_prep_config *p,
+			   const struct model_config *c,
+			   const struct image_file *files, int nf,
+			   struct image_run *runs, struct item_result *res)
+{
+	int bad = 0, first_bad = -1, png = 0, jpeg = 0;
+	char modes[200] = "", why[600];
+	json_t *imgs = json_array();
+	for (int i = 0; i < nf; i++) {
+		struct image_run *r = &runs[i];
+		struct image_rgb im;
+		struct d0_err err;
+		double t0 = now_s(), t1;
+		r->name = files[i].name;
+		if (image_decode(files[i].bytes, files[i].len, files[i].name, 0,
+				 &im, &err) < 0) {
+			snprintf(r->error, sizeof r->error, "%s", err.msg);
+			goto next;
+		}
+		t1 = now_s();
+		r->decode_ms = (t1 - t0) * 1e3;
+		snprintf(r->format, sizeof r->format, "%s", im.format);
+		snprintf(r->mode, sizeof r->mode, "%s", im.mode);
+		r->w = im.w;
+		r->h = im.h;
+		if (image_preprocess(p, &im, files[i].name, &r->px, &err) < 0) {
+			snprintf(r->error, sizeof r->error, "%s", err.msg);
+			image_free(&im);
+			goto next;
+		}
+		r->prep_ms = (now_s() - t1) * 1e3;
+		image_free(&im);
+		r->rw = r->px.width;
+		r->rh = r->px.height;
+		r->grid[0] = r->px.grid_t;
+		r->grid[1] = r->px.grid_h;
+		r->grid[2] = r->px.grid_w;
+		r->rows = r->px.rows;
+		r->cols = r->px.cols;
+		r->tokens = image_tower_tokens(c, &r->px);
+		prep_consistency(p, c, &files[i], r, why, sizeof why);
+		if (why[0])
+			snprintf(r->error, sizeof r->error, "%s: %s",
+				 files[i].name, why);
+		if (!strcmp(r->format, "PNG"))
+			png++;
+		else
+			jpeg++;
+		if (!strstr(modes, r->mode) &&
+		    strlen(modes) + strlen(r->mode) + 2 < sizeof modes)
+			snprintf(modes + strlen(modes),
+				 sizeof modes - strlen(modes), "%s%s",
+				 modes[0] ? "," : "", r->mode);
+	next:
+		if (r->error[0] && !bad++)
+			first_bad = i;
+		json_array_append_new(
+		    imgs,
+		    json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:[i,i,i], "
+			      "s:I, s:I, s:f, s:f, s:s}",
+			      "file", r->name, "format", r->format, "mode",
+			      r->mode, "width", r->w, "height", r->h,
+			      "resized_width", r->rw, "resized_height", r->rh,
+			      "grid_thw", r->grid[0], r->grid[1], r->grid[2],
+			      "tokens", (json_int_t)r->tokens, "rows",
+			      (json_int_t)r->rows, "decode_ms", r->decode_ms,
+			      "preprocess_ms", r->prep_ms, "error", r->error));
+	}
+	res->extra = json_pack("{s:o}", "images", imgs);
+	res->value = nf - bad;
+	res->has_value = 1;
+	if (bad)
+		set(res, "fail", "%d of %d images failed; first: %s", bad, nf,
+		    runs[first_bad].error);
+	else
+		set(res, "pass",
+		    "%d images (%d PNG, %d JPEG; modes %s) decoded, resized "
+		    "and normalized by %s: values finite and in range, tokens "
+		    "= merged patches, a uniform image equal to (v/255 - "
+		    "mean)/std",
+		    nf, png, jpeg, modes, p->type_name);
+}
+
+/* ------------------------------------------------------ image.features */
+
+/* The prompt's image slots: runs of the placeholder id.  start[k], len[k]. */
+static int placeholder_runs(const int64_t *ids, int n, int64_t id, int *start,
+			    int *len, int max)
+{
+	int k = 0;
+	for (int i = 0; i < n; i++) {
+		if (ids[i] != id)
+			continue;
+		if (k < max) {
+			start[k] = i;
+			len[k] = 0;
+		}
+		while (i < n && ids[i] == id) {
+			if (k < max)
+				len[k]++;
+			i++;
+		}
+		k++;
+	}
+	return k;
+}
+
+/* The family's one-image prompt. */
+static const char *default_prompt(const struct model_config *c)
+{
+	return c->vision.kind == VISION_CLIP
+		       ? "USER: <image>\nDescribe this image. ASSISTANT:"
+		       : "<|vision_start|><|image_pad|><|vision_end|>Describe "
+			 "this image.";
+}
+
+#define MAX_FIND 16
+#define MAX_SLOTS 64
+
+static int features(struct ic_opts *o, const struct model_config *c,
+		    const char *prep_path, const struct image_prep_config *p,
+		    const struct image_run *runs, int nf,
+		    struct item_result *res, struct d0_err *err)
+{
+	struct image_finding f[MAX_FIND];
+	int start[MAX_SLOTS], len[MAX_SLOTS], nslot, n, expanded = 0;
+	int64_t id = c->vision.image_token_id, total = 0;
+	json_t *slots = json_array();
+	n = image_features_check(o->dir, c, prep_path, p, f, MAX_FIND, err);
+	if (n < 0) {
+		json_decref(slots);
+		return -1;
+	}
+	if (!layout_opts_has_prompt(&o->lay))
+		o->lay.prompt = default_prompt(c);
+	if (layout_opts_prompt(&o->lay, o->dir, err) < 0) {
+		json_decref(slots);
+		return -1;
+	}
+	nslot = id < 0 ? 0
+		       : placeholder_runs(o->lay.tokens, o->lay.ntok, id, start,
+					  len, MAX_SLOTS);
+	if (id < 0)
+		snprintf(f[n < MAX_FIND ? n : MAX_FIND - 1].what,
+			 sizeof f[0].what,
+			 "%s/config.json names no image placeholder token "
+			 "(image_token_id)",
+			 o->dir),
+		    n++;
+	else if (!nslot)
+		snprintf(f[n < MAX_FIND ? n : MAX_FIND - 1].what,
+			 sizeof f[0].what,
+			 "the prompt has no image placeholder (token %lld: %s)",
+			 (long long)id,
+			 o->lay.tok ? tokenizer_id_token(o->lay.tok, id) : "?"),
+		    n++;
+	else if (nslot > nf)
+		snprintf(f[n < MAX_FIND ? n : MAX_FIND - 1].what,
+			 sizeof f[0].what,
+			 "the prompt has %d image slots but the corpus %d "
+			 "images",
+			 nslot, nf),
+		    n++;
+	for (int k = 0; k < nslot && k < MAX_SLOTS && k < nf; k++) {
+		const struct image_run *r = &runs[k];
+		if (r->error[0])
+			continue; /* image.preprocess names it */
+		json_array_append_new(
+		    slots, json_pack("{s:s, s:i, s:I, s:[i,i,i]}", "image",
+				     r->name, "placeholders", len[k], "tokens",
+				     (json_int_t)r->tokens, "grid_thw",
+				     r->grid[0], r->grid[1], r->grid[2]));
+		total += r->tokens;
+		if (len[k] == r->tokens)
+			continue;
+		if (len[k] == 1) {
+			expanded++;
+			continue;
+		}
+		if (n < MAX_FIND) {
+			if (c->vision.kind == VISION_CLIP)
+				snprintf(f[n].what, sizeof f[n].what,
+					 "image %d (%s, %dx%d): %d placeholder "
+					 "tokens %s in the prompt but the tower "
+					 "gives %lld ((%d/%lld)^2 patches)",
+					 k + 1, r->name, r->rw, r->rh, len[k],
+					 tokenizer_id_token(o->lay.tok, id),
+					 (long long)r->tokens, r->rh,
+					 (long long)c->vision.patch);
+			else
+				snprintf(f[n].what, sizeof f[n].what,
+					 "image %d (%s, grid %dx%dx%d): %d "
+					 "placeholder tokens %s in the prompt "
+					 "but the tower gives %lld merged "
+					 "patches (%lld patches / %lld^2)",
+					 k + 1, r->name, r->grid[0], r->grid[1],
+					 r->grid[2], len[k],
+					 tokenizer_id_token(o->lay.tok, id),
+					 (long long)r->tokens,
+					 (long long)r->rows,
+					 (long long)c->vision.merge);
+		}
+		n++;
+	}
+	res->extra = json_pack("{s:o, s:i}", "slots", slots, "findings", n);
+	res->value = n;
+	res->has_value = 1;
+	if (n) {
+		char more[64] = "";
+		if (n > 1)
+			snprintf(more, sizeof more, " (and %d more)", n - 1);
+		set(res, "fail", "%s%s", f[0].what, more);
+		json_t *all = json_array();
+		for (int i = 0; i < n && i < MAX_FIND; i++)
+			json_array_append_new(all, json_string(f[i].what));
+		json_object_set_new(res->extra, "problems", all);
+	} else {
+		set(res, "pass",
+		    "%s agrees with the checkpoint (patch %d, merge %d, "
+		    "mean/std of the tower's training); %d image slot%s in "
+		    "the prompt, %lld placeholder tokens = merged patches%s",
+		    prep_path, p->patch_size ? p->patch_size
+					     : (int)c->vision.patch,
+		    p->merge_size ? p->merge_size : 1, nslot,
+		    nslot == 1 ? "" : "s", (long long)total,
+		    expanded ? " (one placeholder expanded per image)" : "");
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------- perf.image */
+
+static void perf_split(const struct ic_opts *o, const struct image_run *runs,
+		       int nf, struct item_result *res)
+{
+	int n = o->runs && o->runs < nf ? o->runs : nf, k = 0;
+	double *pre = calloc((size_t)(n ? n : 1), sizeof *pre);
+	double p50, p99;
+	for (int i = 0; i < n && pre; i++)
+		if (!runs[i].error[0])
+			pre[k++] = runs[i].decode_ms + runs[i].prep_ms;
+	if (!pre || !k) {
+		set(res, "fail", "no image went through the processor: nothing "
+				 "to time");
+		free(pre);
+		return;
+	}
+	p50 = pct(pre, k, 0.5);
+	p99 = pct(pre, k, 0.99);
+	res->value = p50;
+	res->has_value = 1;
+	res->extra = json_pack(
+	    "{s:i, s:{s:f, s:f}, s:n, s:n}", "n", k, "preprocess_ms", "p50",
+	    p50, "p99", p99, "encode_ms", "prefill_ms");
+	/* The vision forward in the runtime (engine/image/vision.c) is what
+	 * encode and prefill time: until it is in the build the split is
+	 * the preprocessing alone, said so. */
+	set(res, "warn",
+	    "preprocess p50 %.2f ms, p99 %.2f ms over %d images; encode and "
+	    "prefill not measured: the runtime has no vision forward in this "
+	    "build",
+	    p50, p99, k);
+}
+
+/* ------------------------------------------------------------- output */
+
+static void report(struct item_result *res, int n, const struct ic_opts *o,
+		   json_t *doc)
+{
+	json_t *items = json_object();
+	for (int i = 0; i < n; i++) {
+		struct item_result *r = &res[i];
+		json_t *ev = json_pack("{s:s, s:s, s:s}", "item", r->item,
+				       "status", r->status, "detail", r->detail);
+		if (r->has_value)
+			json_object_set_new(ev, "value", json_real(r->value));
+		if (r->extra)
+			json_object_update(ev, r->extra);
+		if (events_enabled())
+			events_emit("check", json_deep_copy(ev));
+		if (!o->json)
+			printf("%-17s %-5s %s\n", r->item, r->status, r->detail);
+		json_object_set_new(items, r->item, ev);
+		json_decref(r->extra);
+		r->extra = NULL;
+	}
+	if (o->json) {
+		char *s;
+		json_object_set_new(doc, "items", items);
+		s = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(9));
+		printf("%s\n", s);
+		free(s);
+	} else {
+		json_decref(items);
+	}
+}
+
+static int worst_rc(const struct item_result *res, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(res[i].status, "fail"))
+			return EXIT_CHECK_FAILED;
+	return EXIT_OK;
+}
+
+static int run(int argc, char **argv)
+{
+	struct ic_opts o;
+	struct model_config cfg;
+	struct image_prep_config prep;
+	struct item_result res[IT_N];
+	struct image_file *files = NULL;
+	struct image_run *runs = NULL;
+	struct d0_err err;
+	char *cfg_path, *prep_path = NULL;
+	json_t *doc;
+	int rc = parse(argc, argv, &o), nf = 0;
+
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	events_init(stdout, o.events && !o.json);
+	memset(res, 0, sizeof res);
+	for (int i = 0; i < IT_N; i++)
+		res[i].item = item_ids[i];
+	cfg_path = path_join(o.dir, "config.json");
+	if (model_config_load(cfg_path, &cfg, &err) < 0) {
+		fprintf(stderr, "day0-engine image-check: %s\n", err.msg);
+		free(cfg_path);
+		layout_opts_free(&o.lay);
+		return EXIT_USAGE;
+	}
+	doc = json_pack("{s:s, s:s}", "model", o.dir, "vision",
+			vision_kind_name(cfg.vision.kind));
+	if (cfg.vision.kind == VISION_NONE) {
+		for (int i = 0; i < IT_N; i++)
+			set(&res[i], "skip",
+			    "n/a: no vision tower in config.json (%s is a text "
+			    "model)",
+			    cfg.model_type);
+		goto out;
+	}
+	if (cfg.vision.kind == VISION_UNSUPPORTED) {
+		set(&res[IT_FEAT], "fail",
+		    "%s: the %s tower is not implemented (%s): its features "
+		    "cannot be checked",
+		    cfg_path, cfg.vision.tower_type, cfg.vision.missing);
+		for (int i = 0; i < IT_N; i++)
+			if (i != IT_FEAT)
+				set(&res[i], "fail", "the %s tower is not "
+						     "implemented",
+				    cfg.vision.tower_type);
+		goto out;
+	}
+	prep_path = o.prep ? strdup(o.prep)
+			   : path_join(o.dir, "preprocessor_config.json");
+	if (image_prep_config_load(prep_path, &prep, &err) < 0) {
+		for (int i = 0; i < IT_N; i++)
+			set(&res[i], "fail", "%s", err.msg);
+		goto out;
+	}
+	if ((!strcmp(o.images, "builtin")
+		 ? image_corpus_builtin(&files, &nf, &err)
+		 : image_corpus_dir(o.images, &files, &nf, &err)) < 0) {
+		/* a folder that is not there is the operator's input */
+		fprintf(stderr, "day0-engine image-check: --images: %s\n",
+			err.msg);
+		rc = EXIT_USAGE;
+		goto out;
+	}
+	runs = calloc((size_t)nf, sizeof *runs);
+	if (!runs) {
+		fprintf(stderr, "day0-engine image-check: out of memory\n");
+		rc = EXIT_USAGE;
+		goto out;
+	}
+	preprocess_all(&prep, &cfg, files, nf, runs, &res[IT_PREP]);
+	if (features(&o, &cfg, prep_path, &prep, runs, nf, &res[IT_FEAT],
+		     &err) < 0) {
+		/* an unreadable checkpoint or a bad --prompt: the input */
+		fprintf(stderr, "day0-engine image-check: %s\n", err.msg);
+		rc = EXIT_USAGE;
+		goto out;
+	}
+	perf_split(&o, runs, nf, &res[IT_PERF]);
+	set(&res[IT_NUM], "warn",
+	    "not measured: the runtime has no vision forward in this build "
+	    "(validate's image levels hold the float64 reference)");
+out:
+	if (!rc) {
+		report(res, IT_N, &o, doc);
+		rc = worst_rc(res, IT_N);
+	}
+	for (int i = 0; i < IT_N; i++)
+		json_decref(res[i].extra);
+	json_decref(doc);
+	for (int i = 0; runs && i < nf; i++)
+		image_pixels_free(&runs[i].px);
+	free(runs);
+	image_files_free(files, nf);
+	free(prep_path);
+	free(cfg_path);
+	model_config_free(&cfg);
+	layout_opts_free(&o.lay);
+	return rc;
+}
