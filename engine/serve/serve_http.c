@@ -124,7 +124,8 @@ static char *metrics_text(struct srv *s)
 	int full_seqs = s->nblocks / (int)((s->max_ctx + s->block_tokens - 1) / s->block_tokens);
 	int64_t kv_tokens = 0;
 	for (struct srv_req *q = s->running; q; q = q->next) {
-		kv_tokens += q->pos;
+		kv_tokens += q->spos; /* with the forwards in flight: their
+				       * tokens hold their blocks, being written */
 		used += q->nblk > 0;
 	}
 	fprintf(f, "# HELP day0_requests_total Completion requests by outcome.\n"
@@ -164,7 +165,8 @@ static char *metrics_text(struct srv *s)
 		   "# HELP day0_requests_waiting_peak Longest queue seen.\n"
 		   "# TYPE day0_requests_waiting_peak gauge\n"
 		   "day0_requests_waiting_peak %d\n"
-		   "# HELP day0_kv_tokens Tokens held in the KV cache.\n"
+		   "# HELP day0_kv_tokens Tokens held in the KV cache (those the "
+		   "forward in flight writes included).\n"
 		   "# TYPE day0_kv_tokens gauge\nday0_kv_tokens %lld\n"
 		   "# HELP day0_kv_usage_ratio Share of the KV blocks in use.\n"
 		   "# TYPE day0_kv_usage_ratio gauge\nday0_kv_usage_ratio %.6f\n"
