@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# The image channel on the release day (issue #30): image-check's four
+# items on tiny gen-model --like checkpoints (Qwen2.5-VL, LLaVA) and a text
+# model; each preprocessing fault (mean/std swapped, patch 16 instead of
+# 14, one placeholder token too few) a named image.features failure; the
+# token counts held to smart_resize computed here in Python; and whole
+# release-day runs: a text model GO with the four items n/a and their
+# reason, a VL model's image items passing, and NO-GO naming
+# image.features with each fault, the headless table told as the session
+# file holds it.
+. "$(dirname "$0")/../lib.sh"
+DAY0="$BUILD/day0"
+export DAY0_SESSIONS="$T/sessions" LANG=C.UTF-8 LC_ALL=C.UTF-8
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+PY=/usr/bin/python3
+VL="$DAY0_ROOT/assets/configs/vl"
+PB="$DAY0_ROOT/playbooks/release-day.json"
+item() { # JSON ITEM FIELD
+	$PY -c "import json,sys; d=json.load(open(sys.argv[1]))['items'][sys.argv[2]]; print(d.get(sys.argv[3], ''))" "$@"
+}
+
+"$ENGINE" gen-model --like "$VL/qwen2.5-vl-7b-instruct/config.json" --scale tiny --for-layout 2,1,1 \
+	--force "$T/q25" >/dev/null || fail "gen-model q25" "exit $?"
+"$ENGINE" gen-model --like "$VL/llava-1.5-7b-hf/config.json" --scale tiny --force "$T/llava" >/dev/null ||
+	fail "gen-model llava" "exit $?"
+"$ENGINE" gen-model --arch qwen2 --layers 2 --hidden 64 --heads 4 --kv-heads 2 --ffn 128 --vocab 512 \
+	--force "$T/txt" >/dev/null || fail "gen-model text" "exit $?"
+
+# ---- the step on a good VL checkpoint ----------------------------------------
+expect_rc 0 "image-check q25 (built-in corpus): no item fails" "$ENGINE" image-check "$T/q25" --json
+cp "$OUT" "$T/q25.json"
+check "image.preprocess pass" test "$(item "$T/q25.json" image.preprocess status)" = pass
+check "image.features pass" test "$(item "$T/q25.json" image.features status)" = pass
+# Every image's grid and tokens against transformers' smart_resize,
+# written here (round half to even, factor 28, min/max pixels) from the
+# image's own size.
+$PY - "$T/q25.json" "$T/q25/preprocessor_config.json" >"$T/grid.out" <<'PY'
+import json, math, sys
+d = json.load(open(sys.argv[1])); p = json.load(open(sys.argv[2]))
+f = p["patch_size"] * p["merge_size"]
+def smart_resize(h, w):
+    hb, wb = max(f, round(h / f) * f), max(f, round(w / f) * f)
+    if hb * wb > p["max_pixels"]:
+        b = math.sqrt(h * w / p["max_pixels"]); hb = max(f, math.floor(h / b / f) * f); wb = max(f, math.floor(w / b / f) * f)
+    elif hb * wb < p["min_pixels"]:
+        b = math.sqrt(p["min_pixels"] / (h * w)); hb = math.ceil(h * b / f) * f; wb = math.ceil(w * b / f) * f
+    return hb, wb
+imgs = d["items"]["image.preprocess"]["images"]; bad = []
+for im in imgs:
+    hb, wb = smart_resize(im["height"], im["width"])
+    g = [1, hb // p["patch_size"], wb // p["patch_size"]]
+    tok = g[1] * g[2] // p["merge_size"] ** 2
+    if im["grid_thw"] != g or im["tokens"] != tok or im["error"]:
+        bad.append((im["file"], im["grid_thw"], g, im["tokens"], tok, im["error"]))
+kinds = {(im["format"], im["mode"]) for im in imgs}
+print("ok" if len(imgs) == 12 and not bad and len(kinds) >= 8 else (len(imgs), bad, kinds))
+PY
+contains "12 built-in images, each grid and token count = smart_resize's (8+ format/mode kinds)" "ok" "$T/grid.out"
+slot=$($PY -c "import json,sys; s=json.load(open(sys.argv[1]))['items']['image.features']['slots'][0]; print(s['placeholders'], s['tokens'])" "$T/q25.json")
+check "the default prompt: one placeholder, expanded to the image's tokens ($slot)" test "${slot%% *}" = 1
+N=${slot#* }
+
+# A folder of images made by PIL (the operator's corpus).
+$PY - "$T/imgs" <<'PY'
+import os, sys
+from PIL import Image
+d = sys.argv[1]; os.makedirs(d)
+Image.new("RGB", (300, 200), (10, 200, 30)).save(d + "/a.png")
+Image.new("L", (50, 700), 90).save(d + "/b.jpg", quality=90)
+Image.new("RGBA", (64, 64), (1, 2, 3, 4)).save(d + "/c.png")
+PY
+expect_rc 0 "image-check --images DIR (PIL-written PNG/JPEG)" "$ENGINE" image-check "$T/q25" --images "$T/imgs" --json
+check "... the folder's 3 images, in name order" test "$($PY -c "import json,sys; print(','.join(i['file'].rsplit('/',1)[1] for i in json.load(open(sys.argv[1]))['items']['image.preprocess']['images']))" "$OUT")" = a.png,b.jpg,c.png
+printf 'not an image' >"$T/imgs/d.png"
+expect_rc 1 "a corrupt file in the folder: image.preprocess fails (exit 1)" "$ENGINE" image-check "$T/q25" --images "$T/imgs"
+contains "... naming the file and what is wrong" "image.preprocess  fail  1 of 4 images failed; first: $T/imgs/d.png: not a PNG or JPEG" "$OUT"
+expect_rc 2 "--images naming no folder: exit 2" "$ENGINE" image-check "$T/q25" --images "$T/nope"
+contains "... named" "$T/nope: cannot open the image folder" "$ERR"
+expect_rc 2 "a model directory that is not there: exit 2" "$ENGINE" image-check "$T/none"
+
+# ---- each fault is a named image.features failure ------------------------------
+mkfault() { # NAME PYTHON-EDIT
+	rm -rf "$T/$1"; cp -r "$T/q25" "$T/$1"
+	$PY -c "import json; p='$T/$1/preprocessor_config.json'; c=json.load(open(p)); $2; json.dump(c, open(p, 'w'), indent=2)"
+	# published that way: SHA256SUMS covers the file as it now is
+	(cd "$T/$1" && grep -v ' preprocessor_config.json$' SHA256SUMS >S && sha256sum preprocessor_config.json >>S && mv S SHA256SUMS)
+}
+mkfault swap "c['image_mean'], c['image_std'] = c['image_std'], c['image_mean']"
+mkfault patch16 "c['patch_size'] = 16"
+expect_rc 1 "mean/std swapped: exit 1" "$ENGINE" image-check "$T/swap" --json
+check "... image.features fail" test "$(item "$OUT" image.features status)" = fail
+item "$OUT" image.features detail >"$T/d"
+contains "... named as a swap, with the tower's normalization" "image_mean and image_std are swapped: image_mean is [0.26862954, 0.26130258, 0.27577711], the std of the Qwen-VL tower's training normalization" "$T/d"
+expect_rc 1 "patch 16 instead of 14: exit 1" "$ENGINE" image-check "$T/patch16" --json
+item "$OUT" image.features problems >"$T/d"
+contains "... against config.json's vision_config" "patch_size 16 but $T/patch16/config.json vision_config.patch_size is 14" "$T/d"
+contains "... and against the patch embedding's weight" "visual.patch_embed.proj.weight is [32, 3, 2, 14, 14] (patch 14, 2 frames)" "$T/d"
+pad=$($PY -c "print('<|image_pad|>' * ($N - 1))")
+expect_rc 1 "one placeholder token too few: exit 1" "$ENGINE" image-check "$T/q25" \
+	--prompt "<|vision_start|>$pad<|vision_end|>Describe this image."
+contains "... naming the image, both counts and the grid" "image.features    fail  image 1 (builtin:uniform-rgb.png, grid 1x4x4): $((N - 1)) placeholder tokens <|image_pad|> in the prompt but the tower gives $N merged patches (16 patches / 2^2)" "$OUT"
+pad=$($PY -c "print('<|image_pad|>' * $N)")
+expect_rc 0 "... and exactly N placeholders pass" "$ENGINE" image-check "$T/q25" \
+	--prompt "<|vision_start|>$pad<|vision_end|>Describe this image."
+
+# ---- LLaVA (CLIP crop) and a text model -----------------------------------------
+expect_rc 0 "image-check llava: no item fails" "$ENGINE" image-check "$T/llava" --json
+check "llava: 576 tokens a 336 crop in patches of 14" test "$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['items']['image.features']['slots'][0]['tokens'])" "$OUT")" = 576
+expect_rc 1 "llava: two <image> placeholders for one image fail" "$ENGINE" image-check "$T/llava" \
+	--prompt "USER: <image><image>
+Describe. ASSISTANT:"
+contains "... named" "2 placeholder tokens <image> in the prompt but the tower gives 576" "$OUT"
+expect_rc 0 "a text model: exit 0" "$ENGINE" image-check "$T/txt"
+check "... the four items skip, n/a with the reason" test "$(grep -c 'skip  n/a: no vision tower in config.json (qwen2 is a text model)' "$OUT")" = 4
+
+# ---- release-day: the session file and the headless table ------------------------
+cat >"$T/inv.json" <<'JSON'
+{"name": "one", "nodes": [{"name": "local", "transport": "local", "cards": 2, "card_mem": "128MiB"}]}
+JSON
+table() { # OUT -> item|status|detail for the image items
+	$PY - "$1" <<'PY'
+import re, sys
+for l in open(sys.argv[1]).read().splitlines():
+    m = re.match(r"((?:image|numerics|perf)\.(?:preprocess|features|image))\s+(pass|skip|pending|running|warn|not run|fail)\s+(\S+)\s+(\S+)\s+(.*)$", l)
+    if m:
+        print("%s|%s|%s" % (m.group(1), m.group(2), m.group(5)))
+PY
+}
+dbtable() { # DB -> the same from the checks table
+	sqlite3 "$1" "SELECT item, status, detail FROM checks WHERE item IN ('image.preprocess','image.features','numerics.image','perf.image') AND stage = 'image' ORDER BY item" | sort
+}
+rday() { # NAME MODEL [PLAYBOOK]
+	timeout $RUN_LIMIT "$DAY0" run "${3:-$PB}" --inventory "$T/inv.json" --session "$T/$1.db" --headless \
+		--model "$2" -e soak_seconds=1 -e ep=1 >"$T/$1.out" 2>&1
+}
+rday txt "$T/txt"
+check "release-day, text model: GO (exit 0)" test $? = 0
+table "$T/txt.out" | sort >"$T/txt.tab"
+check "... the four image items shown skip 'n/a: no vision tower in config.json'" \
+	test "$(grep -c '|skip|n/a: no vision tower in config.json' "$T/txt.tab")" = 4
+dbtable "$T/txt.db" >"$T/txt.dbtab"
+if cmp -s "$T/txt.tab" "$T/txt.dbtab"; then ok "... the headless table = the session file's checks"
+else fail "text: table vs db" "$(diff "$T/txt.tab" "$T/txt.dbtab" | head -6)"; fi
+
+rday vl "$T/q25"
+table "$T/vl.out" | sort >"$T/vl.tab"
+dbtable "$T/vl.db" >"$T/vl.dbtab"
+check "release-day, tiny Qwen2.5-VL: image.preprocess and image.features pass" \
+	test "$(grep -cE '^image\.(preprocess|features)\|pass\|' "$T/vl.tab")" = 2
+if cmp -s "$T/vl.tab" "$T/vl.dbtab"; then ok "... the headless table = the session file's checks"
+else fail "vl: table vs db" "$(diff "$T/vl.tab" "$T/vl.dbtab" | head -6)"; fi
+case "$(grep '^failed:' "$T/vl.out")" in *image.*) fail "vl: an image item in failed:" "$(grep '^failed:' "$T/vl.out")" ;;
+*) ok "... no image item among the failed" ;; esac
+check "... the TTFT split's percentiles in the session file" test "$(sqlite3 "$T/vl.db" \
+	"SELECT json_extract(body, '\$.preprocess_ms.p50') > 0 AND json_extract(body, '\$.preprocess_ms.p99') >= json_extract(body, '\$.preprocess_ms.p50') FROM checks JOIN events USING (node, seq) WHERE item = 'perf.image'")" = 1
+
+# The three faults through the whole playbook: NO-GO naming image.features.
+$PY - "$PB" "$T/short.json" "$pad" <<'PY'
+import json, sys
+pb = json.load(open(sys.argv[1]))
+for st in pb["stages"]:
+    if st["id"] == "image":  # one placeholder too few, in the image stage's prompt
+        n = sys.argv[3].count("<|image_pad|>") - 1
+        st["args"] += ["--prompt", "<|vision_start|>" + "<|image_pad|>" * n + "<|vision_end|>Describe this image."]
+json.dump(pb, open(sys.argv[2], "w"))
+PY
+for f in swap:"$T/swap": patch16:"$T/patch16": short:"$T/q25":"$T/short.json"; do
+	IFS=: read -r name model pb <<<"$f"
+	rday "$name" "$model" ${pb:+"$pb"}
+	rc=$?
+	fl=$(grep '^failed:' "$T/$name.out")
+	[ $rc = 1 ] && grep -q 'verdict: NO-GO' "$T/$name.out" && case "$fl" in *image.features@local*) true ;; *) false ;; esac &&
+		ok "release-day with '$name': NO-GO naming image.features" || fail "release-day $name" "rc $rc, $fl"
+	d=$(sqlite3 "$T/$name.db" "SELECT detail FROM checks WHERE item = 'image.features' AND stage = 'image'")
+	table "$T/$name.out" | grep -qF "image.features|fail|$d" && ok "... the table's detail is the session file's ($(echo "$d" | cut -c1-60)...)" ||
+		fail "$name: detail" "$d"
+done
