@@ -34,10 +34,12 @@ struct rt_seg {
 	 * (at least ceil((pos0+len)/block_tokens) of them), or NULL */
 	const int32_t *table;
 	int ntable;
-	/* The image channel's inputs (docs/architecture.md), not read yet:
+	/* The image channel's inputs (docs/architecture.md, image/vision.h):
 	 * rows of the hidden size replacing the embeddings at the image
-	 * placeholders, and M-RoPE positions [3][len] (NULL: pos0 + i +
-	 * rope_delta on all three axes).  Zero them. */
+	 * placeholders (config's image_token_id), one per placeholder of the
+	 * segment, in order (read on stage 0); M-RoPE positions [3][len] of
+	 * this segment (NULL: pos0 + i + rope_delta on all three axes).
+	 * Zero them for text. */
 	const float *embeds;
 	const int64_t *rope_pos;
 	int64_t rope_delta;
@@ -70,6 +72,14 @@ int rt_forward_batch(struct rt *r, const int64_t *tokens,
 int rt_forward_rows(struct rt *r, const int64_t *tokens,
 		    const struct rt_seg *segs, int nseg, const int *rows,
 		    int nrows, float *logits, struct d0_err *err);
+/*
+ * rt_forward (slot 0, at the sequence's next position, optional layer
+ * dumps) for one segment carrying the image channel's inputs: sg's len,
+ * embeds, rope_pos and rope_delta are used; its slot, pos0 and table are
+ * not.  run --image's prefill and decode steps.
+ */
+int rt_forward_seg(struct rt *r, const int64_t *tokens, const struct rt_seg *sg,
+		   float *logits, float **layer_out, struct d0_err *err);
 int rt_slots(const struct rt *r);
 int rt_kv_blocks(const struct rt *r);
 int rt_block_tokens(const struct rt *r);

@@ -1371,6 +1371,25 @@ int rt_forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 	return rc;
 }
 
+int rt_forward_seg(struct rt *r, const int64_t *tokens, const struct rt_seg *sg,
+		   float *logits, float **layer_out, struct d0_err *err)
+{
+	struct rt_seg one = *sg;
+	int rc;
+	one.slot = 0;
+	one.pos0 = r->pos;
+	one.table = NULL;
+	one.ntable = 0;
+	r->seg = &one;
+	r->nseg = 1;
+	rc = forward(r, tokens, one.len, logits, layer_out, err);
+	r->seg = NULL;
+	r->nseg = 0;
+	if (rc == 0)
+		r->pos += one.len;
+	return rc;
+}
+
 int rt_forward_last(struct rt *r, const int64_t *tokens, int T, float *logits,
 		    struct d0_err *err)
 {
