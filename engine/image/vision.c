@@ -714,3 +714,90 @@ int vis_rope_index(const struct model_config *c, const int64_t *ids,
 	free(start), free(len);
 	return rc;
 }
+
+/* ------------------------------------------------------ a whole prompt */
+
+void vis_prompt_free(struct vis_prompt *p)
+{
+	for (int i = 0; p->px && i < p->n_img; i++)
+		image_pixels_free(&p->px[i]);
+	free(p->px);
+	free(p->img_tokens);
+	free(p->grid_thw);
+	free(p->ids);
+	free(p->rope_pos);
+	memset(p, 0, sizeof *p);
+}
+
+int vis_prompt_prepare(const struct model_config *c, const char *dir,
+		       const char *preproc, char *const *images, int n_img,
+		       const int64_t *ids, int64_t n, struct vis_prompt *out,
+		       struct d0_err *err)
+{
+	struct image_prep_config pc;
+	char *pp = NULL;
+	int rc = 0;
+	memset(out, 0, sizeof *out);
+	out->n_img = n_img;
+	out->px = calloc((size_t)n_img + 1, sizeof *out->px);
+	out->img_tokens = calloc((size_t)n_img + 1, sizeof *out->img_tokens);
+	out->grid_thw = calloc(3 * (size_t)n_img + 1, sizeof *out->grid_thw);
+	if (n_img > 0 && c->vision.kind != VISION_QWEN2_VL &&
+	    c->vision.kind != VISION_QWEN2_5_VL && c->vision.kind != VISION_CLIP)
+		rc = d0_errf(err, "%s: %s", dir,
+			     c->vision.kind == VISION_NONE
+				     ? "a text model: it takes no images"
+				     : c->vision.missing);
+	if (rc == 0 && n_img > 0) {
+		pp = preproc ? strdup(preproc)
+			     : path_join(dir, "preprocessor_config.json");
+		rc = image_prep_config_load(pp, &pc, err);
+	}
+	for (int i = 0; i < n_img && rc == 0; i++) {
+		struct image_rgb im;
+		struct d0_err e;
+		if (image_load(images[i], 0, &im, err) < 0) {
+			rc = -1;
+			break;
+		}
+		rc = image_preprocess(&pc, &im, images[i], &out->px[i], err);
+		image_free(&im);
+		if (rc < 0)
+			break;
+		out->img_tokens[i] = vis_image_tokens(c, &out->px[i], &e);
+		if (out->img_tokens[i] < 0) {
+			rc = d0_errf(err, "%s: %s (preprocessor %s)", images[i],
+				     e.msg, pp);
+			break;
+		}
+		out->grid_thw[3 * i] = out->px[i].grid_t;
+		out->grid_thw[3 * i + 1] = out->px[i].grid_h;
+		out->grid_thw[3 * i + 2] = out->px[i].grid_w;
+		out->n_features += out->img_tokens[i];
+	}
+	if (rc == 0)
+		rc = vis_prompt_ids(c, ids, n, out->img_tokens, n_img, &out->ids,
+				    &out->n, err);
+	if (rc == 0 && c->vision.mrope) {
+		out->rope_pos = malloc(3 * (size_t)out->n * sizeof *out->rope_pos + 8);
+		rc = vis_rope_index(c, out->ids, out->n, out->grid_thw, n_img,
+				    out->rope_pos, &out->rope_delta, err);
+	}
+	free(pp);
+	if (rc < 0)
+		vis_prompt_free(out);
+	return rc;
+}
+
+const char *vis_prompt_case(const struct model_config *c,
+			    const struct vis_prompt *p)
+{
+	const struct vision_config *v = &c->vision;
+	if (p->n_img == 0)
+		return "text-only";
+	for (int64_t i = 0; i < p->n; i++)
+		if (p->ids[i] != v->image_token_id && p->ids[i] != v->vision_start_id &&
+		    p->ids[i] != v->vision_end_id)
+			return "mixed";
+	return "image-only";
+}

@@ -93,4 +93,32 @@ int vis_rope_index(const struct model_config *c, const int64_t *ids,
 		   int64_t n, const int64_t *grid_thw, int n_img, int64_t *pos,
 		   int64_t *delta, struct d0_err *err);
 
+/*
+ * Everything a prompt with images needs, from files: each image decoded
+ * and preprocessed with preproc (NULL: DIR/preprocessor_config.json), its
+ * token count checked against the tower (vis_image_tokens), the prompt's
+ * placeholders expanded (vis_prompt_ids) and, for M-RoPE, its positions
+ * (vis_rope_index).  n_img 0 is a text prompt (ids copied; a placeholder
+ * in it is then an error).  Errors name the image file or the field.
+ */
+struct vis_prompt {
+	int n_img;
+	struct image_pixels *px; /* [n_img] */
+	int64_t *img_tokens;     /* [n_img] */
+	int64_t *grid_thw;       /* [3 n_img]: Qwen's (t, h, w); CLIP 0s */
+	int64_t *ids, n;         /* the prompt, placeholders expanded */
+	int64_t *rope_pos;       /* M-RoPE [3][n], NULL without M-RoPE */
+	int64_t rope_delta;
+	int64_t n_features;      /* rows of features: sum of img_tokens */
+};
+int vis_prompt_prepare(const struct model_config *c, const char *dir,
+		       const char *preproc, char *const *images, int n_img,
+		       const int64_t *ids, int64_t n, struct vis_prompt *out,
+		       struct d0_err *err);
+void vis_prompt_free(struct vis_prompt *p);
+/* "text-only", "image-only" (no token but placeholders and the vision
+ * start/end markers) or "mixed". */
+const char *vis_prompt_case(const struct model_config *c,
+			    const struct vis_prompt *p);
+
 #endif

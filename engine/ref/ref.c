@@ -76,6 +76,22 @@ static void rope(double *v, int d, int64_t pos, const double *inv_freq,
 	}
 }
 
+/* Qwen2-VL's apply_multimodal_rotary_pos_emb (sections not interleaved):
+ * frequency slot i takes the position of the axis whose mrope_section
+ * holds it; rotate_half as rope(). */
+static void mrope(double *v, int d, const int64_t p[3], const int64_t sec[3],
+		  const double *inv_freq, double af)
+{
+	for (int i = 0; i < d / 2; i++) {
+		int ax = i < sec[0] ? 0 : i < sec[0] + sec[1] ? 1 : 2;
+		double a = (double)p[ax] * inv_freq[i];
+		double c = cos(a) * af, s = sin(a) * af;
+		double x1 = v[i], x2 = v[i + d / 2];
+		v[i] = x1 * c - x2 * s;
+		v[i + d / 2] = x2 * c + x1 * s;
+	}
+}
+
 /* top-k of x (lower index wins ties) */
 static void topk(const double *x, int n, int k, int *idx)
 {
@@ -155,6 +171,7 @@ struct fw {
 	const struct ref_hooks *hk;
 	int T, H;
 	int bad; /* set by the first failure: later products are skipped */
+	const int64_t *rope_pos; /* M-RoPE [3][T], or NULL */
 	struct d0_err *err;
 };
 
@@ -283,6 +300,22 @@ static void mla_qkv(struct fw *f, int l, const double *x, double *Q, double *K,
 	free(TQ); free(CKV); free(KN); free(KB); free(kr); free(tmp);
 }
 
+/* RoPE of token t: M-RoPE's axes where the model has mrope_section (the
+ * hooks' positions, or t on every axis), else the plain rotation. */
+static void rope_at(struct fw *f, double *v, int d, int t, const double *inv,
+		    double af)
+{
+	const struct model_config *c = f->c;
+	int64_t p[3] = {t, t, t};
+	if (!c->vision.mrope) {
+		rope(v, d, t, inv, af);
+		return;
+	}
+	for (int a = 0; f->rope_pos && a < 3; a++)
+		p[a] = f->rope_pos[(size_t)a * f->T + t];
+	mrope(v, d, p, c->vision.mrope_section, inv, af);
+}
+
 /* GQA: q/k/v projections (optional biases, optional per-head q/k norm),
  * RoPE over the whole head. */
 static void gqa_qkv(struct fw *f, int l, const double *x, double *Q, double *K,
@@ -305,13 +338,13 @@ static void gqa_qkv(struct fw *f, int l, const double *x, double *Q, double *K,
 			if (qn)
 				rmsnorm(qt + (size_t)hh * d, qt + (size_t)hh * d, qn, d,
 					c->rms_eps);
-			rope(qt + (size_t)hh * d, d, t, inv, af);
+			rope_at(f, qt + (size_t)hh * d, d, t, inv, af);
 		}
 		for (int hh = 0; hh < nkv; hh++) {
 			if (kn)
 				rmsnorm(kt + (size_t)hh * d, kt + (size_t)hh * d, kn, d,
 					c->rms_eps);
-			rope(kt + (size_t)hh * d, d, t, inv, af);
+			rope_at(f, kt + (size_t)hh * d, d, t, inv, af);
 		}
 	}
 	free(bq); free(bk); free(bv); free(qn); free(kn);
@@ -516,6 +549,7 @@ int ref_head_logits(const char *dir, const struct model_config *c,
 	int rc;
 	if (ref_w_open(&w, dir, &c->qc, mem, err) < 0)
 		return -1;
+	w.prefix = c->vision.lm_prefix;
 	rc = head(&w, c, h, T, fn, ctx, err);
 	ref_w_close(&w);
 	return rc;
@@ -598,6 +632,7 @@ int ref_forward_hooked(const char *dir, const int64_t *tokens, int T,
 	free(cp);
 	if (ref_w_open(&f.w, dir, &c->qc, hk ? hk->mem : 0, err) < 0)
 		return -1;
+	f.w.prefix = c->vision.lm_prefix;
 	f.c = c;
 	f.hk = hk;
 	f.T = T;
@@ -621,6 +656,12 @@ int ref_forward_hooked(const char *dir, const int64_t *tokens, int T,
 	x = zeros((size_t)T * H);
 	if (!(hk && hk->no_embed))
 		embed(&f, tokens, h);
+	if (hk && hk->embeds && !(hk->no_embed)) /* the image splice */
+		for (int t = 0, k = 0; t < T; t++)
+			if (tokens[t] == c->vision.image_token_id)
+				memcpy(h + (size_t)t * H, hk->embeds + (size_t)k++ * H,
+				       (size_t)H * sizeof *h);
+	f.rope_pos = hk ? hk->rope_pos : NULL;
 	if (layers_out)
 		*layers_out = malloc((size_t)c->layers * T * H * 8 + 8);
 	for (int l = 0; l < c->layers && !f.bad && !stopped; l++) {

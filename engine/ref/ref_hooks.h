@@ -32,6 +32,11 @@ struct ref_hooks {
 	/* non-NULL: the logits come here, vocabulary rows [v0, v0+n) of every
 	 * token as blk [T][n], instead of into *logits_out (NULL) */
 	ref_block_fn head;
+	/* the image channel: rows [placeholders][hidden] replacing, in order,
+	 * the embeddings of the config's image_token_id tokens (NULL: none),
+	 * and M-RoPE positions [3][T] (NULL: the token index on all axes) */
+	const double *embeds;
+	const int64_t *rope_pos;
 };
 
 int ref_forward_hooked(const char *dir, const int64_t *tokens, int T,

@@ -58,6 +58,16 @@ void ref_w_close(struct ref_w *w)
 static const struct st_tensor *find(struct ref_w *w, const char *name,
 				    int *shard)
 {
+	if (w->prefix && w->prefix[0]) {
+		char pn[256];
+		const struct st_tensor *t;
+		snprintf(pn, sizeof pn, "%s%s", w->prefix, name);
+		for (size_t k = 0; k < w->ck.nshards; k++)
+			if ((t = st_find(&w->ck.shards[k].st, pn))) {
+				*shard = (int)k;
+				return t;
+			}
+	}
 	for (size_t k = 0; k < w->ck.nshards; k++) {
 		const struct st_tensor *t = st_find(&w->ck.shards[k].st, name);
 		if (t) {

@@ -29,6 +29,9 @@ struct ref_w {
 	size_t held; /* the largest block held so far, in bytes */
 	unsigned char *scratch; /* the block: float64 rows, then stored bytes */
 	size_t scratch_n;
+	/* the LM's tensor names sit under this (LLaVA's "language_model."):
+	 * a name is looked up with it first, then as given */
+	const char *prefix;
 };
 
 /* A 2-D weight as stored: plain, FP8 with block scales, or packed int. */

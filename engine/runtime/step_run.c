@@ -9,6 +9,7 @@
  * waiting in a collective.
  */
 #include "engine.h"
+#include "vis_run.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ const struct step_entry step_run = {
 	.usage = "(MODEL_DIR | CONVERTED_DIR) [--tp T] [--pp P] [--ep E] "
 		 PROMPT_USAGE " [--generate K] [--card-mem BYTES] "
 		 "[--dump-logits FILE] [--dump-layers DIR] [--dump-generated FILE] "
+		 "[--image FILE]... [--preprocessor FILE] "
 		 "[--events]  (under mpirun -np T*P*E)\n"
 		 "  --tp/--pp/--ep   the layout (default 1 each; world = tp*pp*ep)\n"
 		 "  --tokens IDS     the prompt as token ids\n"
@@ -35,6 +37,12 @@ const struct step_entry step_run = {
 		 "  --dump-logits F, --dump-layers DIR  for validate\n"
 		 "  --dump-generated F  the prompt and generated ids as JSON, "
 		 "for validate --generated\n"
+		 "  --image FILE     a PNG/JPEG for a vision-language model "
+		 "(repeatable, in the order of the prompt's image placeholders: "
+		 "one placeholder token is expanded to the image's count; a "
+		 "prompt without any gets them first)\n"
+		 "  --preprocessor F preprocessor_config.json (default: "
+		 "MODEL_DIR's)\n"
 		 "example: mpirun -np 2 day0-engine run /models/m --tp 2 "
 		 "--prompt 'The capital of France is' --generate 8",
 	.summary = "parallel forward pass under Open MPI (TP/PP/EP), greedy "
@@ -126,6 +134,9 @@ struct run_opts {
 	const char *dir, *dump_logits, *dump_layers, *dump_generated;
 	struct layout_opts lay;
 	int gen, events;
+	char *images[64];
+	int nimg;
+	const char *preproc;
 };
 
 /* Usage errors are printed by rank 0 only; every rank returns 2. */
@@ -138,6 +149,7 @@ static int run_parse(const struct step_entry *S, int argc, char **argv,
 		LAYOUT_LONG_OPTS, CARD_MEM_LONG_OPT, PROMPT_LONG_OPTS,
 		{"generate", 1, 0, 'g'}, {"dump-logits", 1, 0, 'L'},
 		{"dump-layers", 1, 0, 'D'}, {"dump-generated", 1, 0, 'G'},
+		{"image", 1, 0, 'I'}, {"preprocessor", 1, 0, 'p'},
 		{"events", 0, 0, 'E'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	struct d0_err err;
 	char why[256];
@@ -163,6 +175,12 @@ static int run_parse(const struct step_entry *S, int argc, char **argv,
 		case 'D': o->dump_layers = optarg; break;
 		case 'G': o->dump_generated = optarg; break;
 		case 'E': o->events = 1; break;
+		case 'I':
+			if (o->nimg == 64)
+				return USAGE("--image: at most 64 images");
+			o->images[o->nimg++] = optarg;
+			break;
+		case 'p': o->preproc = optarg; break;
 		case 'h': if (!rank) step_help(S); return -1;
 		default:
 			return USAGE("unknown or incomplete option '%s'",
@@ -254,6 +272,7 @@ static int run(int argc, char **argv)
 	const struct step_entry *S = &step_run;
 	struct run_opts o;
 	struct rt *r = NULL;
+	struct vis_run vr;
 	struct d0_err err = {{0}};
 	int rank, world, rc, last, T, V, H, L;
 	float *logits = NULL, **lo = NULL;
@@ -273,6 +292,22 @@ static int run(int argc, char **argv)
 	events_init(stdout, o.events);
 	if (rank == 0)
 		events_stage("run", "start", 0, 0, o.dir);
+	/* the image channel: placeholders expanded before the cache is sized */
+	rc = vis_run_prepare(&vr, o.dir, o.preproc, o.images, o.nimg, &o.lay, &err);
+	if (rc < 0) {
+		if (rank == 0) {
+			fprintf(stderr, "day0-engine: %s\n", err.msg);
+			if (rc == VIS_RUN_FEATURES)
+				events_check("image.features", "fail", err.msg, NULL,
+					     NULL);
+			events_stage("run", "end", 1, rc == VIS_RUN_FEATURES
+				     ? EXIT_CHECK_FAILED : EXIT_USAGE, "refused");
+		}
+		vis_run_free(&vr);
+		MPI_Finalize();
+		layout_opts_free(&o.lay);
+		return rc == VIS_RUN_FEATURES ? EXIT_CHECK_FAILED : EXIT_USAGE;
+	}
 	rc = rt_open(&r, o.dir, &o.lay.d, o.lay.card_mem, o.lay.ntok + o.gen, &err);
 	if (agree(rc < 0)) {
 		if (rc < 0 && !rt_peer_failed(r))
@@ -282,6 +317,7 @@ static int run(int argc, char **argv)
 		rt_close(r);
 		MPI_Finalize();
 		layout_opts_free(&o.lay);
+		vis_run_free(&vr);
 		return EXIT_USAGE;
 	}
 	if (agree(rt_over_budget(r) != NULL)) {
@@ -299,6 +335,7 @@ static int run(int argc, char **argv)
 		rt_close(r);
 		MPI_Finalize();
 		layout_opts_free(&o.lay);
+		vis_run_free(&vr);
 		return EXIT_CHECK_FAILED;
 	}
 	{
@@ -315,6 +352,7 @@ static int run(int argc, char **argv)
 				rt_close(r);
 				MPI_Finalize();
 				layout_opts_free(&o.lay);
+				vis_run_free(&vr);
 				return EXIT_USAGE;
 			}
 	}
@@ -330,7 +368,16 @@ static int run(int argc, char **argv)
 			lo[l] = calloc((size_t)T * H, 4);
 	}
 	t0 = MPI_Wtime();
-	rc = rt_forward(r, o.lay.tokens, T, logits, lo, &err);
+	rc = vis_run_encode(&vr, r, rank == 0 && o.dump_layers, &err);
+	if (agree(rc < 0)) {
+		if (rc < 0)
+			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
+		goto out;
+	}
+	{
+		struct rt_seg sg = vis_run_prefill_seg(&vr, T);
+		rc = rt_forward_seg(r, o.lay.tokens, &sg, logits, lo, &err);
+	}
 	if (agree(rc < 0)) {
 		if (rc < 0)
 			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
@@ -364,6 +411,8 @@ static int run(int argc, char **argv)
 					free(p);
 				}
 				if (rc == 0)
+					rc = vis_run_dump(&vr, od.partial, &err);
+				if (rc == 0)
 					rc = outdir_commit(&od, &err);
 				else
 					outdir_abort(&od);
@@ -386,7 +435,10 @@ static int run(int argc, char **argv)
 		seq[g] = next;
 		if (g + 1 == o.gen)
 			break;
-		rc = rt_forward(r, &next, 1, logits, NULL, &err);
+		{
+			struct rt_seg sg = vis_run_decode_seg(&vr);
+			rc = rt_forward_seg(r, &next, &sg, logits, NULL, &err);
+		}
 		if (agree(rc < 0)) {
 			if (rc < 0)
 				fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
@@ -423,6 +475,7 @@ out:
 	free(seq);
 	free(logits);
 	layout_opts_free(&o.lay);
+	vis_run_free(&vr);
 	rt_close(r);
 	MPI_Finalize();
 	return rc ? EXIT_CHECK_FAILED : EXIT_OK;
