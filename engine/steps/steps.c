@@ -26,6 +26,7 @@ extern const struct step_entry step_load;
 extern const struct step_entry step_probe;
 extern const struct step_entry step_simulate;
 extern const struct step_entry step_image_prep;
+extern const struct step_entry step_train;
 extern const struct step_entry step_image_check;
 
 const struct step_entry *const step_table[] = {
@@ -48,6 +49,7 @@ const struct step_entry *const step_table[] = {
 	&step_simulate,
 	&step_image_prep,
 	&step_image_check,
+	&step_train,
 	NULL,
 };
 

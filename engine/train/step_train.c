@@ -1,0 +1,687 @@
+/*
+ * step_train.c - `mpirun -np TP*DP day0-engine train MODEL_DIR`: K
+ * fine-tuning steps on deterministic synthetic tokens, one `train` event a
+ * step (loss, gradient norm, loss scale, skipped, the step time split into
+ * forward, backward, optimizer and communication), and the training.*
+ * checks (docs/training.md):
+ *   training.gradients    one step's gradients against the float64
+ *                         reference backward (ref_train.c) per tensor, and
+ *                         central differences of the reference's loss on a
+ *                         few scalar weights per layer type;
+ *   training.layouts      the loss curve against a 1-rank run's
+ *                         (--reference-losses, written by --losses-out);
+ *   training.determinism  the same steps run twice, bit for bit;
+ *   training.overflow     an f16 run with --force-overflow: skipped,
+ *                         scale halved, recovered;
+ *   training.memory       the accountant's peak per card against plan
+ *                         --train's estimate of the same configuration.
+ */
+#include "engine.h"
+#include "plan_train.h"
+#include "ref_train.h"
+#include "train.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+static int run(int argc, char **argv);
+
+const struct step_entry step_train = {
+	.name = "train",
+	.usage = "MODEL_DIR [--tp N] [--dp N] [--pp N] [--ep N] [--steps K] "
+		 "[--lr X] [--seq N] [--batch N] [--micro-batches N] [--dtype "
+		 "bf16|f16|f32] [--zero1] [--recompute] [--force-overflow STEP] "
+		 "[--inject transpose-grad|no-allreduce|wrong-scale] "
+		 "[--check-grads] [--determinism] [--losses-out FILE] "
+		 "[--reference-losses FILE] [--bucket-bytes N] [--growth-interval N] "
+		 "[--seed N] [--card-mem BYTES] [--events]  (under mpirun -np TP*DP)",
+	.summary = "fine-tuning steps with gradient, layout, determinism, overflow "
+		   "and memory checks",
+	.help = "  --tp N, --dp N       tensor and data parallel ranks (default 1); "
+		"--pp/--ep other than 1 are refused (not built)\n"
+		"  --steps K            optimizer steps (default 3)\n"
+		"  --lr X               AdamW learning rate (default 1e-3; betas 0.9, "
+		"0.999, weight decay 0.01 on matrices, clip 1.0)\n"
+		"  --seq N, --batch N   tokens a sequence (default 16), sequences "
+		"per DP rank (default 2)\n"
+		"  --micro-batches N    1 (pipeline schedules are not built)\n"
+		"  --dtype D            working weights and gradients: f32 (default), "
+		"bf16, f16 (with the dynamic loss scaler)\n"
+		"  --zero1              AdamW state sharded over DP\n"
+		"  --recompute          keep each layer's input only, rebuild in backward\n"
+		"  --force-overflow S   make step S (from 1) overflow\n"
+		"  --inject FAULT       a deliberately wrong backward, for the checks' "
+		"tests\n"
+		"  --check-grads        training.gradients before the first step\n"
+		"  --determinism        run the steps twice: training.determinism\n"
+		"  --losses-out FILE    write the loss curve; --reference-losses FILE "
+		"compares against one: training.layouts\n"
+		"  --bucket-bytes N     DP gradient bucket (default 65536; 0: one "
+		"blocking all-reduce after backward)\n"
+		"  --growth-interval N  steps without overflow before the f16 scale "
+		"doubles (default 2000)\n"
+		"example: mpirun -np 2 day0-engine train /tmp/m --tp 2 --steps 5 "
+		"--check-grads --events",
+	.run = run,
+};
+
+struct opts {
+	struct train_cfg c;
+	const char *dir, *losses_out, *ref_losses;
+	int steps, seq, batch, micro, force, check_grads, determinism, events;
+	uint64_t seed;
+};
+
+/* Token of (seed, batch, sequence, position): splitmix64. */
+static int64_t synth(uint64_t seed, int b, int s, int p, int64_t V)
+{
+	uint64_t z = seed * 0x9E3779B97F4A7C15ull + (uint64_t)b * 1000003u +
+		     (uint64_t)s * 7919u + (uint64_t)p;
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	z ^= z >> 31;
+	return (int64_t)(z % (uint64_t)V);
+}
+
+/* The global batch of step (two batches cycled, so the loss can fall):
+ * labels are the next token; the last position and the first two of
+ * every sequence (a prompt the loss skips) are -100. */
+static int64_t make_batch(const struct opts *o, int64_t V, int step, int nseq,
+			  int64_t *tok, int64_t *lab)
+{
+	int64_t n = 0;
+	for (int s = 0; s < nseq; s++)
+		for (int p = 0; p < o->seq; p++) {
+			size_t i = (size_t)s * o->seq + p;
+			tok[i] = synth(o->seed, step % 2, s, p, V);
+		}
+	for (int s = 0; s < nseq; s++)
+		for (int p = 0; p < o->seq; p++) {
+			size_t i = (size_t)s * o->seq + p;
+			lab[i] = p < 2 || p == o->seq - 1 ? -100 : tok[i + 1];
+			n += lab[i] != -100;
+		}
+	return n;
+}
+
+static const char *layout_name(const struct train_cfg *c, char *b, size_t n)
+{
+	snprintf(b, n, "tp%dpp%dep%ddp%d", c->tp, c->pp, c->ep, c->dp);
+	return b;
+}
+
+static int fails;
+
+static void check(int rank, const char *item, int ok, const char *detail,
+		  json_t *value, json_t *thr)
+{
+	if (rank == 0) {
+		if (events_enabled())
+			events_check(item, ok ? "pass" : "fail", detail, value, thr);
+		else {
+			printf("%s %s: %s\n", ok ? "PASS" : "FAIL", item, detail);
+			json_decref(value);
+			json_decref(thr);
+		}
+	} else {
+		json_decref(value);
+		json_decref(thr);
+	}
+	fails += !ok;
+}
+
+/* ------------------------------------------------------ the gradients */
+
+static double l2(const double *a, int64_t n)
+{
+	double s = 0;
+	for (int64_t i = 0; i < n; i++)
+		s += a[i] * a[i];
+	return sqrt(s);
+}
+
+/* Which tensors central differences probe: one per layer type. */
+static int fd_kind(const char *name)
+{
+	if (strstr(name, "embed_tokens"))
+		return 0;
+	if (strstr(name, "layers.0.input_layernorm"))
+		return 1;
+	if (strstr(name, "layers.0.self_attn.q_proj.weight") ||
+	    strstr(name, "layers.0.self_attn.kv_a_proj_with_mqa.weight"))
+		return 2;
+	if (strstr(name, ".experts.") && strstr(name, "down"))
+		return 3;
+	if (strstr(name, "experts.") && strstr(name, ".w2."))
+		return 3;
+	if (strstr(name, ".gate.weight"))
+		return 4;
+	return -1;
+}
+
+static int check_gradients(struct train *t, const struct opts *o, int rank,
+			   struct d0_err *err)
+{
+	static const char *kinds[] = {"embedding", "norm", "attention", "expert",
+				      "router"};
+	const struct model_config *c = train_config(t);
+	int nseq = o->batch * o->c.dp, dpr = train_dp_rank(t), ng = 0;
+	size_t T = (size_t)nseq * o->seq;
+	int64_t *tok = malloc(T * 8), *lab = malloc(T * 8), nv;
+	double loss = 0, rloss = 0, worst = 0, fd_worst = 0, fd_ref_worst = 0;
+	struct ref_tgrad *rg = NULL;
+	char worst_name[160] = "", fd_name[200] = "", detail[700];
+	int rc = 0, done[5] = {0}, nfd = 0, ok;
+	json_t *per = json_array(), *fds = json_array();
+	nv = make_batch(o, c->vocab, 0, nseq, tok, lab);
+	train_zero_grad(t);
+	if (train_grads(t, tok + (size_t)dpr * o->batch * o->seq,
+			lab + (size_t)dpr * o->batch * o->seq, o->batch, o->seq, nv,
+			&loss, NULL, err) < 0) {
+		free(tok);
+		free(lab);
+		json_decref(per);
+		json_decref(fds);
+		return -1;
+	}
+	if (rank == 0 && ref_train_grads(o->dir, tok, lab, nseq, o->seq, nv, NULL,
+					 &rloss, &rg, &ng, err) < 0)
+		rc = -1;
+	MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+	MPI_Bcast(&ng, 1, MPI_INT, 0, MPI_COMM_WORLD);
+	if (rc < 0) {
+		free(tok);
+		free(lab);
+		json_decref(per);
+		json_decref(fds);
+		return -1;
+	}
+	for (int i = 0; i < train_nparams(t); i++) {
+		int64_t n = train_param_numel(t, i);
+		float *g = malloc((size_t)n * 4);
+		train_param_grad(t, i, g); /* collective over TP */
+		if (rank == 0) {
+			const struct ref_tgrad *r = NULL;
+			double d = 0, rel, *diff;
+			for (int k = 0; k < ng && !r; k++)
+				if (!strcmp(rg[k].name, train_param_name(t, i)))
+					r = &rg[k];
+			if (!r || r->n != n) {
+				rel = INFINITY;
+			} else {
+				diff = malloc((size_t)n * sizeof(double));
+				for (int64_t j = 0; j < n; j++)
+					diff[j] = g[j] - r->g[j];
+				d = l2(diff, n);
+				free(diff);
+				rel = d / fmax(l2(r->g, n), 1e-30);
+			}
+			json_array_append_new(per, json_pack("{s:s, s:f}", "tensor",
+							     train_param_name(t, i),
+							     "rel_err", isfinite(rel) ? rel : 1e300));
+			if (!(rel <= worst)) {
+				worst = rel;
+				snprintf(worst_name, sizeof worst_name, "%s", train_param_name(t, i));
+			}
+			/* central differences of the reference's float64 loss on
+			 * the element with the largest gradient */
+			{
+				int k = fd_kind(train_param_name(t, i));
+				if (k >= 0 && !done[k] && r && r->n == n) {
+					int64_t at = 0;
+					double h = 1e-4, lp = 0, lm = 0, fd, e1, e2;
+					struct ref_perturb pp = {train_param_name(t, i), 0, h};
+					for (int64_t j = 1; j < n; j++)
+						if (fabs(r->g[j]) > fabs(r->g[at]))
+							at = j;
+					if (fabs(r->g[at]) > 1e-7) {
+						pp.idx = at;
+						pp.delta = h;
+						if (ref_train_grads(o->dir, tok, lab, nseq, o->seq, nv,
+								    &pp, &lp, NULL, NULL, err) < 0)
+							rc = -1;
+						pp.delta = -h;
+						if (rc == 0 && ref_train_grads(o->dir, tok, lab, nseq,
+									       o->seq, nv, &pp, &lm,
+									       NULL, NULL, err) < 0)
+							rc = -1;
+						fd = (lp - lm) / (2 * h);
+						e1 = fabs(g[at] - fd) / fabs(fd);
+						e2 = fabs(r->g[at] - fd) / fabs(fd);
+						done[k] = 1;
+						nfd++;
+						json_array_append_new(fds, json_pack(
+							"{s:s, s:s, s:I, s:f, s:f, s:f, s:f, s:f}",
+							"kind", kinds[k], "tensor", train_param_name(t, i),
+							"index", (json_int_t)at, "fd", fd, "grad", (double)g[at],
+							"ref", r->g[at], "rel_err", e1, "ref_rel_err", e2));
+						if (!(e1 <= fd_worst)) {
+							fd_worst = e1;
+							snprintf(fd_name, sizeof fd_name, "%s [%lld] (%s)",
+								 train_param_name(t, i), (long long)at, kinds[k]);
+						}
+						if (e2 > fd_ref_worst)
+							fd_ref_worst = e2;
+					}
+				}
+			}
+		}
+		free(g);
+	}
+	MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+	{
+		double bound = o->c.dtype == DT_F32 ? 1e-5 : 1e-2;
+		ok = rc == 0 && worst <= bound && fd_worst <= 1e-4 && fd_ref_worst <= 1e-4 &&
+		     fabs(loss - rloss) <= 1e-5 * fabs(rloss);
+		snprintf(detail, sizeof detail,
+			 "%d tensors against the float64 reference backward: worst "
+			 "relative error %.2e (%s), bound %.0e; central differences on "
+			 "%d scalar weights (%s): worst %.2e at %s (reference %.2e), "
+			 "bound 1e-4; loss %.9f vs %.9f",
+			 train_nparams(t), worst, worst_name, bound, nfd,
+			 "embedding, norm, attention, expert, router where present",
+			 fd_worst, fd_name[0] ? fd_name : "-", fd_ref_worst, loss, rloss);
+		if (rc < 0)
+			snprintf(detail, sizeof detail, "%.600s", err->msg);
+		check(rank, "training.gradients", ok, detail,
+		      json_pack("{s:f, s:s, s:f, s:o, s:o}", "worst_rel_err", worst,
+				"worst_tensor", worst_name, "fd_worst", fd_worst,
+				"tensors", per, "finite_differences", fds),
+		      json_pack("{s:f, s:f}", "rel_err", bound, "fd_rel_err", 1e-4));
+	}
+	ref_tgrads_free(rg, ng);
+	free(tok);
+	free(lab);
+	return 0;
+}
+
+/* ------------------------------------------------------------ the run */
+
+struct curve {
+	double *loss, *norm, *scale;
+	int *skipped;
+};
+
+static int run_steps(const struct opts *o, int rank, int emit, struct curve *cv,
+		     struct train_mem *mem, struct d0_err *err)
+{
+	struct train *t = NULL;
+	int nseq = o->batch * o->c.dp, rc = 0;
+	size_t T = (size_t)nseq * o->seq;
+	int64_t *tok = malloc(T * 8), *lab = malloc(T * 8);
+	char lay[64];
+	if (train_open(&t, o->dir, &o->c, err) < 0) {
+		train_close(t);
+		free(tok);
+		free(lab);
+		return -1;
+	}
+	if (emit && o->check_grads && check_gradients(t, o, rank, err) < 0)
+		rc = -1;
+	for (int s = 0; s < o->steps && rc == 0; s++) {
+		struct train_stats st;
+		int dpr = train_dp_rank(t);
+		int64_t nv = make_batch(o, train_config(t)->vocab, s, nseq, tok, lab);
+		if (train_step(t, tok + (size_t)dpr * o->batch * o->seq,
+			       lab + (size_t)dpr * o->batch * o->seq, o->batch, o->seq,
+			       nv, o->force == s + 1, &st, err) < 0) {
+			rc = -1;
+			break;
+		}
+		cv->loss[s] = st.loss;
+		cv->norm[s] = st.grad_norm;
+		cv->scale[s] = st.scale;
+		cv->skipped[s] = st.skipped;
+		if (emit && rank == 0) {
+			if (events_enabled())
+				events_emit("train", json_pack(
+					"{s:i, s:f, s:f, s:f, s:i, s:f, s:I, s:f, s:f, s:f, s:f, s:s}",
+					"step", s + 1, "loss", st.loss,
+					"grad_norm", isfinite(st.grad_norm) ? st.grad_norm : -1.0,
+					"loss_scale", st.scale, "skipped", st.skipped, "lr", st.lr,
+					"tokens", (json_int_t)st.tokens, "t_fwd_s", st.t_fwd,
+					"t_bwd_s", st.t_bwd, "t_opt_s", st.t_opt,
+					"t_comm_s", st.t_comm, "layout", layout_name(&o->c, lay, sizeof lay)));
+			else
+				printf("step %d loss %.6f grad_norm %.4g scale %g%s fwd %.3fs "
+				       "bwd %.3fs opt %.3fs comm %.3fs\n", s + 1, st.loss,
+				       st.grad_norm, st.scale, st.skipped ? " SKIPPED" : "",
+				       st.t_fwd, st.t_bwd, st.t_opt, st.t_comm);
+			fflush(stdout);
+		}
+	}
+	train_memory(t, mem);
+	train_close(t);
+	free(tok);
+	free(lab);
+	return rc;
+}
+
+static int parse_dtype(const char *s)
+{
+	return !strcmp(s, "f32") ? DT_F32 : !strcmp(s, "bf16") ? DT_BF16
+					: !strcmp(s, "f16") ? DT_F16 : -1;
+}
+
+static int run(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"tp", 1, 0, 't'}, {"dp", 1, 0, 'd'}, {"pp", 1, 0, 'p'}, {"ep", 1, 0, 'e'},
+		{"steps", 1, 0, 'k'}, {"lr", 1, 0, 'l'}, {"seq", 1, 0, 's'},
+		{"batch", 1, 0, 'b'}, {"micro-batches", 1, 0, 'm'}, {"dtype", 1, 0, 'D'},
+		{"zero1", 0, 0, 'z'}, {"recompute", 0, 0, 'r'},
+		{"force-overflow", 1, 0, 'f'}, {"inject", 1, 0, 'i'},
+		{"check-grads", 0, 0, 'g'}, {"determinism", 0, 0, 'R'},
+		{"losses-out", 1, 0, 'o'}, {"reference-losses", 1, 0, 'L'},
+		{"bucket-bytes", 1, 0, 'B'}, {"growth-interval", 1, 0, 'G'},
+		{"seed", 1, 0, 'S'}, {"card-mem", 1, 0, 'c'}, {"events", 0, 0, 'E'},
+		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	const struct step_entry *S = &step_train;
+	struct opts o;
+	struct d0_err err = {{0}};
+	char why[300] = "";
+	int ch, rank, bad = 0, rc = 0;
+	long v;
+	struct curve cv, cv2;
+	struct train_mem mem;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	memset(&o, 0, sizeof o);
+	o.c = (struct train_cfg){.tp = 1, .pp = 1, .ep = 1, .dp = 1, .dtype = DT_F32,
+				 .lr = 1e-3, .wd = 0.01, .beta1 = 0.9, .beta2 = 0.999,
+				 .eps = 1e-8, .clip = 1.0, .scale0 = 65536, .growth = 2000,
+				 .bucket_bytes = 65536};
+	o.steps = 3;
+	o.seq = 16;
+	o.batch = 2;
+	o.micro = 1;
+	o.seed = 1;
+	optind = 1;
+	opterr = 0;
+#define NUM(lo_, hi_, dst, what)                                               \
+	do {                                                                   \
+		if (parse_long(optarg, lo_, hi_, &v) < 0) {                    \
+			snprintf(why, sizeof why, "%s: expected %ld..%ld, got '%s'", \
+				 what, (long)(lo_), (long)(hi_), optarg);      \
+			bad = 1;                                               \
+		} else                                                         \
+			dst = (int)v;                                          \
+	} while (0)
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 't': NUM(1, 64, o.c.tp, "--tp"); break;
+		case 'd': NUM(1, 64, o.c.dp, "--dp"); break;
+		case 'p': NUM(1, 64, o.c.pp, "--pp"); break;
+		case 'e': NUM(1, 64, o.c.ep, "--ep"); break;
+		case 'k': NUM(1, 100000, o.steps, "--steps"); break;
+		case 's': NUM(2, 4096, o.seq, "--seq"); break;
+		case 'b': NUM(1, 4096, o.batch, "--batch"); break;
+		case 'm': NUM(1, 4096, o.micro, "--micro-batches"); break;
+		case 'f': NUM(1, 100000, o.force, "--force-overflow"); break;
+		case 'G': NUM(1, 1000000, o.c.growth, "--growth-interval"); break;
+		case 'S': NUM(0, 1L << 30, o.seed, "--seed"); break;
+		case 'B':
+			if (parse_long(optarg, 0, 1L << 30, &v) < 0) {
+				snprintf(why, sizeof why, "--bucket-bytes: expected bytes, "
+					 "got '%s'", optarg);
+				bad = 1;
+			} else
+				o.c.bucket_bytes = (size_t)v;
+			break;
+		case 'c':
+			if (parse_long(optarg, 1, 1L << 62, &v) < 0) {
+				snprintf(why, sizeof why, "--card-mem: expected bytes, got "
+					 "'%s'", optarg);
+				bad = 1;
+			} else
+				o.c.card_mem = (uint64_t)v;
+			break;
+		case 'l': {
+			char *end;
+			o.c.lr = strtod(optarg, &end);
+			if (*end || !(o.c.lr >= 0 && o.c.lr < 10)) {
+				snprintf(why, sizeof why, "--lr: expected a rate in [0, 10), "
+					 "got '%s'", optarg);
+				bad = 1;
+			}
+			break;
+		}
+		case 'D':
+			if ((o.c.dtype = parse_dtype(optarg)) < 0) {
+				snprintf(why, sizeof why, "--dtype: expected bf16, f16 or "
+					 "f32, got '%s'", optarg);
+				bad = 1;
+			}
+			break;
+		case 'i':
+			o.c.inject = !strcmp(optarg, "transpose-grad") ? INJECT_TRANSPOSE
+				     : !strcmp(optarg, "no-allreduce") ? INJECT_NO_ALLREDUCE
+				     : !strcmp(optarg, "wrong-scale") ? INJECT_WRONG_SCALE : -1;
+			if (o.c.inject < 0) {
+				snprintf(why, sizeof why, "--inject: expected transpose-grad, "
+					 "no-allreduce or wrong-scale, got '%s'", optarg);
+				bad = 1;
+			}
+			break;
+		case 'z': o.c.zero1 = 1; break;
+		case 'r': o.c.recompute = 1; break;
+		case 'g': o.check_grads = 1; break;
+		case 'R': o.determinism = 1; break;
+		case 'o': o.losses_out = optarg; break;
+		case 'L': o.ref_losses = optarg; break;
+		case 'E': o.events = 1; break;
+		case 'h':
+			if (!rank)
+				step_help(S);
+			MPI_Finalize();
+			return EXIT_OK;
+		default:
+			snprintf(why, sizeof why, "unknown option '%s'", argv[optind - 1]);
+			bad = 1;
+		}
+	}
+#undef NUM
+	if (!bad && o.micro != 1) {
+		snprintf(why, sizeof why, "--micro-batches %d: pipeline schedules are "
+			 "not built; training runs one micro-batch a step", o.micro);
+		bad = 1;
+	}
+	if (bad || optind != argc - 1) {
+		if (!rank)
+			step_usage_error(S, "%s", why[0] ? why : "expected MODEL_DIR");
+		MPI_Finalize();
+		return EXIT_USAGE;
+	}
+	o.dir = argv[optind];
+	events_init(stdout, o.events);
+	cv.loss = calloc((size_t)o.steps, sizeof(double));
+	cv.norm = calloc((size_t)o.steps, sizeof(double));
+	cv.scale = calloc((size_t)o.steps, sizeof(double));
+	cv.skipped = calloc((size_t)o.steps, sizeof(int));
+	cv2 = cv;
+	if (rank == 0)
+		events_stage("train", "start", 0, 0, NULL);
+	if (run_steps(&o, rank, 1, &cv, &mem, &err) < 0) {
+		if (rank == 0)
+			fprintf(stderr, "day0-engine: train: %s\n", err.msg);
+		rc = EXIT_USAGE;
+		goto out;
+	}
+	/* training.memory: the busiest card against plan --train */
+	{
+		uint64_t peak = mem.peak;
+		struct model_config cfg;
+		struct tensor_spec *sp = NULL;
+		size_t ns = 0;
+		char *cp = path_join(o.dir, "config.json");
+		MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+		if (model_config_load(cp, &cfg, &err) == 0 &&
+		    model_tensors(&cfg, &sp, &ns, &err) == 0) {
+			struct train_load ld = {.seq = o.seq, .micro = o.batch,
+						.global = (int64_t)o.batch * o.c.dp,
+						.zero1 = o.c.zero1,
+						.recompute = o.c.recompute ? RECOMPUTE_FULL
+									   : RECOMPUTE_NONE};
+			struct train_layout tl = {.tp = o.c.tp, .pp = 1, .ep = 1,
+						  .dp = o.c.dp, .cards_per_node = o.c.tp * o.c.dp,
+						  .tp_in_node = 1,
+						  .weights_bf16 = mem.weights,
+						  .params = mem.params,
+						  .expert_params = mem.expert_params};
+			struct train_hw hw = {1e12, 1e10, 1e9};
+			struct train_need nd;
+			char reason[300], detail[600];
+			if (train_need_layout(&cfg, sp, ns, &ld, &tl, &hw, 0, 0, &nd, reason,
+					      sizeof reason) == 0) {
+				/* plan counts activations in bf16 beside f32 logits;
+				 * this engine keeps them in f32 */
+				double logit = (double)o.seq * o.batch * 4.0 * cfg.vocab / o.c.tp;
+				double act = 2.0 * ((double)nd.act - logit) + logit;
+				double est = (double)nd.weights + (double)nd.grads +
+					     (double)nd.optim + act;
+				double rel = fabs((double)peak - est) / est;
+				snprintf(detail, sizeof detail,
+					 "peak %llu B on the busiest card against plan --train's "
+					 "%.0f B (weights %llu, gradients %llu, optimizer %llu, "
+					 "activations %.0f as f32, recompute %s): %.1f%% apart, "
+					 "bound 5%%; measured weights %llu, gradients %llu, "
+					 "optimizer %llu, activations %llu, buffers %llu",
+					 (unsigned long long)peak, est,
+					 (unsigned long long)nd.weights, (unsigned long long)nd.grads,
+					 (unsigned long long)nd.optim, act,
+					 o.c.recompute ? "full" : "none", rel * 100,
+					 (unsigned long long)mem.weights, (unsigned long long)mem.grads,
+					 (unsigned long long)mem.optim, (unsigned long long)mem.act,
+					 (unsigned long long)mem.scratch);
+				check(rank, "training.memory", rel <= 0.05, detail,
+				      json_pack("{s:I, s:f, s:f}", "peak", (json_int_t)peak,
+						"plan", est, "rel", rel),
+				      json_real(0.05));
+			}
+			free(sp);
+			model_config_free(&cfg);
+		}
+		free(cp);
+	}
+	/* training.overflow */
+	if (o.force) {
+		int s = o.force - 1, ok = 0;
+		char detail[600], hist[300] = "";
+		json_t *sc = json_array();
+		for (int i = 0; i < o.steps; i++) {
+			size_t n = strlen(hist);
+			json_array_append_new(sc, json_real(cv.scale[i]));
+			snprintf(hist + n, sizeof hist - n, "%s%g%s", i ? " " : "",
+				 cv.scale[i], cv.skipped[i] ? "(skip)" : "");
+		}
+		if (s < o.steps) {
+			int later_ok = 1;
+			for (int i = s + 1; i < o.steps; i++)
+				later_ok &= !cv.skipped[i] && isfinite(cv.loss[i]);
+			ok = cv.skipped[s] && s + 1 < o.steps &&
+			     (o.c.dtype != DT_F16 || cv.scale[s + 1] == cv.scale[s] / 2) &&
+			     later_ok;
+		}
+		snprintf(detail, sizeof detail, "step %d forced to overflow: %s; the "
+			 "scale a step: %s", o.force,
+			 ok ? "skipped, scale halved, the steps after it applied"
+			    : "not skipped, not halved or not recovered", hist);
+		check(rank, "training.overflow", ok, detail,
+		      json_pack("{s:o, s:i}", "scale_history", sc, "step", o.force), NULL);
+	}
+	/* training.layouts */
+	if (o.losses_out && rank == 0) {
+		FILE *f = fopen(o.losses_out, "w");
+		if (!f) {
+			fprintf(stderr, "day0-engine: %s: cannot write\n", o.losses_out);
+			rc = EXIT_USAGE;
+		} else {
+			for (int i = 0; i < o.steps; i++)
+				fprintf(f, "%.17g\n", cv.loss[i]);
+			fclose(f);
+		}
+	}
+	if (o.ref_losses) {
+		FILE *f = fopen(o.ref_losses, "r");
+		double bound = o.c.dtype == DT_F32 ? 1e-5 : 2e-2, worst = 0, first = 0;
+		int n = 0, ok = 1, grow_ok;
+		char detail[900], errs[500] = "";
+		json_t *ev = json_array();
+		if (!f) {
+			if (rank == 0)
+				fprintf(stderr, "day0-engine: %s: cannot read the reference "
+					"losses\n", o.ref_losses);
+			json_decref(ev);
+			rc = EXIT_USAGE;
+			goto out;
+		}
+		for (double x; n < o.steps && fscanf(f, "%lf", &x) == 1; n++) {
+			double e = fabs(cv.loss[n] - x) / fabs(x);
+			size_t l = strlen(errs);
+			json_array_append_new(ev, json_real(e));
+			snprintf(errs + l, sizeof errs - l, "%s%.1e", n ? " " : "", e);
+			if (n == 0)
+				first = e;
+			if (!(e <= worst))
+				worst = e;
+			ok &= e <= bound;
+		}
+		fclose(f);
+		/* not diverging: the last step's error within 10x the first's,
+		 * or within a tenth of the bound */
+		grow_ok = n < 2 || worst <= bound / 10 || worst <= 10 * first + 1e-7;
+		snprintf(detail, sizeof detail, "%d steps at %s against the 1-rank curve "
+			 "%s: relative loss error a step %s; worst %.2e, bound %.0e, %s",
+			 n, layout_name(&o.c, why, sizeof why), o.ref_losses, errs, worst,
+			 bound, grow_ok ? "not growing" : "growing");
+		check(rank, "training.layouts", ok && grow_ok && n == o.steps, detail,
+		      json_pack("{s:o, s:f}", "rel_err_per_step", ev, "worst", worst),
+		      json_real(bound));
+	}
+	/* training.determinism: the same steps again, bit for bit */
+	if (o.determinism) {
+		struct train_mem m2;
+		char detail[400];
+		int same;
+		cv2.loss = calloc((size_t)o.steps, sizeof(double));
+		cv2.norm = calloc((size_t)o.steps, sizeof(double));
+		cv2.scale = calloc((size_t)o.steps, sizeof(double));
+		cv2.skipped = calloc((size_t)o.steps, sizeof(int));
+		struct opts o2 = o;
+		o2.check_grads = 0;
+		if (run_steps(&o2, rank, 0, &cv2, &m2, &err) < 0) {
+			rc = EXIT_USAGE;
+		} else {
+			same = !memcmp(cv.loss, cv2.loss, sizeof(double) * (size_t)o.steps) &&
+			       !memcmp(cv.norm, cv2.norm, sizeof(double) * (size_t)o.steps);
+			snprintf(detail, sizeof detail, "two runs of %d steps at %s: losses "
+				 "and gradient norms %s (fixed reduction order: sums in "
+				 "index order, MPI's fixed all-reduce algorithms for a "
+				 "given size)", o.steps, layout_name(&o.c, why, sizeof why),
+				 same ? "bitwise equal" : "differ");
+			check(rank, "training.determinism", same, detail,
+			      json_pack("{s:f, s:f}", "loss_a", cv.loss[o.steps - 1],
+					"loss_b", cv2.loss[o.steps - 1]), NULL);
+		}
+		free(cv2.loss);
+		free(cv2.norm);
+		free(cv2.scale);
+		free(cv2.skipped);
+	}
+	if (rc == 0 && fails)
+		rc = EXIT_CHECK_FAILED;
+out:
+	if (rank == 0)
+		events_stage("train", "end", 1, rc, NULL);
+	free(cv.loss);
+	free(cv.norm);
+	free(cv.scale);
+	free(cv.skipped);
+	MPI_Finalize();
+	return rc;
+}

@@ -1,0 +1,94 @@
+/*
+ * train.h - one fine-tuning step (train.c): a training forward that keeps
+ * what backward needs, the backward pass, cross-entropy over shifted
+ * labels, AdamW on f32 master weights with bf16/f16/f32 working weights,
+ * clipping by the global norm, a dynamic loss scaler, data parallelism
+ * with gradient buckets all-reduced while backward runs, and ZeRO-1.
+ * The float64 reference backward the step is checked against is ref_train.c
+ * (ref_train.h).  docs/training.md.
+ */
+#ifndef DAY0_TRAIN_H
+#define DAY0_TRAIN_H
+
+#include "engine.h"
+
+#include <mpi.h>
+
+enum train_inject {
+	INJECT_NONE,
+	INJECT_TRANSPOSE, /* layer 0's o_proj gradient stored transposed */
+	INJECT_NO_ALLREDUCE, /* input gradients not summed over TP, nor
+			      * weight gradients over DP */
+	INJECT_WRONG_SCALE, /* the loss gradient divided by every label,
+			     * ignored ones included */
+};
+
+struct train_cfg {
+	int tp, pp, ep, dp;
+	int dtype;     /* working weights and gradients: DT_F32/BF16/F16 */
+	int zero1;     /* optimizer state (master, m, v) sharded over DP */
+	int recompute; /* keep each layer's input only, rebuild in backward */
+	double lr, wd, beta1, beta2, eps, clip;
+	double scale0;      /* the f16 loss scale to start from */
+	int growth;         /* steps without overflow before the scale doubles */
+	size_t bucket_bytes; /* DP gradient bucket */
+	int inject;
+	uint64_t card_mem;
+};
+
+struct train_stats {
+	double loss, grad_norm, scale, lr;
+	int skipped;
+	double t_fwd, t_bwd, t_opt, t_comm;
+	double t_dp, t_dp_exposed; /* DP all-reduce: in flight, waited for */
+	int64_t tokens;
+};
+
+/* Per category, the bytes this card holds (the accountant's share). */
+struct train_mem {
+	uint64_t weights, grads, optim, act, scratch, peak;
+	uint64_t params, expert_params;
+};
+
+struct train;
+
+/* Open dir (a Hugging Face checkpoint) for training: collective over
+ * MPI_COMM_WORLD, world = tp x dp (pp and ep 1).  Errors name the file,
+ * the tensor or the budget. */
+int train_open(struct train **t, const char *dir, const struct train_cfg *c,
+	       struct d0_err *err);
+void train_close(struct train *t);
+const struct model_config *train_config(const struct train *t);
+int train_rank(const struct train *t);
+int train_dp_rank(const struct train *t);
+
+/*
+ * Forward and backward of this rank's B sequences of S tokens (labels
+ * [B*S], -100 ignored), the loss normalised by nvalid, the labels counted
+ * over every DP rank.  Gradients are accumulated (zero them with
+ * train_zero_grad) and all-reduced over DP.  loss is the global loss.
+ */
+int train_grads(struct train *t, const int64_t *tok, const int64_t *lab,
+		int B, int S, int64_t nvalid, double *loss,
+		struct train_stats *st, struct d0_err *err);
+void train_zero_grad(struct train *t);
+/* The loss of the batch without backward (timing reference). */
+int train_loss(struct train *t, const int64_t *tok, const int64_t *lab,
+	       int B, int S, int64_t nvalid, double *loss, struct d0_err *err);
+/* A whole step: grads, overflow check, clipping, AdamW, scaler. */
+int train_step(struct train *t, const int64_t *tok, const int64_t *lab,
+	       int B, int S, int64_t nvalid, int force_overflow,
+	       struct train_stats *st, struct d0_err *err);
+
+/* The parameters: count, HF name, full shape, and the full unscaled
+ * gradient as f32 gathered over TP (collective over the TP group; full
+ * must hold rows*cols). */
+int train_nparams(const struct train *t);
+const char *train_param_name(const struct train *t, int i);
+int64_t train_param_numel(const struct train *t, int i);
+int train_param_grad(struct train *t, int i, float *full);
+/* The loss scale and the memory per category. */
+double train_scale(const struct train *t);
+void train_memory(const struct train *t, struct train_mem *m);
+
+#endif
