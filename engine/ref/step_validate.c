@@ -17,6 +17,7 @@
 #include "logit_fold.h"
 #include "ref_hooks.h"
 #include "validate_layer.h"
+#include "validate_image.h"
 
 #include <fcntl.h>
 #include <getopt.h>
@@ -32,7 +33,8 @@ const struct step_entry step_validate = {
 	.usage = "MODEL_DIR [" PROMPT_USAGE "] [--logits FILE] "
 		 "[--layers-dir DIR] [--generated FILE] [--text-tokens N] "
 		 "[--levels op,layer,e2e,text] [--max-rel X] [--kl-max Y] "
-		 "[--mem SIZE] [--json] [--events]\n"
+		 "[--mem SIZE] [--image FILE]... [--preprocessor FILE] [--json] "
+		 "[--events]\n"
 		 "  --tokens/--prompt/--prompt-file  the prompt run was given "
 		 "(text is encoded with MODEL_DIR's tokenizer.json)\n"
 		 "  --logits FILE     run --dump-logits (e2e level)\n"
@@ -48,6 +50,12 @@ const struct step_entry step_validate = {
 		 "once (default 256 MiB; a bare number is MiB): matrices are "
 		 "read in row blocks, the logits folded block by block, experts "
 		 "one at a time; the logits and layer outputs do not depend on it\n"
+		 "  --image FILE      the images run --image was given (a "
+		 "vision-language model): the image kernels (op), the tower's "
+		 "blocks and merger against the float64 tower (layer, from "
+		 "--layers-dir's image-* dumps), the features and M-RoPE "
+		 "positions in the reference's forward pass (e2e, text); "
+		 "numerics.image\n"
 		 "  or:  [mpirun -np N] validate MODEL_DIR --local --tokens ... "
 		 "--layers-dir DIR [--logits FILE] [--compute-dtype f32|bf16|f16] "
 		 "[--max-flips F] [--max-rel X] [--kl-max Y] [--mem SIZE]\n"
@@ -343,24 +351,38 @@ static int whole_head(void *ctx, int v0, int n, const double *blk,
 
 /* The float64 reference's greedy continuation of prompt, n tokens. */
 static int ref_greedy(const char *dir, const int64_t *prompt, int T, int n,
-		      size_t mem, int64_t *out, struct d0_err *err)
+		      size_t mem, const struct vimg_result *img, int64_t *out,
+		      struct d0_err *err)
 {
 	int64_t *seq = malloc((size_t)(T + n) * sizeof *seq);
+	int64_t *pos = img && img->rope_pos
+			       ? malloc(3 * (size_t)(T + n) * sizeof *pos) : NULL;
 	memcpy(seq, prompt, (size_t)T * sizeof *seq);
 	for (int g = 0; g < n; g++) {
 		struct model_config c;
 		struct whole w = {.T = T + g, .arg = -1};
-		struct ref_hooks hk = {.ctx = &w, .mem = mem, .head = whole_head};
+		struct ref_hooks hk = {.ctx = &w, .mem = mem, .head = whole_head,
+				       .embeds = img ? img->embeds : NULL,
+				       .rope_pos = pos};
 		double *lg = NULL;
-		int rc = ref_forward_hooked(dir, seq, T + g, &lg, NULL, &c, &hk, err);
+		int rc;
+		/* M-RoPE: the prompt's positions, then i + rope_delta */
+		for (int a = 0; pos && a < 3; a++)
+			for (int i = 0; i < T + g; i++)
+				pos[(size_t)a * (T + g) + i] =
+					i < T ? img->rope_pos[(size_t)a * T + i]
+					      : i + img->rope_delta;
+		rc = ref_forward_hooked(dir, seq, T + g, &lg, NULL, &c, &hk, err);
 		model_config_free(&c);
 		if (rc < 0) {
 			free(seq);
+			free(pos);
 			return -1;
 		}
 		out[g] = seq[T + g] = w.arg;
 	}
 	free(seq);
+	free(pos);
 	return 0;
 }
 
@@ -469,7 +491,7 @@ static void text_report(const struct text_result *r, int quiet, json_t *doc)
  * 1 fail, 2 unusable input (named on stderr). */
 static int text_level(const char *dir, struct layout_opts *lay,
 		      const char *gen_path, int n_check, size_t mem, int quiet,
-		      json_t *doc)
+		      json_t *doc, const struct vimg_result *img)
 {
 	int64_t *prompt = NULL, *gen = NULL, *ref = NULL;
 	int np = 0, ng = 0, bad = 2;
@@ -489,7 +511,7 @@ static int text_level(const char *dir, struct layout_opts *lay,
 	}
 	r.n = n_check > 0 && n_check < ng ? n_check : ng;
 	ref = malloc((size_t)(r.n ? r.n : 1) * sizeof *ref);
-	if (ref_greedy(dir, prompt, np, r.n, mem, ref, &err) < 0)
+	if (ref_greedy(dir, prompt, np, r.n, mem, img, ref, &err) < 0)
 		goto out;
 	while (r.agree < r.n && ref[r.agree] == gen[r.agree])
 		r.agree++;
@@ -539,7 +561,8 @@ static int run(int argc, char **argv)
 		{"max-rel", 1, 0, 'r'}, {"kl-max", 1, 0, 'k'},
 		{"json", 0, 0, 'j'}, {"events", 0, 0, 'e'}, {"help", 0, 0, 'h'},
 		{"local", 0, 0, 'P'}, {"compute-dtype", 1, 0, 'C'},
-		{"max-flips", 1, 0, 'F'}, {"mem", 1, 0, 'M'}, {0, 0, 0, 0}};
+		{"max-flips", 1, 0, 'F'}, {"mem", 1, 0, 'M'},
+		{"image", 1, 0, 'I'}, {"preprocessor", 1, 0, 'p'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_validate;
 	const char *dir, *logits_path = NULL, *layers_dir = NULL;
 	const char *levels = "op,layer,e2e,text", *gen_path = NULL;
@@ -552,7 +575,13 @@ static int run(int argc, char **argv)
 	int local = 0;
 	int ch, json = 0, events = 0, ntok = 0, fail[4] = {0}, ran[4] = {0};
 	int64_t *tokens = NULL;
-	char *end;
+	char *end, *images[64];
+	const char *preproc = NULL;
+	int nimg = 0, vl = 0, ran_img = 0;
+	double e2e_rel = -1, e2e_top1 = -1;
+	struct vis_prompt vp;
+	struct vimg_result vres;
+	struct model_config vcfg;
 	struct d0_err err;
 	json_t *doc = json_object();
 
@@ -569,6 +598,14 @@ static int run(int argc, char **argv)
 			continue;
 		switch (ch) {
 		case 'g': gen_path = optarg; break;
+		case 'I':
+			if (nimg == 64) {
+				json_decref(doc);
+				return step_usage_error(S, "--image: at most 64");
+			}
+			images[nimg++] = optarg;
+			break;
+		case 'p': preproc = optarg; break;
 		case 'n':
 			if (parse_long(optarg, 1, 1 << 20, &text_tokens) < 0) {
 				json_decref(doc);
@@ -637,6 +674,36 @@ static int run(int argc, char **argv)
 		layout_opts_free(&lay);
 		return step_usage_error(S, "%s", err.msg);
 	}
+	memset(&vp, 0, sizeof vp);
+	memset(&vres, 0, sizeof vres);
+	memset(&vcfg, 0, sizeof vcfg);
+	{ /* the image channel: the prompt's placeholders as run expanded them */
+		char *cp = path_join(dir, "config.json");
+		int rc = model_config_load(cp, &vcfg, &err);
+		free(cp);
+		vl = rc == 0 && vcfg.vision.kind != VISION_NONE;
+		if (rc == 0 && !vl && nimg)
+			rc = d0_errf(&err, "%s: a text model: --image needs a "
+				     "vision-language checkpoint", dir);
+		if (rc == 0 && vl && lay.tokens &&
+		    vis_prompt_prepare(&vcfg, dir, preproc, images, nimg,
+				       lay.tokens, lay.ntok, &vp, &err) < 0)
+			rc = -1;
+		if (rc < 0 && (nimg || lay.tokens)) {
+			int features = !strncmp(err.msg, "image.features", 14);
+			fprintf(stderr, "day0-engine: %s\n", err.msg);
+			json_decref(doc);
+			layout_opts_free(&lay);
+			model_config_free(&vcfg);
+			return features ? EXIT_CHECK_FAILED : EXIT_USAGE;
+		}
+		if (vl && vp.ids) {
+			free(lay.tokens);
+			lay.tokens = malloc((size_t)vp.n * sizeof *lay.tokens + 8);
+			memcpy(lay.tokens, vp.ids, (size_t)vp.n * sizeof *lay.tokens);
+			lay.ntok = (int)vp.n;
+		}
+	}
 	tokens = lay.tokens;
 	ntok = lay.ntok;
 	if (local) { /* validate_layer.c */
@@ -689,11 +756,37 @@ static int run(int argc, char **argv)
 			     fail[0] ? "a kernel exceeds 1e-5 relative" : "every kernel within 1e-5 relative",
 			     NULL, json_real(1e-5));
 	}
+	if (vl && strstr(levels, "op")) {
+		json_t *a = json_array();
+		ran_img = 1;
+		vimg_op_level(&vres, a, json || events_enabled());
+		json_object_set_new(doc, "image_op", a);
+	}
+	if (vl && tokens && vp.n_img) {
+		ran_img = 1;
+		if (vimg_reference(dir, &vp, strstr(levels, "layer") ? layers_dir
+								      : NULL,
+				   max_rel, json || events_enabled(), doc, &vres,
+				   &err) < 0) {
+			fprintf(stderr, "day0-engine: %s\n", err.msg);
+			vres.fail_layer = 1;
+			if (!vres.embeds || !vres.blocks) {
+				json_decref(doc);
+				layout_opts_free(&lay);
+				vis_prompt_free(&vp);
+				vimg_result_free(&vres);
+				model_config_free(&vcfg);
+				return EXIT_USAGE;
+			}
+		}
+	}
 	if (strstr(levels, "layer") || strstr(levels, "e2e")) {
 		struct model_config c;
 		struct whole w = {.T = ntok, .arg = -1};
 		struct ref_hooks hk = {.ctx = &w, .mem = mem,
-				       .layer_out = whole_layer_out};
+				       .layer_out = whole_layer_out,
+				       .embeds = vres.embeds,
+				       .rope_pos = vres.rope_pos};
 		struct lfold fold;
 		double *unused = NULL;
 		int T = ntok, L, V, want_layer, want_e2e;
@@ -807,6 +900,8 @@ static int run(int argc, char **argv)
 				double agree = 100.0 * r.top1 / T;
 				double ppl_r = r.ppl_ref, ppl_q = r.ppl_run;
 				fail[2] = !(r.max_rel <= max_rel) || !(mx <= kl_max);
+				e2e_rel = r.max_rel;
+				e2e_top1 = agree;
 				if (!json && !events_enabled()) {
 					printf("e2e (logits vs float64)\n");
 					printf("  max abs %.3g, max rel %.3g (threshold %g)\n",
@@ -845,7 +940,7 @@ static int run(int argc, char **argv)
 	if (strstr(levels, "text") && gen_path) {
 		ran[3] = 1;
 		fail[3] = text_level(dir, &lay, gen_path, (int)text_tokens, mem,
-				     json || events_enabled(), doc);
+				     json || events_enabled(), doc, &vres);
 		if (fail[3] == 2) {
 			events_stage("validate", "end", 1, EXIT_USAGE, gen_path);
 			json_decref(doc);
@@ -853,6 +948,51 @@ static int run(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
+	if (vl && (ran_img || ran[2] || ran[3])) {
+		/* numerics.image: the image kernels, the tower's blocks and
+		 * merger, and the logits / greedy tokens of this prompt's case */
+		char d[400];
+		int bad = vres.fail_op || vres.fail_layer || fail[2] || fail[3];
+		snprintf(d, sizeof d, "%s (%d image%s): image ops max rel %.3g; "
+			 "tower %d states, worst %.3g (%s %d), merger %.3g%s; "
+			 "M-RoPE positions %s; logits max rel %s, top-1 %s; "
+			 "greedy %s", vis_prompt_case(&vcfg, &vp), vp.n_img,
+			 vp.n_img == 1 ? "" : "s", vres.op_worst, vres.blocks,
+			 vres.tower_worst, vres.tower_block < 0 ? "embed" : "block",
+			 vres.tower_block, vres.feat_worst,
+			 vres.dump_err[0] ? " (a dump missing)" : "",
+			 vres.pos_wrong ? "DIFFER" : "equal",
+			 e2e_rel >= 0 ? "" : "not run", e2e_top1 >= 0 ? "" : "not run",
+			 !ran[3] ? "not run" : fail[3] ? "differs" : "equal");
+		if (e2e_rel >= 0) {
+			char *p = strstr(d, "logits max rel ");
+			char tail[200];
+			snprintf(tail, sizeof tail, "logits max rel %.3g, top-1 %.1f%%; "
+				 "greedy %s", e2e_rel, e2e_top1,
+				 !ran[3] ? "not run" : fail[3] ? "differs" : "equal");
+			snprintf(p, sizeof d - (size_t)(p - d), "%s", tail);
+		}
+		if (vres.dump_err[0])
+			fprintf(stderr, "day0-engine: %s\n", vres.dump_err);
+		if (!json && !events_enabled())
+			printf("numerics.image: %s: %s\n", bad ? "FAIL" : "pass", d);
+		events_check("numerics.image", bad ? "fail" : "pass", d,
+			     json_real(fmax(vres.tower_worst, fmax(vres.feat_worst,
+								 e2e_rel))),
+			     json_real(max_rel));
+		json_object_set_new(doc, "image", json_pack(
+			"{s:s, s:i, s:f, s:f, s:f, s:i, s:b}", "case",
+			vis_prompt_case(&vcfg, &vp), "images", vp.n_img, "op_worst",
+			vres.op_worst, "tower_worst", vres.tower_worst, "merger_worst",
+			vres.feat_worst, "mrope_positions_wrong", vres.pos_wrong,
+			"ok", !bad));
+		fail[0] |= vres.fail_op;
+		fail[1] |= vres.fail_layer;
+		ran[0] = 1;
+	}
+	vis_prompt_free(&vp);
+	vimg_result_free(&vres);
+	model_config_free(&vcfg);
 	if (json) {
 		json_object_set_new(doc, "ok", json_boolean(!fail[0] && !fail[1] &&
 							    !fail[2] && !fail[3]));

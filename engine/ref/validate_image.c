@@ -1,0 +1,348 @@
+/*
+ * validate_image.c - validate's image levels (validate_image.h).
+ *
+ *   operator  ops_vision.c's kernels (2D rotary, window attention, M-RoPE,
+ *             LayerNorm, the activations) on random inputs against the
+ *             float64 formulas written here, as step_validate.c's op level
+ *             does for the text kernels; the patch embedding is checked on
+ *             the real weights as the tower's first dumped state;
+ *   layer     the runtime tower's states (run --image --dump-layers:
+ *             image-II-embed, image-II-block-BBB, image-II-features)
+ *             against ref_vision.c's trace of the same pixels;
+ *   e2e       the reference's features and get_rope_index positions, for
+ *             ref.c's forward pass (ref_hooks' embeds and rope_pos).
+ * Relative errors are normwise, as in step_validate.c.
+ */
+#include "validate_image.h"
+
+#include "ref_vision.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct estat {
+	double max_abs, max_rel;
+};
+
+static struct estat cmp(const float *a, const double *b, size_t n)
+{
+	struct estat e = {0, 0};
+	double scale = 0;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - b[i]);
+		if (d > e.max_abs || isnan(d))
+			e.max_abs = isnan(d) ? INFINITY : d;
+		if (fabs(b[i]) > scale)
+			scale = fabs(b[i]);
+	}
+	e.max_rel = scale > 0 ? e.max_abs / scale : e.max_abs;
+	return e;
+}
+
+static void add(json_t *a, const char *name, struct estat e, int quiet,
+		const char *level)
+{
+	if (!quiet)
+		printf("  %-32s %12.3g %12.3g\n", name, e.max_abs, e.max_rel);
+	events_emit("numerics", json_pack("{s:s, s:s, s:f, s:f}", "level", level,
+					  "name", name, "max_abs", e.max_abs,
+					  "max_rel", e.max_rel));
+	if (a)
+		json_array_append_new(a, json_pack("{s:s, s:f, s:f}", "name", name,
+						   "max_abs", e.max_abs, "max_rel",
+						   e.max_rel));
+}
+
+/* ------------------------------------------------------------ operators */
+
+static void rnd(struct rng *r, float *v, int n, double s)
+{
+	for (int i = 0; i < n; i++)
+		v[i] = (float)((rng_uniform(r) * 2 - 1) * s);
+}
+
+static void rot_d(double *v, int d, const double *ang)
+{
+	for (int i = 0; i < d / 2; i++) {
+		double c = cos(ang[i]), s = sin(ang[i]);
+		double x1 = v[i], x2 = v[i + d / 2];
+		v[i] = x1 * c - x2 * s;
+		v[i + d / 2] = x2 * c + x1 * s;
+	}
+}
+
+void vimg_op_level(struct vimg_result *res, json_t *a, int quiet)
+{
+	struct rng g;
+	enum { HD = 64, NH = 3, N = 37 };
+	float x[N * NH * HD], q[N * NH * HD], k[N * NH * HD], v[N * NH * HD];
+	float o[N * NH * HD], sc[N * N];
+	double ref[N * NH * HD], inv[HD];
+	struct estat e;
+	rng_seed(&g, 30);
+	if (!quiet)
+		printf("%-34s %12s %12s\n", "image ops (f32 vs float64)", "max abs",
+		       "max rel");
+	/* 2D rotary: rows in the first quarter of the slots, columns next */
+	for (int j = 0; j < HD / 4; j++)
+		inv[j] = 1.0 / pow(10000.0, (double)(2 * j) / (HD / 2));
+	rnd(&g, x, NH * HD, 1.0);
+	for (int i = 0; i < NH * HD; i++)
+		ref[i] = x[i];
+	op_rope_2d(x, NH, HD, 517, 33, inv);
+	for (int h = 0; h < NH; h++) {
+		double ang[HD / 2];
+		for (int j = 0; j < HD / 4; j++) {
+			ang[j] = 517.0 * inv[j];
+			ang[HD / 4 + j] = 33.0 * inv[j];
+		}
+		rot_d(ref + h * HD, HD, ang);
+	}
+	e = cmp(x, ref, NH * HD);
+	add(a, "vision.rope_2d", e, quiet, "op");
+	res->op_worst = fmax(res->op_worst, e.max_rel);
+	/* M-RoPE: sections (t, h, w) of the frequency slots */
+	{
+		int64_t sec[3] = {8, 12, 12}, pos[3] = {4000, 17, 260};
+		for (int j = 0; j < HD / 2; j++)
+			inv[j] = 1.0 / pow(1e6, (double)(2 * j) / HD);
+		rnd(&g, x, NH * HD, 1.0);
+		for (int i = 0; i < NH * HD; i++)
+			ref[i] = x[i];
+		op_mrope(x, NH, HD, HD, pos, sec, inv, 1.0);
+		for (int h = 0; h < NH; h++) {
+			double ang[HD / 2];
+			for (int j = 0; j < HD / 2; j++)
+				ang[j] = (double)pos[j < 8 ? 0 : j < 20 ? 1 : 2] * inv[j];
+			rot_d(ref + h * HD, HD, ang);
+		}
+		e = cmp(x, ref, NH * HD);
+		add(a, "mrope", e, quiet, "op");
+		res->op_worst = fmax(res->op_worst, e.max_rel);
+	}
+	/* window attention: rows attend within [0,16), [16,20), [20,37) */
+	{
+		int64_t b[4] = {0, 16, 20, N};
+		double scale = 1.0 / sqrt((double)HD);
+		rnd(&g, q, N * NH * HD, 2.0);
+		rnd(&g, k, N * NH * HD, 2.0);
+		rnd(&g, v, N * NH * HD, 1.0);
+		op_attention_segments(o, NH * HD, q, k, v, NH * HD, NH, HD, b, 4, sc);
+		for (int s = 1; s < 4; s++)
+			for (int h = 0; h < NH; h++)
+				for (int64_t i = b[s - 1]; i < b[s]; i++) {
+					double w[N], mx = -INFINITY, z = 0;
+					for (int64_t j = b[s - 1]; j < b[s]; j++) {
+						double d = 0;
+						for (int c = 0; c < HD; c++)
+							d += (double)q[(i * NH + h) * HD + c] *
+							     k[(j * NH + h) * HD + c];
+						w[j] = d * scale;
+						mx = fmax(mx, w[j]);
+					}
+					for (int64_t j = b[s - 1]; j < b[s]; j++)
+						z += (w[j] = exp(w[j] - mx));
+					for (int c = 0; c < HD; c++) {
+						double acc = 0;
+						for (int64_t j = b[s - 1]; j < b[s]; j++)
+							acc += w[j] / z * v[(j * NH + h) * HD + c];
+						ref[(i * NH + h) * HD + c] = acc;
+					}
+				}
+		e = cmp(o, ref, N * NH * HD);
+		add(a, "attention.window", e, quiet, "op");
+		res->op_worst = fmax(res->op_worst, e.max_rel);
+	}
+	/* LayerNorm and the activations */
+	{
+		float w[NH * HD], bb[NH * HD];
+		double mu = 0, var = 0;
+		int n = NH * HD;
+		rnd(&g, x, n, 3.0);
+		rnd(&g, w, n, 1.0);
+		rnd(&g, bb, n, 1.0);
+		for (int i = 0; i < n; i++)
+			x[i] += 5.0f; /* an offset the mean must take out */
+		for (int i = 0; i < n; i++)
+			mu += x[i];
+		mu /= n;
+		for (int i = 0; i < n; i++)
+			var += (x[i] - mu) * (x[i] - mu);
+		var /= n;
+		for (int i = 0; i < n; i++)
+			ref[i] = (x[i] - mu) / sqrt(var + 1e-5) * w[i] + bb[i];
+		op_layer_norm(o, x, w, bb, n, 1e-5);
+		e = cmp(o, ref, (size_t)n);
+		add(a, "layer_norm", e, quiet, "op");
+		res->op_worst = fmax(res->op_worst, e.max_rel);
+		for (int f = 0; f < 2; f++) {
+			rnd(&g, x, n, 6.0);
+			for (int i = 0; i < n; i++)
+				ref[i] = f == 0 ? 0.5 * x[i] * (1 + erf(x[i] / sqrt(2.0)))
+						: x[i] / (1 + exp(-1.702 * x[i]));
+			op_act(f == 0 ? "gelu" : "quick_gelu", x, n);
+			e = cmp(x, ref, (size_t)n);
+			add(a, f == 0 ? "gelu" : "quick_gelu", e, quiet, "op");
+			res->op_worst = fmax(res->op_worst, e.max_rel);
+		}
+	}
+	res->fail_op = !(res->op_worst <= 1e-5);
+}
+
+/* ------------------------------------------------------------ the tower */
+
+static float *read_dump(const char *dir, const char *name, int64_t rows,
+			int64_t cols, char *why, size_t wn)
+{
+	char file[96], *p;
+	struct st_file f;
+	const struct st_tensor *t;
+	struct d0_err e;
+	float *v = NULL;
+	int fd;
+	snprintf(file, sizeof file, "%s.safetensors", name);
+	p = path_join(dir, file);
+	if (st_open(p, &f, &e) < 0) {
+		snprintf(why, wn, "%.200s", e.msg);
+		free(p);
+		return NULL;
+	}
+	t = st_find(&f, "hidden");
+	if (!t || t->dtype != DT_F32 || t->ndim != 2 ||
+	    t->shape[0] != (uint64_t)rows || t->shape[1] != (uint64_t)cols) {
+		snprintf(why, wn, "%.150s: expected an F32 tensor 'hidden' of "
+			 "[%lld, %lld]", p, (long long)rows, (long long)cols);
+	} else {
+		v = malloc((size_t)(rows * cols) * 4 + 4);
+		fd = open(p, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || pread_full(fd, v, (size_t)(rows * cols) * 4,
+					 f.data_off + t->begin) < 0) {
+			snprintf(why, wn, "%.200s: read failed", p);
+			free(v);
+			v = NULL;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	st_free(&f);
+	free(p);
+	return v;
+}
+
+struct trace_ctx {
+	const char *dir;
+	int img, quiet;
+	double max_rel;
+	json_t *a;
+	struct vimg_result *res;
+};
+
+static void on_block(void *ctx, int block, const double *x, int64_t rows,
+		     int64_t cols)
+{
+	struct trace_ctx *t = ctx;
+	char name[48];
+	float *run;
+	struct estat e;
+	if (!t->dir || t->res->dump_err[0])
+		return;
+	if (block < 0)
+		snprintf(name, sizeof name, "image-%02d-embed", t->img);
+	else
+		snprintf(name, sizeof name, "image-%02d-block-%03d", t->img, block);
+	run = read_dump(t->dir, name, rows, cols, t->res->dump_err,
+			sizeof t->res->dump_err);
+	if (!run)
+		return;
+	e = cmp(run, x, (size_t)(rows * cols));
+	free(run);
+	add(t->a, block < 0 ? (t->img ? name : "vision.patch_embed") : name, e,
+	    t->quiet, block < 0 ? "op" : "layer");
+	if (!(e.max_rel <= t->res->tower_worst)) {
+		t->res->tower_worst = e.max_rel;
+		t->res->tower_block = block;
+	}
+	t->res->blocks++;
+}
+
+int vimg_reference(const char *dir, const struct vis_prompt *vp,
+		   const char *layers_dir, double max_rel, int quiet,
+		   json_t *doc, struct vimg_result *res, struct d0_err *err)
+{
+	struct refv_model *m = NULL;
+	const struct model_config *c;
+	int64_t H, row = 0;
+	json_t *a = json_array();
+	int rc = 0;
+	if (refv_open(dir, &m, err) < 0) {
+		json_decref(a);
+		return -1;
+	}
+	c = refv_config(m);
+	H = c->hidden;
+	res->embeds = malloc((size_t)(vp->n_features * H) * sizeof(double) + 8);
+	res->tower_block = -2;
+	if (layers_dir && !quiet)
+		printf("%-34s %12s %12s\n", "image layer (run vs float64)", "max abs",
+		       "max rel");
+	for (int i = 0; i < vp->n_img && rc == 0; i++) {
+		const struct image_pixels *px = &vp->px[i];
+		struct trace_ctx t = {layers_dir, i, quiet, max_rel, a, res};
+		size_t n = (size_t)(px->rows * px->cols);
+		double *pix = malloc(n * sizeof *pix + 8), *out = NULL;
+		int64_t rows = 0;
+		for (size_t j = 0; j < n; j++)
+			pix[j] = px->values[j];
+		rc = refv_encode(m, pix, px->rows, px->cols, vp->grid_thw + 3 * i, 1,
+				 on_block, &t, &out, &rows, err);
+		free(pix);
+		if (rc == 0 && rows != vp->img_tokens[i])
+			rc = d0_errf(err, "image %d: the reference gives %lld feature "
+				     "rows, the runtime's count is %lld", i + 1,
+				     (long long)rows, (long long)vp->img_tokens[i]);
+		if (rc == 0) {
+			memcpy(res->embeds + row * H, out, (size_t)(rows * H) * sizeof *out);
+			if (layers_dir && !res->dump_err[0]) {
+				char name[48];
+				float *run;
+				snprintf(name, sizeof name, "image-%02d-features", i);
+				run = read_dump(layers_dir, name, rows, H, res->dump_err,
+						sizeof res->dump_err);
+				if (run) {
+					struct estat e = cmp(run, out, (size_t)(rows * H));
+					add(a, name, e, quiet, "layer");
+					res->feat_worst = fmax(res->feat_worst, e.max_rel);
+					free(run);
+				}
+			}
+			row += rows;
+		}
+		free(out);
+	}
+	if (rc == 0 && c->vision.mrope) {
+		res->rope_pos = malloc(3 * (size_t)vp->n * sizeof *res->rope_pos + 8);
+		rc = refv_rope_index(c, vp->ids, vp->n, vp->grid_thw, vp->n_img,
+				     res->rope_pos, &res->rope_delta, err);
+		for (int64_t j = 0; rc == 0 && vp->rope_pos && j < 3 * vp->n; j++)
+			res->pos_wrong += res->rope_pos[j] != vp->rope_pos[j];
+		if (rc == 0 && vp->rope_pos && res->rope_delta != vp->rope_delta)
+			res->pos_wrong++;
+	}
+	res->fail_layer = res->dump_err[0] || !(res->tower_worst <= max_rel) ||
+			  !(res->feat_worst <= max_rel) || res->pos_wrong;
+	if (!layers_dir)
+		res->fail_layer = res->pos_wrong > 0;
+	json_object_set_new(doc, "image_layer", a);
+	refv_close(m);
+	return rc;
+}
+
+void vimg_result_free(struct vimg_result *res)
+{
+	free(res->embeds);
+	free(res->rope_pos);
+	memset(res, 0, sizeof *res);
+}
