@@ -4,7 +4,7 @@
  * asks through store_query() and never holds SQL of its own.  Each query
  * reads through an index or a small derived table (docs/store.md), never a
  * scan of events: the stage log by the ts index, series by their primary
- * keys, checks/comm/numerics/perf by their (small) tables.
+ * keys, checks/comm/numerics/perf/train by their (small) tables.
  */
 #include "store.h"
 
@@ -176,6 +176,11 @@ static const char *const query_sql[STORE_Q_COUNT] = {
 	"json_extract(e.body, '$.requests_per_s') AS requests_per_s, "
 	"json_extract(e.body, '$.level') AS level FROM perf p JOIN events e "
 	"ON e.node = p.node AND e.seq = p.seq ORDER BY p.ts, p.node, p.seq",
+    /* fine-tuning steps (docs/training.md): a run is (node, stage_id) */
+    [STORE_Q_TRAIN] =
+	"SELECT node, stage_id, rank, layout, step, loss, grad_norm, "
+	"loss_scale, skipped, lr, tokens, t_fwd_s, t_bwd_s, t_opt_s, "
+	"t_comm_s, ts FROM train ORDER BY node, stage_id, rank, ts, seq",
     /* the sweeps of STORE_Q_COMM_SWEEP with step comm's per-call spread */
     [STORE_Q_DIFF_COMM] =
 	"SELECT c.node, c.\"group\", c.op, c.bytes, c.busbw, "

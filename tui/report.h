@@ -45,6 +45,14 @@ json_t *report_summary(const char *path, struct d0_err *err);
  *    "service":[{node,stage_id,concurrency,requests,ok,errors,stalls,
  *                requests_per_s,tokens_per_s,goodput,ttft_p50_ms..
  *                e2e_p99_ms,error_classes:{},errors_by_class,ts}..],
+ *    "training":[{node,stage_id,rank,layout,steps,skipped,first_skipped,
+ *                 first_step,last_step,loss_first,loss_last,grad_norm_last,
+ *                 loss_scale_first,loss_scale_last,loss_scale_min,tokens,
+ *                 timed_steps,t_fwd_s,t_bwd_s,t_opt_s,t_comm_s,step_s,
+ *                 step_s_min,step_s_max,tokens_per_s,ts,
+ *                 points:[{step,loss,grad_norm,loss_scale,skipped,lr,
+ *                 tokens,t_fwd_s,t_bwd_s,t_opt_s,t_comm_s}]}..]
+ *                (fine-tuning runs: per (node, stage_id) its lowest rank),
  *    "memory":{"cards":[{node,card,peak,budget,fraction}], "series":[..]},
  *    "manifest":{...}}
  * Empty sections are null.  NULL and err on failure.

@@ -633,6 +633,175 @@ static json_t *service(struct rctx *c)
 	return rows;
 }
 
+/* Fine-tuning runs (docs/training.md): per (node, stage_id) the steps of
+ * its lowest rank (loss and gradient norm are global), their figures and
+ * every step as a point for the charts; in the order the runs started.
+ * Step time: forward + backward + optimizer + communication, the means
+ * over the steps that report all four; its spread min .. max over them. */
+static double num_or_nan(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static void set_num(json_t *o, const char *k, double x)
+{
+	json_object_set_new(o, k, isfinite(x) ? json_real(x) : json_null());
+}
+
+static json_t *training(struct rctx *c)
+{
+	static const char *const pt_keys[] = {
+	    "step", "loss", "grad_norm", "loss_scale", "skipped", "lr",
+	    "tokens", "t_fwd_s", "t_bwd_s", "t_opt_s", "t_comm_s", NULL};
+	static const char *const parts[] = {"t_fwd_s", "t_bwd_s", "t_opt_s",
+					    "t_comm_s"};
+	json_t *rows = q_rows(c, STORE_Q_TRAIN, 0, NULL, NULL), *runs, *r;
+	json_t *run = NULL;
+	size_t i;
+	if (!rows)
+		return NULL;
+	runs = json_array();
+	json_array_foreach(rows, i, r)
+	{
+		const char *node = json_string_value(json_object_get(r, "node"));
+		const char *sid =
+		    json_string_value(json_object_get(r, "stage_id"));
+		json_t *pt;
+		if (!node)
+			continue;
+		if (!run ||
+		    strcmp(node, json_string_value(json_object_get(run, "node"))) ||
+		    !json_equal(json_object_get(r, "stage_id"),
+				json_object_get(run, "stage_id"))) {
+			run = json_pack("{s:s,s:O,s:O,s:O,s:[]}", "node", node,
+					"stage_id",
+					sid ? json_object_get(r, "stage_id")
+					    : json_null(),
+					"rank", json_object_get(r, "rank"),
+					"ts", json_object_get(r, "ts"),
+					"points");
+			json_array_append_new(runs, run);
+		} else if (!json_equal(json_object_get(r, "rank"),
+				       json_object_get(run, "rank"))) {
+			continue; /* another rank of the run: the lowest's */
+		}
+		if (json_is_string(json_object_get(r, "layout")))
+			json_object_set(run, "layout",
+					json_object_get(r, "layout"));
+		pt = json_object();
+		for (int k = 0; pt_keys[k]; k++)
+			json_object_set(pt, pt_keys[k],
+					json_object_get(r, pt_keys[k]));
+		json_array_append_new(json_object_get(run, "points"), pt);
+	}
+	json_decref(rows);
+	/* The figures of each run. */
+	json_array_foreach(runs, i, run)
+	{
+		json_t *pts = json_object_get(run, "points"), *pt;
+		size_t k;
+		double sum[4] = {0, 0, 0, 0}, lo = NAN, hi = NAN;
+		double lf = NAN, ll = NAN, gn = NAN, sf = NAN, sl = NAN,
+		       smin = NAN;
+		int timed = 0, skipped = 0;
+		json_int_t tokens = 0, first_skipped = -1;
+		if (!json_object_get(run, "layout"))
+			json_object_set_new(run, "layout", json_string(""));
+		json_array_foreach(pts, k, pt)
+		{
+			double loss = num_or_nan(pt, "loss"),
+			       g = num_or_nan(pt, "grad_norm"),
+			       sc = num_or_nan(pt, "loss_scale"), t = 0;
+			if (json_integer_value(json_object_get(pt, "skipped")) &&
+			    !skipped++)
+				first_skipped =
+				    json_integer_value(json_object_get(pt, "step"));
+			if (isfinite(loss)) {
+				if (isnan(lf))
+					lf = loss;
+				ll = loss;
+			}
+			/* a skipped step's norm overflowed: no norm (-1) */
+			if (isfinite(g) &&
+			    !json_integer_value(json_object_get(pt, "skipped")))
+				gn = g;
+			if (isfinite(sc)) {
+				if (isnan(sf))
+					sf = sc;
+				sl = sc;
+				if (isnan(smin) || sc < smin)
+					smin = sc;
+			}
+			if (json_integer_value(json_object_get(pt, "tokens")) > 0)
+				tokens += json_integer_value(
+				    json_object_get(pt, "tokens"));
+			for (int p = 0; p < 4; p++)
+				t += num_or_nan(pt, parts[p]);
+			if (isfinite(t)) {
+				for (int p = 0; p < 4; p++)
+					sum[p] += num_or_nan(pt, parts[p]);
+				if (isnan(lo) || t < lo)
+					lo = t;
+				if (isnan(hi) || t > hi)
+					hi = t;
+				timed++;
+			}
+		}
+		json_object_set_new(run, "steps",
+				    json_integer((json_int_t)json_array_size(pts)));
+		json_object_set_new(run, "skipped", json_integer(skipped));
+		json_object_set_new(run, "first_skipped",
+				    first_skipped >= 0 ? json_integer(first_skipped)
+						       : json_null());
+		if (json_array_size(pts)) {
+			json_object_set(run, "first_step",
+					json_object_get(json_array_get(pts, 0),
+							"step"));
+			json_object_set(
+			    run, "last_step",
+			    json_object_get(
+				json_array_get(pts, json_array_size(pts) - 1),
+				"step"));
+		}
+		set_num(run, "loss_first", lf);
+		set_num(run, "loss_last", ll);
+		set_num(run, "grad_norm_last", gn);
+		set_num(run, "loss_scale_first", sf);
+		set_num(run, "loss_scale_last", sl);
+		set_num(run, "loss_scale_min", smin);
+		json_object_set_new(run, "tokens", json_integer(tokens));
+		json_object_set_new(run, "timed_steps", json_integer(timed));
+		for (int p = 0; p < 4; p++)
+			set_num(run, parts[p], timed ? sum[p] / timed : NAN);
+		set_num(run, "step_s",
+			timed ? (sum[0] + sum[1] + sum[2] + sum[3]) / timed
+			      : NAN);
+		set_num(run, "step_s_min", lo);
+		set_num(run, "step_s_max", hi);
+		set_num(run, "tokens_per_s",
+			timed && tokens && sum[0] + sum[1] + sum[2] + sum[3] > 0
+			    ? tokens / (sum[0] + sum[1] + sum[2] + sum[3])
+			    : NAN);
+	}
+	/* In the order the runs started. */
+	{
+		size_t n = json_array_size(runs);
+		for (size_t a = 1; a < n; a++)
+			for (size_t b = a; b > 0; b--) {
+				json_t *x = json_array_get(runs, b - 1),
+				       *y = json_array_get(runs, b);
+				if (json_integer_value(json_object_get(x, "ts")) <=
+				    json_integer_value(json_object_get(y, "ts")))
+					break;
+				json_incref(x);
+				json_array_set(runs, b - 1, y);
+				json_array_set_new(runs, b, x);
+			}
+	}
+	return runs;
+}
+
 static json_t *refused(struct rctx *c)
 {
 	return q_rows(c, STORE_Q_REFUSED, 0, NULL, NULL);
@@ -687,6 +856,9 @@ json_t *report_load(const char *path, struct d0_err *err)
 	if (!(v = service(&c)))
 		goto fail;
 	json_object_set_new(doc, "service", nonempty(v));
+	if (!(v = training(&c)))
+		goto fail;
+	json_object_set_new(doc, "training", nonempty(v));
 	if (!(v = refused(&c)))
 		goto fail;
 	json_object_set_new(doc, "refused", nonempty(v));

@@ -552,6 +552,160 @@ static void chart_layers(FILE *f, json_t *num)
 	json_decref(names);
 }
 
+/* Fine-tuning: one figure against the step, a line per run ("stage
+ * node"); log2: the y axis in powers of two (the loss scale halves and
+ * doubles).  Skipped steps are red crosses on the x axis. */
+static void chart_train(FILE *f, json_t *runs, const char *key,
+			const char *id, const char *title, const char *ylabel,
+			int log2y)
+{
+	json_t *series = json_object(), *skips = json_array(), *r, *p;
+	size_t i, k;
+	struct chart c;
+	json_array_foreach(runs, i, r)
+	{
+		char name[300];
+		snprintf(name, sizeof name, "%s %s",
+			 json_is_string(json_object_get(r, "stage_id"))
+			     ? json_string_value(json_object_get(r, "stage_id"))
+			     : "-",
+			 json_string_value(json_object_get(r, "node")));
+		json_array_foreach(json_object_get(r, "points"), k, p)
+		{
+			json_t *v = json_object_get(p, key);
+			double x = (double)json_integer_value(
+			    json_object_get(p, "step"));
+			if (json_integer_value(json_object_get(p, "skipped")))
+				json_array_append_new(skips, json_real(x));
+			/* a skipped step's gradient norm overflowed */
+			if (!json_is_number(v) ||
+			    (log2y && !(json_number_value(v) > 0)) ||
+			    (!strcmp(key, "grad_norm") &&
+			     json_integer_value(json_object_get(p, "skipped"))))
+				continue;
+			add_point(series, name, x,
+				  log2y ? log2(json_number_value(v))
+					: json_number_value(v));
+		}
+	}
+	if (!json_object_size(series)) {
+		not_recorded(f);
+		json_decref(series);
+		json_decref(skips);
+		return;
+	}
+	bounds(series, &c);
+	if (log2y) {
+		c.ymin = floor(c.ymin) - 1;
+		c.ymax = ceil(c.ymax) + 1;
+	} else {
+		double pad = (c.ymax - c.ymin) * 0.05;
+		if (!(pad > 0))
+			pad = fabs(c.ymax) * 0.05 + 1e-9;
+		c.ymin -= pad;
+		c.ymax += pad;
+	}
+	chart_open(f, id, title, "step", ylabel);
+	{
+		double span = c.xmax - c.xmin,
+		       st = span > 10 ? ceil(span / 10) : 1;
+		char lab[32];
+		for (double x = ceil(c.xmin); x <= c.xmax; x += st) {
+			snprintf(lab, sizeof lab, "%g", x);
+			xtick(f, &c, x, lab);
+		}
+	}
+	if (log2y) {
+		int st = c.ymax - c.ymin > 8 ? 2 : 1;
+		for (double y = c.ymin; y <= c.ymax; y += st) {
+			char lab[32];
+			snprintf(lab, sizeof lab, "2^%.0f", y);
+			ytick(f, &c, y, lab);
+		}
+	} else {
+		yticks_linear(f, &c, 1, "");
+	}
+	json_array_foreach(skips, i, p)
+	{
+		double x = cx(&c, json_real_value(p)), y = CH - PB;
+		fprintf(f,
+			"<path class=\"skipped\" d=\"M%.1f %.1fl8 8m0 -8l-8 8\" "
+			"stroke=\"#d62728\" stroke-width=\"2\"><title>skipped "
+			"step %g</title></path>\n",
+			x - 4, y - 4, json_real_value(p));
+	}
+	draw_series(f, &c, series, 1);
+	fputs("</svg>\n", f);
+	json_decref(series);
+	json_decref(skips);
+}
+
+/* The step time split: per run a horizontal bar of its mean forward,
+ * backward, optimizer and communication seconds. */
+static void chart_train_split(FILE *f, json_t *runs)
+{
+	static const char *const parts[] = {"t_fwd_s", "t_bwd_s", "t_opt_s",
+					    "t_comm_s"};
+	static const char *const names[] = {"forward", "backward", "optimizer",
+					    "communication"};
+	size_t n = json_array_size(runs), i;
+	double mx = 0;
+	json_t *r;
+	int h = 40 + 26 * (int)n + 40, w = 720, pl = 200, pr = 20;
+	json_array_foreach(runs, i, r) if (json_number_value(
+	    json_object_get(r, "step_s")) > mx) mx =
+	    json_number_value(json_object_get(r, "step_s"));
+	if (!(mx > 0)) {
+		not_recorded(f);
+		return;
+	}
+	fprintf(f,
+		"<svg id=\"chart-train-split\" class=\"chart\" viewBox=\"0 0 "
+		"%d %d\" width=\"%d\" height=\"%d\" role=\"img\">\n<title>"
+		"step time split (mean seconds per step)</title>\n",
+		w, h, w, h);
+	for (int p = 0; p < 4; p++)
+		fprintf(f,
+			"<rect x=\"%d\" y=\"10\" width=\"12\" height=\"12\" "
+			"fill=\"%s\"/><text x=\"%d\" y=\"20\" "
+			"class=\"legend\">%s</text>\n",
+			pl + 130 * p, palette[p], pl + 130 * p + 16, names[p]);
+	json_array_foreach(runs, i, r)
+	{
+		double x = pl, s = json_number_value(json_object_get(r, "step_s"));
+		int y = 40 + 26 * (int)i;
+		fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" "
+			   "class=\"tick\">",
+			pl - 6, y + 15);
+		html_esc(f, json_is_string(json_object_get(r, "stage_id"))
+				? json_string_value(json_object_get(r, "stage_id"))
+				: "-");
+		fputs(" ", f);
+		html_esc(f, json_string_value(json_object_get(r, "layout")));
+		fputs("</text>\n", f);
+		if (!(s > 0))
+			continue;
+		for (int p = 0; p < 4; p++) {
+			double t = json_number_value(json_object_get(r, parts[p]));
+			double wd = t / mx * (w - pl - pr - 80);
+			if (!(wd > 0))
+				continue;
+			fprintf(f,
+				"<rect class=\"split\" data-part=\"%s\" "
+				"x=\"%.1f\" y=\"%d\" width=\"%.1f\" "
+				"height=\"20\" fill=\"%s\"><title>%s %.4g s "
+				"(%.0f%%)</title></rect>\n",
+				names[p], x, y, wd, palette[p], names[p], t,
+				100 * t / s);
+			x += wd;
+		}
+		fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"tick\">%.4g s"
+			   "</text>\n",
+			x + 4, y + 15, s);
+	}
+	fputs("</svg>\n", f);
+}
+
 /* load's levels against concurrency (log2 x): the latency percentiles on
  * a log y (chart-service-latency), output tokens/s on a linear one
  * (chart-service-throughput); one line per figure, prefixed with the
@@ -1092,6 +1246,29 @@ int report_write_html(FILE *f, json_t *doc)
 	fputs("<h2>Numerics table</h2>\n", f);
 	html_table(f, json_object_get(doc, "numerics"), nhead, nkeys);
 	h_text(f, json_object_get(doc, "text"));
+	if (json_array_size(json_object_get(doc, "training"))) {
+		static const char *const thead[] = {
+		    "stage", "node", "rank", "layout", "steps", "skipped",
+		    "loss first", "loss last", "grad norm last",
+		    "loss scale last", "loss scale min", "step s", "fwd s",
+		    "bwd s", "opt s", "comm s", "tokens/s", NULL};
+		static const char *const tkeys[] = {
+		    "stage_id", "node", "rank", "layout", "steps", "skipped",
+		    "loss_first", "loss_last", "grad_norm_last",
+		    "loss_scale_last", "loss_scale_min", "step_s", "t_fwd_s",
+		    "t_bwd_s", "t_opt_s", "t_comm_s", "tokens_per_s", NULL};
+		json_t *tr = json_object_get(doc, "training");
+		fputs("<h2 id=\"training\">Fine-tuning</h2>\n", f);
+		chart_train(f, tr, "loss", "chart-train-loss",
+			    "loss per step", "loss", 0);
+		chart_train(f, tr, "grad_norm", "chart-train-grad-norm",
+			    "gradient norm per step (before clipping)",
+			    "grad norm", 0);
+		chart_train(f, tr, "loss_scale", "chart-train-loss-scale",
+			    "loss scale per step", "loss scale", 1);
+		chart_train_split(f, tr);
+		html_table(f, tr, thead, tkeys);
+	}
 	fputs("<h2>Performance baseline</h2>\n", f);
 	html_table(f, json_object_get(doc, "perf"), phead, pkeys);
 	{

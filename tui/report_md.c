@@ -9,6 +9,7 @@
  */
 #include "report.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "console.h"
@@ -507,6 +508,112 @@ static void md_generation(FILE *f, json_t *rows)
 		 rows, head, keys);
 }
 
+/* A text sparkline of a run's figure over its points, scaled from its min
+ * to its max; 'x' a skipped step, ' ' a step without the figure. */
+static void md_spark(json_t *pts, const char *key, char *out, size_t max)
+{
+	static const char *const bars[8] = {"\u2581", "\u2582", "\u2583",
+					    "\u2584", "\u2585", "\u2586",
+					    "\u2587", "\u2588"};
+	double lo = NAN, hi = NAN;
+	size_t i, o = 0;
+	json_t *p;
+	json_array_foreach(pts, i, p)
+	{
+		json_t *v = json_object_get(p, key);
+		double x = json_number_value(v);
+		if (!json_is_number(v) ||
+		    json_integer_value(json_object_get(p, "skipped")))
+			continue;
+		if (isnan(lo) || x < lo)
+			lo = x;
+		if (isnan(hi) || x > hi)
+			hi = x;
+	}
+	out[0] = 0;
+	json_array_foreach(pts, i, p)
+	{
+		json_t *v = json_object_get(p, key);
+		const char *g = " ";
+		if (json_integer_value(json_object_get(p, "skipped")))
+			g = "x";
+		else if (json_is_number(v)) {
+			int l = hi > lo ? (int)((json_number_value(v) - lo) /
+						    (hi - lo) * 7 + 0.5)
+					: 3;
+			g = bars[l < 0 ? 0 : l > 7 ? 7 : l];
+		}
+		if (o + strlen(g) + 1 > max)
+			break;
+		memcpy(out + o, g, strlen(g) + 1);
+		o += strlen(g);
+	}
+}
+
+/* Fine-tuning (docs/training.md): a line per run with its curves as
+ * text sparklines and the step time split, then every step. */
+static void md_training(FILE *f, json_t *runs)
+{
+	static const char *const head[] = {
+	    "stage", "node", "rank", "layout", "steps", "skipped",
+	    "loss first", "loss last", "loss curve", "grad norm last",
+	    "grad norm curve", "loss scale last", "loss scale min",
+	    "loss scale curve", "step s", "fwd s", "bwd s", "opt s", "comm s",
+	    "split", "tokens/s", NULL};
+	static const char *const keys[] = {
+	    "stage_id", "node", "rank", "layout", "steps", "skipped",
+	    "loss_first", "loss_last", "loss_curve", "grad_norm_last",
+	    "grad_norm_curve", "loss_scale_last", "loss_scale_min",
+	    "loss_scale_curve", "step_s", "t_fwd_s", "t_bwd_s", "t_opt_s",
+	    "t_comm_s", "split", "tokens_per_s", NULL};
+	static const char *const shead[] = {
+	    "stage", "step", "loss", "grad norm", "loss scale", "skipped",
+	    "lr", "tokens", "fwd s", "bwd s", "opt s", "comm s", NULL};
+	static const char *const skeys[] = {
+	    "stage_id", "step", "loss", "grad_norm", "loss_scale", "skipped",
+	    "lr", "tokens", "t_fwd_s", "t_bwd_s", "t_opt_s", "t_comm_s", NULL};
+	json_t *r, *steps = json_array();
+	size_t i;
+	char buf[64 * 4 * 8];
+	json_array_foreach(runs, i, r)
+	{
+		json_t *pts = json_object_get(r, "points"), *p;
+		double s = json_number_value(json_object_get(r, "step_s"));
+		size_t k;
+		md_spark(pts, "loss", buf, sizeof buf);
+		json_object_set_new(r, "loss_curve", json_string(buf));
+		md_spark(pts, "grad_norm", buf, sizeof buf);
+		json_object_set_new(r, "grad_norm_curve", json_string(buf));
+		md_spark(pts, "loss_scale", buf, sizeof buf);
+		json_object_set_new(r, "loss_scale_curve", json_string(buf));
+		if (json_is_number(json_object_get(r, "step_s")) && s > 0)
+			snprintf(buf, sizeof buf,
+				 "fwd %.0f%% bwd %.0f%% opt %.0f%% comm %.0f%%",
+				 100 * json_number_value(
+					   json_object_get(r, "t_fwd_s")) / s,
+				 100 * json_number_value(
+					   json_object_get(r, "t_bwd_s")) / s,
+				 100 * json_number_value(
+					   json_object_get(r, "t_opt_s")) / s,
+				 100 * json_number_value(
+					   json_object_get(r, "t_comm_s")) / s);
+		else
+			snprintf(buf, sizeof buf, "-");
+		json_object_set_new(r, "split", json_string(buf));
+		json_array_foreach(pts, k, p)
+		{
+			json_t *row = json_deep_copy(p);
+			json_object_set(row, "stage_id",
+					json_object_get(r, "stage_id"));
+			json_array_append_new(steps, row);
+		}
+	}
+	md_table(f, "Fine-tuning (per run: its lowest rank's steps)", runs,
+		 head, keys);
+	md_table(f, "Fine-tuning steps", steps, shead, skeys);
+	json_decref(steps);
+}
+
 int report_write_md(FILE *f, json_t *doc)
 {
 	static const char *const nhead[] = {"level", "name", "max_abs",
@@ -559,6 +666,8 @@ int report_write_md(FILE *f, json_t *doc)
 	md_table(f, "Numerics", json_object_get(doc, "numerics"), nhead,
 		 nkeys);
 	md_generation(f, json_object_get(doc, "text"));
+	if (json_array_size(json_object_get(doc, "training")))
+		md_training(f, json_object_get(doc, "training"));
 	md_table(f, "Performance baseline", json_object_get(doc, "perf"),
 		 phead, pkeys);
 	{

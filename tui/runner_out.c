@@ -5,6 +5,7 @@
 #include "runner_int.h"
 #include "fit.h"
 #include "glance.h"
+#include "training.h"
 
 #include <sys/ioctl.h>
 
@@ -243,6 +244,36 @@ static void glance_line(FILE *f, const struct view *v, size_t first,
 			label, ub, pk, hr, k.node, k.card, total);
 }
 
+/* The fine-tuning runs (training.h: the Numerics screen's figures), one
+ * line each in the order they started. */
+static void print_training(FILE *f, const struct view *v)
+{
+	struct training_run runs[TRAINING_RUNS];
+	int n = training_runs(v, runs, TRAINING_RUNS);
+	char who[96], split[96];
+	if (!n)
+		return;
+	fprintf(f, "\n%-28s %-14s %5s %7s %-25s %-10s %-10s %-8s %s\n",
+		"TRAINING", "LAYOUT", "STEPS", "SKIPPED", "LOSS FIRST -> LAST",
+		"GRAD NORM", "LOSS SCALE", "STEP S", "SPLIT");
+	for (int k = 0; k < n; k++) {
+		const struct training_run *r = &runs[k];
+		char loss[64], lf[24], ll[24], gn[24], sc[24], st[24];
+		snprintf(who, sizeof who, "%.40s on %.40s", r->stage_id,
+			 r->node);
+		training_num(r->loss_first, "%.6g", lf, sizeof lf);
+		training_num(r->loss_last, "%.6g", ll, sizeof ll);
+		training_num(r->grad_norm_last, "%.6g", gn, sizeof gn);
+		training_num(r->scale_last, "%.6g", sc, sizeof sc);
+		training_num(r->step_s, "%.4g", st, sizeof st);
+		snprintf(loss, sizeof loss, "%s -> %s", lf, ll);
+		training_split(r, split, sizeof split);
+		fprintf(f, "%-28s %-14s %5d %7d %-25s %-10s %-10s %-8s %s\n",
+			who, r->layout, r->steps, r->skipped, loss, gn, sc, st,
+			split);
+	}
+}
+
 /* The Overview's glance figures at the end of the session file, from
  * the same view and the same functions as the screen (glance.h): the
  * checklist's counts and memory per card (per node, its worst card, past
@@ -301,6 +332,7 @@ static void print_glance(struct run *r, FILE *f)
 		free(set);
 	}
 out:
+	print_training(f, &v);
 	view_free(&v);
 	view_src_close(src);
 }

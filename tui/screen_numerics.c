@@ -3,9 +3,14 @@
  * the reference as a bar on a log scale (1e-8 .. 1), KL divergence and
  * top-1 agreement, the end-to-end perplexities; --baseline deltas on the
  * relative error.  Above them, once validate has checked text.generation:
- * the prompt and the run's greedy text beside the reference's.
+ * the prompt and the run's greedy text beside the reference's; and, once
+ * a fine-tuning run has reported steps (`train` events), its loss,
+ * gradient norm, loss scale and step time as sparklines with the step
+ * time split into forward, backward, optimizer and communication
+ * (training.h: the same figures as the headless TRAINING table).
  */
 #include "tui.h"
+#include "training.h"
 
 #include <math.h>
 #include <string.h>
@@ -61,6 +66,119 @@ static int draw_text(struct tui *ui, const struct view *v, WINDOW *w,
 	return 5;
 }
 
+/* A sparkline of m values scaled from their min to their max (a loss
+ * curve falls from 10.4 to 9.8: from zero it would look flat), from the
+ * left in n columns (m <= n); a skipped step is an 'x' (failure colour). */
+static void spark_range(struct tui *ui, WINDOW *w, int y, int x, int n,
+			const double *vals, const int *skipped, int m)
+{
+	double lo = NAN, hi = NAN;
+	for (int i = 0; i < m; i++)
+		if (!isnan(vals[i])) {
+			if (isnan(lo) || vals[i] < lo)
+				lo = vals[i];
+			if (isnan(hi) || vals[i] > hi)
+				hi = vals[i];
+		}
+	for (int k = 0; k < m && k < n; k++) {
+		int i = k;
+		if (skipped[k] || isnan(vals[k])) {
+			tui_put(w, y, x + i, 1, tui_attr(ui, ROLE_FAIL),
+				skipped[k] ? "x" : " ");
+			continue;
+		}
+		int lvl = hi > lo ? (int)((vals[k] - lo) / (hi - lo) * 7 + 0.5)
+				  : 3;
+		tui_put(w, y, x + i, 1, tui_attr(ui, ROLE_BAR),
+			ui->g->spark[lvl < 0 ? 0 : lvl > 7 ? 7 : lvl]);
+	}
+}
+
+/* One figure's line: label, sparkline, the text after it. */
+static void train_line(struct tui *ui, const struct view *v, WINDOW *w,
+		       int y, int cols, const struct training_run *r,
+		       enum training_fig fig, const char *label,
+		       const char *text, enum tui_role role)
+{
+	double vals[64];
+	int skipped[64], sw = cols - 14 - 44, m;
+	if (sw > 64)
+		sw = 64;
+	if (sw < 8)
+		sw = 8;
+	m = training_series(v, r, fig, vals, skipped, sw);
+	tui_printf(w, y, 0, cols, A_NORMAL, "  %-11s", label);
+	spark_range(ui, w, y, 14, sw, vals, skipped, m);
+	tui_printf(w, y, 14 + sw + 1, cols - 15 - sw, tui_attr(ui, role),
+		   "%s", text);
+}
+
+/* The fine-tuning block: the latest run's curves, the others one line
+ * each (newest first); returns the rows it took (0: no training). */
+static int draw_training(struct tui *ui, const struct view *v, WINDOW *w,
+			 int rows, int cols)
+{
+	struct training_run runs[TRAINING_RUNS];
+	int n = training_runs(v, runs, TRAINING_RUNS), order[TRAINING_RUNS];
+	int y = 0;
+	char t[160], split[96];
+	if (!n || rows < 5)
+		return 0;
+	/* Newest first (by their last step): the first is drawn whole. */
+	for (int k = 0; k < n; k++) {
+		int j = k;
+		while (j > 0 && runs[order[j - 1]].last_ts < runs[k].last_ts) {
+			order[j] = order[j - 1];
+			j--;
+		}
+		order[j] = k;
+	}
+	const struct training_run *r = &runs[order[0]];
+	if (r->skipped)
+		snprintf(t, sizeof t, ", %d skipped (first: step %lld)",
+			 r->skipped, (long long)r->first_skipped);
+	else
+		t[0] = 0;
+	tui_printf(w, y++, 0, cols, tui_attr(ui, ROLE_HEAD),
+		   "TRAINING %s on %s rank %d  %s  steps %lld..%lld (%d%s)",
+		   r->stage_id, r->node, r->rank, r->layout,
+		   (long long)r->first_step, (long long)r->last_step, r->steps,
+		   t);
+	char a[24], b[24];
+	training_num(r->loss_last, "%.6g", a, sizeof a);
+	training_num(r->loss_first, "%.6g", b, sizeof b);
+	snprintf(t, sizeof t, "%s (first %s)", a, b);
+	train_line(ui, v, w, y++, cols, r, TF_LOSS, "loss", t, ROLE_NORMAL);
+	training_num(r->grad_norm_last, "%.6g", t, sizeof t);
+	train_line(ui, v, w, y++, cols, r, TF_GRAD_NORM, "grad norm", t,
+		   ROLE_NORMAL);
+	training_num(r->scale_last, "%.6g", a, sizeof a);
+	training_num(r->scale_min, "%.6g", b, sizeof b);
+	snprintf(t, sizeof t, "%s (min %s)", a, b);
+	train_line(ui, v, w, y++, cols, r, TF_LOSS_SCALE, "loss scale", t,
+		   r->scale_min < r->scale_first ? ROLE_WARN : ROLE_NORMAL);
+	training_split(r, split, sizeof split);
+	training_num(r->step_s, "%.4g", a, sizeof a);
+	snprintf(t, sizeof t, "%s s  %s", a, split);
+	train_line(ui, v, w, y++, cols, r, TF_STEP_S, "step time", t,
+		   ROLE_NORMAL);
+	/* The other runs, one line each, while rows are left (one kept for
+	 * the gap below). */
+	for (int k = 1; k < n && y < rows - 1; k++) {
+		r = &runs[order[k]];
+		char c[24];
+		training_num(r->loss_first, "%.6g", a, sizeof a);
+		training_num(r->loss_last, "%.6g", b, sizeof b);
+		training_num(r->step_s, "%.4g", c, sizeof c);
+		tui_printf(w, y++, 0, cols, A_NORMAL,
+			   "  %s on %s  %s  %d steps, %d skipped  loss %s -> %s"
+			   "  step %s s",
+			   r->stage_id, r->node, r->layout, r->steps,
+			   r->skipped, a, b, c);
+	}
+	return y + 1;
+}
+
 static void draw_table(struct tui *ui, const struct view *v, WINDOW *w);
 
 static void draw(struct tui *ui, const struct view *v, WINDOW *w)
@@ -68,6 +186,26 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	int rows, cols, top;
 	WINDOW *sub;
 	getmaxyx(w, rows, cols);
+	top = draw_training(ui, v, w, rows, cols);
+	if (top && !v->num.n && !v->text.n)
+		return;
+	if (top) {
+		WINDOW *rest = rows > top + 2
+				   ? derwin(w, rows - top, cols, top, 0)
+				   : NULL;
+		if (rest) {
+			int t2 = draw_text(ui, v, rest, cols);
+			WINDOW *tb = t2 && rows - top > t2 + 2
+					 ? derwin(rest, rows - top - t2, cols,
+						  t2, 0)
+					 : NULL;
+			draw_table(ui, v, tb ? tb : rest);
+			if (tb)
+				delwin(tb);
+			delwin(rest);
+		}
+		return;
+	}
 	top = draw_text(ui, v, w, cols);
 	if (!top || rows <= top + 2) {
 		draw_table(ui, v, w);
