@@ -31,6 +31,15 @@
  *   numerics   per (level, name), the worst over nodes: max_rel and kl as
  *              ratios B/A, --threshold-numerics (2.0); values both under
  *              NUM_FLOOR are equal (float noise, not a regression)
+ *   training   per fine-tuning run (stage, layout; docs/training.md): the
+ *              loss at step K, the last step both runs have, up, relative,
+ *              --threshold-train (0.02), no noise: a run of a fixed seed
+ *              and data repeats to the bit (training.determinism); the
+ *              mean step time up, relative, --threshold-train-time (0.10),
+ *              its noise the min..max spread of the step times of A and B
+ *              added; skipped steps: any rise; the gradient norm at the
+ *              last step both applied, as a ratio B/A, --threshold-grad-norm
+ *              (2.0)
  */
 #include "console.h"
 #include "report.h"
@@ -54,6 +63,7 @@ enum kind { REL, RATIO, COUNT };
 
 struct diff {
 	double thr_perf, thr_busbw, thr_mem, thr_num, thr_svc, small_bytes;
+	double thr_train, thr_train_time, thr_grad;
 	double svc_floor_ms; /* latency changes below this are not counted */
 	int gate_small;
 	json_t *out; /* section -> array of rows */
@@ -421,6 +431,138 @@ static void compare_maps(struct diff *d, const char *sec, json_t *ma,
 	}
 }
 
+/* ---------------------------------------------------------------- training */
+
+/* A run's key: "stage layout". */
+static void train_key(json_t *run, char *out, size_t max)
+{
+	char st[128], lay[64];
+	report_fmt_num(json_object_get(run, "stage_id"), st, sizeof st);
+	report_fmt_num(json_object_get(run, "layout"), lay, sizeof lay);
+	snprintf(out, max, "%s %s", st, lay);
+}
+
+static json_t *train_find(json_t *runs, const char *key)
+{
+	json_t *r;
+	size_t i;
+	char k[256];
+	json_array_foreach(runs, i, r)
+	{
+		train_key(r, k, sizeof k);
+		if (!strcmp(k, key))
+			return r;
+	}
+	return NULL;
+}
+
+/* The point of run at step (NULL: none). */
+static json_t *train_point(json_t *run, json_int_t step)
+{
+	json_t *p;
+	size_t i;
+	json_array_foreach(json_object_get(run, "points"), i, p)
+	    if (json_integer_value(json_object_get(p, "step")) == step) return p;
+	return NULL;
+}
+
+/* The last step both runs have with a figure (for grad_norm: a step both
+ * applied); -1 when none. */
+static json_int_t train_common(json_t *a, json_t *b, const char *fig)
+{
+	json_t *p, *q;
+	size_t i;
+	json_int_t k = -1;
+	json_array_foreach(json_object_get(a, "points"), i, p)
+	{
+		json_int_t s = json_integer_value(json_object_get(p, "step"));
+		int g = !strcmp(fig, "grad_norm");
+		q = train_point(b, s);
+		if (!q || !json_is_number(json_object_get(p, fig)) ||
+		    !json_is_number(json_object_get(q, fig)))
+			continue;
+		if (g && (json_integer_value(json_object_get(p, "skipped")) ||
+			  json_integer_value(json_object_get(q, "skipped"))))
+			continue;
+		if (s > k)
+			k = s;
+	}
+	return k;
+}
+
+/* One side's row for the comparison: the figure at step k (or the run's
+ * own last), its step time and spread, its skips. */
+static json_t *train_row(json_t *run, json_int_t k)
+{
+	json_t *row, *p;
+	if (!run)
+		return NULL;
+	p = k >= 0 ? train_point(run, k) : NULL;
+	row = json_pack("{s:O?,s:O?,s:O?,s:O?,s:{}}", "loss",
+			p ? json_object_get(p, "loss")
+			  : json_object_get(run, "loss_last"),
+			"grad_norm",
+			p ? json_object_get(p, "grad_norm")
+			  : json_object_get(run, "grad_norm_last"),
+			"step_s", json_object_get(run, "step_s"), "skipped",
+			json_object_get(run, "skipped"), "spread");
+	if (json_is_number(json_object_get(run, "step_s_max")) &&
+	    json_is_number(json_object_get(run, "step_s_min")))
+		json_object_set_new(
+		    json_object_get(row, "spread"), "step_s",
+		    json_real(json_number_value(json_object_get(run, "step_s_max")) -
+			      json_number_value(json_object_get(run, "step_s_min"))));
+	return row;
+}
+
+static void diff_training(struct diff *d, json_t *ta, json_t *tb)
+{
+	json_t *keys = json_array(), *r, *k;
+	size_t i;
+	char key[256], kk[300];
+	section(d, "training");
+	section(d, "training_grad");
+	json_array_foreach(ta, i, r)
+	{
+		train_key(r, key, sizeof key);
+		json_array_append_new(keys, json_string(key));
+	}
+	json_array_foreach(tb, i, r)
+	{
+		train_key(r, key, sizeof key);
+		if (!train_find(ta, key))
+			json_array_append_new(keys, json_string(key));
+	}
+	json_array_foreach(keys, i, k)
+	{
+		const char *name = json_string_value(k);
+		json_t *a = train_find(ta, name), *b = train_find(tb, name);
+		json_int_t kl = a && b ? train_common(a, b, "loss") : -1;
+		json_int_t kg = a && b ? train_common(a, b, "grad_norm") : -1;
+		json_t *ra = train_row(a, kl), *rb = train_row(b, kl);
+		json_t *ga = train_row(a, kg), *gb = train_row(b, kg);
+		if (kl >= 0)
+			snprintf(kk, sizeof kk, "%s @%lld", name, (long long)kl);
+		else
+			snprintf(kk, sizeof kk, "%s (last)", name);
+		compare(d, "training", kk, "loss", ra, rb, 1, REL, d->thr_train);
+		compare(d, "training", name, "step_s", ra, rb, 1, REL,
+			d->thr_train_time);
+		compare(d, "training", name, "skipped", ra, rb, 1, COUNT, 0);
+		if (kg >= 0)
+			snprintf(kk, sizeof kk, "%s @%lld", name, (long long)kg);
+		else
+			snprintf(kk, sizeof kk, "%s (last)", name);
+		compare(d, "training_grad", kk, "grad_norm", ga, gb, 1, RATIO,
+			d->thr_grad);
+		json_decref(ra);
+		json_decref(rb);
+		json_decref(ga);
+		json_decref(gb);
+	}
+	json_decref(keys);
+}
+
 /* -------------------------------------------------------------- sections */
 
 static void diff_checklist(struct diff *d, json_t *ca, json_t *cb)
@@ -553,6 +695,9 @@ static json_t *run_diff_docs(struct diff *d, json_t *A, json_t *B,
 	compare_maps(d, "numerics", ma, mb, num_m, up, RATIO, d->thr_num);
 	json_decref(ma);
 	json_decref(mb);
+
+	diff_training(d, json_object_get(A, "training"),
+		      json_object_get(B, "training"));
 	return d->out;
 }
 
@@ -620,6 +765,9 @@ static int run_diff(int argc, char **argv)
 			 .thr_mem = 0.05,
 			 .thr_num = 2.0,
 			 .thr_svc = 0.10,
+			 .thr_train = 0.02,
+			 .thr_train_time = 0.10,
+			 .thr_grad = 2.0,
 			 .svc_floor_ms = SVC_FLOOR_MS_DEFAULT,
 			 .small_bytes = 1 << 20};
 	const char *files[2] = {NULL, NULL}, *baseline = NULL;
@@ -638,6 +786,9 @@ static int run_diff(int argc, char **argv)
 	    {"--threshold-service", offsetof(struct diff, thr_svc)},
 	    {"--floor-service-ms", offsetof(struct diff, svc_floor_ms)},
 	    {"--small-busbw", offsetof(struct diff, small_bytes)},
+	    {"--threshold-train", offsetof(struct diff, thr_train)},
+	    {"--threshold-train-time", offsetof(struct diff, thr_train_time)},
+	    {"--threshold-grad-norm", offsetof(struct diff, thr_grad)},
 	};
 	for (int i = 1; i < argc; i++) {
 		size_t t;
@@ -720,13 +871,17 @@ static int run_diff(int argc, char **argv)
 	json_decref(NB);
 	if (as_json) {
 		json_t *doc = json_pack(
-		    "{s:s,s:s,s:{s:f,s:f,s:f,s:f,s:f,s:f,s:b},s:O,s:O,s:O,s:O,"
-		    "s:O,s:O,s:i}",
+		    "{s:s,s:s,s:{s:f,s:f,s:f,s:f,s:f,s:f,s:b,s:f,s:f,s:f},s:O,"
+		    "s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:i}",
 		    "a", files[0], "b", files[1], "thresholds", "perf",
 		    d.thr_perf, "busbw", d.thr_busbw, "mem", d.thr_mem,
 		    "numerics", d.thr_num, "service", d.thr_svc,
 		    "small_busbw", d.small_bytes, "gate_small_busbw",
-		    d.gate_small, "checklist",
+		    d.gate_small, "train", d.thr_train, "train_time",
+		    d.thr_train_time, "grad_norm", d.thr_grad,
+		    "training", json_object_get(res, "training"),
+		    "training_grad", json_object_get(res, "training_grad"),
+		    "checklist",
 		    json_object_get(res, "checklist"), "perf",
 		    json_object_get(res, "perf"), "service",
 		    json_object_get(res, "service"), "busbw",
@@ -776,6 +931,16 @@ static int run_diff(int argc, char **argv)
 			 "numerics (level name; ratio B/A, threshold x%g)",
 			 d.thr_num);
 		print_rows(json_object_get(res, "numerics"), title, 1);
+		snprintf(title, sizeof title,
+			 "fine-tuning (stage layout @step; loss threshold %g%%, "
+			 "step time %g%% and the noise, skipped: any rise)",
+			 100 * d.thr_train, 100 * d.thr_train_time);
+		print_rows(json_object_get(res, "training"), title, 0);
+		snprintf(title, sizeof title,
+			 "fine-tuning gradient norm (stage layout @step; ratio "
+			 "B/A, threshold x%g)",
+			 d.thr_grad);
+		print_rows(json_object_get(res, "training_grad"), title, 1);
 		printf("\n%d regression%s\n", d.regressions,
 		       d.regressions == 1 ? "" : "s");
 	}
@@ -792,10 +957,12 @@ const struct console_cmd cmd_diff = {
     "A.db B.db | --baseline auto|A.db B.db  [--threshold-perf 0.05] "
     "[--threshold-busbw 0.10] [--threshold-mem 0.05] "
     "[--threshold-numerics 2.0] [--threshold-service 0.10] "
-    "[--small-busbw BYTES] [--gate-small-busbw] [--json]\n\n"
+    "[--small-busbw BYTES] [--gate-small-busbw] [--threshold-train 0.02] "
+    "[--threshold-train-time 0.10] [--threshold-grad-norm 2.0] [--json]\n\n"
     "What changed from session A (the baseline) to B: perf, service "
     "figures per\nconcurrency, bus bandwidth, peak memory per card, "
-    "numerics and the checklist.\nA measured figure regresses when it is "
+    "numerics, fine-tuning runs\n(loss at step K, step time, gradient "
+    "norm) and the checklist.\nA measured figure regresses when it is "
     "worse by more than its threshold and by\nmore than its noise (the "
     "spreads of A and B recorded with it).\n\n"
     "  --baseline auto|FILE     A is FILE, or with auto the last GO "
@@ -815,6 +982,10 @@ const struct console_cmd cmd_diff = {
     "  --threshold-numerics X   error growth factor that counts (2.0)\n"
     "  --floor-service-ms MS    service latency changes smaller than this\n"
     "                           are not regressions (1)\n"
+    "  --threshold-train R      relative rise of a fine-tuning run's loss at\n"
+    "                           the last step both runs have (0.02)\n"
+    "  --threshold-train-time R relative rise of its mean step time (0.10)\n"
+    "  --threshold-grad-norm X  growth factor of its gradient norm (2.0)\n"
     "  --json                   the comparison as JSON\n\n"
     "Exit status: 0 no regression, 1 a regression past a threshold, 2 "
     "usage or input error.\n\n"
