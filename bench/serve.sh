@@ -151,15 +151,19 @@ awk -v sp="$seq_p" -v ss="$seq_s" -v up="$use_p" -v us="$use_s" -v tp="$tps_p" -
 fi
 
 # ------------------------------------------------------------------------
-# PP 2: a step's batch in micro-batches kept in flight across the two
-# stages against one batch at a time, output tokens/s, for decode (16
-# streams, 64 tokens out: the steps are under --micro-batch-tokens, so
-# stay whole) and for prefill-heavy work (16 streams of 384-token prompts,
-# 4 tokens out, --max-batch-tokens 1024: chunks cut in MB micro-batches);
-# the bubble measured beside (p-1)/(m+p-1).                  target >= 1.5x
+# PP 2: micro-batches kept in flight across the two stages (--micro-batches
+# MB, default 2 = p: stage 0 computes one while stage 1 computes the other,
+# and a micro-batch's next step starts as soon as its tokens are back)
+# against one batch through the stages at a time (--micro-batches 1), output
+# tokens/s at 16 and 32 decode streams (16 in, 64 out) and prefill-heavy
+# (16 streams of 384-token prompts, 4 out, --max-batch-tokens 1024); each
+# load on a fresh server, so the bubble it reports is that load's, beside
+# (p-1)/(m+p-1) for the mean micro-batches in flight.  The two designs are
+# run interleaved PP_ROUNDS times (default 2); the ratio of each round is
+# printed and their median.                                  target >= 1.5x
 [ -n "$MP" ] && { kill -TERM $MP 2>/dev/null; wait $MP 2>/dev/null || true; }
 MP=""
-MB=${MB:-4}
+MB=${MB:-2} ROUNDS=${PP_ROUNDS:-2}
 ppserve() { # NAME MICRO; sets URL
 	rm -f "$W/$1.port"
 	mpirun --oversubscribe --bind-to none -np 2 "$E" serve "$W/m" --tp 1 --pp 2 --port 0 \
@@ -169,24 +173,35 @@ ppserve() { # NAME MICRO; sets URL
 	for _ in $(seq 300); do [ -s "$W/$1.port" ] && break; sleep 0.1; done
 	URL="http://127.0.0.1:$(cat "$W/$1.port")"
 }
-pptps() { # URL INPUT OUTPUT -> output tokens/s at concurrency 16; "tokens/s" of prompt+output
-	"$E" load --url "$1" --concurrency 16 --requests 32 --input-len "$2" --output-len "$3" \
-		--vocab 4096 --no-api-check --stall 600 --json >"$W/pp.json" || true
-	python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["levels"][0]; print(l["requests_per_s"] * (int(sys.argv[2]) + int(sys.argv[3])))' "$W/pp.json" "$2" "$3"
-}
-declare -A R
-for mb in 1 "$MB"; do
-	ppserve "pp$mb" "$mb"
-	R[dec$mb]=$(pptps "$URL" 16 64)
-	R[pre$mb]=$(pptps "$URL" 384 4)
-	R[bub$mb]=$(mval "$URL" day0_pp_bubble_fraction) R[exp$mb]=$(mval "$URL" day0_pp_bubble_expected)
-	R[m$mb]=$(mval "$URL" day0_pp_micro_batches_mean)
+pprun() { # MICRO CONC INPUT OUTPUT -> "output_tokens/s bubble expected mean_m"
+	ppserve "pp$1" "$1"
+	"$E" load --url "$URL" --concurrency "$2" --requests $(($2 * 2)) --input-len "$3" \
+		--output-len "$4" --vocab 4096 --no-api-check --stall 600 --json >"$W/pp.json" || true
+	echo "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["levels"][0]["output_tokens_per_s"])' "$W/pp.json")" \
+		"$(mval "$URL" day0_pp_bubble_fraction)" "$(mval "$URL" day0_pp_bubble_expected)" \
+		"$(mval "$URL" day0_pp_micro_batches_mean)"
 	kill -TERM $MP 2>/dev/null; wait $MP 2>/dev/null || true; MP=""
+}
+printf '\nPP 2 on %s, %s cores, load average %s at the start\n' \
+	"$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)" "$(nproc)" \
+	"$(cut -d' ' -f1-3 /proc/loadavg)"
+printf 'tokens/s out, one batch -> %d micro-batches (bubble measured / (p-1)/(m+p-1) at mean m):\n' "$MB"
+: >"$W/pp.ratios"
+for round in $(seq "$ROUNDS"); do
+	for load in "dec16 16 16 64" "dec32 32 16 64" "prefill 16 384 4"; do
+		set -- $load
+		read -r t1 b1 e1 m1 <<<"$(pprun 1 "$2" "$3" "$4")"
+		read -r tm bm em mm <<<"$(pprun "$MB" "$2" "$3" "$4")"
+		awk -v n="$1" -v r="$round" -v t1="$t1" -v tm="$tm" -v b1="$b1" -v e1="$e1" -v bm="$bm" \
+			-v em="$em" -v mm="$mm" 'BEGIN {
+			printf "  round %d %-8s %7.1f -> %7.1f = %5.2fx   bubble %.2f/%.2f -> %.2f/%.2f (m %.2f)\n",
+				r, n, t1, tm, t1 ? tm / t1 : 0, b1, e1, bm, em, mm }'
+		echo "$1 $(awk -v a="$t1" -v b="$tm" 'BEGIN { print a ? b / a : 0 }')" >>"$W/pp.ratios"
+	done
 done
-awk -v d1="${R[dec1]}" -v dm="${R[dec$MB]}" -v p1="${R[pre1]}" -v pm="${R[pre$MB]}" -v m="$MB" \
-	-v b1="${R[bub1]}" -v bm="${R[bub$MB]}" -v em="${R[exp$MB]}" -v mm="${R[m$MB]}" 'BEGIN {
-	printf "\nPP 2, 16 streams, tokens/s (prompt + output) one batch -> up to %d micro-batches:\n", m
-	printf "  decode (16 in, 64 out):  %8.1f -> %8.1f = %5.2fx\n", d1, dm, d1 ? dm / d1 : 0
-	printf "  prefill (384 in, 4 out): %8.1f -> %8.1f = %5.2fx   (target >= 1.5x)\n", p1, pm, p1 ? pm / p1 : 0
-	printf "bubble over both loads: one batch %.2f (expected 1/2), micro-batches %.2f (mean m %.2f: (p-1)/(m+p-1) = %.2f)\n", b1, bm, mm, em
-}'
+for n in dec16 dec32 prefill; do
+	awk -v n="$n" '$1 == n { print $2 }' "$W/pp.ratios" | sort -g | awk -v n="$n" '{ v[++k] = $1 } END {
+		m = k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
+		printf "  %-8s micro-batches / one batch, median of %d rounds: %5.2fx   (target >= 1.5x)\n", n, k, m }'
+done
+printf 'load average %s at the end\n' "$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -61,10 +61,11 @@ const struct step_entry step_serve = {
 		 "preemption when they run out; slots: a whole context reserved "
 		 "per sequence (for comparison)\n"
 		 "  --no-prefix-cache     do not share cached prefix blocks\n"
-		 "  --micro-batches M     with --pp: a step's batch in M micro-batches "
-		 "kept in flight across the stages (default P; 1: none)\n"
-		 "  --micro-batch-tokens N  no micro-batch under N tokens (default 64: "
-		 "decode steps stay whole)\n"
+		 "  --micro-batches M     with --pp: up to M micro-batches in flight "
+		 "across the stages, each with an M-th of the decodes (default P; 1: "
+		 "one batch at a time)\n"
+		 "  --micro-batch-tokens N  a micro-batch takes at least N decodes "
+		 "(default 1; the running count: decodes stay one batch)\n"
 		 "  --card-mem BYTES      the card budget for weights + KV (as run)\n"
 		 "  --max-queue N         requests waiting for a slot before 503 "
 		 "(default 1024)\n"
@@ -123,7 +124,7 @@ static int parse(int argc, char **argv, struct serve_opts *o, int rank)
 	o->max_batch = 4096;
 	o->max_body = 1 << 20;
 	o->block_tokens = 16;
-	o->micro_tokens = 64;
+	o->micro_tokens = 1;
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
