@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Does it train (issue #32), as the user sees it: `day0 run
+# playbooks/finetune.json` on this machine (a local node, 2 cards) with a
+# tiny llama, then everything shown is compared with the session file
+# (sqlite3): the headless TRAINING table and the training.* rows of the
+# checklist, the Numerics screen replayed in tmux (at the end and in the
+# middle of a run: the sparklines' lengths, the skipped step's 'x', every
+# figure), the report in json, md and html (the charts' lines and points),
+# and `day0 diff` of two fine-tuning sessions (loss at the last common
+# step, step time, grad norm, skips) against the rule computed here.
+# Every expected number is computed from the file's `train` and `checks`
+# tables in tests/sh/finetune_expect.py, never written into this test.
+source "$(dirname "$0")/../lib.sh"
+DAY0="$BUILD/day0"
+export LANG=C.UTF-8 LC_ALL=C.UTF-8
+for t in tmux sqlite3 python3; do
+	command -v $t >/dev/null || { fail "$t" "not installed (make deps)"; exit 1; }
+done
+EXP="python3 $DAY0_ROOT/tests/sh/finetune_expect.py"
+SOCK="day0-finetune-$$"
+tm() { tmux -L "$SOCK" "$@"; }
+trap 'tm kill-server 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT
+tm new-session -d -s keep "sleep 600"
+
+"$ENGINE" gen-model --arch llama --layers 2 --heads 4 --kv-heads 2 --hidden 64 \
+	--vocab 128 "$T/m" >/dev/null || { fail "gen-model" "exit $?"; exit 1; }
+printf '{"defaults":{"cards":2,"card_mem":"1GiB"},"nodes":[{"name":"n1","transport":"local"}]}' >"$T/inv.json"
+export DAY0_SESSIONS="$T/sessions"
+
+session() { # NAME ARGS... -> $T/NAME.txt, prints the session file
+	COLUMNS=200 timeout $RUN_LIMIT "$DAY0" run "$DAY0_ROOT/playbooks/finetune.json" \
+		--inventory "$T/inv.json" --model "$T/m" --headless "${@:2}" \
+		>"$T/$1.txt" 2>"$T/$1.err"
+	echo $? >"$T/$1.rc"
+	sed -n 's/^session: //p' "$T/$1.txt"
+}
+
+# ------------------------------------------------------------ the session
+A=$(session a -e steps=6 -e overflow_step=3)
+if [ -z "$A" ] || [ ! -f "$A" ]; then
+	fail "finetune session" "no session file: $(tail -5 "$T/a.txt") $(tail -5 "$T/a.err")"
+	exit 1
+fi
+ok "finetune playbook ran (exit $(cat "$T/a.rc"), verdict: $(sed -n 's/^verdict: //p' "$T/a.txt"))"
+q() { sqlite3 -batch -noheader "$A" "$@"; }
+
+# Which stages ran: every train stage the playbook has must have reported
+# steps unless the console skipped it (a stage it needs failed), said so.
+for st in train-1 train-target train-f16; do
+	n=$(q "SELECT count(*) FROM train WHERE stage_id = '$st'")
+	res=$(q "SELECT json_extract(body, '\$.result') FROM events WHERE node = 'console' AND type = 'stage' AND json_extract(body, '\$.stage_id') = '$st' AND json_extract(body, '\$.state') = 'end' ORDER BY seq DESC LIMIT 1")
+	if [ "$n" -ge 6 ]; then
+		ok "$st: $n train events stored ($res)"
+	elif [ "$res" = skipped ] && [ "$st" = train-target ]; then
+		echo "# $st was skipped by the console: $(grep -E "^$st " "$T/a.txt")"
+		ok "$st: skipped and said so (its need train-1 did not succeed), no train rows ($n)"
+	else
+		fail "$st" "$n train rows, result '$res'"
+	fi
+done
+
+# The overflow's scale history is in the file: the f16 run's skipped step
+# is the forced one and the scale after it is half the one before.
+OV=$(q "SELECT group_concat(step || ':' || skipped || ':' || loss_scale, ' ') FROM (SELECT * FROM train WHERE stage_id = 'train-f16' AND rank = 0 ORDER BY step)")
+echo "$OV" | python3 -c '
+import sys
+rows = [tuple(float(v) for v in x.split(":")) for x in sys.stdin.read().split()]
+sk = [r[0] for r in rows if r[1]]
+by = {r[0]: r[2] for r in rows}
+ok = sk == [3.0] and by[4.0] == by[3.0] / 2 and all(by[s] == by[4.0] for s in by if s > 4)
+sys.exit(0 if ok else 1)' && ok "overflow: step 3 skipped, the scale halved after it and kept ($OV)" ||
+	fail "overflow history" "$OV"
+
+# ------------------------------------------------------ the headless table
+$EXP headless "$A" >"$T/want_headless.txt" 2>"$T/exp.err" || fail "expected TRAINING table" "$(cat "$T/exp.err")"
+sed -n '/^TRAINING /,/^$/p' "$T/a.txt" | sed '/^$/d' >"$T/got_headless.txt"
+if [ -s "$T/want_headless.txt" ] && diff -b "$T/want_headless.txt" "$T/got_headless.txt" >"$T/d.txt"; then
+	ok "headless TRAINING table = the session file ($(($(wc -l <"$T/got_headless.txt") - 1)) runs)"
+else
+	fail "headless TRAINING table" "$(head -c 1500 "$T/d.txt")"
+fi
+# The training.* rows of the CHECK table: each (item, stage) the checks
+# table holds shows its worst status over ranks.
+$EXP checks "$A" | while IFS='|' read -r item stage status; do
+	got=$(awk -v it="$item" -v st="$stage" '
+		/^[a-z]/ { cur = $1; s = $2; g = $3; if (s == "not") { s = "not run"; g = $4 } }
+		/^  +[a-z]/ { s = $1; g = $2; if (s == "not") { s = "not run"; g = $3 } }
+		/^[a-z ]/ && cur == it && g == st { print s; exit }' "$T/a.txt")
+	[ "$got" = "$status" ] && ok "headless $item at $stage: $status" ||
+		fail "headless $item at $stage" "shows '$got', the file says '$status'"
+done
+
+# ----------------------------------------------- the Numerics screen, replayed
+shot() { # AT -> $T/screen.txt (Numerics, 120x40)
+	tm kill-session -t r 2>/dev/null
+	tm new-session -d -s r -x 120 -y 40 \
+		"env LANG=C.UTF-8 TERM=screen-256color $DAY0 replay $A --at $1"
+	local i
+	for i in $(seq 100); do
+		tm capture-pane -p -t r >"$T/screen.txt"
+		grep -q 'PAUSED\|PAU' "$T/screen.txt" && break
+		sleep 0.1
+	done
+	tm send-keys -t r 5
+	for i in $(seq 50); do
+		sleep 0.1
+		tm capture-pane -p -t r >"$T/screen.txt"
+		grep -q '^TRAINING ' "$T/screen.txt" && break
+	done
+	sleep 0.2
+	tm capture-pane -p -t r >"$T/screen.txt"
+}
+END=$(q "SELECT max(ts) FROM events")
+# In the middle of the f16 run: its 4th step (the skipped one before it).
+MID=$(q "SELECT ts FROM train WHERE stage_id = 'train-f16' AND rank = 0 ORDER BY step LIMIT 1 OFFSET 3")
+for at in "$END" "$MID"; do
+	what=$([ "$at" = "$END" ] && echo end || echo "train-f16 step 4")
+	shot "$at"
+	$EXP screen "$A" "$at" >"$T/want_screen.txt"
+	if python3 - "$T/want_screen.txt" "$T/screen.txt" >"$T/d.txt" <<'EOF'
+import sys
+want = open(sys.argv[1]).read().splitlines()
+got = open(sys.argv[2]).read().splitlines()
+bad = []
+for w in want:
+    kind, text = w.split("\t", 1)
+    if kind == "line":  # a whole line, spaces folded
+        if not any(" ".join(g.split()) == " ".join(text.split()) for g in got):
+            bad.append("no line: " + text)
+    elif kind == "spark":  # label, glyph count, positions of 'x', value text
+        label, n, xs, val = text.split("\t")
+        row = [g for g in got if g.startswith("  " + label + " ")]
+        if not row:
+            bad.append("no row " + label); continue
+        g = row[0]
+        body = g[14:]
+        cut = body.rfind(" " + val)
+        spark = body[:cut].rstrip() if cut >= 0 else None
+        if spark is None:
+            bad.append(label + ": value '" + val + "' not in " + repr(g)); continue
+        wx = [int(i) for i in xs.split(",") if i]
+        gx = [i for i, c in enumerate(spark) if c == "x"]
+        if len(spark) != int(n) or gx != wx:
+            bad.append("%s: %d glyphs, x at %s; want %s, x at %s: %r" % (label, len(spark), gx, n, wx, g))
+if bad:
+    print("\n".join(bad)); sys.exit(1)
+EOF
+	then
+		ok "Numerics screen at $what = the session file ($(grep -c . "$T/want_screen.txt") lines and sparklines)"
+	else
+		fail "Numerics screen at $what" "$(cat "$T/d.txt") :: $(sed -n '3,12p' "$T/screen.txt")"
+	fi
+done
+
+# ------------------------------------------------------------- the report
+"$DAY0" report "$A" --format json -o "$T/r.json" && "$DAY0" report "$A" -o "$T/r.md" &&
+	"$DAY0" report "$A" --format html -o "$T/r.html" || fail "report" "exit $?"
+$EXP report "$A" "$T/r.json" "$T/r.md" "$T/r.html" >"$T/d.txt" &&
+	ok "report json/md/html training section and charts = the session file ($(cat "$T/d.txt"))" ||
+	fail "report training" "$(head -c 1500 "$T/d.txt")"
+
+# --------------------------------------------------------------- the diff
+# B: fewer steps (the diff compares the last step both have) and another
+# learning rate.
+B=$(session b -e steps=4 -e lr=1e-2 -e overflow_step=2)
+[ -f "$B" ] && ok "second fine-tuning session" || fail "session B" "$(tail -3 "$T/b.err")"
+run "$DAY0" diff "$A" "$B" --json
+echo "$RC" >"$T/diff.rc"
+cp "$OUT" "$T/diff.json"
+$EXP diff "$A" "$B" "$T/diff.json" "$RC" >"$T/d.txt" &&
+	ok "diff A B: fine-tuning rows and regressions = the two files ($(cat "$T/d.txt"))" ||
+	fail "diff A B" "$(head -c 1500 "$T/d.txt")"
+run "$DAY0" diff "$A" "$A" --json
+if [ "$RC" -eq 0 ] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["training"] and not any(r["regression"] for r in d["training"] + d["training_grad"]) else 1)' "$OUT"; then
+	ok "diff A A: the fine-tuning rows, no regression, exit 0"
+else
+	fail "diff A A" "exit $RC $(head -c 600 "$OUT")"
+fi
+run "$DAY0" diff "$A" "$B"
+contains "diff text: the fine-tuning section" "fine-tuning (stage layout @step" "$OUT"
