@@ -30,7 +30,7 @@ struct image_file {
 extern const uint8_t image_corpus_uniform_rgb[3];
 
 /* The built-in corpus: PNG (RGB, RGBA, gray, gray+alpha, palette, 16-bit
- * RGB and gray, 1x1, a 40:1 strip) and JPEG (baseline 1200x900,
+ * RGB and gray, 1x1, a 40:1 strip) and JPEG (baseline 800x600,
  * progressive, gray), encoded in memory. */
 int image_corpus_builtin(struct image_file **out, int *n, struct d0_err *err);
 /* Every *.png, *.jpg, *.jpeg in dir (sorted by name), read whole; an

@@ -231,7 +231,7 @@ int image_corpus_builtin(struct image_file **out, int *n, struct d0_err *err)
 		int w, h, color, depth, comps, progressive;
 	} spec[] = {
 	    {"uniform-rgb.png", 'u', 56, 56, 0, 0, 0, 0},
-	    {"rgb-640x480.png", 'p', 640, 480, PNG_COLOR_TYPE_RGB, 8, 0, 0},
+	    {"rgb-320x240.png", 'p', 320, 240, PNG_COLOR_TYPE_RGB, 8, 0, 0},
 	    {"rgba-33x17.png", 'p', 33, 17, PNG_COLOR_TYPE_RGB_ALPHA, 8, 0, 0},
 	    {"gray-1x1.png", 'p', 1, 1, PNG_COLOR_TYPE_GRAY, 8, 0, 0},
 	    {"gray-alpha-90x20.png", 'p', 90, 20, PNG_COLOR_TYPE_GRAY_ALPHA, 8,
@@ -240,7 +240,7 @@ int image_corpus_builtin(struct image_file **out, int *n, struct d0_err *err)
 	    {"rgb16-50x30.png", 'p', 50, 30, PNG_COLOR_TYPE_RGB, 16, 0, 0},
 	    {"gray16-20x90.png", 'p', 20, 90, PNG_COLOR_TYPE_GRAY, 16, 0, 0},
 	    {"strip-1000x25.png", 'p', 1000, 25, PNG_COLOR_TYPE_RGB, 8, 0, 0},
-	    {"photo-1200x900.jpg", 'j', 1200, 900, 0, 0, 3, 0},
+	    {"photo-800x600.jpg", 'j', 800, 600, 0, 0, 3, 0},
 	    {"progressive-300x200.jpg", 'j', 300, 200, 0, 0, 3, 1},
 	    {"gray-100x100.jpg", 'j', 100, 100, 0, 0, 1, 0},
 	};

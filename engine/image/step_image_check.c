@@ -33,8 +33,12 @@
 #include "image.h"
 #include "image_check.h"
 #include "layout_opts.h"
+#include "ref_vision.h"
+#include "rt_batch.h"
+#include "vision.h"
 
 #include <getopt.h>
+#include <mpi.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +48,8 @@ static int run(int argc, char **argv);
 const struct step_entry step_image_check = {
 	.name = "image-check",
 	.usage = "MODEL_DIR [--images DIR|builtin] [--preprocessor FILE] "
-		 "[" PROMPT_USAGE "] [--runs N] [--json] [--events]",
+		 "[" PROMPT_USAGE "] [--runs N] [--max-rel X] [--tp T --pp P "
+		 "--ep E] [--card-mem B] [--json] [--events]",
 	.summary = "the image channel's checks: image.features, "
 		   "image.preprocess, perf.image, numerics.image (n/a for a "
 		   "text model)",
@@ -53,7 +58,7 @@ const struct step_entry step_image_check = {
 		"  --images DIR       the PNG/JPEG files to run the processor "
 		"on; builtin (the default): a generated corpus of 12 (PNG RGB, "
 		"RGBA, gray, palette, 16-bit; JPEG baseline, progressive, "
-		"gray; 1x1 to 1200x900)\n"
+		"gray; 1x1 to 800x600)\n"
 		"  --preprocessor F   the preprocessor to check (default "
 		"MODEL_DIR/preprocessor_config.json)\n"
 		"  --prompt TEXT      a prompt with image placeholders (the "
@@ -66,6 +71,11 @@ const struct step_entry step_image_check = {
 		"  --tokens 1,2,3     the same prompt as token ids\n"
 		"  --runs N           images timed for perf.image (default: "
 		"the whole corpus)\n"
+		"  --max-rel X        numerics.image's bound on the features' "
+		"max relative error against float64 (default 1e-5: f32 "
+		"compute)\n"
+		"  --tp/--pp/--ep     the runtime's layout for encode and "
+		"prefill (under mpirun, as perf); --card-mem B its budget\n"
 		"exit status: 0 every item pass (or n/a), 1 an item failed "
 		"(named), 2 bad usage or an unreadable MODEL_DIR\n"
 		"example: day0-engine image-check /models/qwen2.5-vl-7b "
@@ -76,6 +86,7 @@ const struct step_entry step_image_check = {
 struct ic_opts {
 	const char *dir, *images, *prep;
 	int runs, json, events;
+	double max_rel;
 	struct layout_opts lay;
 };
 
@@ -85,14 +96,17 @@ static int parse(int argc, char **argv, struct ic_opts *o)
 		{"images", 1, 0, 'i'},	{"preprocessor", 1, 0, 'p'},
 		{"runs", 1, 0, 'r'},	{"json", 0, 0, 'j'},
 		{"events", 0, 0, 'e'},	{"help", 0, 0, 'h'},
-		PROMPT_LONG_OPTS,	{0, 0, 0, 0}};
+		{"max-rel", 1, 0, 'x'}, PROMPT_LONG_OPTS,
+		LAYOUT_LONG_OPTS,	CARD_MEM_LONG_OPT,
+		{0, 0, 0, 0}};
 	const struct step_entry *S = &step_image_check;
-	char why[200];
+	char why[200], *end;
 	long v;
 	int ch, t;
 	memset(o, 0, sizeof *o);
 	layout_opts_init(&o->lay);
 	o->images = "builtin";
+	o->max_rel = 1e-5;
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -107,6 +121,15 @@ static int parse(int argc, char **argv, struct ic_opts *o)
 							"100000, got '%s'",
 							optarg);
 			o->runs = (int)v;
+			break;
+		case 'x':
+			o->max_rel = strtod(optarg, &end);
+			if (end == optarg || *end || !(o->max_rel > 0) ||
+			    !isfinite(o->max_rel))
+				return step_usage_error(S, "--max-rel: expected a "
+							"positive number, got "
+							"'%s'",
+							optarg);
 			break;
 		case 'h': step_help(S); return -1;
 		default:
@@ -472,38 +495,233 @@ static int features(struct ic_opts *o, const struct model_config *c,
 	return 0;
 }
 
-/* ---------------------------------------------------------- perf.image */
+/* ------------------------------------- perf.image and numerics.image */
 
-static void perf_split(const struct ic_opts *o, const struct image_run *runs,
-		       int nf, struct item_result *res)
+/* The split of one image prompt's TTFT, per image. */
+struct split {
+	double pre, enc, fill;
+};
+
+/* Max |a - b| / max |b| over n values (the relative error validate uses
+ * for logits: against the reference's largest magnitude). */
+static double rel_err(const float *a, const double *b, int64_t n)
 {
-	int n = o->runs && o->runs < nf ? o->runs : nf, k = 0;
-	double *pre = calloc((size_t)(n ? n : 1), sizeof *pre);
-	double p50, p99;
-	for (int i = 0; i < n && pre; i++)
-		if (!runs[i].error[0])
-			pre[k++] = runs[i].decode_ms + runs[i].prep_ms;
-	if (!pre || !k) {
-		set(res, "fail", "no image went through the processor: nothing "
-				 "to time");
-		free(pre);
+	double d = 0, m = 0;
+	for (int64_t i = 0; i < n; i++) {
+		double e = fabs((double)a[i] - b[i]);
+		if (!(e <= d))
+			d = e; /* NaN wins */
+		if (fabs(b[i]) > m)
+			m = fabs(b[i]);
+	}
+	return m > 0 ? d / m : d;
+}
+
+/* The tower's features of image r against the float64 reference's
+ * (refv_encode on the same pixel values).  -1 with err. */
+static int ref_features(const struct refv_model *ref,
+			const struct model_config *c, const struct image_run *r,
+			const float *feats, double *err_out, struct d0_err *err)
+{
+	const struct image_pixels *px = &r->px;
+	int64_t n = px->rows * px->cols, rows = 0,
+		grid[3] = {px->grid_t, px->grid_h, px->grid_w};
+	double *x = malloc((size_t)n * sizeof *x), *out = NULL;
+	if (!x)
+		return d0_errf(err, "%s: out of memory", r->name);
+	for (int64_t i = 0; i < n; i++)
+		x[i] = px->values[i];
+	if (refv_encode(ref, x, px->rows, px->cols, grid, 1, NULL, NULL, &out,
+			&rows, err) < 0) {
+		free(x);
+		return -1;
+	}
+	free(x);
+	if (rows != r->tokens) {
+		free(out);
+		return d0_errf(err, "%s: the reference gives %lld features, the "
+			       "runtime %lld", r->name, (long long)rows,
+			       (long long)r->tokens);
+	}
+	*err_out = rel_err(feats, out, rows * c->hidden);
+	free(out);
+	return 0;
+}
+
+/*
+ * Each image as a one-image prompt: encode (vis_encode) and prefill (the
+ * LM over the prompt with the features spliced in, M-RoPE positions) on
+ * the runtime; the first images (up to 4096 patches) also against the
+ * float64 tower.  Collective over the ranks: every rank walks the same
+ * images (the preprocessing is deterministic) and calls the same forward.
+ */
+static int runtime_split(struct ic_opts *o, const struct model_config *c,
+			 struct image_run *runs, int nf, int rank,
+			 struct split *sp, int *nsp, double *num_err,
+			 int *num_n, char *num_why, size_t num_why_n,
+			 struct d0_err *err)
+{
+	struct rt *r = NULL;
+	struct vis *v = NULL;
+	struct refv_model *ref = NULL;
+	int n = o->runs && o->runs < nf ? o->runs : nf, rc = 0;
+	int64_t max_ctx = 16, num_patches = 0;
+	float *logits = NULL;
+	*nsp = 0;
+	*num_err = 0;
+	*num_n = 0;
+	num_why[0] = 0;
+	int64_t *tmpl = malloc((size_t)(o->lay.ntok + 1) * sizeof *tmpl), nt = 0;
+	int slots = 0;
+	/* The prompt with each placeholder run collapsed to one token, which
+	 * vis_prompt_ids expands for whichever image is fed: one prompt
+	 * times each image in turn (image.features held the prompt's own
+	 * counts to its own images). */
+	for (int i = 0; tmpl && i < o->lay.ntok; i++) {
+		int64_t t = o->lay.tokens[i];
+		if (t == c->vision.image_token_id && nt &&
+		    tmpl[nt - 1] == t)
+			continue;
+		slots += t == c->vision.image_token_id;
+		tmpl[nt++] = t;
+	}
+	if (!tmpl || slots != 1) {
+		free(tmpl);
+		return d0_errf(err, "the prompt holds %d images: perf.image "
+			       "times one-image prompts", slots);
+	}
+	for (int i = 0; i < n; i++)
+		if (!runs[i].error[0] && runs[i].tokens + nt + 8 > max_ctx)
+			max_ctx = runs[i].tokens + nt + 8;
+	if (rt_open(&r, o->dir, &o->lay.d, o->lay.card_mem, max_ctx, err) < 0)
+		rc = -1;
+	MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+	if (!rc && rt_over_budget(r))
+		rc = d0_errf(err, "%s", rt_over_budget(r));
+	if (!rc && vis_open(&v, r, err) < 0)
+		rc = -1;
+	MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+	if (rc < 0) {
+		if (!err->msg[0])
+			d0_errf(err, "the runtime failed to open on another rank");
+		goto out;
+	}
+	if (!rank) {
+		struct d0_err e2;
+		if (refv_open(o->dir, &ref, &e2) < 0)
+			snprintf(num_why, num_why_n, "%s", e2.msg);
+	}
+	logits = malloc((size_t)c->vocab * sizeof *logits);
+	for (int i = 0; i < n && !rc; i++) {
+		struct image_run *im = &runs[i];
+		int64_t *ids = NULL, nids = 0, *pos = NULL, delta = 0, g[3];
+		int last, bad = 0;
+		float *feats;
+		double t0, t1, t2;
+		if (im->error[0])
+			continue;
+		g[0] = im->grid[0];
+		g[1] = im->grid[1];
+		g[2] = im->grid[2];
+		if (vis_prompt_ids(c, tmpl, nt, &im->tokens, 1, &ids, &nids,
+				   err) < 0) {
+			rc = -1;
+			break;
+		}
+		feats = calloc((size_t)(im->tokens * c->hidden), sizeof *feats);
+		if (c->vision.mrope) {
+			pos = malloc((size_t)(3 * nids) * sizeof *pos);
+			if (vis_rope_index(c, ids, nids, g, 1, pos, &delta, err) <
+			    0)
+				bad = 1;
+		}
+		MPI_Barrier(MPI_COMM_WORLD);
+		t0 = now_s();
+		if (!bad && vis_loaded(v) && vis_encode(v, &im->px, feats, err) < 0)
+			bad = 1;
+		t1 = now_s();
+		MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX,
+			      MPI_COMM_WORLD);
+		if (!bad) {
+			struct rt_seg seg = {.slot = 0, .pos0 = 0,
+					     .len = (int)nids, .embeds = feats,
+					     .rope_pos = pos, .rope_delta = delta};
+			last = (int)nids - 1;
+			rt_reset(r);
+			if (rt_forward_rows(r, ids, &seg, 1, &last, 1, logits,
+					    err) < 0)
+				bad = 1;
+		}
+		t2 = now_s();
+		if (!bad) {
+			sp[*nsp].pre = im->decode_ms + im->prep_ms;
+			sp[*nsp].enc = (t1 - t0) * 1e3;
+			sp[*nsp].fill = (t2 - t1) * 1e3;
+			(*nsp)++;
+		}
+		if (!bad && ref && num_patches + im->rows <= 4096) {
+			double e = 0;
+			num_patches += im->rows;
+			if (ref_features(ref, c, im, feats, &e, err) < 0) {
+				snprintf(num_why, num_why_n, "%s", err->msg);
+				err->msg[0] = 0;
+			} else {
+				if (!(e <= *num_err))
+					*num_err = e;
+				(*num_n)++;
+			}
+		}
+		free(pos);
+		free(feats);
+		free(ids);
+		if (bad)
+			rc = -1;
+	}
+	if (rc < 0 && !err->msg[0])
+		d0_errf(err, "the forward failed on another rank");
+out:
+	free(tmpl);
+	free(logits);
+	refv_close(ref);
+	vis_close(v);
+	if (r)
+		rt_close(r);
+	return rc;
+}
+
+static void perf_item(const struct split *sp, int n, struct item_result *res)
+{
+	double *a = malloc((size_t)(n ? n : 1) * 4 * sizeof *a);
+	double q[4][2];
+	const char *names[4] = {"preprocess_ms", "encode_ms", "prefill_ms",
+				"ttft_ms"};
+	if (!a || !n) {
+		set(res, "fail", "no image prompt went through the runtime");
+		free(a);
 		return;
 	}
-	p50 = pct(pre, k, 0.5);
-	p99 = pct(pre, k, 0.99);
-	res->value = p50;
+	for (int k = 0; k < 4; k++) {
+		for (int i = 0; i < n; i++)
+			a[i] = k == 0	? sp[i].pre
+			       : k == 1 ? sp[i].enc
+			       : k == 2 ? sp[i].fill
+					: sp[i].pre + sp[i].enc + sp[i].fill;
+		q[k][0] = pct(a, n, 0.5);
+		q[k][1] = pct(a, n, 0.99);
+	}
+	free(a);
+	res->extra = json_pack("{s:i}", "n", n);
+	for (int k = 0; k < 4; k++)
+		json_object_set_new(res->extra, names[k],
+				    json_pack("{s:f, s:f}", "p50", q[k][0],
+					      "p99", q[k][1]));
+	res->value = q[3][0];
 	res->has_value = 1;
-	res->extra = json_pack(
-	    "{s:i, s:{s:f, s:f}, s:n, s:n}", "n", k, "preprocess_ms", "p50",
-	    p50, "p99", p99, "encode_ms", "prefill_ms");
-	/* The vision forward in the runtime (engine/image/vision.c) is what
-	 * encode and prefill time: until it is in the build the split is
-	 * the preprocessing alone, said so. */
-	set(res, "warn",
-	    "preprocess p50 %.2f ms, p99 %.2f ms over %d images; encode and "
-	    "prefill not measured: the runtime has no vision forward in this "
-	    "build",
-	    p50, p99, k);
+	set(res, "pass",
+	    "TTFT p50 %.2f ms (preprocess %.2f, encode %.2f, prefill %.2f), "
+	    "p99 %.2f ms (%.2f, %.2f, %.2f) over %d images",
+	    q[3][0], q[0][0], q[1][0], q[2][0], q[3][1], q[0][1], q[1][1],
+	    q[2][1], n);
 }
 
 /* ------------------------------------------------------------- output */
@@ -555,24 +773,34 @@ static int run(int argc, char **argv)
 	struct item_result res[IT_N];
 	struct image_file *files = NULL;
 	struct image_run *runs = NULL;
+	struct split *sp = NULL;
 	struct d0_err err;
-	char *cfg_path, *prep_path = NULL;
-	json_t *doc;
-	int rc = parse(argc, argv, &o), nf = 0;
+	char *cfg_path = NULL, *prep_path = NULL, why[1100];
+	json_t *doc = NULL;
+	int rc, nf = 0, rank, nsp = 0, num_n = 0, have_cfg = 0;
+	double num_err = 0;
 
-	if (rc)
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	rc = parse(argc, argv, &o);
+	if (rc) {
+		layout_opts_free(&o.lay);
+		MPI_Finalize();
 		return rc < 0 ? EXIT_OK : rc;
-	events_init(stdout, o.events && !o.json);
+	}
+	events_init(stdout, o.events && !o.json && !rank);
+	err.msg[0] = 0;
 	memset(res, 0, sizeof res);
 	for (int i = 0; i < IT_N; i++)
 		res[i].item = item_ids[i];
 	cfg_path = path_join(o.dir, "config.json");
 	if (model_config_load(cfg_path, &cfg, &err) < 0) {
-		fprintf(stderr, "day0-engine image-check: %s\n", err.msg);
-		free(cfg_path);
-		layout_opts_free(&o.lay);
-		return EXIT_USAGE;
+		if (!rank)
+			fprintf(stderr, "day0-engine image-check: %s\n", err.msg);
+		rc = EXIT_USAGE;
+		goto out;
 	}
+	have_cfg = 1;
 	doc = json_pack("{s:s, s:s}", "model", o.dir, "vision",
 			vision_kind_name(cfg.vision.kind));
 	if (cfg.vision.kind == VISION_NONE) {
@@ -606,13 +834,15 @@ static int run(int argc, char **argv)
 		 ? image_corpus_builtin(&files, &nf, &err)
 		 : image_corpus_dir(o.images, &files, &nf, &err)) < 0) {
 		/* a folder that is not there is the operator's input */
-		fprintf(stderr, "day0-engine image-check: --images: %s\n",
-			err.msg);
+		if (!rank)
+			fprintf(stderr, "day0-engine image-check: --images: %s\n",
+				err.msg);
 		rc = EXIT_USAGE;
 		goto out;
 	}
 	runs = calloc((size_t)nf, sizeof *runs);
-	if (!runs) {
+	sp = calloc((size_t)nf, sizeof *sp);
+	if (!runs || !sp) {
 		fprintf(stderr, "day0-engine image-check: out of memory\n");
 		rc = EXIT_USAGE;
 		goto out;
@@ -621,18 +851,46 @@ static int run(int argc, char **argv)
 	if (features(&o, &cfg, prep_path, &prep, runs, nf, &res[IT_FEAT],
 		     &err) < 0) {
 		/* an unreadable checkpoint or a bad --prompt: the input */
-		fprintf(stderr, "day0-engine image-check: %s\n", err.msg);
+		if (!rank)
+			fprintf(stderr, "day0-engine image-check: %s\n", err.msg);
 		rc = EXIT_USAGE;
 		goto out;
 	}
-	perf_split(&o, runs, nf, &res[IT_PERF]);
-	set(&res[IT_NUM], "warn",
-	    "not measured: the runtime has no vision forward in this build "
-	    "(validate's image levels hold the float64 reference)");
+	/* Features that do not fit the tower are never fed to it. */
+	if (strcmp(res[IT_FEAT].status, "pass")) {
+		set(&res[IT_PERF], "skip", "not measured: image.features failed");
+		set(&res[IT_NUM], "skip", "not measured: image.features failed");
+		goto out;
+	}
+	if (runtime_split(&o, &cfg, runs, nf, rank, sp, &nsp, &num_err,
+			  &num_n, why, sizeof why, &err) < 0) {
+		set(&res[IT_PERF], "fail", "%s", err.msg);
+		set(&res[IT_NUM], "fail", "%s", err.msg);
+		goto out;
+	}
+	perf_item(sp, nsp, &res[IT_PERF]);
+	if (!num_n) {
+		set(&res[IT_NUM], "fail", "no image compared with the float64 "
+					  "tower: %s",
+		    why[0] ? why : "none went through the runtime");
+	} else {
+		res[IT_NUM].value = num_err;
+		res[IT_NUM].has_value = 1;
+		res[IT_NUM].extra = json_pack("{s:f, s:i}", "threshold",
+					      o.max_rel, "images", num_n);
+		set(&res[IT_NUM], num_err <= o.max_rel ? "pass" : "fail",
+		    "the tower's features of %d image%s against float64: max "
+		    "rel %.3g (bound %.3g)%s%s",
+		    num_n, num_n == 1 ? "" : "s", num_err, o.max_rel,
+		    why[0] ? "; " : "", why);
+	}
 out:
 	if (!rc) {
-		report(res, IT_N, &o, doc);
+		if (!rank)
+			report(res, IT_N, &o, doc);
 		rc = worst_rc(res, IT_N);
+		/* rank 0's verdict (it alone holds the reference's) */
+		MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
 	}
 	for (int i = 0; i < IT_N; i++)
 		json_decref(res[i].extra);
@@ -640,10 +898,13 @@ out:
 	for (int i = 0; runs && i < nf; i++)
 		image_pixels_free(&runs[i].px);
 	free(runs);
+	free(sp);
 	image_files_free(files, nf);
 	free(prep_path);
 	free(cfg_path);
-	model_config_free(&cfg);
+	if (have_cfg)
+		model_config_free(&cfg);
 	layout_opts_free(&o.lay);
+	MPI_Finalize();
 	return rc;
 }

@@ -56,6 +56,20 @@ kinds = {(im["format"], im["mode"]) for im in imgs}
 print("ok" if len(imgs) == 12 and not bad and len(kinds) >= 8 else (len(imgs), bad, kinds))
 PY
 contains "12 built-in images, each grid and token count = smart_resize's (8+ format/mode kinds)" "ok" "$T/grid.out"
+check "numerics.image pass: the runtime's tower against float64 within 1e-5" \
+	$PY -c "import json,sys; d=json.load(open(sys.argv[1]))['items']['numerics.image']; sys.exit(not (d['status'] == 'pass' and 0 < d['value'] <= 1e-5 and d['images'] >= 2))" "$T/q25.json"
+check "perf.image pass: TTFT = preprocess + encode + prefill, p50 <= p99 each, 12 images" \
+	$PY -c "
+import json,sys
+d=json.load(open(sys.argv[1]))['items']['perf.image']
+ok = d['status'] == 'pass' and d['n'] == 12 and all(0 < d[k]['p50'] <= d[k]['p99'] for k in ('encode_ms','prefill_ms','ttft_ms'))
+ok = ok and d['ttft_ms']['p50'] <= d['preprocess_ms']['p99'] + d['encode_ms']['p99'] + d['prefill_ms']['p99']
+sys.exit(not ok)" "$T/q25.json"
+expect_rc 1 "numerics.image can fail: a bound of 1e-12 is not met (exit 1)" "$ENGINE" image-check "$T/q25" --runs 2 --max-rel 1e-12
+contains "... saying the error and the bound" "(bound 1e-12)" "$OUT"
+expect_rc 0 "image-check under mpirun, tp 2 (the tower replicated on stage 0)" \
+	mpirun --allow-run-as-root --oversubscribe -np 2 "$ENGINE" image-check "$T/q25" --tp 2 --runs 3
+check "... one table (rank 0's), numerics.image pass" test "$(grep -c '^numerics.image    pass' "$OUT")" = 1
 slot=$($PY -c "import json,sys; s=json.load(open(sys.argv[1]))['items']['image.features']['slots'][0]; print(s['placeholders'], s['tokens'])" "$T/q25.json")
 check "the default prompt: one placeholder, expanded to the image's tokens ($slot)" test "${slot%% *}" = 1
 N=${slot#* }
