@@ -534,7 +534,14 @@ int train_open(struct train **out, const char *dir, const struct train_cfg *cfg,
 	t->vel = talloc(t, (size_t)t->zn * 4 + 4, "Adam second moments", CAT_OPTIM);
 	for (int s = 0; s < 3 && t->cfg.dtype != DT_F32; s++)
 		t->xs[s] = talloc(t, (size_t)t->maxn * 4, "weight views (f32)", CAT_SCRATCH);
-	t->gs = talloc(t, (size_t)t->maxn * 4, "gradient scratch", CAT_SCRATCH);
+	{
+		/* f32: vectors' gradients only (matrices are summed in place) */
+		int64_t gn = t->cfg.dtype == DT_F32 ? 0 : t->maxn;
+		for (int i = 0; i < t->np; i++)
+			if (t->P[i].rows == 1 && t->P[i].numel > gn)
+				gn = t->P[i].numel;
+		t->gs = talloc(t, (size_t)gn * 4 + 4, "gradient scratch", CAT_SCRATCH);
+	}
 	/* the router biases (not trained) */
 	for (int l = 0; l < t->nl && !r->over[0]; l++)
 		if (t->L[l].moe && !strcmp(c->scoring, "sigmoid")) {
@@ -708,22 +715,37 @@ static int alloc_acts(struct train *t, int B, int S, struct d0_err *err)
 	t->xf = A(t, (int64_t)T * H);
 	t->rsf = A(t, T);
 	t->logits = A(t, (int64_t)T * t->Vl);
-	/* backward's own buffers */
+	/* backward's own buffers, each as wide as its widest use */
 	{
-		int64_t c2[] = {H, (int64_t)t->nh * t->dqk, (int64_t)t->nh * t->dv,
-				t->F, (int64_t)t->K * t->Fm, (int64_t)t->K * H, t->Fs,
-				t->kvl + t->rd, t->ql, (int64_t)t->nh * (t->nope + t->dv),
-				t->E};
-		for (size_t i = 0; i < sizeof c2 / sizeof *c2; i++)
-			if (c2[i] > w)
-				w = c2[i];
+		int moe = 0, mla = c->mla != 0;
+		int64_t KH = 0, KF = 0, bw[6];
+		for (int i = 0; i < t->nl; i++)
+			moe |= t->L[i].moe;
+		if (moe) {
+			KH = (int64_t)t->K * H;
+			KF = (int64_t)t->K * t->Fm;
+		}
+#define MX(a, b) ((a) > (b) ? (a) : (b))
+		bw[0] = MX(MX((int64_t)t->nh * t->dv, mla * (int64_t)t->nh * (t->nope + t->dv)),
+			   MX(moe * (int64_t)t->E, KH));
+		bw[1] = MX(MX((int64_t)t->nh * t->dqk, KH), t->ql);
+		bw[2] = MX(MX((int64_t)t->nkv * t->dqk, KF), MX(MX(t->F, t->Fs), moe * (int64_t)t->E));
+		bw[3] = MX(MX((int64_t)t->nkv * t->dv, KF), MX(t->F, t->Fs));
+		bw[4] = MX(MX(mla * (int64_t)(t->kvl + t->rd), (int64_t)t->nh * t->dqk),
+			   MX(MX(KH, KF), MX(t->F, t->Fs)));
+		bw[5] = MX(MX(t->kvl, t->ql), MX(MX((int64_t)t->nkv * t->dqk, KF), MX(t->F, t->Fs)));
+#undef MX
+		for (int i = 0; i < 6; i++) {
+			if (bw[i] > w)
+				w = bw[i];
+			t->b[i] = talloc(t, (size_t)T * (bw[i] ? bw[i] : 1) * 4 + 4,
+					 "gradient buffers", CAT_SCRATCH);
+		}
 	}
 	t->wmax = w;
 	t->dh = talloc(t, (size_t)T * H * 4, "gradient buffers", CAT_SCRATCH);
 	t->dh2 = talloc(t, (size_t)T * H * 4, "gradient buffers", CAT_SCRATCH);
 	t->dxn = talloc(t, (size_t)T * H * 4, "gradient buffers", CAT_SCRATCH);
-	for (int i = 0; i < 6; i++)
-		t->b[i] = talloc(t, (size_t)T * w * 4, "gradient buffers", CAT_SCRATCH);
 	t->cosT = talloc(t, (size_t)S * t->rd / 2 * 4 + 4, "rope tables", CAT_SCRATCH);
 	t->sinT = talloc(t, (size_t)S * t->rd / 2 * 4 + 4, "rope tables", CAT_SCRATCH);
 	for (int p = 0; p < S; p++)
@@ -772,14 +794,17 @@ static void lin_f(struct train *t, const struct tparam *w, const struct tparam *
 static void lin_b(struct train *t, const struct tparam *w, const struct tparam *b,
 		  const float *X, const float *dY, float *dX, int T)
 {
-	int N = (int)w->rows, K = (int)w->cols;
+	int N = (int)w->rows, K = (int)w->cols, f32 = t->cfg.dtype == DT_F32;
+	/* f32 gradients are summed in place; 16-bit ones through f32 */
+	float *dW = f32 ? (float *)t->grad + w->off : t->gs;
 	if (w == t->inject_p) /* the fault: X^T dY, [K, N] laid out as [N, K] */
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, T, 1.0f,
-			    X, K, dY, N, 0.0f, t->gs, N);
+			    X, K, dY, N, f32 ? 1.0f : 0.0f, dW, N);
 	else
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, T, 1.0f,
-			    dY, N, X, K, 0.0f, t->gs, K);
-	gadd(t, w, t->gs);
+			    dY, N, X, K, f32 ? 1.0f : 0.0f, dW, K);
+	if (!f32)
+		gadd(t, w, t->gs);
 	if (b) {
 		for (int j = 0; j < N; j++) {
 			float s = 0;
@@ -1446,6 +1471,13 @@ static void tp_agree(struct train *t, int64_t lo, int64_t hi)
 		struct tparam *p = &t->P[i];
 		if (!p->repl || p->off < lo || p->off >= hi)
 			continue;
+		if (t->cfg.dtype == DT_F32) {
+			float *g = (float *)t->grad + p->off;
+			tp_sum(t, g, p->numel);
+			for (int64_t j = 0; !p->tp_sum && j < p->numel; j++)
+				g[j] /= (float)t->tp;
+			continue;
+		}
 		for (int64_t j = 0; j < p->numel; j++)
 			t->gs[j] = wget(t, t->grad, p->off + j);
 		tp_sum(t, t->gs, p->numel);
@@ -1671,12 +1703,20 @@ static int pass(struct train *t, const int64_t *tok, const int64_t *lab, int B,
 		dp_ready(t, t->L[l].p_hi, 0);
 	}
 	/* the embedding: rows of this rank's vocabulary slice */
-	memset(t->gs, 0, (size_t)t->embed->numel * 4);
-	for (int i = 0; i < T; i++)
-		if (tok[i] >= lo && tok[i] < lo + Vl)
-			for (int j = 0; j < H; j++)
-				t->gs[(size_t)(tok[i] - lo) * H + j] += t->dh[(size_t)i * H + j];
-	gadd(t, t->embed, t->gs);
+	if (t->cfg.dtype == DT_F32) {
+		float *g = (float *)t->grad + t->embed->off;
+		for (int i = 0; i < T; i++)
+			if (tok[i] >= lo && tok[i] < lo + Vl)
+				for (int j = 0; j < H; j++)
+					g[(size_t)(tok[i] - lo) * H + j] += t->dh[(size_t)i * H + j];
+	} else {
+		memset(t->gs, 0, (size_t)t->embed->numel * 4);
+		for (int i = 0; i < T; i++)
+			if (tok[i] >= lo && tok[i] < lo + Vl)
+				for (int j = 0; j < H; j++)
+					t->gs[(size_t)(tok[i] - lo) * H + j] += t->dh[(size_t)i * H + j];
+		gadd(t, t->embed, t->gs);
+	}
 	dp_ready(t, t->N, 1);
 	if (st) {
 		st->t_bwd = now_s() - t1;

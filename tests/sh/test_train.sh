@@ -1,0 +1,94 @@
+# day0-engine train: gradients against the float64 reference backward and
+# central differences per family at 1 rank, TP 2 and DP 2 (ZeRO-1), the
+# loss curve of each layout against the 1-rank run, determinism, the f16
+# overflow, the memory plan, and each injected fault failing its check by
+# name.  What is read is what the agent reads: the --events lines.
+. "$(dirname "$0")/../lib.sh"
+mpi() { # NP ARGS...
+	local np=$1; shift
+	timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "$ENGINE" "$@"
+}
+# status of check ITEM in $OUT's events ("" if none)
+status() { jq -r --arg i "$1" 'select(.type == "check" and .item == $i) | .status' "$OUT" 2>/dev/null | head -1; }
+want() { # NAME ITEM STATUS
+	local got
+	got=$(status "$2")
+	if [ "$got" = "$3" ]; then ok "$1"; else
+		fail "$1" "$2 is '$got', expected $3: $(jq -c --arg i "$2" 'select(.item == $i) | .detail' "$OUT" 2>/dev/null | head -c 500) $(head -c 300 "$ERR")"
+	fi
+}
+
+for a in llama qwen2_moe deepseek_v3; do
+	"$ENGINE" gen-model --arch "$a" "$T/$a" >/dev/null || fail "gen-model $a" "exit $?"
+done
+
+# 1 rank: every family's gradients, the memory plan, the train events
+for a in llama qwen2_moe deepseek_v3; do
+	run "$ENGINE" train "$T/$a" --steps 3 --batch 4 --check-grads --events --losses-out "$T/$a.1"
+	want "$a 1 rank: gradients vs float64 and central differences" training.gradients pass
+	want "$a 1 rank: peak memory within 5% of plan --train" training.memory pass
+	if [ "$RC" -eq 0 ] && [ "$(jq -s '[.[] | select(.type == "train")] | length' "$OUT")" = 3 ] &&
+		jq -e -s '[.[] | select(.type == "train")] | all(has("step") and has("loss") and has("grad_norm")
+			and has("loss_scale") and has("skipped") and has("lr") and has("tokens") and has("t_fwd_s")
+			and has("t_bwd_s") and has("t_opt_s") and has("t_comm_s") and .layout == "tp1pp1ep1dp1")' "$OUT" >/dev/null; then
+		ok "$a: one train event a step with the step time split"
+	else
+		fail "$a train events" "exit $RC: $(grep '"train"' "$OUT" | head -c 400)"
+	fi
+	# FD covered the layer types the family has
+	kinds=$(jq -r 'select(.item == "training.gradients") | [.value.finite_differences[].kind] | sort | join(",")' "$OUT")
+	case $a in
+	llama) want_k="attention,embedding,norm" ;;
+	*) want_k="attention,embedding,expert,norm,router" ;;
+	esac
+	if [ "$kinds" = "$want_k" ]; then ok "$a: central differences on $kinds"; else fail "$a FD kinds" "'$kinds', expected $want_k"; fi
+done
+
+# TP 2: column/row splits, the input gradients' all-reduce, replicated
+# parameters agreed; the loss curve against the 1-rank run
+for a in llama qwen2_moe deepseek_v3; do
+	run mpi 2 train "$T/$a" --tp 2 --steps 3 --batch 4 --check-grads --events --reference-losses "$T/$a.1"
+	want "$a tp2: gradients vs float64" training.gradients pass
+	want "$a tp2: loss curve against 1 rank" training.layouts pass
+done
+
+# DP 2 with ZeRO-1 (2 sequences a rank: the same global batch as the
+# 1-rank run of 4), gradient buckets all-reduced while backward runs; and
+# the same steps twice, bit for bit
+run mpi 2 train "$T/llama" --dp 2 --zero1 --steps 3 --batch 2 --check-grads --determinism --events \
+	--bucket-bytes 16384 --reference-losses "$T/llama.1"
+want "llama dp2 zero1: gradients vs float64" training.gradients pass
+want "llama dp2 zero1: loss curve against 1 rank" training.layouts pass
+want "llama dp2: two runs bitwise equal" training.determinism pass
+
+# f16: a forced overflow skips the step, halves the scale, recovers
+run "$ENGINE" train "$T/llama" --dtype f16 --steps 5 --force-overflow 3 --growth-interval 2 --events
+want "f16 forced overflow: skipped, halved, recovered" training.overflow pass
+if jq -e -s '[.[] | select(.type == "train")] | (.[2].skipped == 1 and .[3].loss_scale == .[2].loss_scale / 2
+	and .[3].skipped == 0 and .[4].skipped == 0)' "$OUT" >/dev/null &&
+	jq -e -s 'map(select(.item == "training.overflow"))[0].value.scale_history | length == 5' "$OUT" >/dev/null; then
+	ok "f16: the scale history in the events and the check's evidence"
+else
+	fail "f16 scale history" "$(grep -E 'train|overflow' "$OUT" | head -c 600)"
+fi
+
+# each injected fault fails its check by name (exit 1)
+run "$ENGINE" train "$T/llama" --steps 1 --check-grads --events --inject transpose-grad
+want "inject transpose-grad fails training.gradients" training.gradients fail
+[ "$RC" -eq 1 ] && jq -e -s 'map(select(.item == "training.gradients"))[0].value.worst_tensor == "model.layers.0.self_attn.o_proj.weight"' "$OUT" >/dev/null &&
+	ok "transpose-grad: exit 1, the transposed tensor named" || fail "transpose-grad named" "exit $RC"
+run "$ENGINE" train "$T/qwen2_moe" --steps 1 --check-grads --events --inject wrong-scale
+want "inject wrong-scale fails training.gradients" training.gradients fail
+run mpi 2 train "$T/deepseek_v3" --tp 2 --steps 3 --batch 4 --check-grads --events --inject no-allreduce --reference-losses "$T/deepseek_v3.1"
+want "inject no-allreduce (tp2) fails training.gradients" training.gradients fail
+want "inject no-allreduce (tp2) fails training.layouts" training.layouts fail
+run mpi 2 train "$T/llama" --dp 2 --steps 3 --batch 2 --events --inject no-allreduce --reference-losses "$T/llama.1"
+want "inject no-allreduce (dp2) fails training.layouts" training.layouts fail
+
+# bad input: named, exit 2
+expect_rc 2 "--pp 2 refused (pipeline backward not built)" mpi 2 train "$T/llama" --pp 2
+contains "--pp refusal names what is missing" "pipeline and expert parallel backward are not built" "$ERR"
+expect_rc 2 "--dtype fp8 refused" "$ENGINE" train "$T/llama" --dtype fp8
+contains "--dtype refusal says what was expected" "expected bf16, f16 or f32" "$ERR"
+expect_rc 2 "a missing model directory" "$ENGINE" train "$T/none"
+contains "the missing directory is named" "$T/none" "$ERR"
