@@ -259,8 +259,9 @@ static void on_block(void *ctx, int block, const double *x, int64_t rows,
 		return;
 	e = cmp(run, x, (size_t)(rows * cols));
 	free(run);
-	add(t->a, block < 0 ? (t->img ? name : "vision.patch_embed") : name, e,
-	    t->quiet, block < 0 ? "op" : "layer");
+	if (block < 0) /* the patch embedding (operator level) */
+		snprintf(name, sizeof name, "image-%02d-patch_embed", t->img);
+	add(t->a, name, e, t->quiet, block < 0 ? "op" : "layer");
 	if (!(e.max_rel <= t->res->tower_worst)) {
 		t->res->tower_worst = e.max_rel;
 		t->res->tower_block = block;
