@@ -82,6 +82,22 @@ static const char *const query_sql[STORE_Q_COUNT] = {
     [STORE_Q_SERIES_POINTS] =
 	"SELECT ts, value FROM sample_points WHERE "
 	"series = ?1 AND ?2 + ?3 > 0 ORDER BY ts, seq",
+    /* image-check's items (docs/multimodal.md): perf.image carries the
+     * TTFT split's percentiles as fields of its check event. */
+    [STORE_Q_IMAGE] =
+	"SELECT c.item, c.status, c.stage, c.node, c.detail, "
+	"json_extract(e.body, '$.n') AS n, "
+	"json_extract(e.body, '$.preprocess_ms.p50') AS preprocess_p50, "
+	"json_extract(e.body, '$.encode_ms.p50') AS encode_p50, "
+	"json_extract(e.body, '$.prefill_ms.p50') AS prefill_p50, "
+	"json_extract(e.body, '$.ttft_ms.p50') AS ttft_p50, "
+	"json_extract(e.body, '$.preprocess_ms.p99') AS preprocess_p99, "
+	"json_extract(e.body, '$.encode_ms.p99') AS encode_p99, "
+	"json_extract(e.body, '$.prefill_ms.p99') AS prefill_p99, "
+	"json_extract(e.body, '$.ttft_ms.p99') AS ttft_p99 FROM checks c "
+	"JOIN events e ON e.node = c.node AND e.seq = c.seq WHERE c.item "
+	"IN ('image.preprocess', 'image.features', 'numerics.image', "
+	"'perf.image') ORDER BY c.ts, c.node, c.seq",
     [STORE_Q_TEXT_GENERATION] =
 	"SELECT c.node, json_extract(e.body, '$.prompt_text') AS "
 	"prompt, json_extract(e.body, '$.text') AS generated, "

@@ -242,6 +242,7 @@ enum store_query {
 	STORE_Q_REFUSED, /* console alerts of kind protocol/rate per (node, reason) */
 	STORE_Q_TIMELINE, /* the operator's markers, warnings, cancels, reruns and stages not done, in time order */
 	STORE_Q_TRAIN, /* train rows (fine-tuning steps) by run, rank, step */
+	STORE_Q_IMAGE, /* the image channel's checks with perf.image's TTFT split */
 	STORE_Q_COUNT
 };
 json_t *store_query(struct store *s, enum store_query q, int nb,

@@ -848,6 +848,9 @@ json_t *report_load(const char *path, struct d0_err *err)
 	if (!(v = text_rows(&c)))
 		goto fail;
 	json_object_set_new(doc, "text", nonempty(v));
+	if (!(v = q_rows(&c, STORE_Q_IMAGE, 0, NULL, NULL)))
+		goto fail;
+	json_object_set_new(doc, "image", nonempty(v));
 	if (!(v = q_rows(&c,
 			 STORE_Q_PERF,
 			 0, NULL, NULL)))

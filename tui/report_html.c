@@ -1176,6 +1176,79 @@ static void h_manifest(FILE *f, json_t *m)
 }
 
 /* text.generation: the prompt and the two greedy texts side by side. */
+/* The image channel: image-check's items and perf.image's TTFT split
+ * as stacked horizontal bars (p50, p99: each part's share of the row). */
+static void h_image(FILE *f, json_t *rows)
+{
+	static const char *const head[] = {"item", "status", "stage", "node",
+					   "detail", NULL};
+	static const char *const keys[] = {"item", "status", "stage", "node",
+					   "detail", NULL};
+	static const char *const parts[3] = {"preprocess", "encode",
+					     "prefill"};
+	json_t *r;
+	size_t i;
+	if (!json_array_size(rows))
+		return;
+	fputs("<h3>Image channel</h3>\n", f);
+	html_table(f, rows, head, keys);
+	json_array_foreach(rows, i, r)
+	{
+		double v[2][3], top[2] = {0, 0};
+		char key[32];
+		if (strcmp(json_string_value(json_object_get(r, "item")),
+			   "perf.image") ||
+		    !json_is_number(json_object_get(r, "ttft_p50")))
+			continue;
+		for (int k = 0; k < 2; k++)
+			for (int j = 0; j < 3; j++) {
+				snprintf(key, sizeof key, "%s_%s", parts[j],
+					 k ? "p99" : "p50");
+				v[k][j] = json_number_value(
+				    json_object_get(r, key));
+				top[k] += v[k][j];
+			}
+		fprintf(f,
+			"<svg id=\"chart-ttft-split\" class=\"chart\" "
+			"viewBox=\"0 0 %d 130\" width=\"%d\" height=\"130\" "
+			"role=\"img\">\n<title>TTFT split of an image prompt "
+			"(preprocess, encode, prefill)</title>\n",
+			CW, CW);
+		for (int k = 0; k < 2; k++) {
+			double x = PL, y = 20 + k * 40;
+			fprintf(f, "<text x=\"%d\" y=\"%.0f\" class=\"tick\" "
+				   "text-anchor=\"end\">%s</text>\n",
+				PL - 6, y + 17, k ? "p99" : "p50");
+			for (int j = 0; j < 3; j++) {
+				double w = top[k] > 0 ? v[k][j] / top[k] *
+							    (CW - PL - PR)
+						      : 0;
+				fprintf(f,
+					"<rect x=\"%.1f\" y=\"%.0f\" "
+					"width=\"%.1f\" height=\"26\" "
+					"fill=\"%s\"><title>%s %s %.3f "
+					"ms</title></rect>\n",
+					x, y, w, palette[j], parts[j],
+					k ? "p99" : "p50", v[k][j]);
+				x += w;
+			}
+			snprintf(key, sizeof key, "ttft_%s", k ? "p99" : "p50");
+			fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" "
+				   "class=\"tick\">TTFT %.2f ms</text>\n",
+				x + 6, y + 17,
+				json_number_value(json_object_get(r, key)));
+		}
+		for (int j = 0; j < 3; j++)
+			fprintf(f,
+				"<rect x=\"%d\" y=\"105\" width=\"12\" "
+				"height=\"12\" fill=\"%s\"/><text x=\"%d\" "
+				"y=\"116\" class=\"tick\">%s</text>\n",
+				PL + j * 130, palette[j], PL + j * 130 + 16,
+				parts[j]);
+		fputs("</svg>\n", f);
+	}
+}
+
 static void h_text(FILE *f, json_t *rows)
 {
 	static const char *const head[] = {"prompt", "generated", "reference",
@@ -1246,6 +1319,7 @@ int report_write_html(FILE *f, json_t *doc)
 	fputs("<h2>Numerics table</h2>\n", f);
 	html_table(f, json_object_get(doc, "numerics"), nhead, nkeys);
 	h_text(f, json_object_get(doc, "text"));
+	h_image(f, json_object_get(doc, "image"));
 	if (json_array_size(json_object_get(doc, "training"))) {
 		static const char *const thead[] = {
 		    "stage", "node", "rank", "layout", "steps", "skipped",

@@ -508,6 +508,65 @@ static void md_generation(FILE *f, json_t *rows)
 		 rows, head, keys);
 }
 
+/* The image channel (docs/multimodal.md): image-check's items, then
+ * perf.image's TTFT split as a stacked text bar per percentile (P
+ * preprocess, E encode, F prefill: each part's share of the row's sum in
+ * 40 columns). */
+static void md_image(FILE *f, json_t *rows)
+{
+	static const char *const head[] = {"item", "status", "stage", "node",
+					   "detail", NULL};
+	static const char *const keys[] = {"item", "status", "stage", "node",
+					   "detail", NULL};
+	static const char *const q[2] = {"p50", "p99"};
+	json_t *r;
+	size_t i;
+	if (!json_array_size(rows))
+		return;
+	md_table(f, "Image channel", rows, head, keys);
+	json_array_foreach(rows, i, r)
+	{
+		double v[2][3], top[2] = {0, 0};
+		const char *parts[3] = {"preprocess", "encode", "prefill"};
+		char key[32];
+		if (strcmp(json_string_value(json_object_get(r, "item")),
+			   "perf.image") ||
+		    !json_is_number(json_object_get(r, "ttft_p50")))
+			continue;
+		for (int k = 0; k < 2; k++)
+			for (int j = 0; j < 3; j++) {
+				snprintf(key, sizeof key, "%s_%s", parts[j],
+					 q[k]);
+				v[k][j] = json_number_value(
+				    json_object_get(r, key));
+				top[k] += v[k][j];
+			}
+		fprintf(f, "### TTFT split (%s, %lld images)\n\n",
+			json_string_value(json_object_get(r, "node")),
+			(long long)json_integer_value(json_object_get(r, "n")));
+		fputs("| | preprocess ms | encode ms | prefill ms | TTFT ms | "
+		      "share (P preprocess, E encode, F prefill) |\n"
+		      "|---|---|---|---|---|---|\n", f);
+		for (int k = 0; k < 2; k++) {
+			char bar[64];
+			int o = 0;
+			snprintf(key, sizeof key, "ttft_%s", q[k]);
+			for (int j = 0; j < 3; j++) {
+				int w = top[k] > 0
+					    ? (int)(v[k][j] / top[k] * 40 + 0.5)
+					    : 0;
+				for (int c = 0; c < w && o < 40; c++)
+					bar[o++] = "PEF"[j];
+			}
+			bar[o] = 0;
+			fprintf(f, "| %s | %.2f | %.2f | %.2f | %.2f | `%s` |\n",
+				q[k], v[k][0], v[k][1], v[k][2],
+				json_number_value(json_object_get(r, key)), bar);
+		}
+		fputc('\n', f);
+	}
+}
+
 /* A text sparkline of a run's figure over its points, scaled from its min
  * to its max; 'x' a skipped step, ' ' a step without the figure. */
 static void md_spark(json_t *pts, const char *key, char *out, size_t max)
@@ -666,6 +725,7 @@ int report_write_md(FILE *f, json_t *doc)
 	md_table(f, "Numerics", json_object_get(doc, "numerics"), nhead,
 		 nkeys);
 	md_generation(f, json_object_get(doc, "text"));
+	md_image(f, json_object_get(doc, "image"));
 	if (json_array_size(json_object_get(doc, "training")))
 		md_training(f, json_object_get(doc, "training"));
 	md_table(f, "Performance baseline", json_object_get(doc, "perf"),

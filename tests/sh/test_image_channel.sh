@@ -189,3 +189,37 @@ for f in swap:"$T/swap": patch16:"$T/patch16": short:"$T/q25":"$T/short.json"; d
 	table "$T/$name.out" | grep -qF "image.features|fail|$d" && ok "... the table's detail is the session file's ($(echo "$d" | cut -c1-60)...)" ||
 		fail "$name: detail" "$d"
 done
+
+# ---- the report: the image channel's table and the TTFT split chart -------------
+expect_rc 0 "report (md) of the VL session" "$DAY0" report "$T/vl.db"
+cp "$OUT" "$T/vl.md"
+bad=""
+while IFS='|' read -r it st; do
+	grep -qF "| $it | $st | image | local |" "$T/vl.md" || bad="$bad $it=$st"
+done < <(sqlite3 "$T/vl.db" "SELECT item, status FROM checks WHERE stage = 'image'")
+[ -z "$bad" ] && ok "report md: the Image channel table has each item's status from the session file" || fail "report md image table" "$bad"
+$PY - "$T/vl.md" "$T/vl.db" >"$T/split.out" <<'PY'
+import re, sqlite3, sys
+md = open(sys.argv[1]).read()
+db = sqlite3.connect(sys.argv[2])
+body = db.execute("SELECT e.body FROM checks c JOIN events e USING (node, seq) WHERE c.item = 'perf.image'").fetchone()[0]
+import json; b = json.loads(body)
+bad = []
+for q in ("p50", "p99"):
+    m = re.search(r"^\| %s \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \| `([PEF]*)` \|$" % q, md, re.M)
+    if not m:
+        bad.append((q, "no row")); continue
+    want = [b[k + "_ms"][q] for k in ("preprocess", "encode", "prefill", "ttft")]
+    got = [float(x) for x in m.groups()[:4]]
+    if any(abs(g - w) > 0.006 for g, w in zip(got, want)):
+        bad.append((q, got, want))
+    bar = m.group(5); tot = sum(want[:3])
+    share = [round(w / tot * 40) for w in want[:3]]
+    if [bar.count(c) for c in "PEF"] != [min(s, 40) for s in share] and abs(len(bar) - 40) > 1:
+        bad.append((q, bar, share))
+print("ok" if not bad else bad)
+PY
+contains "report md: the TTFT split rows (p50, p99) and their share bars = perf.image's fields in the session file" "ok" "$T/split.out"
+expect_rc 0 "report (html) of the VL session" "$DAY0" report "$T/vl.db" --format html -o "$T/vl.html"
+check "report html: the TTFT split chart, 3 parts x 2 percentiles" \
+	test "$(sed -n '/id="chart-ttft-split"/,/<\/svg>/p' "$T/vl.html" | grep -c '<rect x=.*height="26"')" = 6
