@@ -178,7 +178,16 @@ $(show)"
 		done < <(card_numbers "$at")
 		# The checklist's counts and its first failing item.
 		want=$(checklist_line "$at")
+		# When "first STATUS: ITEM" does not fit beside the counts (80
+		# columns, a long item id) the line holds the counts alone and
+		# the next line names the item: "  ! ITEM STATUS".
+		counts=${want%%  first *}
+		fitem=""
+		[ "$counts" != "$want" ] && fitem=${want##*: } && fst=${want#*  first } && fst=${fst%%: *}
 		if grep -qF -- "$want" "$T/screen.txt"; then ok "$what: $want"
+		elif [ -n "$fitem" ] && grep -qxF -- "$counts" <(sed 's/ *$//' "$T/screen.txt") &&
+			grep -qE -- "^  . $fitem $fst( |\$)" "$T/screen.txt"; then
+			ok "$what: $counts, then $fitem $fst on the next line"
 		else fail "$what: checklist counts" "want '$want':
 $(show)"; fi
 		grep -qE '^VERDICT (GO|NO-GO|pending|held)' "$T/screen.txt" &&
