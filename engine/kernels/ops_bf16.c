@@ -8,7 +8,8 @@
  * - Decode (few rows of x): our own GEMV, each weight row read once for
  *   up to four rows of x; the best kernel the CPU has, chosen at run time
  *   with __builtin_cpu_supports: AVX-512 (F and BW), else AVX2+FMA, else a
- *   portable loop (DAY0_KERNEL names one).  One row of x times f32 W (an
+ *   portable loop (DAY0_KERNEL names one; avx512-stream the AVX-512 one
+ *   reading one row of x's W as one stream, as before the four streams).  One row of x times f32 W (an
  *   f32 checkpoint's decode) goes through the same kernels' f32 forms and
  *   pool (gemv_f32), sgemv without AVX2.
  * - Prefill (many rows): on oneDNN's matmul where it has a native kernel
@@ -27,7 +28,8 @@
  * hold a product up.  Workers spin a little for the next job (a decode
  * step is ~100 short products), then sleep.  While workers call OpenBLAS
  * it is told to use one thread, and oneDNN always is.  DAY0_KERNEL=
- * portable|avx2|avx512 forces a GEMV and the sgemm prefill (tests, A/B),
+ * portable|avx2|avx512|avx512-stream forces a GEMV and the sgemm prefill
+ * (tests, A/B),
  * DAY0_KERNEL=onednn the oneDNN prefill.
  *
  * op_linear_w also takes block-scaled FP8 W (ops_fp8.c's kernels) through
@@ -448,13 +450,95 @@ gemv_avx512_body(float *y, int ldy, const float *xp, const uint16_t *w,
 	}
 }
 
+/*
+ * One row of x (decode) over rows [j0, j1) of W with AVX-512 as four
+ * streams, the range's quarters side by side (the AVX2 kernel's order,
+ * gemv_quarters_avx2), 64 bytes of each a step, the loads of x shared,
+ * a prefetch a cache line PREFETCH bytes ahead in each.  On the Sapphire
+ * Rapids VM (bench/README.md, 2026-12-03) one core reads memory faster
+ * from several pages at once than from one stream: this kernel read a
+ * decode step's 325 MB of bf16 W at 1.08-1.16x the time-per-byte of a
+ * one-stream AVX-512 sum, the one-stream kernel (gemv_avx512_body, kept
+ * as DAY0_KERNEL=avx512-stream) at 0.87-0.92x.
+ */
+__attribute__((target("avx512f,avx512bw"))) static void
+gemv_quarters_avx512(float *y, const float *xp, const uint16_t *w, int j0, int j1, int k)
+{
+	const int q = (j1 - j0) / 4, kk = k - k % 32;
+	for (int j = j0; j < j0 + q; j++) {
+		const uint16_t *r[4];
+		__m512 ae[4], ao[4];
+#pragma GCC unroll 4
+		for (int s = 0; s < 4; s++) {
+			r[s] = w + (size_t)(j + s * q) * k;
+			ae[s] = ao[s] = _mm512_setzero_ps();
+		}
+		for (int c = 0; c < kk; c += 32) {
+			__m512 xe = _mm512_loadu_ps(xp + c), xo = _mm512_loadu_ps(xp + c + 16);
+#pragma GCC unroll 4
+			for (int s = 0; s < 4; s++) {
+				__m512i v = _mm512_loadu_si512((const void *)(r[s] + c));
+				_mm_prefetch((const char *)(r[s] + c) + PREFETCH, _MM_HINT_T0);
+				ae[s] = _mm512_fmadd_ps(xe, bf16_even512(v), ae[s]);
+				ao[s] = _mm512_fmadd_ps(xo, bf16_odd512(v), ao[s]);
+			}
+		}
+#pragma GCC unroll 4
+		for (int s = 0; s < 4; s++) {
+			float t = 0; /* the k % 32 tail, x not permuted */
+			for (int c = kk; c < k; c++)
+				t += xp[c] * bf16_f32(r[s][c]);
+			y[j + s * q] = _mm512_reduce_add_ps(_mm512_add_ps(ae[s], ao[s])) + t;
+		}
+	}
+	if (j0 + 4 * q < j1)
+		gemv_avx512_body(y, 1, xp, w, 1, j0 + 4 * q, j1, k);
+}
+
+__attribute__((target("avx512f,avx512bw"))) static void
+gemv_f32_avx512(float *y, const float *x, const float *w, int j0, int j1, int k);
+
+/* The same four streams for f32 W (an f32 checkpoint's decode). */
+__attribute__((target("avx512f,avx512bw"))) static void
+gemv_f32_quarters_avx512(float *y, const float *x, const float *w, int j0, int j1, int k)
+{
+	const int q = (j1 - j0) / 4, kk = k - k % 16;
+	for (int j = j0; j < j0 + q; j++) {
+		const float *r[4];
+		__m512 a[4];
+#pragma GCC unroll 4
+		for (int s = 0; s < 4; s++) {
+			r[s] = w + (size_t)(j + s * q) * k;
+			a[s] = _mm512_setzero_ps();
+		}
+		for (int c = 0; c < kk; c += 16) {
+			__m512 xv = _mm512_loadu_ps(x + c);
+#pragma GCC unroll 4
+			for (int s = 0; s < 4; s++) {
+				_mm_prefetch((const char *)(r[s] + c) + PREFETCH, _MM_HINT_T0);
+				a[s] = _mm512_fmadd_ps(xv, _mm512_loadu_ps(r[s] + c), a[s]);
+			}
+		}
+#pragma GCC unroll 4
+		for (int s = 0; s < 4; s++) {
+			float t = 0;
+			for (int c = kk; c < k; c++)
+				t += x[c] * r[s][c];
+			y[j + s * q] = _mm512_reduce_add_ps(a[s]) + t;
+		}
+	}
+	if (j0 + 4 * q < j1)
+		gemv_f32_avx512(y, x, w, j0 + 4 * q, j1, k);
+}
+
 __attribute__((target("avx512f,avx512bw"))) static void
 gemv_rows_avx512(float *y, int ldy, const float *x, const uint16_t *w, int m, int j0,
 		 int j1, int k)
 {
 	switch (m) {
 	case 1:
-		gemv_avx512_body(y, ldy, x, w, 1, j0, j1, k);
+		(void)ldy;
+		gemv_quarters_avx512(y, x, w, j0, j1, k);
 		break;
 	case 2:
 		gemv_avx512_body(y, ldy, x, w, 2, j0, j1, k);
@@ -466,6 +550,19 @@ gemv_rows_avx512(float *y, int ldy, const float *x, const uint16_t *w, int m, in
 		gemv_avx512_body(y, ldy, x, w, 4, j0, j1, k);
 		break;
 	}
+}
+
+/* AVX-512 with one row of x as ONE stream (the kernel before the four
+ * streams; DAY0_KERNEL=avx512-stream), more rows as gemv_rows_avx512;
+ * f32 W then one stream too (gemv_f32_avx512). */
+__attribute__((target("avx512f,avx512bw"))) static void
+gemv_rows_avx512_stream(float *y, int ldy, const float *x, const uint16_t *w, int m,
+			int j0, int j1, int k)
+{
+	if (m == 1)
+		gemv_avx512_body(y, ldy, x, w, 1, j0, j1, k);
+	else
+		gemv_rows_avx512(y, ldy, x, w, m, j0, j1, k);
 }
 
 /* One row of x times f32 W with AVX-512: one stream, four 64-byte blocks
@@ -504,6 +601,18 @@ typedef void (*gemv_fn)(float *, int, const float *, const uint16_t *, int,
 			int, int, int);
 
 static gemv_fn fn;
+
+/* An AVX-512 GEMV (four streams or one): x permuted per block of 32, the
+ * AVX-512 widening and FP8 kernels. */
+static int is512(gemv_fn f)
+{
+#ifdef HAVE_X86
+	return f == gemv_rows_avx512 || f == gemv_rows_avx512_stream;
+#else
+	(void)f;
+	return 0;
+#endif
+}
 /* prefill's bf16 and FP8 products on oneDNN (ops_onednn.c): -1 not yet
  * decided, then 0 or 1 */
 static int prefill_onednn = -1;
@@ -532,6 +641,8 @@ static gemv_fn kernel_named(const char *name)
 #ifdef HAVE_X86
 	if ((any || !strcmp(name, "avx512")) && have_avx512())
 		return gemv_rows_avx512;
+	if (!any && !strcmp(name, "avx512-stream") && have_avx512())
+		return gemv_rows_avx512_stream;
 	if ((any || !strcmp(name, "avx2+fma") || !strcmp(name, "avx2")) && have_avx2())
 		return gemv_rows_avx2;
 #endif
@@ -592,7 +703,7 @@ int op_bf16_set_kernel(const char *name)
 void op_bf16_widen(float *out, const uint16_t *in, size_t n)
 {
 #ifdef HAVE_X86
-	if (pick_gemv() == gemv_rows_avx512) {
+	if (is512(pick_gemv())) {
 		widen_avx512(out, in, n);
 		return;
 	}
@@ -627,6 +738,8 @@ const char *op_bf16_kernel(void)
 #ifdef HAVE_X86
 	if (pick_gemv() == gemv_rows_avx512)
 		return "avx512";
+	if (pick_gemv() == gemv_rows_avx512_stream)
+		return "avx512-stream";
 	if (pick_gemv() == gemv_rows_avx2)
 		return "avx2+fma";
 #endif
@@ -882,7 +995,7 @@ static int fp8_vec(void)
 #ifdef HAVE_X86
 	if (pick_gemv() == gemv_rows_portable || !op_fp8_vector())
 		return 0;
-	return pick_gemv() == gemv_rows_avx512 ? 2 : 1;
+	return is512(pick_gemv()) ? 2 : 1;
 #else
 	return 0;
 #endif
@@ -906,7 +1019,9 @@ static void many_chunk(const struct job *j, int c, int slot)
 			j->fn(y, p->n, x, p->w->p, mm, j0, j1, j->k);
 		else if (p->w->dtype == DT_F32)
 #ifdef HAVE_X86
-			(j->fn == gemv_rows_avx512 ? gemv_f32_avx512 : gemv_f32_quarters_avx2)(
+			(j->fn == gemv_rows_avx512 ? gemv_f32_quarters_avx512
+			 : j->fn == gemv_rows_avx512_stream ? gemv_f32_avx512
+							     : gemv_f32_quarters_avx2)(
 				y, x, p->w->p, j0, j1, j->k);
 #else
 			abort(); /* op_linear_many takes f32 only with AVX2 */
@@ -1137,11 +1252,11 @@ static void gemv_many(int np, float *const *y, const struct wmat *const *w,
 			j.vec = 3;
 	}
 	if (w[0]->dtype == DT_BF16 && j.fn != gemv_rows_portable)
-		j.x = permuted_x(x, m, k, j.fn == gemv_rows_avx512 ? 32 : 16, xbuf,
+		j.x = permuted_x(x, m, k, is512(j.fn) ? 32 : 16, xbuf,
 				 sizeof xbuf / sizeof *xbuf, &xp);
 	else if (j.vec == 3 && w[0]->dtype != DT_F32)
 		j.x = permuted_x(x, m, k, 64, xbuf, sizeof xbuf / sizeof *xbuf, &xp);
-	else if (j.fn == gemv_rows_avx512 && ((uintptr_t)x & 63))
+	else if (is512(j.fn) && ((uintptr_t)x & 63))
 		j.x = permuted_x(x, m, k, 1, xbuf, sizeof xbuf / sizeof *xbuf, &xp);
 #endif
 	/* small products are not worth waking anyone */

@@ -60,6 +60,8 @@ int main(void)
 		printf("# GEMV kernel on this CPU: %s\n", op_bf16_kernel());
 		CHECK(!strcmp(op_bf16_kernel(), best));
 		CHECK((op_bf16_set_kernel("avx512") == 0) == a512);
+		CHECK((op_bf16_set_kernel("avx512-stream") == 0) == a512);
+		CHECK(!a512 || !strcmp(op_bf16_kernel(), "avx512-stream"));
 		CHECK((op_bf16_set_kernel("avx2") == 0) == a2);
 		CHECK(op_bf16_set_kernel("portable") == 0 && op_bf16_set_kernel(NULL) == 0 &&
 		      !strcmp(op_bf16_kernel(), best));
@@ -87,8 +89,8 @@ int main(void)
 		static const int shapes[][2] = {{7, 5},    {300, 37},  {64, 1024},
 						{513, 200}, {2000, 1030}, {3, 16},
 						{1024, 2816}, {9, 4100}};
-		const char *kern[] = {"portable", "avx2+fma", "avx512"};
-		for (size_t q = 0; q < 3; q++) {
+		const char *kern[] = {"portable", "avx2+fma", "avx512", "avx512-stream"};
+		for (size_t q = 0; q < 4; q++) {
 			char name[96];
 			int bad = 0;
 			if (op_bf16_set_kernel(kern[q]) < 0)
@@ -135,8 +137,8 @@ int main(void)
 						 * rows with a tail of 32 */
 						{1, 20, 96},   {1, 33, 160},
 						{3, 10, 100},  {4, 17, 65}};
-		const char *kern[] = {"portable", "avx2+fma", "avx512"};
-		for (size_t q = 0; q < 3; q++) {
+		const char *kern[] = {"portable", "avx2+fma", "avx512", "avx512-stream"};
+		for (size_t q = 0; q < 4; q++) {
 			char name[96];
 			int bad = 0;
 			if (op_bf16_set_kernel(kern[q]) < 0)
@@ -178,7 +180,7 @@ int main(void)
 			op_bf16_widen(f, h, 3);
 			CHECK(f[0] == 1.0f && f[1] == -2.0f && f[2] == 0.0f);
 		}
-		for (size_t q = 0; q < 3; q++) {
+		for (size_t q = 0; q < 4; q++) {
 			/* every bf16 code (NaN, Inf, subnormals too) widens to
 			 * the f32 with it as its top half, through each kernel,
 			 * from an odd start and with a tail */
@@ -221,9 +223,9 @@ int main(void)
 			 * 64, blocks of one 64 */
 			{1, 9, 200, 128, 128},  {1, 50, 256, 64, 64},  {1, 33, 136, 64, 64},
 			{1, 70, 1024, 128, 128}};
-		const char *kern[] = {"portable", "avx2+fma", "avx512"};
+		const char *kern[] = {"portable", "avx2+fma", "avx512", "avx512-stream"};
 		const int dts[] = {DT_F8_E4M3, DT_F8_E5M2};
-		for (size_t q = 0; q < 3; q++)
+		for (size_t q = 0; q < 4; q++)
 			for (size_t d = 0; d < 2; d++) {
 				char name[128];
 				int bad = 0, bad_w = 0, dt = dts[d];
@@ -419,8 +421,8 @@ int main(void)
 		const int dts[] = {DT_F32, DT_BF16, DT_F8_E4M3};
 		const int ms[] = {1, 3, 8, 12};
 		const int ns[3] = {1024, 256, 264}, k = 1040;
-		const char *kern[] = {"portable", "avx2+fma", "avx512"};
-		for (size_t q = 0; q < 3; q++)
+		const char *kern[] = {"portable", "avx2+fma", "avx512", "avx512-stream"};
+		for (size_t q = 0; q < 4; q++)
 			for (size_t d = 0; d < 3; d++) {
 				char name[128];
 				int bad = 0, dt = dts[d];
@@ -493,8 +495,8 @@ int main(void)
 	{ /* softmax, swiglu and sigmoid through each kernel (the vector exp
 	   * and its tails: lengths 1..70 and 4099) against float64, over
 	   * inputs from -100 to 100 (past the vector exp's clamps) */
-		const char *kern[] = {"portable", "avx2+fma", "avx512"};
-		for (size_t q = 0; q < 3; q++) {
+		const char *kern[] = {"portable", "avx2+fma", "avx512", "avx512-stream"};
+		for (size_t q = 0; q < 4; q++) {
 			char name[96];
 			double worst_s = 0, worst_g = 0, worst_i = 0;
 			if (op_bf16_set_kernel(kern[q]) < 0)
@@ -712,7 +714,7 @@ int main(void)
 	   * float64; 1 and 3 query rows, with and without a window */
 		enum { T = 40, MC = 50, NH = 4, NKV = 2 };
 		static const int dims[] = {16, 48, 64, 80, 128, 192};
-		const char *kern[] = {"portable", "avx2+fma", "avx512"};
+		const char *kern[] = {"portable", "avx2+fma", "avx512", "avx512-stream"};
 		for (size_t kq = 0; kq < 3; kq++) {
 			double worst = 0;
 			char name[128];
