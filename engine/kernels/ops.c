@@ -335,144 +335,220 @@ void op_rope_deinterleave(float *x, int n_heads, int head_dim, int rot_dim)
 
 /* ------------------------------------------------------------- attention */
 
+/*
+ * Attention reads the keys and values where they lie, through a block
+ * table (struct kv_view): position p of kv head h is row p % block_tokens
+ * of block table[p / block_tokens].  Every score is one dot product and
+ * every output column one sum over the positions in order, whatever the
+ * blocks, so a sequence spread over many blocks gets the bits of the same
+ * sequence in one contiguous run (and a prompt's row those of a decode
+ * step at its position: the sums do not depend on how many rows a call
+ * has).
+ */
 struct attn {
 	float *out, *S;
-	const float *q, *k, *v;
+	const float *q;
+	const struct kv_view *kv;
 	int n_q, n_kv, nh, nkv, dqk, dv, window, group;
 	int64_t pos0;
 	double scale;
-	size_t s_step; /* floats of S per pool slot: 0 when heads run in turn */
-	size_t k_hs, v_hs; /* floats from one kv head to the next */
-	int k_ld, v_ld;    /* floats from one position to the next */
-	int vec512;        /* decode rows by attn_*_avx512 */
+	int vec512; /* the AVX-512 rows, else the portable loops */
 };
+
+/* Row p of kv head kh's keys (v: values) in the view. */
+static inline const float *kv_row(const struct kv_view *kv, int v, int kh, int64_t p)
+{
+	int64_t i = p / kv->block_tokens, off = p % kv->block_tokens;
+	size_t b = kv->table ? (size_t)kv->table[i] : (size_t)i;
+	return v ? kv->v + b * kv->v_bs + (size_t)kh * kv->v_hs + (size_t)off * kv->v_ld
+		 : kv->k + b * kv->k_bs + (size_t)kh * kv->k_hs + (size_t)off * kv->k_ld;
+}
+
+/* Positions first.. of the run inside first's block (at most len). */
+static inline int kv_run(const struct kv_view *kv, int64_t first, int len)
+{
+	int64_t left = kv->block_tokens - first % kv->block_tokens;
+	return left < len ? (int)left : len;
+}
 
 #ifdef HAVE_X86
 /*
- * A decode step's attention for one query row and head with AVX-512, where
- * the cache keeps each kv head's positions contiguous (op_attention_kv's
- * layout, ld == d) and d is whole vectors of 16: S[p] = scale q.K[p] for
- * the len visible positions, then o = sum_p S[p] V[p] in registers, 64
- * columns of o a pass.  The sgemv calls these replace read the cache at
- * well below the memory's rate (~15% of a decode step at a 512-token
- * context); these read each K and V row once, front to back.
+ * One query row and head with AVX-512: S[p] = scale q.K[p] for the len
+ * visible positions, then o = sum_p S[p] V[p] in registers, 64 columns of
+ * o a pass.  The sgemv/sgemm calls these replaced read the cache at well
+ * below the memory's rate (~15% of a decode step at a 512-token context)
+ * and their sums depend on the call's shape; these read each K and V row
+ * once, front to back, in a fixed order.  A d that is not whole vectors
+ * of 16 ends in a masked vector.
  */
-__attribute__((target("avx512f"))) static void
-attn_scores_avx512(float *S, const float *q, const float *K, int len, int d, float scale)
+__attribute__((target("avx512f"))) static float dot_avx512(const float *q, const float *r,
+							   int d)
 {
-	for (int p = 0; p < len; p++) {
-		const float *r = K + (size_t)p * d;
-		__m512 a = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(r)), b = _mm512_setzero_ps();
-		int c = 16;
-		for (; c + 32 <= d; c += 32) {
-			b = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(r + c), b);
-			a = _mm512_fmadd_ps(_mm512_loadu_ps(q + c + 16), _mm512_loadu_ps(r + c + 16), a);
-		}
-		if (c < d)
-			b = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(r + c), b);
-		S[p] = scale * _mm512_reduce_add_ps(_mm512_add_ps(a, b));
+	__m512 a, b = _mm512_setzero_ps();
+	int c = 16;
+	if (d < 16) {
+		__mmask16 m = (__mmask16)((1u << d) - 1);
+		return _mm512_reduce_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, q),
+							  _mm512_maskz_loadu_ps(m, r)));
+	}
+	a = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(r));
+	for (; c + 32 <= d; c += 32) {
+		b = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(r + c), b);
+		a = _mm512_fmadd_ps(_mm512_loadu_ps(q + c + 16), _mm512_loadu_ps(r + c + 16), a);
+	}
+	if (c + 16 <= d) {
+		b = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(r + c), b);
+		c += 16;
+	}
+	if (c < d) {
+		__mmask16 m = (__mmask16)((1u << (d - c)) - 1);
+		a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + c),
+				    _mm512_maskz_loadu_ps(m, r + c), a);
+	}
+	return _mm512_reduce_add_ps(_mm512_add_ps(a, b));
+}
+
+__attribute__((target("avx512f"))) static void
+scores_avx512(float *S, const float *q, const struct kv_view *kv, int kh, int64_t first,
+	      int len, int d, float scale)
+{
+	while (len > 0) {
+		int m = kv_run(kv, first, len);
+		const float *r = kv_row(kv, 0, kh, first);
+		for (int p = 0; p < m; p++, r += kv->k_ld)
+			S[p] = scale * dot_avx512(q, r, d);
+		S += m;
+		first += m;
+		len -= m;
 	}
 }
 
 __attribute__((target("avx512f"))) static void
-attn_values_avx512(float *o, const float *S, const float *V, int len, int d)
+values_avx512(float *o, const float *S, const struct kv_view *kv, int kh, int64_t first,
+	      int len, int d)
 {
 	for (int c = 0; c < d; c += 64) {
-		int w = d - c < 64 ? (d - c) / 16 : 4;
-		__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-		const float *v = V + c;
-		if (w == 4)
-			for (int p = 0; p < len; p++, v += d) {
-				__m512 s = _mm512_set1_ps(S[p]);
-				a0 = _mm512_fmadd_ps(s, _mm512_loadu_ps(v), a0);
-				a1 = _mm512_fmadd_ps(s, _mm512_loadu_ps(v + 16), a1);
-				a2 = _mm512_fmadd_ps(s, _mm512_loadu_ps(v + 32), a2);
-				a3 = _mm512_fmadd_ps(s, _mm512_loadu_ps(v + 48), a3);
-			}
-		else
-			for (int p = 0; p < len; p++, v += d) {
-				__m512 s = _mm512_set1_ps(S[p]);
-				a0 = _mm512_fmadd_ps(s, _mm512_loadu_ps(v), a0);
-				if (w > 1)
-					a1 = _mm512_fmadd_ps(s, _mm512_loadu_ps(v + 16), a1);
-				if (w > 2)
-					a2 = _mm512_fmadd_ps(s, _mm512_loadu_ps(v + 32), a2);
-			}
-		_mm512_storeu_ps(o + c, a0);
-		if (w > 1)
-			_mm512_storeu_ps(o + c + 16, a1);
-		if (w > 2)
-			_mm512_storeu_ps(o + c + 32, a2);
-		if (w > 3)
-			_mm512_storeu_ps(o + c + 48, a3);
+		int w = d - c < 64 ? (d - c + 15) / 16 : 4;
+		int tail = (d - c) % 16;
+		__mmask16 lm = w * 16 > d - c ? (__mmask16)((1u << tail) - 1) : (__mmask16)0xffff;
+		__m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+				 _mm512_setzero_ps()};
+		const float *s = S;
+		int64_t p0 = first;
+		for (int left = len; left > 0;) {
+			int m = kv_run(kv, p0, left);
+			const float *v = kv_row(kv, 1, kh, p0) + c;
+			if (w == 4 && lm == 0xffff)
+				for (int p = 0; p < m; p++, v += kv->v_ld) {
+					__m512 x = _mm512_set1_ps(s[p]);
+					acc[0] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v), acc[0]);
+					acc[1] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 16), acc[1]);
+					acc[2] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 32), acc[2]);
+					acc[3] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 48), acc[3]);
+				}
+			else
+				for (int p = 0; p < m; p++, v += kv->v_ld) {
+					__m512 x = _mm512_set1_ps(s[p]);
+					for (int j = 0; j < w - 1; j++)
+						acc[j] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 16 * j),
+									 acc[j]);
+					acc[w - 1] = _mm512_fmadd_ps(
+						x, _mm512_maskz_loadu_ps(lm, v + 16 * (w - 1)),
+						acc[w - 1]);
+				}
+			s += m;
+			p0 += m;
+			left -= m;
+		}
+		for (int j = 0; j < w - 1; j++)
+			_mm512_storeu_ps(o + c + 16 * j, acc[j]);
+		_mm512_mask_storeu_ps(o + c + 16 * (w - 1), lm, acc[w - 1]);
 	}
 }
 #endif
 
-/* One query head: S = scale * Q_h K_h^T, causal (and window) mask, row
- * softmax, O_h = P V_h.  Heads are interleaved in memory, so the leading
- * dimensions step over the other heads: no copies. */
+/* The portable loops, in the same fixed order (each sum front to back). */
+static void scores_portable(float *S, const float *q, const struct kv_view *kv, int kh,
+			    int64_t first, int len, int d, float scale)
+{
+	for (int p = 0; p < len; p++) {
+		const float *r = kv_row(kv, 0, kh, first + p);
+		float acc = 0;
+		for (int c = 0; c < d; c++)
+			acc += q[c] * r[c];
+		S[p] = scale * acc;
+	}
+}
+
+static void values_portable(float *o, const float *S, const struct kv_view *kv, int kh,
+			    int64_t first, int len, int d)
+{
+	memset(o, 0, (size_t)d * sizeof *o);
+	for (int p = 0; p < len; p++) {
+		const float *v = kv_row(kv, 1, kh, first + p);
+		for (int c = 0; c < d; c++)
+			o[c] += S[p] * v[c];
+	}
+}
+
+/* One query head, every query row in turn: its visible positions'
+ * scores, the softmax, the weighted sum of the values. */
 static void attn_head(void *ctx, int h, int slot)
 {
 	const struct attn *a = ctx;
-	int kh = h / a->group, n_kv = a->n_kv;
-	float *S = a->S + (size_t)slot * a->s_step;
-	if (a->n_q <= 8) {
-		/* a decode step: each query row's visible positions only, by
-		 * sgemv (sgemm packed all of K and V into its buffers first,
-		 * per head and step, a quarter of a 512-token decode step) */
-		const float *kb = a->k + (size_t)kh * a->k_hs;
-		const float *vb = a->v + (size_t)kh * a->v_hs;
-		for (int i = 0; i < a->n_q; i++) {
-			int64_t qpos = a->pos0 + i;
-			int last = (int)(qpos < n_kv - 1 ? qpos : n_kv - 1);
-			int first = a->window > 0 && qpos - a->window + 1 > 0
-					    ? (int)(qpos - a->window + 1) : 0;
-			int len = last - first + 1;
-			float *o = a->out + (size_t)i * a->nh * a->dv + (size_t)h * a->dv;
-			if (len <= 0) {
-				memset(o, 0, (size_t)a->dv * sizeof *o);
-				continue;
-			}
-#ifdef HAVE_X86
-			if (a->vec512) {
-				attn_scores_avx512(S, a->q + (size_t)i * a->nh * a->dqk +
-							      (size_t)h * a->dqk,
-						   kb + (size_t)first * a->k_ld, len, a->dqk,
-						   (float)a->scale);
-				op_softmax(S, len);
-				attn_values_avx512(o, S, vb + (size_t)first * a->v_ld, len, a->dv);
-				continue;
-			}
-#endif
-			cblas_sgemv(CblasRowMajor, CblasNoTrans, len, a->dqk, (float)a->scale,
-				    kb + (size_t)first * a->k_ld, a->k_ld,
-				    a->q + (size_t)i * a->nh * a->dqk + (size_t)h * a->dqk, 1,
-				    0.0f, S, 1);
-			op_softmax(S, len);
-			cblas_sgemv(CblasRowMajor, CblasTrans, len, a->dv, 1.0f,
-				    vb + (size_t)first * a->v_ld, a->v_ld, S, 1, 0.0f, o, 1);
-		}
-		return;
-	}
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->n_q, n_kv, a->dqk,
-		    (float)a->scale, a->q + (size_t)h * a->dqk, a->nh * a->dqk,
-		    a->k + (size_t)kh * a->k_hs, a->k_ld, 0.0f, S, n_kv);
+	int kh = h / a->group;
+	float *S = a->S + (size_t)slot * (size_t)(a->n_kv > 0 ? a->n_kv : 1);
 	for (int i = 0; i < a->n_q; i++) {
 		int64_t qpos = a->pos0 + i; /* kv j is visible if j <= qpos */
-		int last = (int)(qpos < n_kv - 1 ? qpos : n_kv - 1);
+		int last = (int)(qpos < a->n_kv - 1 ? qpos : a->n_kv - 1);
 		int first = a->window > 0 && qpos - a->window + 1 > 0
 				    ? (int)(qpos - a->window + 1) : 0;
-		float *row = S + (size_t)i * n_kv;
-		op_softmax(row + first, last - first + 1);
-		for (int j = 0; j < first; j++)
-			row[j] = 0;
-		for (int j = last + 1; j < n_kv; j++)
-			row[j] = 0;
+		int len = last - first + 1;
+		const float *q = a->q + (size_t)i * a->nh * a->dqk + (size_t)h * a->dqk;
+		float *o = a->out + (size_t)i * a->nh * a->dv + (size_t)h * a->dv;
+		if (len <= 0) {
+			memset(o, 0, (size_t)a->dv * sizeof *o);
+			continue;
+		}
+#ifdef HAVE_X86
+		if (a->vec512) {
+			scores_avx512(S, q, a->kv, kh, first, len, a->dqk, (float)a->scale);
+			op_softmax(S, len);
+			values_avx512(o, S, a->kv, kh, first, len, a->dv);
+			continue;
+		}
+#endif
+		scores_portable(S, q, a->kv, kh, first, len, a->dqk, (float)a->scale);
+		op_softmax(S, len);
+		values_portable(o, S, a->kv, kh, first, len, a->dv);
 	}
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, a->n_q, a->dv, n_kv, 1.0f,
-		    S, n_kv, a->v + (size_t)kh * a->v_hs, a->v_ld, 0.0f,
-		    a->out + (size_t)h * a->dv, a->nh * a->dv);
+}
+
+void op_attention_paged(float *out, const float *q, const struct kv_view *kv, int n_q,
+			int n_kv, int64_t pos0, int nh, int nkv, int dqk, int dv,
+			double scale, int window)
+{
+	/* The heads run in parallel over the products' pool, one score row
+	 * per thread (a decode step's products are too small for threads of
+	 * their own, and every head's rows are independent). */
+	int threads = op_pool_threads();
+	int slots = threads < nh ? threads : nh;
+	struct attn a = {out, NULL, q, kv, n_q, n_kv, nh, nkv, dqk, dv, window,
+			 nh / nkv, pos0, scale, 0};
+#ifdef HAVE_X86
+	a.vec512 = !strcmp(op_bf16_kernel(), "avx512");
+#endif
+	if (slots < 1)
+		slots = 1;
+	a.S = malloc((size_t)slots * (size_t)(n_kv > 0 ? n_kv : 1) * sizeof *a.S);
+	if (!a.S)
+		abort();
+	if (slots > 1)
+		op_parallel_for(nh, attn_head, &a);
+	else
+		for (int h = 0; h < nh; h++)
+			attn_head(&a, h, 0);
+	free(a.S);
 }
 
 void op_attention_kv(float *out, const float *q, const float *k, const float *v,
@@ -480,33 +556,9 @@ void op_attention_kv(float *out, const float *q, const float *k, const float *v,
 		     double scale, int window, size_t k_hs, int k_ld, size_t v_hs,
 		     int v_ld)
 {
-	/*
-	 * The heads run in parallel over the products' pool, one S per
-	 * thread, each head's products and softmax on one thread: a decode
-	 * step's products are too small for OpenBLAS's threads, and a
-	 * prefill's softmax ran on one thread while OpenBLAS threaded only
-	 * the products.  Heads run in turn (OpenBLAS threading each product)
-	 * where one S a thread would pass 256 MiB (long prompts).
-	 */
-	size_t per = (size_t)n_q * (size_t)(n_kv > 0 ? n_kv : 1);
-	int threads = op_pool_threads();
-	int slots = threads < nh ? threads : nh;
-	int par = slots > 1 && (size_t)slots * per * sizeof(float) <= ((size_t)256 << 20);
-	struct attn a = {out, NULL, q, k, v, n_q, n_kv, nh, nkv, dqk, dv, window,
-			 nh / nkv, pos0, scale, par ? per : 0, k_hs, v_hs, k_ld, v_ld, 0};
-#ifdef HAVE_X86
-	a.vec512 = n_q <= 8 && k_ld == dqk && v_ld == dv && dqk % 16 == 0 && dv % 16 == 0 &&
-		   !strcmp(op_bf16_kernel(), "avx512");
-#endif
-	a.S = malloc((par ? (size_t)slots : 1) * per * sizeof *a.S);
-	if (!a.S)
-		abort();
-	if (par)
-		op_parallel_for(nh, attn_head, &a);
-	else
-		for (int h = 0; h < nh; h++)
-			attn_head(&a, h, 0);
-	free(a.S);
+	/* one block holding every position */
+	struct kv_view kv = {k, v, NULL, n_kv > 0 ? n_kv : 1, 0, 0, k_hs, v_hs, k_ld, v_ld};
+	op_attention_paged(out, q, &kv, n_q, n_kv, pos0, nh, nkv, dqk, dv, scale, window);
 }
 
 void op_attention(float *out, const float *q, const float *k, const float *v,

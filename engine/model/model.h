@@ -369,6 +369,22 @@ void op_attention_kv(float *out, const float *q, const float *k, const float *v,
 		     int n_q, int n_kv, int64_t pos0, int nh, int nkv, int dqk, int dv,
 		     double scale, int window, size_t k_hs, int k_ld, size_t v_hs,
 		     int v_ld);
+/* Keys and values in blocks (the runtime's paged KV cache): position p of
+ * kv head h is row p % block_tokens of block table[p / block_tokens]
+ * (table NULL: block p / block_tokens), at k + block*k_bs + h*k_hs +
+ * row*k_ld (v likewise; v may point into k's rows, as MLA's latent).
+ * The sums run in a fixed order, so the bits do not depend on the blocks
+ * (docs/serve.md, "KV blocks"). */
+struct kv_view {
+	const float *k, *v;
+	const int32_t *table;
+	int block_tokens;
+	size_t k_bs, v_bs, k_hs, v_hs; /* floats: block to block, head to head */
+	int k_ld, v_ld;                /* floats: row to row */
+};
+void op_attention_paged(float *out, const float *q, const struct kv_view *kv, int n_q,
+			int n_kv, int64_t pos0, int nh, int nkv, int dqk, int dv,
+			double scale, int window);
 void op_router_softmax_topk(const float *logits, int E, int k, int renorm,
 			    int *idx, float *w);
 void op_router_sigmoid_group_topk(const float *logits, const float *bias,

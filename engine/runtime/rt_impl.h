@@ -28,9 +28,11 @@ struct rt_layer {
 	float *router_bias;
 	struct wmat *e_gate, *e_up, *e_down; /* [experts], .p NULL if not ours */
 	struct wmat sh_gate, sh_up, sh_down, sh_gate_w;
-	float *kc, *vc; /* cache [kv_blocks][nkv_l][kv_bt][dqk|dv]: each kv
-			 * head's positions inside a block contiguous, as its
-			 * attention reads them (rt_batch.h) */
+	float *kc, *vc; /* cache [kv_blocks][nkv_l][kv_bt][kv_dk|kv_dv]: each
+			 * kv head's positions inside a block contiguous, as
+			 * its attention reads them (rt_batch.h); MLA: kc
+			 * alone, one row of latent + rope key a position */
+	float *kv_b_f32; /* MLA: kv_b_proj in f32, absorbed into q and out */
 };
 
 struct rt {
@@ -51,8 +53,10 @@ struct rt {
 	/* the KV cache in blocks of kv_bt tokens (rt_batch.h): a segment's
 	 * block table, or slot s's kv_sb blocks s*kv_sb.. when it has none */
 	int kv_bt, kv_blocks, kv_sb;
-	float *gk, *gv; /* a multi-block sequence's keys/values gathered */
-	size_t gcap;    /* floats each of gk, gv holds */
+	/* a cached position's floats per kv head: key row, value row (MLA:
+	 * kv_lora_rank + qk_rope_head_dim, the values the first kv_lora_rank
+	 * of the same row, kv_dv 0) */
+	int kv_dk, kv_dv;
 	/* the batch in flight: token runs of one sequence each */
 	const struct rt_seg *seg;
 	int nseg;

@@ -657,6 +657,43 @@ static int load_layers(struct rt *r, struct d0_err *err)
  * never reaches.  Every rank's status is all-reduced; when one failed, the
  * lowest failing rank's reason is broadcast, so every rank fails with it.
  */
+/*
+ * MLA's attention runs on the cached latent with kv_b_proj absorbed
+ * (docs/serve.md, "MLA's cache"): q_nope times W_UK and the attention's
+ * latent output times W_UV^T, by sgemm over this rank's heads' rows of
+ * kv_b in f32.  f32 weights are used as they are; bf16 ones are widened
+ * (exactly) and the bf16 copy freed; FP8 ones are widened with their
+ * block scales and the codes kept (the accountant counts both).
+ */
+static void mla_widen_kv_b(struct rt *r)
+{
+	size_t n = (size_t)r->nh_l * (size_t)(r->c.qk_nope_dim + r->c.v_head_dim);
+	size_t k = (size_t)r->c.kv_lora_rank;
+	for (int i = 0; i < r->nl && !r->over[0]; i++) {
+		struct wmat *w = &r->L[i].kv_b;
+		float *f;
+		if (!w->p)
+			continue;
+		if (w->dtype == DT_F32) {
+			r->L[i].kv_b_f32 = w->p;
+			w->p = NULL;
+			continue;
+		}
+		f = rt_alloc(r, n * k * 4, "MLA kv_b_proj in f32 (absorbed attention)", 0);
+		if (!f)
+			return;
+		if (w->dtype == DT_BF16) {
+			op_bf16_widen(f, w->p, n * k);
+			free(w->p);
+			w->p = NULL;
+			r->used -= n * k * 2;
+		} else {
+			op_fp8_widen_rows(f, w, 0, (int)n, (int)k, 0);
+		}
+		r->L[i].kv_b_f32 = f;
+	}
+}
+
 static int agree_start(struct rt *r, int rc, struct d0_err *err)
 {
 	int first = rc < 0 ? r->rank : r->world;
@@ -805,10 +842,14 @@ int rt_open_paged(struct rt **out, const char *dir,
 		r->nl = (int)count;
 	}
 	r->nh_l = (int)(r->c.heads / d->tp);
-	r->nkv_l = r->c.mla ? r->nh_l
+	/* MLA caches one row a position shared by every head (the latent
+	 * and the rope key): one kv head of its own width */
+	r->nkv_l = r->c.mla ? 1
 		   : (int)(r->c.kv_heads >= d->tp ? r->c.kv_heads / d->tp : 1);
 	r->dqk = (int)(r->c.mla ? r->c.qk_nope_dim + r->c.qk_rope_dim : r->c.head_dim);
 	r->dv = (int)(r->c.mla ? r->c.v_head_dim : r->c.head_dim);
+	r->kv_dk = r->c.mla ? (int)(r->c.kv_lora_rank + r->c.qk_rope_dim) : r->dqk;
+	r->kv_dv = r->c.mla ? 0 : r->dv;
 	r->rot_dim = (int)(r->c.mla ? r->c.qk_rope_dim : r->c.head_dim);
 	r->ffn_l = (int)(r->c.ffn / d->tp);
 	r->moe_ffn_l = (int)(r->c.moe_ffn / d->tp);
@@ -829,11 +870,17 @@ int rt_open_paged(struct rt **out, const char *dir,
 		return d0_errf(err, "activation '%s' is not implemented by the "
 			       "runtime (only silu / SwiGLU)", r->c.hidden_act);
 	load_layers(r, err);
+	if (r->c.mla)
+		mla_widen_kv_b(r);
 	/* the KV cache, every block up front */
 	for (int i = 0; i < r->nl && !r->over[0]; i++) {
 		size_t per = (size_t)r->kv_blocks * (size_t)r->kv_bt * (size_t)r->nkv_l;
-		r->L[i].kc = rt_alloc(r, per * (size_t)r->dqk * 4, "KV cache (keys)", 1);
-		r->L[i].vc = rt_alloc(r, per * (size_t)r->dv * 4, "KV cache (values)", 1);
+		r->L[i].kc = rt_alloc(r, per * (size_t)r->kv_dk * 4,
+				      r->c.mla ? "KV cache (latent + rope keys)"
+					       : "KV cache (keys)", 1);
+		if (r->kv_dv)
+			r->L[i].vc = rt_alloc(r, per * (size_t)r->kv_dv * 4,
+					      "KV cache (values)", 1);
 	}
 	agree_load(r);
 	return 0;
@@ -939,120 +986,121 @@ static size_t seg_block(const struct rt *r, const struct rt_seg *sg, int64_t p)
 
 /*
  * Segment sg (its tokens' k, v, q from batch row t0 in s) into its blocks,
- * then its attention over positions 0..pos0+len-1.  The KV cache is
- * [block][kv head][block tokens][dim]: one block holds a head's positions
- * contiguous, so a sequence within one block is read in place; over
- * several, each head's positions are first gathered in order, then the
- * same kernel runs on them (the scores and sums are those of the
- * contiguous layout, bit for bit).
+ * then its attention over positions 0..pos0+len-1, read in place through
+ * the block table.  The KV cache is [block][kv head][block tokens][dim]
+ * (MLA: one row of latent + rope key a position, the values its first
+ * kv_lora_rank floats); the kernel's sums run in the same order whatever
+ * the blocks, so the scores and outputs are those of the contiguous
+ * layout, bit for bit.  q is [len][nh][qd] and the output [len][nh][od]
+ * (MLA: the absorbed query and the latent output).
  */
 static void attend_seg(struct rt *r, struct rt_layer *y, const struct rt_seg *sg,
 		       int t0, struct scratch *s)
 {
-	int nh = r->nh_l, nkv = r->nkv_l, dqk = r->dqk, dv = r->dv, bt = r->kv_bt;
-	int n = (int)(sg->pos0 + sg->len), nb = (n + bt - 1) / bt;
-	size_t kbs = (size_t)nkv * bt * dqk, vbs = (size_t)nkv * bt * dv;
-	const float *kc, *vc;
-	size_t k_hs, v_hs;
+	int nh = r->nh_l, nkv = r->nkv_l, dk = r->kv_dk, dv = r->kv_dv, bt = r->kv_bt;
+	int qd = r->c.mla ? dk : r->dqk, od = r->c.mla ? (int)r->c.kv_lora_rank : r->dv;
+	int n = (int)(sg->pos0 + sg->len);
+	size_t kbs = (size_t)nkv * bt * dk, vbs = (size_t)nkv * bt * dv;
+	size_t base = sg->table ? 0 : (size_t)sg->slot * (size_t)r->kv_sb;
+	struct kv_view kv = {y->kc + base * kbs, NULL, sg->table, bt, kbs, vbs,
+			     (size_t)bt * dk, (size_t)bt * dv, dk, dv};
 	for (int t = 0; t < sg->len; t++) {
 		int64_t p = sg->pos0 + t;
 		size_t b = seg_block(r, sg, p), off = (size_t)(p % bt);
 		for (int h = 0; h < nkv; h++) {
 			size_t from = ((size_t)t0 + (size_t)t) * nkv + (size_t)h;
-			memcpy(y->kc + b * kbs + ((size_t)h * bt + off) * dqk,
-			       s->k + from * dqk, (size_t)dqk * 4);
-			memcpy(y->vc + b * vbs + ((size_t)h * bt + off) * dv,
-			       s->v + from * dv, (size_t)dv * 4);
+			memcpy(y->kc + b * kbs + ((size_t)h * bt + off) * dk,
+			       s->k + from * dk, (size_t)dk * 4);
+			if (dv)
+				memcpy(y->vc + b * vbs + ((size_t)h * bt + off) * dv,
+				       s->v + from * dv, (size_t)dv * 4);
 		}
 	}
-	if (nb == 1) {
-		size_t b = seg_block(r, sg, 0);
-		kc = y->kc + b * kbs;
-		vc = y->vc + b * vbs;
-		k_hs = (size_t)bt * dqk;
-		v_hs = (size_t)bt * dv;
+	if (dv) {
+		kv.v = y->vc + base * vbs;
+	} else { /* MLA: the values are the latent, the keys' first floats */
+		kv.v = kv.k;
+		kv.v_bs = kbs;
+		kv.v_hs = (size_t)bt * dk;
+		kv.v_ld = dk;
+	}
+	op_attention_paged(s->att + (size_t)t0 * nh * od, s->q + (size_t)t0 * nh * qd, &kv,
+			   sg->len, n, sg->pos0, nh, nkv, qd, od, r->scale, (int)y->window);
+}
+
+/*
+ * MLA (DeepSeek-V2/V3) on its compressed cache: each position keeps the
+ * kv_a_layernorm'd latent c (kv_lora_rank) and the rotated rope key, one
+ * row shared by every head.  kv_b_proj is absorbed as DeepSeek's inference
+ * does: head h's scores are (q_nope W_UK_h) . c + q_rope . k_rope (W_UK_h
+ * the head's k_nope rows of kv_b, [nope][kvl]), its output the attention
+ * over c times W_UV_h^T, so attention is one kv head of kvl + rope floats
+ * (values the first kvl of the same row) and no step expands the cache.
+ */
+static void mla_attention(struct rt *r, struct rt_layer *y, int T, const float *x,
+			  float *out, struct scratch *s)
+{
+	int H = (int)r->c.hidden, nh = r->nh_l, dqk = r->dqk, dv = r->dv, rd = r->rot_dim;
+	int nope = (int)r->c.qk_nope_dim, kvl = (int)r->c.kv_lora_rank;
+	int ql = (int)r->c.q_lora_rank, dk = r->kv_dk;
+	float *q = s->att;   /* [T][nh][dqk], until absorbed into s->q */
+	float *ckv = s->k;   /* [T][kvl + rd]: the rows the cache keeps */
+	const float *wkv = y->kv_b_f32; /* [nh][nope + dv][kvl] */
+	if (ql) {
+		op_linear_w(s->a, x, &y->q_a, y->q_a_b, T, ql, H);
+		/* q_a_layernorm and kv_a_layernorm use RMSNorm's default eps
+		 * (1e-6) in transformers, not rms_norm_eps */
+		for (int t = 0; t < T; t++)
+			op_rms_norm(s->a + (size_t)t * ql, s->a + (size_t)t * ql, y->q_a_norm,
+				    ql, 1e-6);
+		op_linear_w(q, s->a, &y->q_b, NULL, T, nh * dqk, ql);
 	} else {
-		size_t need = (size_t)nkv * n * (size_t)(dqk > dv ? dqk : dv);
-		if (need > r->gcap) {
-			free(r->gk);
-			free(r->gv);
-			r->gcap = need * 2;
-			r->gk = malloc(r->gcap * 4);
-			r->gv = malloc(r->gcap * 4);
-			if (!r->gk || !r->gv)
-				abort();
-		}
-		for (int i = 0; i < nb; i++) {
-			size_t b = seg_block(r, sg, (int64_t)i * bt);
-			int m = n - i * bt < bt ? n - i * bt : bt;
-			for (int h = 0; h < nkv; h++) {
-				memcpy(r->gk + ((size_t)h * n + (size_t)i * bt) * dqk,
-				       y->kc + b * kbs + (size_t)h * bt * dqk,
-				       (size_t)m * dqk * 4);
-				memcpy(r->gv + ((size_t)h * n + (size_t)i * bt) * dv,
-				       y->vc + b * vbs + (size_t)h * bt * dv,
-				       (size_t)m * dv * 4);
-			}
-		}
-		kc = r->gk;
-		vc = r->gv;
-		k_hs = (size_t)n * dqk;
-		v_hs = (size_t)n * dv;
+		op_linear_w(q, x, &y->wq, NULL, T, nh * dqk, H);
 	}
-	op_attention_kv(s->att + (size_t)t0 * nh * dv, s->q + (size_t)t0 * nh * dqk,
-			kc, vc, sg->len, n, sg->pos0, nh, nkv, dqk, dv, r->scale,
-			(int)y->window, k_hs, dqk, v_hs, dv);
+	op_linear_w(ckv, x, &y->kv_a, y->kv_a_b, T, dk, H);
+	for (int t = 0; t < T; t++) {
+		float *c = ckv + (size_t)t * dk, *kr = c + kvl;
+		float *qt = q + (size_t)t * nh * dqk;
+		int64_t pos = token_pos(r, t);
+		op_rms_norm(c, c, y->kv_a_norm, kvl, 1e-6);
+		if (r->c.rope_interleave) {
+			op_rope_deinterleave(kr, 1, rd, rd);
+			for (int h = 0; h < nh; h++)
+				op_rope_deinterleave(qt + (size_t)h * dqk + nope, 1, rd, rd);
+		}
+		op_rope(kr, 1, rd, rd, pos, r->inv_freq, r->attn_factor);
+		for (int h = 0; h < nh; h++) {
+			op_rope(qt + (size_t)h * dqk + nope, 1, rd, rd, pos, r->inv_freq,
+				r->attn_factor);
+			memcpy(s->q + ((size_t)t * nh + h) * dk + kvl, qt + (size_t)h * dqk + nope,
+			       (size_t)rd * 4);
+		}
+	}
+	for (int h = 0; h < nh; h++) /* q_nope W_UK_h into the first kvl */
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, kvl, nope, 1.0f,
+			    q + (size_t)h * dqk, nh * dqk, wkv + (size_t)h * (nope + dv) * kvl,
+			    kvl, 0.0f, s->q + (size_t)h * dk, nh * dk);
+	for (int g = 0, t0 = 0; g < r->nseg; t0 += r->seg[g].len, g++)
+		attend_seg(r, y, &r->seg[g], t0, s); /* s->att: [T][nh][kvl] */
+	for (int h = 0; h < nh; h++) /* the latent output times W_UV_h^T */
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, dv, kvl, 1.0f,
+			    s->att + (size_t)h * kvl, nh * kvl,
+			    wkv + ((size_t)h * (nope + dv) + nope) * kvl, kvl, 0.0f,
+			    s->b + (size_t)h * dv, nh * dv);
+	op_linear_w(out, s->b, &y->wo, NULL, T, H, nh * dv); /* partial: row-parallel */
 }
 
 static void attention(struct rt *r, struct rt_layer *y, int T, const float *x,
 		      float *out, struct scratch *s)
 {
 	int H = (int)r->c.hidden, nh = r->nh_l, nkv = r->nkv_l;
-	int dqk = r->dqk, dv = r->dv, rd = r->rot_dim;
+	int dqk = r->dqk, dv = r->dv;
 	float *q = s->q, *k = s->k, *v = s->v;
 	if (r->c.mla) {
-		int nope = (int)r->c.qk_nope_dim, kvl = (int)r->c.kv_lora_rank;
-		int ql = (int)r->c.q_lora_rank;
-		float *ckv = s->tmp; /* [T, kvl + rope] */
-		if (ql) {
-			op_linear_w(s->a, x, &y->q_a, y->q_a_b, T, ql, H);
-			/* q_a_layernorm and kv_a_layernorm use RMSNorm's default
-			 * eps (1e-6) in transformers, not rms_norm_eps */
-			for (int t = 0; t < T; t++)
-				op_rms_norm(s->a + (size_t)t * ql, s->a + (size_t)t * ql,
-					    y->q_a_norm, ql, 1e-6);
-			op_linear_w(q, s->a, &y->q_b, NULL, T, nh * dqk, ql);
-		} else {
-			op_linear_w(q, x, &y->wq, NULL, T, nh * dqk, H);
-		}
-		op_linear_w(ckv, x, &y->kv_a, y->kv_a_b, T, kvl + rd, H);
-		for (int t = 0; t < T; t++) {
-			float *c = ckv + (size_t)t * (kvl + rd);
-			op_rms_norm(s->a + (size_t)t * kvl, c, y->kv_a_norm, kvl, 1e-6);
-		}
-		op_linear_w(s->b, s->a, &y->kv_b, NULL, T, nh * (nope + dv), kvl);
-		for (int t = 0; t < T; t++) {
-			float *kr = ckv + (size_t)t * (kvl + rd) + kvl;
-			float *qt = q + (size_t)t * nh * dqk;
-			int64_t pos = token_pos(r, t);
-			if (r->c.rope_interleave) {
-				op_rope_deinterleave(kr, 1, rd, rd);
-				for (int h = 0; h < nh; h++)
-					op_rope_deinterleave(qt + (size_t)h * dqk + nope, 1, rd, rd);
-			}
-			op_rope(kr, 1, rd, rd, pos, r->inv_freq, r->attn_factor);
-			for (int h = 0; h < nh; h++)
-				op_rope(qt + (size_t)h * dqk + nope, 1, rd, rd, pos,
-					r->inv_freq, r->attn_factor);
-			for (int h = 0; h < nh; h++) { /* key = [k_nope, k_rot] */
-				float *kb = s->b + ((size_t)t * nh + h) * (nope + dv);
-				float *kd = k + ((size_t)t * nh + h) * dqk;
-				memcpy(kd, kb, (size_t)nope * 4);
-				memcpy(kd + nope, kr, (size_t)rd * 4);
-				memcpy(v + ((size_t)t * nh + h) * dv, kb + nope, (size_t)dv * 4);
-			}
-		}
-	} else {
+		mla_attention(r, y, T, x, out, s);
+		return;
+	}
+	{
 		float *ys[3] = {q, k, v};
 		const struct wmat *ws[3] = {&y->wq, &y->wk, &y->wv};
 		const float *bs[3] = {y->bq, y->bk, y->bv};
@@ -1225,6 +1273,8 @@ static int forward(struct rt *r, const int64_t *tokens, int T, float *logits,
 {
 	int H = (int)r->c.hidden, V = (int)r->c.vocab;
 	int maxd = r->dqk > r->dv ? r->dqk : r->dv;
+	if (r->kv_dk > maxd) /* MLA: the absorbed query, latent + rope */
+		maxd = r->kv_dk;
 	size_t big = (size_t)T * (size_t)(r->ffn_l + r->moe_ffn_l + r->shared_l +
 					  (int)r->c.kv_lora_rank + (int)r->c.q_lora_rank +
 					  r->nh_l * (int)(r->c.qk_nope_dim + r->c.v_head_dim) + H);
@@ -1456,14 +1506,13 @@ uint64_t rt_kv_seq_bytes(const struct model_config *c,
 			 const struct layout_dims *d, int64_t max_ctx)
 {
 	/* the same per-rank sizes rt_open uses, on the stage with most layers */
-	int64_t first, count, nkv;
-	int64_t dqk = c->mla ? c->qk_nope_dim + c->qk_rope_dim : c->head_dim;
-	int64_t dv = c->mla ? c->v_head_dim : c->head_dim;
+	int64_t first, count, per;
 	layout_stage_layers(c->layers, d->pp, 0, &first, &count);
-	nkv = c->mla ? c->heads / d->tp
-		     : (c->kv_heads >= d->tp ? c->kv_heads / d->tp : 1);
-	return (uint64_t)count * (uint64_t)max_ctx * (uint64_t)nkv *
-	       (uint64_t)(dqk + dv) * 4;
+	if (c->mla) /* the latent + rope key, on every tp rank */
+		per = c->kv_lora_rank + c->qk_rope_dim;
+	else
+		per = (c->kv_heads >= d->tp ? c->kv_heads / d->tp : 1) * 2 * c->head_dim;
+	return (uint64_t)count * (uint64_t)max_ctx * (uint64_t)per * 4;
 }
 
 int rt_last_stage_root(const struct rt *r)
@@ -1504,7 +1553,7 @@ void rt_close(struct rt *r)
 				&y->bv, &y->bo, &y->q_norm, &y->k_norm,
 				&y->q_a_norm, &y->kv_a_norm, &y->q_a_b, &y->kv_a_b,
 				&y->gate_b, &y->up_b, &y->down_b,
-				&y->router_bias, &y->kc, &y->vc};
+				&y->router_bias, &y->kc, &y->vc, &y->kv_b_f32};
 		struct wmat *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->q_a,
 				     &y->q_b, &y->kv_a, &y->kv_b, &y->gate,
 				     &y->up, &y->down, &y->router, &y->sh_gate,
@@ -1527,8 +1576,6 @@ void rt_close(struct rt *r)
 	free(r->lm_head.p);
 	free(r->final_norm);
 	free(r->inv_freq);
-	free(r->gk);
-	free(r->gv);
 	if (r->tp_comm != MPI_COMM_NULL && r->tp_comm)
 		MPI_Comm_free(&r->tp_comm);
 	if (r->ep_comm != MPI_COMM_NULL && r->ep_comm)
