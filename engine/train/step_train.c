@@ -624,7 +624,7 @@ static int run(int argc, char **argv)
 		FILE *f = fopen(o.ref_losses, "r");
 		double bound = o.c.dtype == DT_F32 ? 1e-5 : 2e-2, worst = 0, first = 0;
 		int n = 0, ok = 1, grow_ok;
-		char detail[900], errs[500] = "";
+		char detail[1600], errs[500] = "";
 		json_t *ev = json_array();
 		if (!f) {
 			if (rank == 0)
@@ -650,7 +650,7 @@ static int run(int argc, char **argv)
 		 * or within a tenth of the bound */
 		grow_ok = n < 2 || worst <= bound / 10 || worst <= 10 * first + 1e-7;
 		snprintf(detail, sizeof detail, "%d steps at %s against the 1-rank curve "
-			 "%s: relative loss error a step %s; worst %.2e, bound %.0e, %s",
+			 "%.300s: relative loss error a step %s; worst %.2e, bound %.0e, %s",
 			 n, layout_name(&o.c, why, sizeof why), o.ref_losses, errs, worst,
 			 bound, grow_ok ? "not growing" : "growing");
 		check(rank, "training.layouts", ok && grow_ok && n == o.steps, detail,
@@ -660,7 +660,7 @@ static int run(int argc, char **argv)
 	/* training.determinism: the same steps again, bit for bit */
 	if (o.determinism) {
 		struct train_mem m2;
-		char detail[400];
+		char detail[800];
 		int same;
 		cv2.loss = calloc((size_t)o.steps, sizeof(double));
 		cv2.norm = calloc((size_t)o.steps, sizeof(double));

@@ -817,6 +817,14 @@ static void lin_b(struct train *t, const struct tparam *w, const struct tparam *
 	if (dX)
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, K, N, 1.0f,
 			    dY, N, W(t, w, 0), K, 1.0f, dX, K);
+	if (t->nreq) {
+		/* MPI moves a non-blocking all-reduce on only inside MPI
+		 * calls: give the buckets in flight a turn after each product */
+		int done;
+		MPI_Testall(t->nreq, t->req, &done, MPI_STATUSES_IGNORE);
+		if (done)
+			t->nreq = 0;
+	}
 }
 
 /* y = w * (x r), r = 1/sqrt(mean x^2 + eps), rows of n */
