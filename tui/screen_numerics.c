@@ -3,7 +3,9 @@
  * the reference as a bar on a log scale (1e-8 .. 1), KL divergence and
  * top-1 agreement, the end-to-end perplexities; --baseline deltas on the
  * relative error.  Above them, once validate has checked text.generation:
- * the prompt and the run's greedy text beside the reference's; and, once
+ * the prompt and the run's greedy text beside the reference's; once
+ * image-check has reported, the image channel's items and the TTFT split
+ * of an image prompt (preprocess, encode, prefill); and, once
  * a fine-tuning run has reported steps (`train` events), its loss,
  * gradient norm, loss scale and step time as sparklines with the step
  * time split into forward, backward, optimizer and communication
@@ -66,6 +68,86 @@ static int draw_text(struct tui *ui, const struct view *v, WINDOW *w,
 	return 5;
 }
 
+/* The image channel (image-check's items, docs/multimodal.md): each
+ * item's worst status, the first failing one's detail (or a text model's
+ * "n/a" reason), and perf.image's TTFT split p50/p99 as bars of
+ * P(reprocess) E(ncode) F(prefill), each part its share of the row.
+ * Drawn from row y; returns the rows it took (0: no image evidence). */
+static int draw_image(struct tui *ui, const struct view *v, WINDOW *w, int y,
+		      int cols)
+{
+	static const char *const ids[4] = {"image.preprocess",
+					   "image.features", "numerics.image",
+					   "perf.image"};
+	const struct view_image *im = &v->image;
+	const struct view_check *why = NULL;
+	int any = 0, x = 17, n0 = y;
+	tui_printf(w, y, 0, cols, tui_attr(ui, ROLE_HEAD), "image channel");
+	for (int i = 0; i < 4; i++) {
+		enum check_status worst = CHECK_PASS;
+		int has = 0;
+		for (size_t k = 0; k < v->nchecks; k++) {
+			const struct view_check *c = &v->checks[k];
+			enum check_status st;
+			if (strcmp(c->item, ids[i]))
+				continue;
+			st = check_status_parse(c->status, NULL);
+			worst = has ? check_status_worst(worst, st) : st;
+			has = 1;
+			if ((st == CHECK_FAIL || !strncmp(c->detail, "n/a", 3)) &&
+			    (!why || (st == CHECK_FAIL &&
+				      strcmp(why->status, "fail"))))
+				why = c;
+		}
+		if (!has)
+			continue;
+		any = 1;
+		if (x < cols)
+			tui_printf(w, y, x, cols - x,
+				   tui_attr(ui, worst == CHECK_FAIL ? ROLE_FAIL
+						: worst == CHECK_PASS ? ROLE_OK
+								      : ROLE_WARN),
+				   "%s %s", ids[i], check_status_name(worst));
+		x += (int)strlen(ids[i]) + (int)strlen(check_status_name(worst)) + 3;
+	}
+	if (!any)
+		return 0;
+	y++;
+	if (why)
+		tui_printf(w, y++, 0, cols,
+			   tui_attr(ui, strcmp(why->status, "fail") ? ROLE_DIM
+								    : ROLE_FAIL),
+			   "  %s: %s", why->item, why->detail);
+	for (int k = 0; im->n && k < 2; k++) {
+		double part[3] = {im->pre[k], im->enc[k], im->fill[k]},
+		       sum = part[0] + part[1] + part[2];
+		char bar[41];
+		int o = 0;
+		for (int j = 0; j < 3; j++) {
+			int wd = sum > 0 ? (int)(part[j] / sum * 40 + 0.5) : 0;
+			for (int c = 0; c < wd && o < 40; c++)
+				bar[o++] = "PEF"[j];
+		}
+		bar[o] = 0;
+		tui_printf(w, y, 0, cols, A_NORMAL, "  TTFT %s", k ? "p99" : "p50");
+		tui_printf(w, y, 12, 40, tui_attr(ui, ROLE_BAR), "%-40s", bar);
+		tui_printf(w, y++, 53, cols - 53, A_NORMAL,
+			   "%.2f ms: preprocess %.2f, encode %.2f, prefill "
+			   "%.2f (%s, %d images)",
+			   im->ttft[k], part[0], part[1], part[2], im->node,
+			   im->n);
+	}
+	return y - n0 + 1;
+}
+
+/* The text block, then the image channel's under it. */
+static int draw_blocks(struct tui *ui, const struct view *v, WINDOW *w,
+		       int cols)
+{
+	int t = draw_text(ui, v, w, cols);
+	return t + draw_image(ui, v, w, t, cols);
+}
+
 /* A sparkline of m values scaled from their min to their max (a loss
  * curve falls from 10.4 to 9.8: from zero it would look flat), from the
  * left in n columns (m <= n); a skipped step is an 'x' (failure colour). */
@@ -94,6 +176,10 @@ static void spark_range(struct tui *ui, WINDOW *w, int y, int x, int n,
 	}
 }
 
+/* Columns kept after a sparkline for its figure ("4.2201 (first
+ * 5.22143)"; a %.6g number is at most 12 columns). */
+#define TRAIN_VALUE_COLS 36
+
 /* One figure's line: label, sparkline, the text after it. */
 static void train_line(struct tui *ui, const struct view *v, WINDOW *w,
 		       int y, int cols, const struct training_run *r,
@@ -101,7 +187,7 @@ static void train_line(struct tui *ui, const struct view *v, WINDOW *w,
 		       const char *text, enum tui_role role)
 {
 	double vals[64];
-	int skipped[64], sw = cols - 14 - 44, m;
+	int skipped[64], sw = cols - 14 - TRAIN_VALUE_COLS, m;
 	if (sw > 64)
 		sw = 64;
 	if (sw < 8)
@@ -157,11 +243,13 @@ static int draw_training(struct tui *ui, const struct view *v, WINDOW *w,
 	snprintf(t, sizeof t, "%s (min %s)", a, b);
 	train_line(ui, v, w, y++, cols, r, TF_LOSS_SCALE, "loss scale", t,
 		   r->scale_min < r->scale_first ? ROLE_WARN : ROLE_NORMAL);
-	training_split(r, split, sizeof split);
 	training_num(r->step_s, "%.4g", a, sizeof a);
-	snprintf(t, sizeof t, "%s s  %s", a, split);
+	snprintf(t, sizeof t, "%s s", a);
 	train_line(ui, v, w, y++, cols, r, TF_STEP_S, "step time", t,
 		   ROLE_NORMAL);
+	training_split(r, split, sizeof split);
+	tui_printf(w, y++, 0, cols, A_NORMAL, "  %-11s %s  (mean of %d steps)",
+		   "split", split, r->timed);
 	/* The other runs, one line each, while rows are left (one kept for
 	 * the gap below). */
 	for (int k = 1; k < n && y < rows - 1; k++) {
@@ -187,14 +275,14 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	WINDOW *sub;
 	getmaxyx(w, rows, cols);
 	top = draw_training(ui, v, w, rows, cols);
-	if (top && !v->num.n && !v->text.n)
+	if (top && !v->num.n && !v->text.n && !v->image.n)
 		return;
 	if (top) {
 		WINDOW *rest = rows > top + 2
 				   ? derwin(w, rows - top, cols, top, 0)
 				   : NULL;
 		if (rest) {
-			int t2 = draw_text(ui, v, rest, cols);
+			int t2 = draw_blocks(ui, v, rest, cols);
 			WINDOW *tb = t2 && rows - top > t2 + 2
 					 ? derwin(rest, rows - top - t2, cols,
 						  t2, 0)
@@ -206,7 +294,7 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		}
 		return;
 	}
-	top = draw_text(ui, v, w, cols);
+	top = draw_blocks(ui, v, w, cols);
 	if (!top || rows <= top + 2) {
 		draw_table(ui, v, w);
 		return;

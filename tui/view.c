@@ -901,6 +901,25 @@ static void apply_text(struct view *v, const struct proto_event *ev)
 	x->n = (int)jint(o, "n", 0);
 }
 
+/* image-check's perf.image check carries the TTFT split. */
+static void apply_image(struct view *v, const struct proto_event *ev)
+{
+	json_t *o = ev->obj;
+	struct view_image *x = &v->image;
+	static const char *const q[2] = {"p50", "p99"};
+	if (strcmp(jstr(o, "item"), "perf.image") ||
+	    !json_is_object(json_object_get(o, "ttft_ms")))
+		return;
+	copy(x->node, sizeof x->node, ev->node);
+	x->n = (int)jint(o, "n", 0);
+	for (int k = 0; k < 2; k++) {
+		x->pre[k] = jnum(json_object_get(o, "preprocess_ms"), q[k]);
+		x->enc[k] = jnum(json_object_get(o, "encode_ms"), q[k]);
+		x->fill[k] = jnum(json_object_get(o, "prefill_ms"), q[k]);
+		x->ttft[k] = jnum(json_object_get(o, "ttft_ms"), q[k]);
+	}
+}
+
 /* The session's start is its earliest event, on the console's clock:
  * node events (agents' hellos come before the first stage) count when
  * they are within VIEW_CLOCK_SKEW of the console's first event; a node
@@ -978,6 +997,7 @@ void view_apply(struct view *v, const struct proto_event *ev)
 	case EV_CHECK:
 		apply_check(v, ev);
 		apply_text(v, ev);
+		apply_image(v, ev);
 		return;
 	case EV_COMM:
 		apply_comm(v, ev);

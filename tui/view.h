@@ -208,6 +208,15 @@ struct view_text {
 	int agree, n;
 };
 
+/* perf.image: the TTFT split of an image prompt (fields of image-check's
+ * check: p50 [0] and p99 [1] of each part, ms); the last one wins.  n ==
+ * 0: none yet. */
+struct view_image {
+	char node[64];
+	int n;
+	double pre[2], enc[2], fill[2], ttft[2];
+};
+
 struct view_line {
 	int64_t ts;
 	char *line; /* the event line as received (malloc'd) */
@@ -247,6 +256,7 @@ struct view {
 	VIEW_VEC(struct view_perf) perf;
 	VIEW_VEC(struct view_train) train;
 	struct view_text text;
+	struct view_image image;
 	VIEW_VEC(struct view_mark) marks; /* markers and failures, in order */
 	struct view_line log[VIEW_LOG];
 	size_t nlog, loghead;

@@ -223,3 +223,39 @@ contains "report md: the TTFT split rows (p50, p99) and their share bars = perf.
 expect_rc 0 "report (html) of the VL session" "$DAY0" report "$T/vl.db" --format html -o "$T/vl.html"
 check "report html: the TTFT split chart, 3 parts x 2 percentiles" \
 	test "$(sed -n '/id="chart-ttft-split"/,/<\/svg>/p' "$T/vl.html" | grep -c '<rect x=.*height="26"')" = 6
+
+# ---- the console: the Numerics screen of a replay, against the session file -------
+SOCK="day0-img-$$"
+tm() { tmux -L "$SOCK" "$@"; }
+trap 'tm kill-server 2>/dev/null; rm -rf "$T"' EXIT
+numerics_screen() { # DB OUT
+	tm new-session -d -s r -x 170 -y 40 "env LANG=C.UTF-8 TERM=screen-256color $DAY0 replay $1; sleep 30"
+	for i in $(seq 100); do tm capture-pane -p -t r | grep -q 'Numerics' && break; sleep 0.1; done
+	tm send-keys -t r G; sleep 0.5; tm send-keys -t r 5
+	for i in $(seq 50); do tm capture-pane -p -t r | grep -q '^image channel' && break; sleep 0.1; done
+	sleep 0.3; tm capture-pane -p -t r >"$2"; tm kill-server 2>/dev/null
+}
+numerics_screen "$T/vl.db" "$T/vl.screen"
+$PY - "$T/vl.screen" "$T/vl.db" >"$T/screen.out" <<'PY'
+import json, re, sqlite3, sys
+scr = open(sys.argv[1]).read(); db = sqlite3.connect(sys.argv[2])
+bad = []
+head = [l for l in scr.splitlines() if l.startswith("image channel")]
+for item, st in db.execute("SELECT item, status FROM checks WHERE stage = 'image'"):
+    if not head or ("%s %s" % (item, st)) not in head[0]:
+        bad.append((item, st))
+b = json.loads(db.execute("SELECT e.body FROM checks c JOIN events e USING (node, seq) WHERE c.item = 'perf.image'").fetchone()[0])
+for q in ("p50", "p99"):
+    m = re.search(r"TTFT %s\s+[PEF]+\s+([0-9.]+) ms: preprocess ([0-9.]+), encode ([0-9.]+), prefill ([0-9.]+) \(local, (\d+) images\)" % q, scr)
+    want = [b[k + "_ms"][q] for k in ("ttft", "preprocess", "encode", "prefill")]
+    if not m or any(abs(float(g) - w) > 0.006 for g, w in zip(m.groups()[:4], want)) or int(m.group(5)) != b["n"]:
+        bad.append((q, m and m.groups(), want))
+print("ok" if not bad else bad)
+PY
+contains "Numerics screen: the image items' statuses and the TTFT split p50/p99 = the session file" "ok" "$T/screen.out"
+numerics_screen "$T/txt.db" "$T/txt.screen"
+check "Numerics screen of the text model: the items skip, with the n/a reason" \
+	grep -q "^  image.preprocess: n/a: no vision tower in config.json (qwen2 is a text model)" "$T/txt.screen"
+numerics_screen "$T/swap.db" "$T/swap.screen"
+d=$(sqlite3 "$T/swap.db" "SELECT detail FROM checks WHERE item = 'image.features' AND stage = 'image'")
+check "Numerics screen with mean/std swapped: image.features fail, its detail" grep -qF "  image.features: ${d:0:100}" "$T/swap.screen"
