@@ -126,7 +126,7 @@ def screen(db, t):
     print("line\tTRAINING %s on %s rank %d  %s  steps %d..%d (%d%s)" % (
         u["stage"], u["node"], u["rank"], u["layout"], u["pts"][0]["step"], u["pts"][-1]["step"],
         u["steps"], sk))
-    sw = max(8, min(64, COLS - 14 - 44))
+    sw = max(8, min(64, COLS - 14 - 36))
     pts = u["pts"][-sw:]
     xs = ",".join(str(i) for i, p in enumerate(pts) if p["skipped"])
     n = len(pts)
@@ -141,7 +141,8 @@ def screen(db, t):
     print("spark\tgrad norm\t%d\t%s\t%s" % (count(lambda p: p["grad_norm"]), xs, g6(u["grad_norm_last"])))
     print("spark\tloss scale\t%d\t%s\t%s (min %s)" % (count(lambda p: p["loss_scale"]), xs, g6(u["scale_last"]), g6(u["scale_min"])))
     tsum = lambda p: None if any(p[k] is None for k in PARTS) else sum(p[k] for k in PARTS)
-    print("spark\tstep time\t%d\t%s\t%s s  %s" % (count(tsum), xs, num(u["step_s"], "%.4g"), split(u)))
+    print("spark\tstep time\t%d\t%s\t%s s" % (count(tsum), xs, num(u["step_s"], "%.4g")))
+    print("line\t  %-11s %s  (mean of %d steps)" % ("split", split(u), u["timed"]))
     for i in order[1:]:
         r = runs[i]
         print("line\t  %s on %s  %s  %d steps, %d skipped  loss %s -> %s  step %s s" % (
