@@ -5,7 +5,8 @@
 # that can never fit refused with a 400; /metrics under vLLM's names;
 # load's service.kv and service.preemption; the same at TP 2, PP 2 (in
 # micro-batches, the bubble reported), EP 2 on an MLA + MoE model
-# (deepseek_v3).
+# (deepseek_v3), its compressed latent cache hit by a prefix; attention
+# through scattered block tables bit-equal to the contiguous layout.
 . "$(dirname "$0")/../lib.sh"
 TOOLS="$BUILD/tests"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0"
@@ -172,7 +173,32 @@ P4=$(python3 -c "
 import json, random
 r = random.Random(3)
 print(json.dumps([[r.randrange(1, 100) for _ in range(n)] for n in (21, 6, 14, 25, 9, 17, 3, 11)]))")
+# a prompt that shares prompt 0's first 12 tokens (3 blocks), asked twice
+# after the batch: the second (at least) reuses the cached latent blocks
+PX=$(python3 -c "import json,sys; p=json.loads(sys.argv[1]); print(json.dumps([p[0][:12] + [7, 8, 9]]))" "$P4")
 run_ref "$T/ds" "$P4" "$T/ds_run.txt" --tp 1
+run_ref "$T/ds" "$PX" "$T/dsx_run.txt" --tp 1
+
+# --- attention through the block table, bit for bit: tables scattered
+# out of order and interleaved against one block a slot, chunked prefill
+# and decode of two sequences a batch (tests/tools/kv_paged_check.c);
+# GQA (llama) in blocks of 1 and 4, MLA's latent cache at TP 2, PP 2, EP 2
+for a in "1 $T/m 1 1 1 1" "1 $T/m 1 1 1 4" "2 $T/ds 2 1 1 4" "2 $T/ds 1 2 1 4" "2 $T/ds 1 1 2 4"; do
+	set -- $a
+	np=$1
+	shift
+	expect_rc 0 "in-place paged attention: $1 tp $2 pp $3 ep $4, blocks of $5: logits bit-equal to the contiguous layout" \
+		timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "$TOOLS/kv_paged_check" "$@"
+	contains "… it says so" "bit-equal to the contiguous layout" "$OUT"
+done
+# MLA's cache is the compressed latent: a block of 4 tokens at TP 2 costs
+# 2 layers x 4 x (kv_lora_rank 16 + rope 8) x 4 bytes = 768 bytes a card
+# (not 2 x 4 x 2 heads x (24 + 16) x 4 = 2560 for per-head keys and
+# values), so --kv-mem 7680 holds 10 blocks
+start_serve k 2 "$T/ds" --tp 2 --max-ctx 64 --block-tokens 4 --kv-mem 7680
+check "MLA: --kv-mem 7680 at tp 2 holds 10 latent blocks of 4 tokens ($(metric "$URL_k" day0_kv_blocks_total))" \
+	test "$(metric "$URL_k" day0_kv_blocks_total)" = 10
+stop_serve k
 # PP: 2 micro-batches in flight (default), 3, and TP 2 x PP 2 (the stage's
 # second rank takes rank 0's descriptions too); prompts of up to 25 tokens
 # in chunks of 12: a prompt's next chunk enters the pipeline before the
@@ -183,6 +209,12 @@ for lay in "--tp 2" "--tp 1 --pp 2" "--tp 1 --pp 2 --micro-batches 3" "--tp 2 --
 	ask "$URL_l" "$P4" "$T/l.json" together
 	check "$lay: 8 prompts at once in 14 blocks: run --generate's greedy tokens" \
 		test "$(ids_of "$T/l.json")" = "$(cat "$T/ds_run.txt")"
+	hits() { metric "$URL_l" 'vllm:gpu_prefix_cache_hits_total{model_name="ds"}'; }
+	ask "$URL_l" "$PX" "$T/lx.json"
+	h0=$(hits)
+	ask "$URL_l" "$PX" "$T/lx.json"
+	check "$lay: a shared 12-token prefix asked again hits 12 cached latent tokens ($h0 -> $(hits)), run --generate's tokens" \
+		test "$(( $(hits) - ${h0:-0} )) $(ids_of "$T/lx.json")" = "12 $(cat "$T/dsx_run.txt")"
 	n=$(metric "$URL_l" 'vllm:num_preemptions_total{model_name="ds"}')
 	check "$lay: … preempted and recomputed (${n:-no metrics}), none differently" \
 		test "$(( ${n:-0} >= 1 )) $(metric "$URL_l" 'day0_recompute_checks_total{result="different"}')" = "1 0"
