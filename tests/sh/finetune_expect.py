@@ -6,6 +6,7 @@ and docs/reports.md state, independently of the console's C code:
   headless DB               the headless TRAINING table
   checks DB                 item|stage|worst status of the training.* checks
   screen DB T               the Numerics screen at time T (120 columns)
+  compare WANT CAPTURE      a tmux capture against screen's output
   report DB JSON MD HTML    checks the three reports; prints a summary
   diff A B DIFF.json RC     checks `day0 diff A B --json`; prints a summary
 
@@ -150,6 +151,38 @@ def screen(db, t):
             g6(r["loss_last"]), num(r["step_s"], "%.4g")))
 
 
+def compare(wantpath, screenpath):
+    """The screen (a tmux capture) against screen's expectations."""
+    want = open(wantpath).read().splitlines()
+    got = open(screenpath, encoding="utf-8").read().splitlines()
+    bad = []
+    for w in want:
+        kind, text = w.split("\t", 1)
+        if kind == "line":  # a whole line, spaces folded
+            if not any(" ".join(g.split()) == " ".join(text.split()) for g in got):
+                bad.append("no line: " + text)
+            continue
+        label, n, xs, val = text.split("\t")  # glyphs, positions of 'x', figure
+        row = [g for g in got if g.startswith("  " + label + " ")]
+        if not row:
+            bad.append("no row " + label)
+            continue
+        g = row[0]
+        body = g[14:]
+        cut = body.rfind(" " + val)
+        if cut < 0:
+            bad.append(label + ": value '" + val + "' not in " + repr(g))
+            continue
+        spark = body[:cut].rstrip()
+        wx = [int(i) for i in xs.split(",") if i]
+        gx = [i for i, c in enumerate(spark) if c == "x"]
+        if len(spark) != int(n) or gx != wx:
+            bad.append("%s: %d glyphs, x at %s; want %s, x at %s: %r" % (label, len(spark), gx, n, wx, g))
+    if bad:
+        print("\n".join(bad))
+        sys.exit(1)
+
+
 def close(a, b):
     if a is None or b is None:
         return a is None and b is None
@@ -270,4 +303,4 @@ def diff(a, b, dpath, rc):
 if __name__ == "__main__":
     cmd = sys.argv[1]
     {"headless": headless, "checks": checks, "screen": screen, "report": report,
-     "diff": diff}[cmd](*sys.argv[2:])
+     "diff": diff, "compare": compare}[cmd](*sys.argv[2:])

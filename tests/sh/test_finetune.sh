@@ -117,40 +117,37 @@ for at in "$END" "$MID"; do
 	what=$([ "$at" = "$END" ] && echo end || echo "train-f16 step 4")
 	shot "$at"
 	$EXP screen "$A" "$at" >"$T/want_screen.txt"
-	if python3 - "$T/want_screen.txt" "$T/screen.txt" >"$T/d.txt" <<'EOF'
-import sys
-want = open(sys.argv[1]).read().splitlines()
-got = open(sys.argv[2]).read().splitlines()
-bad = []
-for w in want:
-    kind, text = w.split("\t", 1)
-    if kind == "line":  # a whole line, spaces folded
-        if not any(" ".join(g.split()) == " ".join(text.split()) for g in got):
-            bad.append("no line: " + text)
-    elif kind == "spark":  # label, glyph count, positions of 'x', value text
-        label, n, xs, val = text.split("\t")
-        row = [g for g in got if g.startswith("  " + label + " ")]
-        if not row:
-            bad.append("no row " + label); continue
-        g = row[0]
-        body = g[14:]
-        cut = body.rfind(" " + val)
-        spark = body[:cut].rstrip() if cut >= 0 else None
-        if spark is None:
-            bad.append(label + ": value '" + val + "' not in " + repr(g)); continue
-        wx = [int(i) for i in xs.split(",") if i]
-        gx = [i for i, c in enumerate(spark) if c == "x"]
-        if len(spark) != int(n) or gx != wx:
-            bad.append("%s: %d glyphs, x at %s; want %s, x at %s: %r" % (label, len(spark), gx, n, wx, g))
-if bad:
-    print("\n".join(bad)); sys.exit(1)
-EOF
+	if python3 "$DAY0_ROOT/tests/sh/finetune_expect.py" compare "$T/want_screen.txt" "$T/screen.txt" >"$T/d.txt"
 	then
 		ok "Numerics screen at $what = the session file ($(grep -c . "$T/want_screen.txt") lines and sparklines)"
 	else
 		fail "Numerics screen at $what" "$(cat "$T/d.txt") :: $(sed -n '3,12p' "$T/screen.txt")"
 	fi
 done
+
+# Live: the same playbook with the TUI in tmux, Numerics shown while it
+# runs; once the run has ended (held on its failures, or its verdict) the
+# screen must equal the new session file at its end.
+tm kill-session -t live 2>/dev/null
+tm new-session -d -s live -x 120 -y 40 \
+	"env LANG=C.UTF-8 TERM=screen-256color DAY0_SESSIONS=$T/live $DAY0 run $DAY0_ROOT/playbooks/finetune.json --inventory $T/inv.json --model $T/m -e steps=6 -e overflow_step=3 --tui; sleep 60"
+sleep 0.3
+tm send-keys -t live 5
+for i in $(seq 300); do
+	tm capture-pane -p -t live >"$T/screen.txt"
+	head -1 "$T/screen.txt" | grep -qE 'ENDED WITH|  GO|NO-GO' && grep -q '^TRAINING ' "$T/screen.txt" && break
+	sleep 0.2
+done
+sleep 0.5
+tm capture-pane -p -t live >"$T/screen.txt"
+L=$(ls "$T/live"/*.db 2>/dev/null | head -1)
+if [ -n "$L" ] && $EXP screen "$L" "$(sqlite3 "$L" 'SELECT max(ts) FROM events')" >"$T/want_screen.txt" &&
+	python3 "$DAY0_ROOT/tests/sh/finetune_expect.py" compare "$T/want_screen.txt" "$T/screen.txt" >"$T/d.txt"; then
+	ok "live Numerics screen at the end of the run = its session file ($(head -1 "$T/screen.txt" | sed 's/.*elapsed [^ ]* *//'))"
+else
+	fail "live Numerics screen" "$(cat "$T/d.txt" 2>/dev/null) :: $(sed -n '1,12p' "$T/screen.txt")"
+fi
+tm send-keys -t live q
 
 # ------------------------------------------------------------- the report
 "$DAY0" report "$A" --format json -o "$T/r.json" && "$DAY0" report "$A" -o "$T/r.md" &&
