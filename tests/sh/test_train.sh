@@ -50,7 +50,16 @@ for a in llama qwen2_moe deepseek_v3; do
 	run mpi 2 train "$T/$a" --tp 2 --steps 3 --batch 4 --check-grads --events --reference-losses "$T/$a.1"
 	want "$a tp2: gradients vs float64" training.gradients pass
 	want "$a tp2: loss curve against 1 rank" training.layouts pass
+	# MLA's replicated latents and whole expert outputs are not in the
+	# estimate's TP terms yet (docs/training.md): deepseek_v3 tp2 is off
+	[ "$a" = deepseek_v3 ] || want "$a tp2: peak memory within 5% of the estimate" training.memory pass
 done
+
+# full recomputation: the layer rebuilt in backward gives the same
+# gradients; the memory estimate with recomputation
+run "$ENGINE" train "$T/deepseek_v3" --steps 1 --batch 4 --recompute --check-grads --events
+want "deepseek_v3 --recompute: gradients vs float64" training.gradients pass
+want "deepseek_v3 --recompute: peak memory within 5%" training.memory pass
 
 # DP 2 with ZeRO-1 (2 sequences a rank: the same global batch as the
 # 1-rank run of 4), gradient buckets all-reduced while backward runs; and
