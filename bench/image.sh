@@ -7,6 +7,11 @@
 # down to 640x480, PNG RGB/RGBA/palette).  Both sides time the work inside
 # one process (file read to pixel values), not process start.
 #                                                         target >= 2x
+# Then the vision encoder's patch embedding GEMM (Qwen2.5-VL-7B's width:
+# 1280 x 1176 over the patches of a 672 x 672 image, 2304 x 1280 x 1176)
+# inside run --image, as a share of the OpenBLAS sgemm rate measured in
+# the same run at the same thread count (bench/sgemm_peak.c 2048^3).
+#                                                         target >= 0.6
 # Also checks that both sides produced the same bytes on this mix (the
 # test suite's comparison, here on bigger images).
 # Prints ratios; exits non-zero only when a command fails.
@@ -82,3 +87,63 @@ done
 "$E" image-prep $IMAGES --preprocessor "$W/qwen-1m.json" --out "$W/c" --json >"$W/c.json"
 "$PY" "$REF" prep --preprocessor "$W/qwen-1m.json" --out "$W/py" $IMAGES
 echo "# bytes against PIL (qwen2.5-vl max_pixels 1003520): $("$PY" "$REF" compare --preprocessor "$W/qwen-1m.json" "$W/c" "$W/py" --json "$W/c.json" | head -1)"
+
+# --- the vision encoder's patch GEMM against the sgemm peak, same run, one
+# thread.  A Qwen2.5-VL checkpoint whose tower has the 7B's width (1280,
+# 16 heads, ffn 3420; one block, window attention) over a tiny LM.
+CC=${CC:-cc}
+BLAS_FLAGS=$(pkg-config --cflags --libs openblas 2>/dev/null || echo -lopenblas)
+$CC -O2 -o "$W/peak" bench/sgemm_peak.c $BLAS_FLAGS -ldnnl -lgomp -ldl
+"$E" gen-model --like assets/configs/vl/qwen2.5-vl-7b-instruct/config.json "$W/vl" >/dev/null
+"$PY" - "$W/vl" <<'PY'
+import json, struct, sys
+import numpy as np
+d = sys.argv[1]
+c = json.load(open(d + "/config.json"))
+v = c["vision_config"]
+D, F, M, O = 1280, 3420, 1280 * 4, c["hidden_size"]
+v.update(hidden_size=D, intermediate_size=F, num_heads=16, depth=1, fullatt_block_indexes=[])
+json.dump(c, open(d + "/config.json", "w"), indent=2)
+raw = open(d + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n]); body = raw[8 + n:]
+t = {k: (e["shape"], body[e["data_offsets"][0]:e["data_offsets"][1]])
+     for k, e in hdr.items() if k != "__metadata__" and not k.startswith("visual.")}
+rng = np.random.default_rng(30)
+def add(name, *shape):
+    t[name] = (list(shape), (rng.standard_normal(shape, dtype=np.float32) * 0.02).tobytes())
+add("visual.patch_embed.proj.weight", D, 3, 2, 14, 14)
+b = "visual.blocks.0."
+for k in ("norm1", "norm2"): add(b + k + ".weight", D)
+add(b + "attn.qkv.weight", 3 * D, D); add(b + "attn.qkv.bias", 3 * D)
+add(b + "attn.proj.weight", D, D); add(b + "attn.proj.bias", D)
+for k in ("gate_proj", "up_proj"): add(b + "mlp." + k + ".weight", F, D); add(b + "mlp." + k + ".bias", F)
+add(b + "mlp.down_proj.weight", D, F); add(b + "mlp.down_proj.bias", D)
+add("visual.merger.ln_q.weight", D)
+add("visual.merger.mlp.0.weight", M, M); add("visual.merger.mlp.0.bias", M)
+add("visual.merger.mlp.2.weight", O, M); add("visual.merger.mlp.2.bias", O)
+h, off, parts = {}, 0, []
+for k in sorted(t):
+    shape, data = t[k]
+    h[k] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(data)]}
+    off += len(data); parts.append(data)
+hj = json.dumps(h).encode(); hj += b" " * (-len(hj) % 8)
+with open(d + "/model.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(hj))); f.write(hj)
+    for p in parts: f.write(p)
+PY
+rm -f "$W/vl/SHA256SUMS"
+"$PY" -c 'from PIL import Image; import numpy as np
+Image.fromarray(np.random.default_rng(1).integers(0, 256, (672, 672, 3), dtype=np.uint8)).save("'"$W"'/v672.png")'
+best_rate=0 best_peak=0
+for i in $(seq "$REPEAT"); do
+	line=$("$E" run "$W/vl" --tokens 413,415,414 --image "$W/v672.png")
+	rate=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) GFLOP\/s).*/\1/p')
+	peak=$("$W/peak" 2048 | grep -o '[0-9.]*' | head -1)
+	best_rate=$("$PY" -c "print(max($best_rate, ${rate:-0}))")
+	best_peak=$("$PY" -c "print(max($best_peak, ${peak:-0}))")
+done
+echo "# $(echo "$line" | grep -o 'vision: .*')"
+"$PY" -c 'import sys; r, p = float(sys.argv[1]), float(sys.argv[2])
+print("vision patch GEMM (2304 x 1280 x 1176, 1 thread)  %.1f GFLOP/s, sgemm peak %.1f GFLOP/s: %.2f of peak (target >= 0.6)" % (r, p, r / p))' \
+	"$best_rate" "$best_peak"

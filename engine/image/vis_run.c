@@ -18,6 +18,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int write_f32_tensor(const char *path, const char *name, const float *v,
 		     uint64_t rows, uint64_t cols, struct d0_err *err);
@@ -80,6 +81,7 @@ int vis_run_encode(struct vis_run *vr, struct rt *r, int keep,
 		   struct d0_err *err)
 {
 	int64_t H = vr->c.hidden, row = 0;
+	struct timespec t0, t1;
 	if (!vr->on || vr->vp.n_img == 0)
 		return 0;
 	if (vis_open(&vr->v, r, err) < 0)
@@ -87,6 +89,7 @@ int vis_run_encode(struct vis_run *vr, struct rt *r, int keep,
 	if (!vis_loaded(vr->v))
 		return 0; /* another stage: positions only */
 	vr->embeds = malloc((size_t)(vr->vp.n_features * H) * 4 + 4);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < vr->vp.n_img; i++) {
 		float *o = vr->embeds + row * H;
 		vr->cur = i;
@@ -101,7 +104,23 @@ int vis_run_encode(struct vis_run *vr, struct rt *r, int keep,
 		}
 		row += vr->vp.img_tokens[i];
 	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	vr->encode_s = (double)(t1.tv_sec - t0.tv_sec) +
+		       1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 	return 0;
+}
+
+void vis_run_summary(const struct vis_run *vr, char *buf, size_t n)
+{
+	double s, f;
+	buf[0] = 0;
+	if (!vis_loaded(vr->v))
+		return;
+	vis_patch_gemm_stats(vr->v, &s, &f);
+	snprintf(buf, n, ", vision: %d image%s -> %lld tokens in %.3f s (patch "
+		 "GEMM %.3g GFLOP in %.4f s: %.1f GFLOP/s)", vr->vp.n_img,
+		 vr->vp.n_img == 1 ? "" : "s", (long long)vr->vp.n_features,
+		 vr->encode_s, f / 1e9, s, s > 0 ? f / s / 1e9 : 0.0);
 }
 
 struct rt_seg vis_run_prefill_seg(const struct vis_run *vr, int T)

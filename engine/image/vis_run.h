@@ -26,6 +26,7 @@ struct vis_run {
 	float *embeds; /* [vp.n_features][hidden], stage 0 */
 	struct vis_dump *dumps;
 	int ndumps, cur;
+	double encode_s; /* the tower's wall time on this rank */
 };
 
 enum { VIS_RUN_INPUT = -1, VIS_RUN_FEATURES = -2 };
@@ -48,6 +49,9 @@ struct rt_seg vis_run_prefill_seg(const struct vis_run *vr, int T);
 struct rt_seg vis_run_decode_seg(const struct vis_run *vr);
 /* Write the kept traces into dir (see vis_run.c for the names). */
 int vis_run_dump(const struct vis_run *vr, const char *dir, struct d0_err *err);
+/* ", vision: N images -> T tokens in S s (patch GEMM G GFLOP/s)" for
+ * run's summary line; "" where this rank ran no tower. */
+void vis_run_summary(const struct vis_run *vr, char *buf, size_t n);
 void vis_run_free(struct vis_run *vr);
 
 #endif

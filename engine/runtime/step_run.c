@@ -451,9 +451,11 @@ static int run(int argc, char **argv)
 	if (rank == 0) {
 		const struct model_config *c = rt_config(r);
 		if (!o.events) {
+			char vsum[200];
+			vis_run_summary(&vr, vsum, sizeof vsum);
 			printf("run: %s, tp %d pp %d ep %d (%d ranks), %d prompt tokens "
-			       "in %.3f s", c->model_type, o.lay.d.tp, o.lay.d.pp, o.lay.d.ep,
-			       world, T, MPI_Wtime() - t0);
+			       "in %.3f s%s", c->model_type, o.lay.d.tp, o.lay.d.pp,
+			       o.lay.d.ep, world, T, MPI_Wtime() - t0, vsum);
 			if (o.gen && report_generation(&o, seq) < 0)
 				rc = -1;
 			printf("\n");
