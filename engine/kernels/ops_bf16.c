@@ -9,9 +9,9 @@
  *   up to four rows of x; the best kernel the CPU has, chosen at run time
  *   with __builtin_cpu_supports: AVX-512 (F and BW), else AVX2+FMA, else a
  *   portable loop (DAY0_KERNEL names one; avx512-stream the AVX-512 one
- *   reading one row of x's W as one stream, as before the four streams).  One row of x times f32 W (an
- *   f32 checkpoint's decode) goes through the same kernels' f32 forms and
- *   pool (gemv_f32), sgemv without AVX2.
+ *   reading one row of x's W as one stream, as before the four streams).
+ *   One row of x times f32 W (an f32 checkpoint's decode) goes through
+ *   the same kernels' f32 forms and pool (gemv_f32), sgemv without AVX2.
  * - Prefill (many rows): on oneDNN's matmul where it has a native kernel
  *   for the CPU (ops_onednn.c; AMX-BF16, AVX512-BF16, AVX-512): x rounded
  *   to bf16, W's panels as stored (FP8's widened with their scales and
@@ -1248,13 +1248,13 @@ static void gemv_many(int np, float *const *y, const struct wmat *const *w,
 		int tab = 1;
 		for (int q = 0; q < np; q++)
 			tab = tab && w[q]->bc % 64 == 0;
-		if (tab)
-			j.vec = 3;
+		if (tab) /* four streams but with the one-stream GEMV named */
+			j.vec = j.fn == gemv_rows_avx512 ? 4 : 3;
 	}
 	if (w[0]->dtype == DT_BF16 && j.fn != gemv_rows_portable)
 		j.x = permuted_x(x, m, k, is512(j.fn) ? 32 : 16, xbuf,
 				 sizeof xbuf / sizeof *xbuf, &xp);
-	else if (j.vec == 3 && w[0]->dtype != DT_F32)
+	else if (j.vec >= 3 && w[0]->dtype != DT_F32)
 		j.x = permuted_x(x, m, k, 64, xbuf, sizeof xbuf / sizeof *xbuf, &xp);
 	else if (is512(j.fn) && ((uintptr_t)x & 63))
 		j.x = permuted_x(x, m, k, 1, xbuf, sizeof xbuf / sizeof *xbuf, &xp);

@@ -345,7 +345,9 @@ gemv512_body(float *y, int ldy, const float *x, const struct wmat *w, const int 
  * times 2^-8 too), so the products are the same as vec 2's; the work per
  * code is half of vcvtph2ps's, which bounded the FP8 GEMV (standalone,
  * codes in L2: 20 -> 42 GB/s).  x comes permuted to the lanes' order
- * (op_fp8_permute_x).
+ * (op_fp8_permute_x).  vec == 4: the same over four streams
+ * (gemv_tab4_body), the default with the AVX-512 GEMV; 3 with
+ * DAY0_KERNEL=avx512-stream.
  */
 static uint8_t tab16[2][2][128]; /* [e5m2][high, low byte][code & 0x7f] */
 static int tab16_ready;
@@ -433,6 +435,88 @@ gemv_tab_body(float *y, const float *xp, const struct wmat *w, const int e5, int
 		}
 		y[j] = _mm512_reduce_add_ps(tot) + tail;
 	}
+}
+
+/*
+ * The same lookups over four streams (vec 4): the range's quarters side
+ * by side, a row of each per step sharing the loads of x, as the bf16
+ * AVX-512 GEMV reads (ops_bf16.c: one core of the Sapphire Rapids VM reads
+ * several pages at once faster than one stream).  Two sums a stream, each
+ * block's scaled into the row's total.  The rows past the quarters go
+ * through gemv_tab_body.
+ */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline)) static inline void
+gemv_tab4_body(float *y, const float *xp, const struct wmat *w, const int e5, int j0,
+	       int j1, int k)
+{
+	const float *t = fp8_tab(w->dtype);
+	const int bc = w->bc, kk = k - k % 64, q = (j1 - j0) / 4;
+	const __m512i h0 = _mm512_loadu_si512(tab16[e5][0]), h1 = _mm512_loadu_si512(tab16[e5][0] + 64);
+	const __m512i l0 = _mm512_loadu_si512(tab16[e5][1]), l1 = _mm512_loadu_si512(tab16[e5][1] + 64);
+	const __m512i sign = _mm512_set1_epi8((char)0x80);
+	const __m512i mask = _mm512_set1_epi32((int)0xffff0000u);
+	for (int j = j0; j < j0 + q; j++) {
+		const uint8_t *wr[4];
+		const float *sr[4];
+		__m512 tot[4];
+		float tail[4] = {0, 0, 0, 0};
+#pragma GCC unroll 4
+		for (int s = 0; s < 4; s++) {
+			wr[s] = (const uint8_t *)w->p + (size_t)(j + s * q) * k;
+			sr[s] = scale_row(w, j + s * q);
+			tot[s] = _mm512_setzero_ps();
+		}
+		for (int c0 = 0, b = 0; c0 < k; c0 += bc, b++) {
+			int c1 = c0 + bc < k ? c0 + bc : k, c = c0;
+			__m512 a[4], d[4];
+#pragma GCC unroll 4
+			for (int s = 0; s < 4; s++)
+				a[s] = d[s] = _mm512_setzero_ps();
+			for (; c + 64 <= c1 && c < kk; c += 64) {
+				__m512 x0 = _mm512_loadu_ps(xp + c), x1 = _mm512_loadu_ps(xp + c + 16);
+				__m512 x2 = _mm512_loadu_ps(xp + c + 32), x3 = _mm512_loadu_ps(xp + c + 48);
+#pragma GCC unroll 4
+				for (int s = 0; s < 4; s++) {
+					__m512i v = _mm512_loadu_si512((const void *)(wr[s] + c));
+					_mm_prefetch((const char *)(wr[s] + c) + PREFETCH, _MM_HINT_T0);
+					__m512i hi = _mm512_permutex2var_epi8(h0, v, h1);
+					__m512i lo = _mm512_permutex2var_epi8(l0, v, l1);
+					hi = _mm512_ternarylogic_epi32(hi, v, sign, 0xf8);
+					__m512i w0 = _mm512_unpacklo_epi8(lo, hi), w1 = _mm512_unpackhi_epi8(lo, hi);
+					a[s] = _mm512_fmadd_ps(x0, _mm512_castsi512_ps(_mm512_slli_epi32(w0, 16)), a[s]);
+					d[s] = _mm512_fmadd_ps(x1, _mm512_castsi512_ps(_mm512_and_si512(w0, mask)), d[s]);
+					a[s] = _mm512_fmadd_ps(x2, _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16)), a[s]);
+					d[s] = _mm512_fmadd_ps(x3, _mm512_castsi512_ps(_mm512_and_si512(w1, mask)), d[s]);
+				}
+			}
+#pragma GCC unroll 4
+			for (int s = 0; s < 4; s++) {
+				float part = 0;
+				for (int cc = c; cc < c1; cc++) /* past the last whole 64 */
+					part += xp[cc] * t[wr[s][cc]];
+				tot[s] = _mm512_fmadd_ps(_mm512_set1_ps(sr[s][b]), _mm512_add_ps(a[s], d[s]),
+							 tot[s]);
+				tail[s] += sr[s][b] * part;
+			}
+		}
+#pragma GCC unroll 4
+		for (int s = 0; s < 4; s++)
+			y[j + s * q] = _mm512_reduce_add_ps(tot[s]) + tail[s];
+	}
+	if (j0 + 4 * q < j1)
+		gemv_tab_body(y, xp, w, e5, j0 + 4 * q, j1, k);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void
+gemv_tab4_0(float *y, const float *xp, const struct wmat *w, int j0, int j1, int k)
+{
+	gemv_tab4_body(y, xp, w, 0, j0, j1, k);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void
+gemv_tab4_1(float *y, const float *xp, const struct wmat *w, int j0, int j1, int k)
+{
+	gemv_tab4_body(y, xp, w, 1, j0, j1, k);
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void
@@ -534,6 +618,11 @@ void op_fp8_gemv_rows(float *y, int ldy, const float *x, const struct wmat *w,
 			 {gemv_1_1, gemv_2_1, gemv_3_1, gemv_4_1}},
 			{{gemv512_1_0, gemv512_2_0, gemv512_3_0, gemv512_4_0},
 			 {gemv512_1_1, gemv512_2_1, gemv512_3_1, gemv512_4_1}}};
+		if (vec == 4 && m == 1) {
+			fp8_tab16();
+			(w->dtype == DT_F8_E5M2 ? gemv_tab4_1 : gemv_tab4_0)(y, x, w, j0, j1, k);
+			return;
+		}
 		if (vec == 3 && m == 1) {
 			fp8_tab16();
 			(w->dtype == DT_F8_E5M2 ? gemv_tab_1 : gemv_tab_0)(y, x, w, j0, j1, k);
