@@ -163,6 +163,7 @@ check "release-day, tiny Qwen2.5-VL: image.preprocess and image.features pass" \
 	test "$(grep -cE '^image\.(preprocess|features)\|pass\|' "$T/vl.tab")" = 2
 if cmp -s "$T/vl.tab" "$T/vl.dbtab"; then ok "... the headless table = the session file's checks"
 else fail "vl: table vs db" "$(diff "$T/vl.tab" "$T/vl.dbtab" | head -6)"; fi
+check "... the image stage done (exit 0 on every rank)" grep -qE '^image +done' "$T/vl.out"
 case "$(grep '^failed:' "$T/vl.out")" in *image.*) fail "vl: an image item in failed:" "$(grep '^failed:' "$T/vl.out")" ;;
 *) ok "... no image item among the failed" ;; esac
 check "... the TTFT split's percentiles in the session file" test "$(sqlite3 "$T/vl.db" \
