@@ -337,16 +337,22 @@ static int run_steps(const struct opts *o, int rank, int emit, struct curve *cv,
 		cv->scale[s] = st.scale;
 		cv->skipped[s] = st.skipped;
 		if (emit && rank == 0) {
-			if (events_enabled())
-				events_emit("train", json_pack(
-					"{s:i, s:f, s:f, s:f, s:i, s:f, s:I, s:f, s:f, s:f, s:f, s:s}",
-					"step", s + 1, "loss", st.loss,
-					"grad_norm", isfinite(st.grad_norm) ? st.grad_norm : -1.0,
-					"loss_scale", st.scale, "skipped", st.skipped, "lr", st.lr,
-					"tokens", (json_int_t)st.tokens, "t_fwd_s", st.t_fwd,
-					"t_bwd_s", st.t_bwd, "t_opt_s", st.t_opt,
-					"t_comm_s", st.t_comm, "layout", layout_name(&o->c, lay, sizeof lay)));
-			else
+			if (events_enabled()) {
+				/* a figure that is not finite cannot be JSON: left out
+				 * (docs/protocol.md's train event) */
+				json_t *ev = json_pack(
+					"{s:i, s:f, s:i, s:f, s:I, s:f, s:f, s:f, s:f, s:s}",
+					"step", s + 1, "loss_scale", st.scale, "skipped",
+					st.skipped, "lr", st.lr, "tokens", (json_int_t)st.tokens,
+					"t_fwd_s", st.t_fwd, "t_bwd_s", st.t_bwd, "t_opt_s",
+					st.t_opt, "t_comm_s", st.t_comm, "layout",
+					layout_name(&o->c, lay, sizeof lay));
+				if (isfinite(st.loss))
+					json_object_set_new(ev, "loss", json_real(st.loss));
+				if (isfinite(st.grad_norm))
+					json_object_set_new(ev, "grad_norm", json_real(st.grad_norm));
+				events_emit("train", ev);
+			} else
 				printf("step %d loss %.6f grad_norm %.4g scale %g%s fwd %.3fs "
 				       "bwd %.3fs opt %.3fs comm %.3fs\n", s + 1, st.loss,
 				       st.grad_norm, st.scale, st.skipped ? " SKIPPED" : "",
