@@ -239,9 +239,25 @@ int vis_open(struct vis **out, struct rt *r, struct d0_err *err)
 
 void vis_close(struct vis *v)
 {
-	/* the weights are the runtime's (rt_alloc): freed with it */
+	/* the weights came from rt_alloc (posix_memalign): ours to free */
 	if (!v)
 		return;
+	for (int i = 0; v->B && i < v->nblocks; i++) {
+		struct vis_block *b = &v->B[i];
+		float *w[] = {b->n1w, b->n1b, b->n2w, b->n2b, b->qkv, b->qkv_b,
+			      b->q, b->q_b, b->k, b->k_b, b->v, b->v_b, b->proj,
+			      b->proj_b, b->gate, b->gate_b, b->up, b->up_b,
+			      b->down, b->down_b, b->fc1, b->fc1_b, b->fc2,
+			      b->fc2_b};
+		for (size_t j = 0; j < sizeof w / sizeof *w; j++)
+			free(w[j]);
+	}
+	{
+		float *w[] = {v->patch, v->cls, v->pos, v->pre_w, v->pre_b,
+			      v->ln_q, v->ln_q_b, v->m0, v->m0_b, v->m2, v->m2_b};
+		for (size_t j = 0; j < sizeof w / sizeof *w; j++)
+			free(w[j]);
+	}
 	free(v->B);
 	free(v);
 }
