@@ -15,6 +15,7 @@
  * Qwen2-MoE and DeepSeek-V3 route.  Matrix products go through OpenBLAS.
  */
 #include "engine.h"
+#include "ops_vision.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -350,6 +351,7 @@ struct attn {
 	const float *q;
 	const struct kv_view *kv;
 	int n_q, n_kv, nh, nkv, dqk, dv, window, group;
+	int rows; /* query rows a pass (S holds rows x n_kv a thread) */
 	int64_t pos0;
 	double scale;
 	int vec512; /* the AVX-512 rows, else the portable loops */
@@ -364,22 +366,23 @@ static inline const float *kv_row(const struct kv_view *kv, int v, int kh, int64
 		 : kv->k + b * kv->k_bs + (size_t)kh * kv->k_hs + (size_t)off * kv->k_ld;
 }
 
-/* Positions first.. of the run inside first's block (at most len). */
-static inline int kv_run(const struct kv_view *kv, int64_t first, int len)
+/* Positions from p on that lie in p's block, at most len. */
+static inline int kv_run(const struct kv_view *kv, int64_t p, int64_t len)
 {
-	int64_t left = kv->block_tokens - first % kv->block_tokens;
-	return left < len ? (int)left : len;
+	int64_t left = kv->block_tokens - p % kv->block_tokens;
+	return (int)(left < len ? left : len);
 }
 
 #ifdef HAVE_X86
 /*
- * One query row and head with AVX-512: S[p] = scale q.K[p] for the len
- * visible positions, then o = sum_p S[p] V[p] in registers, 64 columns of
- * o a pass.  The sgemv/sgemm calls these replaced read the cache at well
- * below the memory's rate (~15% of a decode step at a 512-token context)
- * and their sums depend on the call's shape; these read each K and V row
- * once, front to back, in a fixed order.  A d that is not whole vectors
- * of 16 ends in a masked vector.
+ * AVX-512: a score is one dot product (two accumulators, a masked last
+ * vector when d is not whole vectors of 16); an output column a sum over
+ * the positions in order, 64 columns a pass, the accumulators kept in o
+ * between runs of positions (a float stored and loaded is the same float,
+ * so where the runs break does not change a bit).  The sgemv/sgemm calls
+ * these replaced read the cache at well below the memory's rate (~15% of
+ * a decode step at a 512-token context) and their sums depend on the
+ * call's shape.
  */
 __attribute__((target("avx512f"))) static float dot_avx512(const float *q, const float *r,
 							   int d)
@@ -409,57 +412,40 @@ __attribute__((target("avx512f"))) static float dot_avx512(const float *q, const
 }
 
 __attribute__((target("avx512f"))) static void
-scores_avx512(float *S, const float *q, const struct kv_view *kv, int kh, int64_t first,
-	      int len, int d, float scale)
+scores_avx512(float *S, const float *q, const float *K, int len, int ld, int d, float scale)
 {
-	while (len > 0) {
-		int m = kv_run(kv, first, len);
-		const float *r = kv_row(kv, 0, kh, first);
-		for (int p = 0; p < m; p++, r += kv->k_ld)
-			S[p] = scale * dot_avx512(q, r, d);
-		S += m;
-		first += m;
-		len -= m;
-	}
+	for (int p = 0; p < len; p++)
+		S[p] = scale * dot_avx512(q, K + (size_t)p * ld, d);
 }
 
+/* o += sum over len positions of S[p] V[p] */
 __attribute__((target("avx512f"))) static void
-values_avx512(float *o, const float *S, const struct kv_view *kv, int kh, int64_t first,
-	      int len, int d)
+values_avx512(float *o, const float *S, const float *V, int len, int ld, int d)
 {
 	for (int c = 0; c < d; c += 64) {
-		int w = d - c < 64 ? (d - c + 15) / 16 : 4;
-		int tail = (d - c) % 16;
+		int w = d - c < 64 ? (d - c + 15) / 16 : 4, tail = (d - c) % 16;
 		__mmask16 lm = w * 16 > d - c ? (__mmask16)((1u << tail) - 1) : (__mmask16)0xffff;
-		__m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-				 _mm512_setzero_ps()};
-		const float *s = S;
-		int64_t p0 = first;
-		for (int left = len; left > 0;) {
-			int m = kv_run(kv, p0, left);
-			const float *v = kv_row(kv, 1, kh, p0) + c;
-			if (w == 4 && lm == 0xffff)
-				for (int p = 0; p < m; p++, v += kv->v_ld) {
-					__m512 x = _mm512_set1_ps(s[p]);
-					acc[0] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v), acc[0]);
-					acc[1] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 16), acc[1]);
-					acc[2] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 32), acc[2]);
-					acc[3] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 48), acc[3]);
-				}
-			else
-				for (int p = 0; p < m; p++, v += kv->v_ld) {
-					__m512 x = _mm512_set1_ps(s[p]);
-					for (int j = 0; j < w - 1; j++)
-						acc[j] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 16 * j),
-									 acc[j]);
-					acc[w - 1] = _mm512_fmadd_ps(
-						x, _mm512_maskz_loadu_ps(lm, v + 16 * (w - 1)),
-						acc[w - 1]);
-				}
-			s += m;
-			p0 += m;
-			left -= m;
-		}
+		__m512 acc[4];
+		const float *v = V + c;
+		for (int j = 0; j < w - 1; j++)
+			acc[j] = _mm512_loadu_ps(o + c + 16 * j);
+		acc[w - 1] = _mm512_maskz_loadu_ps(lm, o + c + 16 * (w - 1));
+		if (w == 4 && lm == 0xffff)
+			for (int p = 0; p < len; p++, v += ld) {
+				__m512 x = _mm512_set1_ps(S[p]);
+				acc[0] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v), acc[0]);
+				acc[1] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 16), acc[1]);
+				acc[2] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 32), acc[2]);
+				acc[3] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 48), acc[3]);
+			}
+		else
+			for (int p = 0; p < len; p++, v += ld) {
+				__m512 x = _mm512_set1_ps(S[p]);
+				for (int j = 0; j < w - 1; j++)
+					acc[j] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 16 * j), acc[j]);
+				acc[w - 1] = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(lm, v + 16 * (w - 1)),
+							     acc[w - 1]);
+			}
 		for (int j = 0; j < w - 1; j++)
 			_mm512_storeu_ps(o + c + 16 * j, acc[j]);
 		_mm512_mask_storeu_ps(o + c + 16 * (w - 1), lm, acc[w - 1]);
@@ -468,11 +454,11 @@ values_avx512(float *o, const float *S, const struct kv_view *kv, int kh, int64_
 #endif
 
 /* The portable loops, in the same fixed order (each sum front to back). */
-static void scores_portable(float *S, const float *q, const struct kv_view *kv, int kh,
-			    int64_t first, int len, int d, float scale)
+static void scores_portable(float *S, const float *q, const float *K, int len, int ld, int d,
+			    float scale)
 {
 	for (int p = 0; p < len; p++) {
-		const float *r = kv_row(kv, 0, kh, first + p);
+		const float *r = K + (size_t)p * ld;
 		float acc = 0;
 		for (int c = 0; c < d; c++)
 			acc += q[c] * r[c];
@@ -480,47 +466,89 @@ static void scores_portable(float *S, const float *q, const struct kv_view *kv, 
 	}
 }
 
-static void values_portable(float *o, const float *S, const struct kv_view *kv, int kh,
-			    int64_t first, int len, int d)
+static void values_portable(float *o, const float *S, const float *V, int len, int ld, int d)
 {
-	memset(o, 0, (size_t)d * sizeof *o);
-	for (int p = 0; p < len; p++) {
-		const float *v = kv_row(kv, 1, kh, first + p);
+	for (int p = 0; p < len; p++)
 		for (int c = 0; c < d; c++)
-			o[c] += S[p] * v[c];
-	}
+			o[c] += S[p] * V[(size_t)p * ld + c];
 }
 
-/* One query head, every query row in turn: its visible positions'
- * scores, the softmax, the weighted sum of the values. */
+/* Query row i's visible positions first..last (last < first: none). */
+static void visible(const struct attn *a, int i, int64_t *first, int64_t *last)
+{
+	int64_t qpos = a->pos0 + i; /* kv j is visible if j <= qpos */
+	*last = qpos < a->n_kv - 1 ? qpos : a->n_kv - 1;
+	*first = a->window > 0 && qpos - a->window + 1 > 0 ? qpos - a->window + 1 : 0;
+}
+
+#define KV_RUN 64 /* positions a pass over the rows: their K or V in L1 */
+
+/*
+ * One query head.  The positions go by runs (inside one block, at most
+ * KV_RUN) and each run serves every query row of the pass while its keys
+ * (then its values) are in cache: the scores of all rows, the softmax of
+ * each row, then the values.  A row's sums are those of the row alone.
+ */
 static void attn_head(void *ctx, int h, int slot)
 {
 	const struct attn *a = ctx;
+	const struct kv_view *kv = a->kv;
 	int kh = h / a->group;
-	float *S = a->S + (size_t)slot * (size_t)(a->n_kv > 0 ? a->n_kv : 1);
-	for (int i = 0; i < a->n_q; i++) {
-		int64_t qpos = a->pos0 + i; /* kv j is visible if j <= qpos */
-		int last = (int)(qpos < a->n_kv - 1 ? qpos : a->n_kv - 1);
-		int first = a->window > 0 && qpos - a->window + 1 > 0
-				    ? (int)(qpos - a->window + 1) : 0;
-		int len = last - first + 1;
-		const float *q = a->q + (size_t)i * a->nh * a->dqk + (size_t)h * a->dqk;
-		float *o = a->out + (size_t)i * a->nh * a->dv + (size_t)h * a->dv;
-		if (len <= 0) {
-			memset(o, 0, (size_t)a->dv * sizeof *o);
-			continue;
-		}
+	float *S = a->S + (size_t)slot * (size_t)a->rows * (size_t)a->n_kv;
+	for (int i0 = 0; i0 < a->n_q; i0 += a->rows) {
+		int i1 = i0 + a->rows < a->n_q ? i0 + a->rows : a->n_q;
+		int64_t lo, hi, f, l;
+		visible(a, i0, &lo, &l);
+		visible(a, i1 - 1, &f, &hi);
+		for (int i = i0; i < i1; i++)
+			memset(a->out + (size_t)i * a->nh * a->dv + (size_t)h * a->dv, 0,
+			       (size_t)a->dv * sizeof(float));
+		for (int pass = 0; pass < 3; pass++) {
+			if (pass == 1) { /* the softmax of each row */
+				for (int i = i0; i < i1; i++) {
+					visible(a, i, &f, &l);
+					if (l >= f)
+						op_softmax(S + (size_t)(i - i0) * a->n_kv, (int)(l - f + 1));
+				}
+				continue;
+			}
+			for (int64_t p = lo; p <= hi;) {
+				int m = kv_run(kv, p, hi - p + 1 < KV_RUN ? hi - p + 1 : KV_RUN);
+				const float *base = kv_row(kv, pass == 2, kh, p);
+				for (int i = i0; i < i1; i++) {
+					int64_t s, e;
+					float *Si = S + (size_t)(i - i0) * a->n_kv;
+					const float *q = a->q + (size_t)i * a->nh * a->dqk +
+							 (size_t)h * a->dqk;
+					float *o = a->out + (size_t)i * a->nh * a->dv + (size_t)h * a->dv;
+					visible(a, i, &f, &l);
+					s = f > p ? f : p;
+					e = l < p + m - 1 ? l : p + m - 1;
+					if (e < s)
+						continue;
 #ifdef HAVE_X86
-		if (a->vec512) {
-			scores_avx512(S, q, a->kv, kh, first, len, a->dqk, (float)a->scale);
-			op_softmax(S, len);
-			values_avx512(o, S, a->kv, kh, first, len, a->dv);
-			continue;
-		}
+					if (a->vec512) {
+						if (pass == 0)
+							scores_avx512(Si + (s - f), q, base + (s - p) * kv->k_ld,
+								      (int)(e - s + 1), kv->k_ld, a->dqk,
+								      (float)a->scale);
+						else
+							values_avx512(o, Si + (s - f), base + (s - p) * kv->v_ld,
+								      (int)(e - s + 1), kv->v_ld, a->dv);
+						continue;
+					}
 #endif
-		scores_portable(S, q, a->kv, kh, first, len, a->dqk, (float)a->scale);
-		op_softmax(S, len);
-		values_portable(o, S, a->kv, kh, first, len, a->dv);
+					if (pass == 0)
+						scores_portable(Si + (s - f), q, base + (s - p) * kv->k_ld,
+								(int)(e - s + 1), kv->k_ld, a->dqk,
+								(float)a->scale);
+					else
+						values_portable(o, Si + (s - f), base + (s - p) * kv->v_ld,
+								(int)(e - s + 1), kv->v_ld, a->dv);
+				}
+				p += m;
+			}
+		}
 	}
 }
 
@@ -528,19 +556,26 @@ void op_attention_paged(float *out, const float *q, const struct kv_view *kv, in
 			int n_kv, int64_t pos0, int nh, int nkv, int dqk, int dv,
 			double scale, int window)
 {
-	/* The heads run in parallel over the products' pool, one score row
-	 * per thread (a decode step's products are too small for threads of
-	 * their own, and every head's rows are independent). */
+	/* The heads run in parallel over the products' pool, scores of its
+	 * own per thread (a decode step's products are too small for
+	 * threads of their own, and the heads are independent); the rows go
+	 * in passes whose scores stay under 256 MiB in all. */
 	int threads = op_pool_threads();
 	int slots = threads < nh ? threads : nh;
+	size_t per = (size_t)(n_kv > 0 ? n_kv : 1), cap;
 	struct attn a = {out, NULL, q, kv, n_q, n_kv, nh, nkv, dqk, dv, window,
-			 nh / nkv, pos0, scale, 0};
+			 nh / nkv, n_q, pos0, scale, 0};
 #ifdef HAVE_X86
 	a.vec512 = !strcmp(op_bf16_kernel(), "avx512");
 #endif
 	if (slots < 1)
 		slots = 1;
-	a.S = malloc((size_t)slots * (size_t)(n_kv > 0 ? n_kv : 1) * sizeof *a.S);
+	cap = ((size_t)256 << 20) / sizeof(float) / (size_t)slots / per;
+	if ((size_t)a.rows > cap)
+		a.rows = cap > 0 ? (int)cap : 1;
+	if (a.rows < 1)
+		a.rows = 1;
+	a.S = malloc((size_t)slots * (size_t)a.rows * per * sizeof *a.S);
 	if (!a.S)
 		abort();
 	if (slots > 1)
@@ -692,15 +727,23 @@ const struct op_entry op_registry[] = {
 	FALLBACK("embedding.tied", "embedding,linear",
 		 "lm_head reads the embedding matrix"),
 	/*
-	 * The image channel (model_vision.c lists what a tower needs).  What
-	 * composes from the kernels above is a fallback; layer_norm, gelu
-	 * (erf) and image_splice (features into the LM's input embeddings)
-	 * have no kernel yet, so they are absent, and so are patch_merger
-	 * and projector.mlp (Linear-GELU-Linear) that need gelu: inspect
-	 * reports them missing until the runtime's vision forward registers
-	 * them.  Every entry here is executable (test_ops holds it), and a
-	 * fallback is made of native entries only.
+	 * The image channel (model_vision.c lists what a tower needs; the
+	 * runtime's towers are image/vision.c, their kernels ops_vision.c).
+	 * What composes from the kernels above is a fallback.  Every entry
+	 * here is executable (test_ops holds it), and a fallback is made of
+	 * native entries only.
 	 */
+	NATIVE("layer_norm", op_layer_norm,
+	       "LayerNorm (biased variance, statistics in double)"),
+	NATIVE("gelu", op_act, "gelu (erf); op_act also runs quick_gelu, "
+	       "gelu_pytorch_tanh, silu"),
+	NATIVE("image_splice", op_image_splice,
+	       "the tower's features replace the image placeholders' "
+	       "embedding rows (stage 0, after the embedding all-reduce)"),
+	FALLBACK("patch_merger", "rms_norm,layer_norm,linear,gelu",
+		 "ln_q, merge^2 neighbours as one row, Linear-GELU-Linear"),
+	FALLBACK("projector.mlp", "linear,gelu",
+		 "LLaVA's multi_modal_projector: Linear-act-Linear"),
 	FALLBACK("patch_embed.conv3d", "linear",
 		 "Conv3d with stride = kernel (T x P x P): the flattened "
 		 "patches times the kernel as a matrix"),
