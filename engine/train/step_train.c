@@ -515,7 +515,8 @@ static int run(int argc, char **argv)
 	if (run_steps(&o, rank, 1, &cv, &mem, &err) < 0) {
 		if (rank == 0)
 			fprintf(stderr, "day0-engine: train: %s\n", err.msg);
-		rc = EXIT_USAGE;
+		/* over the card's budget is a finding (as run's), not bad input */
+		rc = strstr(err.msg, "does not fit") ? EXIT_CHECK_FAILED : EXIT_USAGE;
 		goto out;
 	}
 	/* training.memory: the busiest card against plan --train */

@@ -103,3 +103,5 @@ expect_rc 2 "--dtype fp8 refused" "$ENGINE" train "$T/llama" --dtype fp8
 contains "--dtype refusal says what was expected" "expected bf16, f16 or f32" "$ERR"
 expect_rc 2 "a missing model directory" "$ENGINE" train "$T/none"
 contains "the missing directory is named" "$T/none" "$ERR"
+expect_rc 1 "over --card-mem: exit 1" "$ENGINE" train "$T/llama" --card-mem 1000000
+contains "what did not fit is named" "gradients" "$ERR"
