@@ -89,6 +89,7 @@ struct sim {
 	double disk_bytes;     /* the checkpoint on disk */
 	double bf16_bytes;     /* the whole model in bf16 */
 	char model_type[32];
+	int vision; /* config.json has a vision tower */
 	const char *fail;
 	uint64_t seed;
 	int argc;
@@ -162,6 +163,7 @@ static int load_model(struct sim *s, const char *path, struct d0_err *err)
 		s->bf16_bytes = s->params * 2.0;
 		snprintf(s->model_type, sizeof s->model_type, "%s",
 			 c.model_type);
+		s->vision = c.vision.kind != VISION_NONE;
 		rc = 0;
 	}
 	free(t);
@@ -304,6 +306,40 @@ static int sim_inspect(struct sim *s)
 	events_check("ops.coverage", "pass", msg, json_integer(0),
 		     json_integer(0));
 	events_stage("inspect", "end", 1, 0, path);
+	return EXIT_OK;
+}
+
+/* image-check: the four image items; n/a (skip, with the reason) for a
+ * text model, as the real step says it. */
+static int sim_image_check(struct sim *s)
+{
+	static const char *const items[] = {"image.preprocess",
+					    "image.features", "numerics.image",
+					    "perf.image"};
+	const char *path = arg_first(s);
+	char msg[200];
+	events_stage("image-check", "start", 0, 0, path);
+	work(s, 0.2, 0, 1, NULL);
+	if (s->vision && fails(s, "image-check")) {
+		events_check("image.features", "fail",
+			     "image 1: 63 placeholder tokens but the tower gives "
+			     "64 merged patches (simulated)",
+			     json_integer(1), NULL);
+		events_stage("image-check", "end", 1, EXIT_CHECK_FAILED, path);
+		return EXIT_CHECK_FAILED;
+	}
+	for (int i = 0; i < 4; i++) {
+		if (s->vision)
+			snprintf(msg, sizeof msg, "%s (simulated)", items[i]);
+		else
+			snprintf(msg, sizeof msg,
+				 "n/a: no vision tower in config.json (%s is "
+				 "a text model)",
+				 s->model_type);
+		events_check(items[i], s->vision ? "pass" : "skip", msg, NULL,
+			     NULL);
+	}
+	events_stage("image-check", "end", 1, 0, path);
 	return EXIT_OK;
 }
 
@@ -783,7 +819,7 @@ static const struct {
     {"run", sim_run},	    {"validate", sim_validate},
     {"perf", sim_perf},	    {"soak", sim_soak},
     {"serve", sim_serve},   {"probe", sim_probe},
-    {"load", sim_load},
+    {"load", sim_load},	    {"image-check", sim_image_check},
 };
 
 /* A positive number, or -1. */
