@@ -160,3 +160,14 @@ void op_attention_segments(float *out, int64_t out_ld, const float *q,
 		}
 	}
 }
+
+int op_image_splice(float *h, int H, const int64_t *tokens, int T,
+		    int64_t image_token, const float *embeds)
+{
+	int used = 0;
+	for (int t = 0; embeds && t < T; t++)
+		if (tokens[t] == image_token)
+			memcpy(h + (size_t)t * H, embeds + (size_t)used++ * H,
+			       (size_t)H * sizeof *h);
+	return used;
+}

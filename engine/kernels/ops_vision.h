@@ -40,4 +40,9 @@ void op_attention_segments(float *out, int64_t out_ld, const float *q,
 			   const float *k, const float *v, int64_t ld, int heads,
 			   int hd, const int64_t *bounds, int nb, float *scratch);
 
+/* The image splice: the rows of embeds, in order, replace the rows of h
+ * [T][H] whose token is image_token; returns the rows used. */
+int op_image_splice(float *h, int H, const int64_t *tokens, int T,
+		    int64_t image_token, const float *embeds);
+
 #endif

@@ -966,15 +966,9 @@ static void rope_token(const struct rt *r, int t, float *x, int n_heads)
 static void image_splice(const struct rt *r, const int64_t *tokens, float *h)
 {
 	int H = (int)r->c.hidden;
-	int64_t tok = r->c.vision.image_token_id;
-	for (int g = 0, t0 = 0; g < r->nseg; t0 += r->seg[g].len, g++) {
-		const float *e = r->seg[g].embeds;
-		for (int i = 0; e && i < r->seg[g].len; i++)
-			if (tokens[t0 + i] == tok) {
-				memcpy(h + (size_t)(t0 + i) * H, e, (size_t)H * 4);
-				e += H;
-			}
-	}
+	for (int g = 0, t0 = 0; g < r->nseg; t0 += r->seg[g].len, g++)
+		op_image_splice(h + (size_t)t0 * H, H, tokens + t0, r->seg[g].len,
+				r->c.vision.image_token_id, r->seg[g].embeds);
 }
 
 /* Block of segment sg's position p. */
