@@ -12,7 +12,10 @@
  * contiguous design is the special case without a table: slot s owns
  * blocks s*B .. s*B+B-1, B = ceil(max_ctx / block_tokens); rt_open and
  * rt_open_slots use one block of max_ctx tokens per slot, so run, perf
- * and soak keep the layout (and the numbers) of before blocks.
+ * and soak keep the layout of before blocks.  Attention reads the blocks
+ * in place with the sums of one contiguous block (op_attention_paged).
+ * MLA's cache is one row a position, [block][block tokens][kv_lora_rank +
+ * qk_rope_head_dim] (the latent and the rope key, shared by the heads).
  *
  * A batch is a list of segments: a run of consecutive tokens of one
  * sequence (a prompt being prefilled, or one decode token).  The linear
