@@ -12,7 +12,9 @@
 #                                                              target >= 0.8
 #   decode:  (bytes one token reads: weights as resident + the KV cache)
 #            / the read bandwidth at the same thread count (bench/membw.c:
-#            a vectorised sum over 1 GiB) / TPOT                target >= 0.85
+#            a vectorised sum over 1 GiB, the best of its read patterns:
+#            one stream and four quarters side by side, AVX2 and AVX-512,
+#            as the engine's GEMV kernels read) / TPOT          target >= 0.85
 #            (1 thread), >= 0.75 (2 threads).  The bound is taken
 #            interleaved with the engine's own runs: PAIRS (default 5)
 #            rounds of (membw, 3 passes; perf --repeat 1) per dtype, each
