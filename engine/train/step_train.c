@@ -565,14 +565,18 @@ static int run(int argc, char **argv)
 							     : 4.0 * (double)cfg.layers);
 				double plan = (double)nd.weights + (double)nd.grads +
 					      (double)nd.optim + act;
-				double est = plan + bwd + nosp;
+				/* 16-bit runs: the f32 view of the weight being
+				 * multiplied and its gradient's f32 sum, the largest
+				 * tensor's size each */
+				double views = (double)mem.views;
+				double est = plan + bwd + nosp + views;
 				double rel = fabs((double)peak - est) / est;
 				snprintf(detail, sizeof detail,
 					 "peak %llu B on the busiest card against %.0f B: plan "
 					 "--train's %.0f B (weights %llu, gradients %llu, "
 					 "optimizer %llu, activations %.0f as f32, recompute %s) "
 					 "plus backward's working set %.0f B (one layer's "
-					 "activation gradients, not in plan)%s: %.1f%% apart, "
+					 "activation gradients, not in plan)%s%s: %.1f%% apart, "
 					 "bound 5%% (plan alone %.1f%%); measured weights %llu, "
 					 "gradients %llu, optimizer %llu, activations %llu, "
 					 "buffers %llu",
@@ -582,6 +586,8 @@ static int run(int argc, char **argv)
 					 o.c.recompute ? "full" : "none", bwd,
 					 o.c.tp > 1 ? " and the residual stream kept whole on "
 						      "each TP rank (no sequence parallelism)" : "",
+					 views > 0 ? " and f32 views of the largest tensor and "
+						     "its gradient (16-bit)" : "",
 					 rel * 100,
 					 fabs((double)peak - plan) / plan * 100,
 					 (unsigned long long)mem.weights, (unsigned long long)mem.grads,

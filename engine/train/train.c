@@ -532,8 +532,16 @@ int train_open(struct train **out, const char *dir, const struct train_cfg *cfg,
 	t->grad = talloc(t, (size_t)t->N * t->wsz, "gradients", CAT_GRADS);
 	t->mom = talloc(t, (size_t)t->zn * 4 + 4, "Adam first moments", CAT_OPTIM);
 	t->vel = talloc(t, (size_t)t->zn * 4 + 4, "Adam second moments", CAT_OPTIM);
-	for (int s = 0; s < 3 && t->cfg.dtype != DT_F32; s++)
-		t->xs[s] = talloc(t, (size_t)t->maxn * 4, "weight views (f32)", CAT_SCRATCH);
+	if (t->cfg.dtype != DT_F32) {
+		/* slot 0 views a matrix, slots 1 and 2 vectors (norms, biases) */
+		int64_t vn = 1;
+		for (int i = 0; i < t->np; i++)
+			if (t->P[i].rows == 1 && t->P[i].numel > vn)
+				vn = t->P[i].numel;
+		t->xs[0] = talloc(t, (size_t)t->maxn * 4, "weight views (f32)", CAT_SCRATCH);
+		for (int s = 1; s < 3; s++)
+			t->xs[s] = talloc(t, (size_t)vn * 4, "weight views (f32)", CAT_SCRATCH);
+	}
 	{
 		/* f32: vectors' gradients only (matrices are summed in place) */
 		int64_t gn = t->cfg.dtype == DT_F32 ? 0 : t->maxn;
@@ -541,6 +549,8 @@ int train_open(struct train **out, const char *dir, const struct train_cfg *cfg,
 			if (t->P[i].rows == 1 && t->P[i].numel > gn)
 				gn = t->P[i].numel;
 		t->gs = talloc(t, (size_t)gn * 4 + 4, "gradient scratch", CAT_SCRATCH);
+		if (t->cfg.dtype != DT_F32)
+			t->mem.views = (uint64_t)t->maxn * 8;
 	}
 	/* the router biases (not trained) */
 	for (int l = 0; l < t->nl && !r->over[0]; l++)

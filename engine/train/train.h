@@ -47,6 +47,8 @@ struct train_stats {
 /* Per category, the bytes this card holds (the accountant's share). */
 struct train_mem {
 	uint64_t weights, grads, optim, act, scratch, peak;
+	uint64_t views; /* of scratch: 16-bit runs' f32 views of the largest
+			 * tensor and its gradient */
 	uint64_t params, expert_params;
 };
 

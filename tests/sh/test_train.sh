@@ -73,6 +73,7 @@ want "llama dp2: two runs bitwise equal" training.determinism pass
 # f16: a forced overflow skips the step, halves the scale, recovers
 run "$ENGINE" train "$T/llama" --dtype f16 --steps 5 --force-overflow 3 --growth-interval 2 --events
 want "f16 forced overflow: skipped, halved, recovered" training.overflow pass
+want "f16: peak memory within 5% of the estimate" training.memory pass
 jq -e -s '[.[] | select(.type == "train")] | (.[2] | has("grad_norm") | not) and (.[3] | has("grad_norm"))' "$OUT" >/dev/null &&
 	ok "the overflowed step's non-finite gradient norm is left out of its event" || fail "overflow event" "$(grep '"step":3' "$OUT")"
 if jq -e -s '[.[] | select(.type == "train")] | (.[2].skipped == 1 and .[3].loss_scale == .[2].loss_scale / 2
