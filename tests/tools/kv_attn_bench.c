@@ -28,7 +28,8 @@
 static double now(void)
 {
 	struct timespec t;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); /* CPU time: the machine is shared */
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID,
+		      &t); /* CPU time: the machine is shared */
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
@@ -65,8 +66,9 @@ static void old_head(void *ctx, int h, int slot)
 	float *S = a->S + (size_t)slot * a->n_q * a->n_kv;
 	const float *k = a->k + (size_t)(h / a->group) * a->hs;
 	const float *v = a->v + (size_t)(h / a->group) * a->hs;
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->n_q, a->n_kv, a->d,
-		    0.088f, a->q + (size_t)h * a->d, a->nh * a->d, k, a->d, 0.0f, S, a->n_kv);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->n_q, a->n_kv,
+		    a->d, 0.088f, a->q + (size_t)h * a->d, a->nh * a->d, k,
+		    a->d, 0.0f, S, a->n_kv);
 	for (int i = 0; i < a->n_q; i++) {
 		int last = (int)(a->pos0 + i);
 		float *row = S + (size_t)i * a->n_kv;
@@ -74,33 +76,47 @@ static void old_head(void *ctx, int h, int slot)
 		for (int j = last + 1; j < a->n_kv; j++)
 			row[j] = 0;
 	}
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, a->n_q, a->d, a->n_kv, 1.0f, S,
-		    a->n_kv, v, a->d, 0.0f, a->out + (size_t)h * a->d, a->nh * a->d);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, a->n_q, a->d,
+		    a->n_kv, 1.0f, S, a->n_kv, v, a->d, 0.0f,
+		    a->out + (size_t)h * a->d, a->nh * a->d);
 }
 
 int main(int argc, char **argv)
 {
-	int n = argc > 1 ? atoi(argv[1]) : 4096, bt = argc > 2 ? atoi(argv[2]) : 16;
+	int n = argc > 1 ? atoi(argv[1]) : 4096,
+	    bt = argc > 2 ? atoi(argv[2]) : 16;
 	int rounds = argc > 3 ? atoi(argv[3]) : 5;
 	int nh = 32, nkv = 8, d = 128, nb = (n + bt - 1) / bt, nq = 256;
 	size_t kbs = (size_t)nkv * bt * d;
 	float *kc = rnd((size_t)nb * kbs), *vc = rnd((size_t)nb * kbs);
-	float *kf = malloc((size_t)nkv * n * d * 4), *vf = malloc((size_t)nkv * n * d * 4);
-	float *q = rnd((size_t)nq * nh * d), *o = malloc((size_t)nq * nh * d * 4);
+	float *kf = malloc((size_t)nkv * n * d * 4),
+	      *vf = malloc((size_t)nkv * n * d * 4);
+	float *q = rnd((size_t)nq * nh * d),
+	      *o = malloc((size_t)nq * nh * d * 4);
 	int32_t *tab = malloc((size_t)nb * sizeof *tab);
 	double best[7];
 	/* MLA: 16 heads, latent 512 + rope 64 against keys 192 / values 128 */
 	int mh = 16, lat = 512, rope = 64, mdk = 192, mdv = 128;
-	float *lc = rnd((size_t)nb * bt * (lat + rope)), *mq = rnd((size_t)mh * (lat + rope));
+	float *lc = rnd((size_t)nb * bt * (lat + rope)),
+	      *mq = rnd((size_t)mh * (lat + rope));
 	float *mk = rnd((size_t)mh * n * mdk), *mv = rnd((size_t)mh * n * mdv);
 	float *mo = malloc((size_t)mh * lat * 4);
-	struct kv_view paged = {kc, vc, tab, bt, kbs, kbs, (size_t)bt * d, (size_t)bt * d, d, d};
-	struct kv_view lview = {lc, lc, tab, bt, (size_t)bt * (lat + rope),
-				(size_t)bt * (lat + rope), (size_t)bt * (lat + rope),
-				(size_t)bt * (lat + rope), lat + rope, lat + rope};
+	struct kv_view paged = {
+	    kc, vc, tab, bt, kbs, kbs, (size_t)bt * d, (size_t)bt * d, d, d};
+	struct kv_view lview = {lc,
+				lc,
+				tab,
+				bt,
+				(size_t)bt * (lat + rope),
+				(size_t)bt * (lat + rope),
+				(size_t)bt * (lat + rope),
+				(size_t)bt * (lat + rope),
+				lat + rope,
+				lat + rope};
 
 	if (n < nq || bt < 1) {
-		fprintf(stderr, "usage: kv_attn_bench CTX>=256 BLOCK_TOKENS ROUNDS\n");
+		fprintf(stderr,
+			"usage: kv_attn_bench CTX>=256 BLOCK_TOKENS ROUNDS\n");
 		return 2;
 	}
 	for (int i = 0; i < nb; i++) /* a scattered table: a permutation */
@@ -117,7 +133,8 @@ int main(int argc, char **argv)
 		/* decode, in place */
 		flush();
 		t = now();
-		op_attention_paged(o, q, &paged, 1, n, n - 1, nh, nkv, d, d, 0.088, 0);
+		op_attention_paged(o, q, &paged, 1, n, n - 1, nh, nkv, d, d,
+				   0.088, 0);
 		best[0] = fmin(best[0], now() - t);
 		/* decode, gathered as before, then the kernel on one block */
 		flush();
@@ -125,31 +142,43 @@ int main(int argc, char **argv)
 		for (int i = 0; i < nb; i++) {
 			int m = n - i * bt < bt ? n - i * bt : bt;
 			for (int h = 0; h < nkv; h++) {
-				memcpy(kf + ((size_t)h * n + (size_t)i * bt) * d,
-				       kc + tab[i] * kbs + (size_t)h * bt * d, (size_t)m * d * 4);
-				memcpy(vf + ((size_t)h * n + (size_t)i * bt) * d,
-				       vc + tab[i] * kbs + (size_t)h * bt * d, (size_t)m * d * 4);
+				memcpy(kf +
+					   ((size_t)h * n + (size_t)i * bt) * d,
+				       kc + tab[i] * kbs + (size_t)h * bt * d,
+				       (size_t)m * d * 4);
+				memcpy(vf +
+					   ((size_t)h * n + (size_t)i * bt) * d,
+				       vc + tab[i] * kbs + (size_t)h * bt * d,
+				       (size_t)m * d * 4);
 			}
 		}
-		op_attention_kv(o, q, kf, vf, 1, n, n - 1, nh, nkv, d, d, 0.088, 0,
-				(size_t)n * d, d, (size_t)n * d, d);
+		op_attention_kv(o, q, kf, vf, 1, n, n - 1, nh, nkv, d, d, 0.088,
+				0, (size_t)n * d, d, (size_t)n * d, d);
 		best[1] = fmin(best[1], now() - t);
 		/* decode, one contiguous block (no gather) */
 		flush();
 		t = now();
-		op_attention_kv(o, q, kf, vf, 1, n, n - 1, nh, nkv, d, d, 0.088, 0,
-				(size_t)n * d, d, (size_t)n * d, d);
+		op_attention_kv(o, q, kf, vf, 1, n, n - 1, nh, nkv, d, d, 0.088,
+				0, (size_t)n * d, d, (size_t)n * d, d);
 		best[2] = fmin(best[2], now() - t);
 		/* prefill chunk of nq rows at the end, in place */
 		flush();
 		t = now();
-		op_attention_paged(o, q, &paged, nq, n, n - nq, nh, nkv, d, d, 0.088, 0);
+		op_attention_paged(o, q, &paged, nq, n, n - nq, nh, nkv, d, d,
+				   0.088, 0);
 		best[3] = fmin(best[3], now() - t);
-		/* the same by sgemm on the contiguous copy (the kernel before) */
+		/* the same by sgemm on the contiguous copy (the kernel before)
+		 */
 		{
-			int slots = op_pool_threads() < nh ? op_pool_threads() : nh;
-			struct old a = {o, malloc((size_t)slots * nq * n * 4), q, kf, vf, nq, n, nh,
-					nh / nkv, d, n - nq, (size_t)n * d};
+			int slots =
+			    op_pool_threads() < nh ? op_pool_threads() : nh;
+			struct old a = {
+			    o,	      malloc((size_t)slots * nq * n * 4),
+			    q,	      kf,
+			    vf,	      nq,
+			    n,	      nh,
+			    nh / nkv, d,
+			    n - nq,   (size_t)n * d};
 			flush();
 			t = now();
 			op_parallel_for(nh, old_head, &a);
@@ -159,18 +188,22 @@ int main(int argc, char **argv)
 		/* MLA decode: absorbed on the latent, in place */
 		flush();
 		t = now();
-		op_attention_paged(mo, mq, &lview, 1, n, n - 1, mh, 1, lat + rope, lat, 0.07, 0);
+		op_attention_paged(mo, mq, &lview, 1, n, n - 1, mh, 1,
+				   lat + rope, lat, 0.07, 0);
 		best[5] = fmin(best[5], now() - t);
 		/* MLA decode of before: per-head keys and values */
 		flush();
 		t = now();
-		op_attention_kv(mo, mq, mk, mv, 1, n, n - 1, mh, mh, mdk, mdv, 0.07, 0,
-				(size_t)n * mdk, mdk, (size_t)n * mdv, mdv);
+		op_attention_kv(mo, mq, mk, mv, 1, n, n - 1, mh, mh, mdk, mdv,
+				0.07, 0, (size_t)n * mdk, mdk, (size_t)n * mdv,
+				mdv);
 		best[6] = fmin(best[6], now() - t);
 	}
-	printf("decode_inplace %.6f\ndecode_gather %.6f\ndecode_contiguous %.6f\n"
-	       "prefill_inplace %.6f\nprefill_sgemm %.6f\nmla_latent %.6f\nmla_perhead %.6f\n",
-	       best[0], best[1], best[2], best[3], best[4], best[5], best[6]);
+	printf(
+	    "decode_inplace %.6f\ndecode_gather %.6f\ndecode_contiguous %.6f\n"
+	    "prefill_inplace %.6f\nprefill_sgemm %.6f\nmla_latent "
+	    "%.6f\nmla_perhead %.6f\n",
+	    best[0], best[1], best[2], best[3], best[4], best[5], best[6]);
 	printf("kernel %s threads %d\n", op_bf16_kernel(), op_pool_threads());
 	free(kc), free(vc), free(kf), free(vf), free(q), free(o), free(tab);
 	free(lc), free(mq), free(mk), free(mv), free(mo), free(flush_buf);

@@ -34,16 +34,19 @@ int main(int argc, char **argv)
 	double worst = 0;
 	int32_t tab[2][CTX];
 	int64_t tok[2][CTX];
-	/* (A tokens, B tokens) a step: chunks across block edges, then decode */
-	static const int steps[][2] = {{9, 5}, {14, 0}, {0, 8}, {1, 1}, {1, 1}, {1, 1},
-				       {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 6}, {1, 1}};
+	/* (A tokens, B tokens) a step: chunks across block edges, then decode
+	 */
+	static const int steps[][2] = {{9, 5}, {14, 0}, {0, 8}, {1, 1},
+				       {1, 1}, {1, 1},	{1, 1}, {1, 1},
+				       {1, 1}, {1, 1},	{0, 6}, {1, 1}};
 	int done[2] = {0, 0};
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	if (argc != 6 || (bt = atoi(argv[5])) < 1) {
 		if (!rank)
-			fprintf(stderr, "usage: kv_paged_check MODEL TP PP EP BLOCK_TOKENS\n");
+			fprintf(stderr, "usage: kv_paged_check MODEL TP PP EP "
+					"BLOCK_TOKENS\n");
 		MPI_Finalize();
 		return 2;
 	}
@@ -81,8 +84,10 @@ int main(int argc, char **argv)
 			fs[n].len = steps[s][q];
 			ps[n] = fs[n];
 			ps[n].table = tab[q];
-			ps[n].ntable = (int)((done[q] + steps[s][q] + bt - 1) / bt);
-			memcpy(t + T, tok[q] + done[q], (size_t)steps[s][q] * sizeof *t);
+			ps[n].ntable =
+			    (int)((done[q] + steps[s][q] + bt - 1) / bt);
+			memcpy(t + T, tok[q] + done[q],
+			       (size_t)steps[s][q] * sizeof *t);
 			T += steps[s][q];
 			done[q] += steps[s][q];
 			n++;
@@ -91,7 +96,8 @@ int main(int argc, char **argv)
 		lp = calloc((size_t)T * vocab, sizeof *lp);
 		if (rt_forward_batch(flat, t, fs, n, lf, &err) < 0 ||
 		    rt_forward_batch(paged, t, ps, n, lp, &err) < 0) {
-			fprintf(stderr, "kv_paged_check: rank %d: %s\n", rank, err.msg);
+			fprintf(stderr, "kv_paged_check: rank %d: %s\n", rank,
+				err.msg);
 			rc = 2;
 		}
 		for (size_t i = 0; i < (size_t)T * vocab; i++) {
@@ -106,12 +112,14 @@ int main(int argc, char **argv)
 		free(lp);
 	}
 	if (!rc && rank == rt_last_stage_root(flat)) {
-		printf("kv_paged_check: tp %d pp %d ep %d, blocks of %d: %d rows of logits "
+		printf("kv_paged_check: tp %d pp %d ep %d, blocks of %d: %d "
+		       "rows of logits "
 		       "(2 sequences, %d + %d positions), %s",
 		       d.tp, d.pp, d.ep, bt, rows, done[0], done[1],
 		       differ ? "" : "bit-equal to the contiguous layout\n");
 		if (differ)
-			printf("%d logits differ (max abs %.3g)\n", differ, worst);
+			printf("%d logits differ (max abs %.3g)\n", differ,
+			       worst);
 		fflush(stdout);
 	}
 	if (!rc && rank == rt_last_stage_root(flat) && differ)
