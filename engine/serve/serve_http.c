@@ -217,15 +217,15 @@ static char *metrics_text(struct srv *s)
 	if (s->pp > 1) {
 		double mean_m = m->pp_steps ? (double)m->pp_micro / m->pp_steps : s->micro;
 		fprintf(f, "# HELP day0_pp_bubble_fraction Pipeline stages' idle share "
-			   "of their time over the steps (measured).\n"
+			   "of their time while micro-batches are in flight (measured).\n"
 			   "# TYPE day0_pp_bubble_fraction gauge\n"
 			   "day0_pp_bubble_fraction %.6f\n"
 			   "# HELP day0_pp_bubble_expected (p-1)/(m+p-1) for the mean "
-			   "micro-batches a step had.\n"
+			   "micro-batches in flight.\n"
 			   "# TYPE day0_pp_bubble_expected gauge\n"
 			   "day0_pp_bubble_expected %.6f\n"
-			   "# HELP day0_pp_micro_batches Micro-batches a step is cut into "
-			   "(at most), and their mean.\n"
+			   "# HELP day0_pp_micro_batches Micro-batches kept in flight across "
+			   "the stages (at most), and the mean in flight when one comes back.\n"
 			   "# TYPE day0_pp_micro_batches gauge\n"
 			   "day0_pp_micro_batches %d\n"
 			   "day0_pp_micro_batches_mean %.3f\n",

@@ -19,6 +19,11 @@
  *
  * Ranks other than 0 wait for the next batch with a non-blocking broadcast
  * and short sleeps, so an idle server does not spin the cores.
+ *
+ * With --pp the batches are micro-batches kept in flight across the
+ * stages (loop_pipe): rank 0 sends each one's description point-to-point
+ * and plans the next while the later stages work; a micro-batch's
+ * sequences go again as soon as its logits are back.
  */
 #include "rt_batch.h"
 #include "serve.h"
