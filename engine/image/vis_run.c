@@ -37,16 +37,19 @@ int vis_run_prepare(struct vis_run *vr, const char *dir, const char *preproc,
 	vr->have_config = 1;
 	if (vr->c.vision.kind == VISION_NONE) {
 		if (n_img) {
-			d0_errf(err, "%s: a text model (no vision_config): --image "
-				"needs a vision-language checkpoint", dir);
+			d0_errf(err,
+				"%s: a text model (no vision_config): --image "
+				"needs a vision-language checkpoint",
+				dir);
 			return VIS_RUN_INPUT;
 		}
 		return 0;
 	}
 	if (vis_prompt_prepare(&vr->c, dir, preproc, images, n_img, lay->tokens,
 			       lay->ntok, &vr->vp, err) < 0)
-		return strncmp(err->msg, "image.features", 14) ? VIS_RUN_INPUT
-							      : VIS_RUN_FEATURES;
+		return strncmp(err->msg, "image.features", 14)
+			   ? VIS_RUN_INPUT
+			   : VIS_RUN_FEATURES;
 	vr->on = 1;
 	if (vr->vp.n > 1 << 30) {
 		d0_errf(err, "a prompt of %lld tokens", (long long)vr->vp.n);
@@ -64,13 +67,14 @@ static void keep_trace(void *ctx, int block, const float *x, int64_t rows,
 {
 	struct vis_run *vr = ctx;
 	struct vis_dump *d;
-	vr->dumps = realloc(vr->dumps, (size_t)(vr->ndumps + 1) * sizeof *vr->dumps);
+	vr->dumps =
+	    realloc(vr->dumps, (size_t)(vr->ndumps + 1) * sizeof *vr->dumps);
 	d = &vr->dumps[vr->ndumps++];
 	if (block < 0)
 		snprintf(d->name, sizeof d->name, "image-%02d-embed", vr->cur);
 	else
-		snprintf(d->name, sizeof d->name, "image-%02d-block-%03d", vr->cur,
-			 block);
+		snprintf(d->name, sizeof d->name, "image-%02d-block-%03d",
+			 vr->cur, block);
 	d->rows = rows;
 	d->cols = cols;
 	d->v = malloc((size_t)(rows * cols) * 4 + 4);
@@ -100,7 +104,8 @@ int vis_run_encode(struct vis_run *vr, struct rt *r, int keep,
 			struct vis_dump *d;
 			keep_trace(vr, 0, o, vr->vp.img_tokens[i], H);
 			d = &vr->dumps[vr->ndumps - 1];
-			snprintf(d->name, sizeof d->name, "image-%02d-features", i);
+			snprintf(d->name, sizeof d->name, "image-%02d-features",
+				 i);
 		}
 		row += vr->vp.img_tokens[i];
 	}
@@ -117,10 +122,12 @@ void vis_run_summary(const struct vis_run *vr, char *buf, size_t n)
 	if (!vis_loaded(vr->v))
 		return;
 	vis_patch_gemm_stats(vr->v, &s, &f);
-	snprintf(buf, n, ", vision: %d image%s -> %lld tokens in %.3f s (patch "
-		 "GEMM %.3g GFLOP in %.4f s: %.1f GFLOP/s)", vr->vp.n_img,
-		 vr->vp.n_img == 1 ? "" : "s", (long long)vr->vp.n_features,
-		 vr->encode_s, f / 1e9, s, s > 0 ? f / s / 1e9 : 0.0);
+	snprintf(buf, n,
+		 ", vision: %d image%s -> %lld tokens in %.3f s (patch "
+		 "GEMM %.3g GFLOP in %.4f s: %.1f GFLOP/s)",
+		 vr->vp.n_img, vr->vp.n_img == 1 ? "" : "s",
+		 (long long)vr->vp.n_features, vr->encode_s, f / 1e9, s,
+		 s > 0 ? f / s / 1e9 : 0.0);
 }
 
 struct rt_seg vis_run_prefill_seg(const struct vis_run *vr, int T)
@@ -149,7 +156,8 @@ int vis_run_dump(const struct vis_run *vr, const char *dir, struct d0_err *err)
 	for (int i = 0; i < vr->ndumps; i++) {
 		char name[80], *p;
 		int rc;
-		snprintf(name, sizeof name, "%s.safetensors", vr->dumps[i].name);
+		snprintf(name, sizeof name, "%s.safetensors",
+			 vr->dumps[i].name);
 		p = path_join(dir, name);
 		rc = write_f32_tensor(p, "hidden", vr->dumps[i].v,
 				      (uint64_t)vr->dumps[i].rows,

@@ -30,7 +30,7 @@
 
 struct vis_block {
 	float *n1w, *n1b, *n2w, *n2b;
-	float *qkv, *qkv_b;	/* Qwen: fused [3D][D] */
+	float *qkv, *qkv_b;		    /* Qwen: fused [3D][D] */
 	float *q, *q_b, *k, *k_b, *v, *v_b; /* CLIP */
 	float *proj, *proj_b;
 	float *gate, *gate_b, *up, *up_b, *down, *down_b; /* SwiGLU (2.5) */
@@ -40,7 +40,7 @@ struct vis_block {
 struct vis {
 	const struct model_config *c;
 	int loaded;
-	float *patch;		     /* [D][K] */
+	float *patch;			  /* [D][K] */
 	float *cls, *pos, *pre_w, *pre_b; /* CLIP */
 	struct vis_block *B;
 	int nblocks; /* blocks computed: depth, or CLIP's up to the layer */
@@ -67,7 +67,7 @@ struct loader {
 };
 
 static float *get(struct loader *l, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 static float *get(struct loader *l, const char *fmt, ...)
 {
 	char name[200];
@@ -179,20 +179,26 @@ int vis_open(struct vis **out, struct rt *r, struct d0_err *err)
 	int64_t hd;
 	*out = NULL;
 	if (vc->kind == VISION_NONE)
-		return d0_errf(err, "%s: a text model (no vision_config): it "
-			       "takes no images", r->dir);
+		return d0_errf(err,
+			       "%s: a text model (no vision_config): it "
+			       "takes no images",
+			       r->dir);
 	if (vc->kind == VISION_UNSUPPORTED)
 		return d0_errf(err, "%s: %s", r->dir, vc->missing);
 	hd = vc->heads > 0 ? vc->hidden / vc->heads : 0;
 	if (hd < 4 || hd > 1024 || hd * vc->heads != vc->hidden ||
 	    !op_act_known(vc->act) ||
 	    (vc->kind == VISION_CLIP && !op_act_known(vc->projector_act)))
-		return d0_errf(err, "%s: vision tower with head dim %lld, "
-			       "hidden_act '%s': not implemented by the runtime",
-			       r->dir, (long long)hd, vc->act);
+		return d0_errf(
+		    err,
+		    "%s: vision tower with head dim %lld, "
+		    "hidden_act '%s': not implemented by the runtime",
+		    r->dir, (long long)hd, vc->act);
 	if (c->vision.mrope && c->vision.mrope_interleaved)
-		return d0_errf(err, "%s: interleaved M-RoPE (Qwen3-VL) is not "
-			       "implemented by the runtime", r->dir);
+		return d0_errf(err,
+			       "%s: interleaved M-RoPE (Qwen3-VL) is not "
+			       "implemented by the runtime",
+			       r->dir);
 	v = calloc(1, sizeof *v);
 	v->c = c;
 	v->nblocks = (int)vc->depth;
@@ -200,16 +206,18 @@ int vis_open(struct vis **out, struct rt *r, struct d0_err *err)
 		int64_t sel = clip_layer(vc);
 		if (sel < 0 || sel > vc->depth) {
 			free(v);
-			return d0_errf(err, "%s: vision_feature_layer %lld outside "
-				       "the tower's %lld hidden states", r->dir,
-				       (long long)vc->feature_layer,
+			return d0_errf(err,
+				       "%s: vision_feature_layer %lld outside "
+				       "the tower's %lld hidden states",
+				       r->dir, (long long)vc->feature_layer,
 				       (long long)(vc->depth + 1));
 		}
 		v->nblocks = (int)sel; /* later layers are never read */
 	}
 	/* VisionRotaryEmbedding(head_dim / 2, theta 10000) */
 	for (int64_t j = 0; j < hd / 4; j++)
-		v->inv[j] = 1.0 / pow(10000.0, (double)(2 * j) / (double)(hd / 2));
+		v->inv[j] =
+		    1.0 / pow(10000.0, (double)(2 * j) / (double)(hd / 2));
 	if (r->pp_rank != 0) { /* the tower lives on stage 0 only */
 		*out = v;
 		return 0;
@@ -226,8 +234,9 @@ int vis_open(struct vis **out, struct rt *r, struct d0_err *err)
 	free(l.t);
 	if (l.bad) {
 		d0_errf(err, "%s: vision tower: %s", r->dir,
-			r->over[0] ? r->over
-				   : "a tensor is missing from the rank's slice");
+			r->over[0]
+			    ? r->over
+			    : "a tensor is missing from the rank's slice");
 		(void)l.missing;
 		vis_close(v);
 		return -1;
@@ -244,17 +253,18 @@ void vis_close(struct vis *v)
 		return;
 	for (int i = 0; v->B && i < v->nblocks; i++) {
 		struct vis_block *b = &v->B[i];
-		float *w[] = {b->n1w, b->n1b, b->n2w, b->n2b, b->qkv, b->qkv_b,
-			      b->q, b->q_b, b->k, b->k_b, b->v, b->v_b, b->proj,
-			      b->proj_b, b->gate, b->gate_b, b->up, b->up_b,
-			      b->down, b->down_b, b->fc1, b->fc1_b, b->fc2,
-			      b->fc2_b};
+		float *w[] = {
+		    b->n1w,  b->n1b,	b->n2w,	 b->n2b,    b->qkv, b->qkv_b,
+		    b->q,    b->q_b,	b->k,	 b->k_b,    b->v,   b->v_b,
+		    b->proj, b->proj_b, b->gate, b->gate_b, b->up,  b->up_b,
+		    b->down, b->down_b, b->fc1,	 b->fc1_b,  b->fc2, b->fc2_b};
 		for (size_t j = 0; j < sizeof w / sizeof *w; j++)
 			free(w[j]);
 	}
 	{
-		float *w[] = {v->patch, v->cls, v->pos, v->pre_w, v->pre_b,
-			      v->ln_q, v->ln_q_b, v->m0, v->m0_b, v->m2, v->m2_b};
+		float *w[] = {v->patch, v->cls,	 v->pos,    v->pre_w,
+			      v->pre_b, v->ln_q, v->ln_q_b, v->m0,
+			      v->m0_b,	v->m2,	 v->m2_b};
 		for (size_t j = 0; j < sizeof w / sizeof *w; j++)
 			free(w[j]);
 	}
@@ -278,16 +288,20 @@ int64_t vis_image_tokens(const struct model_config *c,
 {
 	const struct vision_config *v = &c->vision;
 	if (v->kind == VISION_QWEN2_VL || v->kind == VISION_QWEN2_5_VL) {
-		int64_t K = v->in_chans * v->temporal_patch * v->patch * v->patch;
+		int64_t K =
+		    v->in_chans * v->temporal_patch * v->patch * v->patch;
 		if (px->kind != IMAGE_PROC_QWEN2VL || px->cols != K ||
 		    px->grid_t < 1 || px->grid_h % v->merge ||
 		    px->grid_w % v->merge ||
 		    px->rows != (int64_t)px->grid_t * px->grid_h * px->grid_w) {
-			d0_errf(err, "image.features: pixels of %lld x %lld (grid "
-				"%d x %d x %d) do not fit the tower (patches of "
-				"%lld values, merge %lld)", (long long)px->rows,
-				(long long)px->cols, px->grid_t, px->grid_h,
-				px->grid_w, (long long)K, (long long)v->merge);
+			d0_errf(
+			    err,
+			    "image.features: pixels of %lld x %lld (grid "
+			    "%d x %d x %d) do not fit the tower (patches of "
+			    "%lld values, merge %lld)",
+			    (long long)px->rows, (long long)px->cols,
+			    px->grid_t, px->grid_h, px->grid_w, (long long)K,
+			    (long long)v->merge);
 			return -1;
 		}
 		return px->rows / (v->merge * v->merge);
@@ -297,11 +311,14 @@ int64_t vis_image_tokens(const struct model_config *c,
 		if (px->kind != IMAGE_PROC_CLIP || px->rows != v->in_chans ||
 		    px->height != v->image_size || px->width != v->image_size ||
 		    px->cols != v->image_size * v->image_size) {
-			d0_errf(err, "image.features: pixel_values of %d x %d x "
+			d0_errf(err,
+				"image.features: pixel_values of %d x %d x "
 				"%d; the tower takes %lld x %lld x %lld "
-				"(image_size)", (int)px->rows, px->height,
-				px->width, (long long)v->in_chans,
-				(long long)v->image_size, (long long)v->image_size);
+				"(image_size)",
+				(int)px->rows, px->height, px->width,
+				(long long)v->in_chans,
+				(long long)v->image_size,
+				(long long)v->image_size);
 			return -1;
 		}
 		return G * G + (strcmp(v->select_strategy, "full") == 0);
@@ -348,8 +365,8 @@ static void patch_gemm(struct vis *v, float *y, const float *x, int64_t m,
 }
 
 /* The MLP of a block on y [N][D], written back into y (f1, f2 [N][F]). */
-static void block_mlp(const struct vis *v, const struct vis_block *b,
-		      float *y, int64_t N, float *f1, float *f2)
+static void block_mlp(const struct vis *v, const struct vis_block *b, float *y,
+		      int64_t N, float *f1, float *f2)
 {
 	const struct vision_config *vc = &v->c->vision;
 	int64_t D = vc->hidden, F = vc->ffn;
@@ -376,7 +393,8 @@ static void block_mlp(const struct vis *v, const struct vis_block *b,
 static int window_order(int64_t gt, int64_t uh, int64_t uw, int64_t vws,
 			int64_t mu, int64_t *order, int64_t *bounds)
 {
-	int64_t nwh = (uh + vws - uh % vws) / vws, nww = (uw + vws - uw % vws) / vws;
+	int64_t nwh = (uh + vws - uh % vws) / vws,
+		nww = (uw + vws - uw % vws) / vws;
 	int64_t u = 0;
 	int nb = 1;
 	bounds[0] = 0;
@@ -384,10 +402,13 @@ static int window_order(int64_t gt, int64_t uh, int64_t uw, int64_t vws,
 		for (int64_t wy = 0; wy < nwh; wy++)
 			for (int64_t wx = 0; wx < nww; wx++) {
 				int64_t cnt = 0;
-				for (int64_t y = wy * vws; y < (wy + 1) * vws && y < uh; y++)
-					for (int64_t x = wx * vws; x < (wx + 1) * vws && x < uw;
+				for (int64_t y = wy * vws;
+				     y < (wy + 1) * vws && y < uh; y++)
+					for (int64_t x = wx * vws;
+					     x < (wx + 1) * vws && x < uw;
 					     x++, cnt++)
-						order[u++] = (t * uh + y) * uw + x;
+						order[u++] =
+						    (t * uh + y) * uw + x;
 				if (cnt) {
 					bounds[nb] = bounds[nb - 1] + cnt * mu;
 					nb++;
@@ -411,9 +432,12 @@ static int qwen_encode(struct vis *v, const struct image_pixels *px, float *out,
 	int64_t *prow = malloc((size_t)N * 2 * sizeof *prow);
 	int64_t maxseg = gh * gw;
 	int nwin = 0;
-	float *x = malloc((size_t)(N * D) * 4), *y = malloc((size_t)(N * D) * 4);
-	float *qkv = malloc((size_t)(N * 3 * D) * 4), *at = malloc((size_t)(N * D) * 4);
-	float *f1 = malloc((size_t)(N * F) * 4), *f2 = malloc((size_t)(N * F) * 4);
+	float *x = malloc((size_t)(N * D) * 4),
+	      *y = malloc((size_t)(N * D) * 4);
+	float *qkv = malloc((size_t)(N * 3 * D) * 4),
+	      *at = malloc((size_t)(N * D) * 4);
+	float *f1 = malloc((size_t)(N * F) * 4),
+	      *f2 = malloc((size_t)(N * F) * 4);
 	float *sc = malloc((size_t)(maxseg * maxseg) * 4);
 	float *mo;
 	(void)err;
@@ -426,7 +450,8 @@ static int qwen_encode(struct vis *v, const struct image_pixels *px, float *out,
 		for (int64_t by = 0; by < uh; by++)
 			for (int64_t bx = 0; bx < uw; bx++)
 				for (int64_t my = 0; my < mg; my++)
-					for (int64_t mx = 0; mx < mg; mx++, r++) {
+					for (int64_t mx = 0; mx < mg;
+					     mx++, r++) {
 						prow[2 * r] = by * mg + my;
 						prow[2 * r + 1] = bx * mg + mx;
 					}
@@ -436,8 +461,9 @@ static int qwen_encode(struct vis *v, const struct image_pixels *px, float *out,
 		order[u] = u;
 	if (q25) {
 		int64_t *pr = malloc((size_t)N * 2 * sizeof *pr);
-		nwin = window_order(gt, uh, uw, vc->window_size / mg / vc->patch, mu,
-				    order, wb);
+		nwin =
+		    window_order(gt, uh, uw, vc->window_size / mg / vc->patch,
+				 mu, order, wb);
 		memcpy(pr, prow, (size_t)N * 2 * sizeof *pr);
 		for (int64_t u = 0; u < U; u++) {
 			memcpy(x + u * mu * D, y + order[u] * mu * D,
@@ -460,10 +486,10 @@ static int qwen_encode(struct vis *v, const struct image_pixels *px, float *out,
 		norm_rows(v, y, x, b->n1w, b->n1b, N, D);
 		linear(qkv, 3 * D, y, b->qkv, b->qkv_b, N, 3 * D, D);
 		for (int64_t r = 0; r < N; r++) {
-			op_rope_2d(qkv + r * 3 * D, (int)H, (int)hd, prow[2 * r],
-				   prow[2 * r + 1], v->inv);
-			op_rope_2d(qkv + r * 3 * D + D, (int)H, (int)hd, prow[2 * r],
-				   prow[2 * r + 1], v->inv);
+			op_rope_2d(qkv + r * 3 * D, (int)H, (int)hd,
+				   prow[2 * r], prow[2 * r + 1], v->inv);
+			op_rope_2d(qkv + r * 3 * D + D, (int)H, (int)hd,
+				   prow[2 * r], prow[2 * r + 1], v->inv);
 		}
 		op_attention_segments(at, D, qkv, qkv + D, qkv + 2 * D, 3 * D,
 				      (int)H, (int)hd, full ? fb : wb,
@@ -479,7 +505,8 @@ static int qwen_encode(struct vis *v, const struct image_pixels *px, float *out,
 			trace(ctx, l, x, N, D);
 	}
 
-	/* PatchMerger: ln_q, merge^2 neighbours as one row, Linear-GELU-Linear */
+	/* PatchMerger: ln_q, merge^2 neighbours as one row, Linear-GELU-Linear
+	 */
 	norm_rows(v, y, x, v->ln_q, v->ln_q_b, N, D);
 	free(f1);
 	f1 = malloc((size_t)(U * mu * D) * 4);
@@ -496,9 +523,8 @@ static int qwen_encode(struct vis *v, const struct image_pixels *px, float *out,
 	return 0;
 }
 
-static int clip_encode(struct vis *v, const struct image_pixels *px,
-		       float *out, vis_trace_fn trace, void *ctx,
-		       struct d0_err *err)
+static int clip_encode(struct vis *v, const struct image_pixels *px, float *out,
+		       vis_trace_fn trace, void *ctx, struct d0_err *err)
 {
 	const struct vision_config *vc = &v->c->vision;
 	int64_t D = vc->hidden, F = vc->ffn, H = vc->heads, hd = D / H;
@@ -507,18 +533,23 @@ static int clip_encode(struct vis *v, const struct image_pixels *px,
 	int drop = strcmp(vc->select_strategy, "full") != 0;
 	int64_t T = L - drop, bounds[2] = {0, L};
 	float *pv = malloc((size_t)(G * G * K) * 4);
-	float *x = malloc((size_t)(L * D) * 4), *y = malloc((size_t)(L * D) * 4);
-	float *qkv = malloc((size_t)(L * 3 * D) * 4), *at = malloc((size_t)(L * D) * 4);
+	float *x = malloc((size_t)(L * D) * 4),
+	      *y = malloc((size_t)(L * D) * 4);
+	float *qkv = malloc((size_t)(L * 3 * D) * 4),
+	      *at = malloc((size_t)(L * D) * 4);
 	float *f1 = malloc((size_t)(L * F) * 4), *f2 = NULL;
-	float *sc = malloc((size_t)(L * L) * 4), *pr = malloc((size_t)(T * O) * 4);
+	float *sc = malloc((size_t)(L * L) * 4),
+	      *pr = malloc((size_t)(T * O) * 4);
 	(void)err;
 	/* Conv2d(kernel = stride = P): patches row-major, each (C, P, P) */
 	for (int64_t gy = 0; gy < G; gy++)
 		for (int64_t gx = 0; gx < G; gx++)
 			for (int64_t c = 0; c < C; c++)
 				for (int64_t py = 0; py < P; py++)
-					memcpy(pv + (gy * G + gx) * K + c * P * P + py * P,
-					       px->values + c * S * S + (gy * P + py) * S + gx * P,
+					memcpy(pv + (gy * G + gx) * K +
+						   c * P * P + py * P,
+					       px->values + c * S * S +
+						   (gy * P + py) * S + gx * P,
 					       (size_t)P * 4);
 	patch_gemm(v, y + D, pv, G * G, D, K);
 	memcpy(y, v->cls, (size_t)D * 4);
@@ -556,13 +587,12 @@ static int clip_encode(struct vis *v, const struct image_pixels *px,
 	return 0;
 }
 
-int vis_encode_traced(struct vis *v, const struct image_pixels *px,
-		      float *out, vis_trace_fn trace, void *ctx,
-		      struct d0_err *err)
+int vis_encode_traced(struct vis *v, const struct image_pixels *px, float *out,
+		      vis_trace_fn trace, void *ctx, struct d0_err *err)
 {
 	if (!v || !v->loaded)
 		return d0_errf(err, "the vision tower is not on this rank (it "
-			       "lives on pipeline stage 0)");
+				    "lives on pipeline stage 0)");
 	if (vis_image_tokens(v->c, px, err) < 0)
 		return -1;
 	if (v->c->vision.kind == VISION_CLIP)
@@ -598,9 +628,9 @@ static int image_runs(int64_t tok, const int64_t *ids, int64_t n,
 	return nr;
 }
 
-int vis_prompt_ids(const struct model_config *c, const int64_t *ids,
-		   int64_t n, const int64_t *img_tokens, int n_img,
-		   int64_t **out, int64_t *nout, struct d0_err *err)
+int vis_prompt_ids(const struct model_config *c, const int64_t *ids, int64_t n,
+		   const int64_t *img_tokens, int n_img, int64_t **out,
+		   int64_t *nout, struct d0_err *err)
 {
 	const struct vision_config *v = &c->vision;
 	int64_t tok = v->image_token_id, total = 0, m = 0;
@@ -613,14 +643,15 @@ int vis_prompt_ids(const struct model_config *c, const int64_t *ids,
 	if (tok < 0) {
 		free(start), free(len);
 		return d0_errf(err, "image.features: the config names no image "
-			       "placeholder token (image_token_id)");
+				    "placeholder token (image_token_id)");
 	}
 	for (int i = 0; i < n_img; i++)
 		total += img_tokens[i];
 	nr = image_runs(tok, ids, n, start, len, n_img + 1);
 	if (nr == 0 && n_img > 0) {
 		/* no placeholder: the images first, then the text */
-		int64_t *o = malloc((size_t)(n + total + 2 * n_img + 1) * sizeof *o);
+		int64_t *o =
+		    malloc((size_t)(n + total + 2 * n_img + 1) * sizeof *o);
 		for (int i = 0; i < n_img; i++) {
 			if (qwen && v->vision_start_id >= 0)
 				o[m++] = v->vision_start_id;
@@ -637,22 +668,26 @@ int vis_prompt_ids(const struct model_config *c, const int64_t *ids,
 	}
 	if (nr != n_img) {
 		free(start), free(len);
-		return d0_errf(err, "image.features: the prompt has %d image "
-			       "placeholder run%s (token %lld) for %d image%s", nr,
-			       nr == 1 ? "" : "s", (long long)tok, n_img,
+		return d0_errf(err,
+			       "image.features: the prompt has %d image "
+			       "placeholder run%s (token %lld) for %d image%s",
+			       nr, nr == 1 ? "" : "s", (long long)tok, n_img,
 			       n_img == 1 ? "" : "s");
 	}
 	for (int i = 0; i < n_img && rc == 0; i++)
 		if (len[i] != 1 && len[i] != img_tokens[i])
-			rc = d0_errf(err, "image.features: image %d takes %lld "
+			rc = d0_errf(err,
+				     "image.features: image %d takes %lld "
 				     "placeholder tokens (its pixels' merged "
-				     "patches); the prompt has %lld", i + 1,
-				     (long long)img_tokens[i], (long long)len[i]);
+				     "patches); the prompt has %lld",
+				     i + 1, (long long)img_tokens[i],
+				     (long long)len[i]);
 	if (rc == 0) {
 		int64_t *o = malloc((size_t)(n + total + 1) * sizeof *o);
 		int64_t from = 0;
 		for (int i = 0; i < n_img; i++) {
-			memcpy(o + m, ids + from, (size_t)(start[i] - from) * sizeof *o);
+			memcpy(o + m, ids + from,
+			       (size_t)(start[i] - from) * sizeof *o);
 			m += start[i] - from;
 			for (int64_t j = 0; j < img_tokens[i]; j++)
 				o[m++] = tok;
@@ -666,8 +701,8 @@ int vis_prompt_ids(const struct model_config *c, const int64_t *ids,
 	return rc;
 }
 
-int vis_rope_index(const struct model_config *c, const int64_t *ids,
-		   int64_t n, const int64_t *grid_thw, int n_img, int64_t *pos,
+int vis_rope_index(const struct model_config *c, const int64_t *ids, int64_t n,
+		   const int64_t *grid_thw, int n_img, int64_t *pos,
 		   int64_t *delta, struct d0_err *err)
 {
 	const struct vision_config *v = &c->vision;
@@ -684,19 +719,24 @@ int vis_rope_index(const struct model_config *c, const int64_t *ids,
 	}
 	nr = image_runs(v->image_token_id, ids, n, start, len, n_img + 1);
 	if (nr != n_img)
-		rc = d0_errf(err, "image.features: the prompt has %d image "
-			     "placeholder runs for %d images", nr, n_img);
+		rc = d0_errf(err,
+			     "image.features: the prompt has %d image "
+			     "placeholder runs for %d images",
+			     nr, n_img);
 	for (int i = 0; i < n_img && rc == 0; i++) {
-		int64_t gt = grid_thw[3 * i], gh = grid_thw[3 * i + 1] / v->merge;
+		int64_t gt = grid_thw[3 * i],
+			gh = grid_thw[3 * i + 1] / v->merge;
 		int64_t gw = grid_thw[3 * i + 2] / v->merge, top = 0;
 		if (len[i] != gt * gh * gw) {
-			rc = d0_errf(err, "image.features: image %d takes %lld "
-				     "placeholder tokens (grid %lld x %lld x %lld, "
-				     "merge %lld); the prompt has %lld", i + 1,
-				     (long long)(gt * gh * gw), (long long)gt,
-				     (long long)grid_thw[3 * i + 1],
-				     (long long)grid_thw[3 * i + 2],
-				     (long long)v->merge, (long long)len[i]);
+			rc = d0_errf(
+			    err,
+			    "image.features: image %d takes %lld "
+			    "placeholder tokens (grid %lld x %lld x %lld, "
+			    "merge %lld); the prompt has %lld",
+			    i + 1, (long long)(gt * gh * gw), (long long)gt,
+			    (long long)grid_thw[3 * i + 1],
+			    (long long)grid_thw[3 * i + 2], (long long)v->merge,
+			    (long long)len[i]);
 			break;
 		}
 		/* text before the image: consecutive on all three axes */
@@ -707,8 +747,11 @@ int vis_rope_index(const struct model_config *c, const int64_t *ids,
 		for (int64_t t = 0; t < gt; t++)
 			for (int64_t h = 0; h < gh; h++)
 				for (int64_t w = 0; w < gw; w++) {
-					int64_t j = start[i] + (t * gh + h) * gw + w;
-					int64_t tp = v->kind == VISION_QWEN2_5_VL ? 0 : t;
+					int64_t j =
+					    start[i] + (t * gh + h) * gw + w;
+					int64_t tp =
+					    v->kind == VISION_QWEN2_5_VL ? 0
+									 : t;
 					pos[j] = next + tp;
 					pos[n + j] = next + h;
 					pos[2 * n + j] = next + w;
@@ -759,11 +802,12 @@ int vis_prompt_prepare(const struct model_config *c, const char *dir,
 	out->img_tokens = calloc((size_t)n_img + 1, sizeof *out->img_tokens);
 	out->grid_thw = calloc(3 * (size_t)n_img + 1, sizeof *out->grid_thw);
 	if (n_img > 0 && c->vision.kind != VISION_QWEN2_VL &&
-	    c->vision.kind != VISION_QWEN2_5_VL && c->vision.kind != VISION_CLIP)
+	    c->vision.kind != VISION_QWEN2_5_VL &&
+	    c->vision.kind != VISION_CLIP)
 		rc = d0_errf(err, "%s: %s", dir,
 			     c->vision.kind == VISION_NONE
-				     ? "a text model: it takes no images"
-				     : c->vision.missing);
+				 ? "a text model: it takes no images"
+				 : c->vision.missing);
 	if (rc == 0 && n_img > 0) {
 		pp = preproc ? strdup(preproc)
 			     : path_join(dir, "preprocessor_config.json");
@@ -792,10 +836,11 @@ int vis_prompt_prepare(const struct model_config *c, const char *dir,
 		out->n_features += out->img_tokens[i];
 	}
 	if (rc == 0)
-		rc = vis_prompt_ids(c, ids, n, out->img_tokens, n_img, &out->ids,
-				    &out->n, err);
+		rc = vis_prompt_ids(c, ids, n, out->img_tokens, n_img,
+				    &out->ids, &out->n, err);
 	if (rc == 0 && c->vision.mrope) {
-		out->rope_pos = malloc(3 * (size_t)out->n * sizeof *out->rope_pos + 8);
+		out->rope_pos =
+		    malloc(3 * (size_t)out->n * sizeof *out->rope_pos + 8);
 		rc = vis_rope_index(c, out->ids, out->n, out->grid_thw, n_img,
 				    out->rope_pos, &out->rope_delta, err);
 	}
@@ -812,7 +857,8 @@ const char *vis_prompt_case(const struct model_config *c,
 	if (p->n_img == 0)
 		return "text-only";
 	for (int64_t i = 0; i < p->n; i++)
-		if (p->ids[i] != v->image_token_id && p->ids[i] != v->vision_start_id &&
+		if (p->ids[i] != v->image_token_id &&
+		    p->ids[i] != v->vision_start_id &&
 		    p->ids[i] != v->vision_end_id)
 			return "mixed";
 	return "image-only";

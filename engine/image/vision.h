@@ -49,8 +49,8 @@ int64_t vis_image_tokens(const struct model_config *c,
 /* Called after the patch embedding (block -1) and after each block with
  * the tower's hidden states (Qwen2.5-VL: in window order, as the float64
  * reference's trace sees them), rows x cols row-major. */
-typedef void (*vis_trace_fn)(void *ctx, int block, const float *x,
-			     int64_t rows, int64_t cols);
+typedef void (*vis_trace_fn)(void *ctx, int block, const float *x, int64_t rows,
+			     int64_t cols);
 
 /*
  * The features of one image: out [vis_image_tokens][LM hidden], in the
@@ -58,14 +58,12 @@ typedef void (*vis_trace_fn)(void *ctx, int block, const float *x,
  */
 int vis_encode(struct vis *v, const struct image_pixels *px, float *out,
 	       struct d0_err *err);
-int vis_encode_traced(struct vis *v, const struct image_pixels *px,
-		      float *out, vis_trace_fn trace, void *ctx,
-		      struct d0_err *err);
+int vis_encode_traced(struct vis *v, const struct image_pixels *px, float *out,
+		      vis_trace_fn trace, void *ctx, struct d0_err *err);
 
 /* Seconds spent in the patch embedding GEMMs and the floating-point
  * operations they did, since vis_open (bench/image.sh's figure). */
-void vis_patch_gemm_stats(const struct vis *v, double *seconds,
-			  double *flops);
+void vis_patch_gemm_stats(const struct vis *v, double *seconds, double *flops);
 
 /*
  * A prompt's ids with the images' placeholders in place.  In ids[n], each
@@ -77,9 +75,9 @@ void vis_patch_gemm_stats(const struct vis *v, double *seconds,
  * the count its pixels give and the count the prompt has, prefixed by
  * "image.features: ".  *out (malloc'd) holds *nout ids.
  */
-int vis_prompt_ids(const struct model_config *c, const int64_t *ids,
-		   int64_t n, const int64_t *img_tokens, int n_img,
-		   int64_t **out, int64_t *nout, struct d0_err *err);
+int vis_prompt_ids(const struct model_config *c, const int64_t *ids, int64_t n,
+		   const int64_t *img_tokens, int n_img, int64_t **out,
+		   int64_t *nout, struct d0_err *err);
 
 /*
  * M-RoPE positions of a prompt (transformers' get_rope_index for images):
@@ -89,8 +87,8 @@ int vis_prompt_ids(const struct model_config *c, const int64_t *ids,
  * must hold t*h*w/merge^2 tokens each (error as vis_prompt_ids).  For a
  * family without M-RoPE (llava) pos is i on every axis and delta 0.
  */
-int vis_rope_index(const struct model_config *c, const int64_t *ids,
-		   int64_t n, const int64_t *grid_thw, int n_img, int64_t *pos,
+int vis_rope_index(const struct model_config *c, const int64_t *ids, int64_t n,
+		   const int64_t *grid_thw, int n_img, int64_t *pos,
 		   int64_t *delta, struct d0_err *err);
 
 /*
@@ -104,12 +102,12 @@ int vis_rope_index(const struct model_config *c, const int64_t *ids,
 struct vis_prompt {
 	int n_img;
 	struct image_pixels *px; /* [n_img] */
-	int64_t *img_tokens;     /* [n_img] */
-	int64_t *grid_thw;       /* [3 n_img]: Qwen's (t, h, w); CLIP 0s */
-	int64_t *ids, n;         /* the prompt, placeholders expanded */
-	int64_t *rope_pos;       /* M-RoPE [3][n], NULL without M-RoPE */
+	int64_t *img_tokens;	 /* [n_img] */
+	int64_t *grid_thw;	 /* [3 n_img]: Qwen's (t, h, w); CLIP 0s */
+	int64_t *ids, n;	 /* the prompt, placeholders expanded */
+	int64_t *rope_pos;	 /* M-RoPE [3][n], NULL without M-RoPE */
 	int64_t rope_delta;
-	int64_t n_features;      /* rows of features: sum of img_tokens */
+	int64_t n_features; /* rows of features: sum of img_tokens */
 };
 int vis_prompt_prepare(const struct model_config *c, const char *dir,
 		       const char *preproc, char *const *images, int n_img,

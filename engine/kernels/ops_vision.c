@@ -84,7 +84,8 @@ static void rotate(float *x, int heads, int hd, const double *a, double af)
 {
 	int half = hd / 2;
 	for (int i = 0; i < half; i++) {
-		float cs = (float)(cos(a[i]) * af), sn = (float)(sin(a[i]) * af);
+		float cs = (float)(cos(a[i]) * af),
+		      sn = (float)(sin(a[i]) * af);
 		for (int h = 0; h < heads; h++) {
 			float *v = x + (size_t)h * hd;
 			float x1 = v[i], x2 = v[i + half];
@@ -112,7 +113,9 @@ void op_mrope(float *x, int n_heads, int head_dim, int rot_dim,
 {
 	int half = rot_dim / 2;
 	for (int i = 0; i < half; i++) {
-		int ax = i < section[0] ? 0 : i < section[0] + section[1] ? 1 : 2;
+		int ax = i < section[0]		       ? 0
+			 : i < section[0] + section[1] ? 1
+						       : 2;
 		double a = (double)pos[ax] * inv_freq[i];
 		float cs = (float)(cos(a) * attn_factor);
 		float sn = (float)(sin(a) * attn_factor);
@@ -126,8 +129,9 @@ void op_mrope(float *x, int n_heads, int head_dim, int rot_dim,
 }
 
 void op_attention_segments(float *out, int64_t out_ld, const float *q,
-			   const float *k, const float *v, int64_t ld, int heads,
-			   int hd, const int64_t *bounds, int nb, float *scratch)
+			   const float *k, const float *v, int64_t ld,
+			   int heads, int hd, const int64_t *bounds, int nb,
+			   float *scratch)
 {
 	float scale = (float)(1.0 / sqrt((double)hd));
 	for (int s = 1; s < nb; s++) {
@@ -139,9 +143,9 @@ void op_attention_segments(float *out, int64_t out_ld, const float *q,
 			const float *kh = k + s0 * ld + (int64_t)h * hd;
 			const float *vh = v + s0 * ld + (int64_t)h * hd;
 			/* S = scale q k^T, [n][n] */
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n,
-				    (int)n, hd, scale, qh, (int)ld, kh, (int)ld, 0.0f,
-				    scratch, (int)n);
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans,
+				    (int)n, (int)n, hd, scale, qh, (int)ld, kh,
+				    (int)ld, 0.0f, scratch, (int)n);
 			for (int64_t i = 0; i < n; i++) {
 				float *row = scratch + i * n, mx = row[0];
 				double sum = 0;
@@ -153,9 +157,10 @@ void op_attention_segments(float *out, int64_t out_ld, const float *q,
 				for (int64_t j = 0; j < n; j++)
 					row[j] = (float)(row[j] / sum);
 			}
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n,
-				    hd, (int)n, 1.0f, scratch, (int)n, vh, (int)ld,
-				    0.0f, out + s0 * out_ld + (int64_t)h * hd,
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
+				    (int)n, hd, (int)n, 1.0f, scratch, (int)n,
+				    vh, (int)ld, 0.0f,
+				    out + s0 * out_ld + (int64_t)h * hd,
 				    (int)out_ld);
 		}
 	}

@@ -37,8 +37,9 @@ void op_mrope(float *x, int n_heads, int head_dim, int rot_dim,
  * 0).  scratch holds the longest segment's rows squared floats.
  */
 void op_attention_segments(float *out, int64_t out_ld, const float *q,
-			   const float *k, const float *v, int64_t ld, int heads,
-			   int hd, const int64_t *bounds, int nb, float *scratch);
+			   const float *k, const float *v, int64_t ld,
+			   int heads, int hd, const int64_t *bounds, int nb,
+			   float *scratch);
 
 /* The image splice: the rows of embeds, in order, replace the rows of h
  * [T][H] whose token is image_token; returns the rows used. */

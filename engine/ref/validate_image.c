@@ -47,13 +47,13 @@ static void add(json_t *a, const char *name, struct estat e, int quiet,
 {
 	if (!quiet)
 		printf("  %-32s %12.3g %12.3g\n", name, e.max_abs, e.max_rel);
-	events_emit("numerics", json_pack("{s:s, s:s, s:f, s:f}", "level", level,
-					  "name", name, "max_abs", e.max_abs,
-					  "max_rel", e.max_rel));
+	events_emit("numerics", json_pack("{s:s, s:s, s:f, s:f}", "level",
+					  level, "name", name, "max_abs",
+					  e.max_abs, "max_rel", e.max_rel));
 	if (a)
-		json_array_append_new(a, json_pack("{s:s, s:f, s:f}", "name", name,
-						   "max_abs", e.max_abs, "max_rel",
-						   e.max_rel));
+		json_array_append_new(a, json_pack("{s:s, s:f, s:f}", "name",
+						   name, "max_abs", e.max_abs,
+						   "max_rel", e.max_rel));
 }
 
 /* ------------------------------------------------------------ operators */
@@ -84,8 +84,8 @@ void vimg_op_level(struct vimg_result *res, json_t *a, int quiet)
 	struct estat e;
 	rng_seed(&g, 30);
 	if (!quiet)
-		printf("%-34s %12s %12s\n", "image ops (f32 vs float64)", "max abs",
-		       "max rel");
+		printf("%-34s %12s %12s\n", "image ops (f32 vs float64)",
+		       "max abs", "max rel");
 	/* 2D rotary: rows in the first quarter of the slots, columns next */
 	for (int j = 0; j < HD / 4; j++)
 		inv[j] = 1.0 / pow(10000.0, (double)(2 * j) / (HD / 2));
@@ -116,7 +116,10 @@ void vimg_op_level(struct vimg_result *res, json_t *a, int quiet)
 		for (int h = 0; h < NH; h++) {
 			double ang[HD / 2];
 			for (int j = 0; j < HD / 2; j++)
-				ang[j] = (double)pos[j < 8 ? 0 : j < 20 ? 1 : 2] * inv[j];
+				ang[j] = (double)pos[j < 8    ? 0
+						     : j < 20 ? 1
+							      : 2] *
+					 inv[j];
 			rot_d(ref + h * HD, HD, ang);
 		}
 		e = cmp(x, ref, NH * HD);
@@ -130,26 +133,40 @@ void vimg_op_level(struct vimg_result *res, json_t *a, int quiet)
 		rnd(&g, q, N * NH * HD, 2.0);
 		rnd(&g, k, N * NH * HD, 2.0);
 		rnd(&g, v, N * NH * HD, 1.0);
-		op_attention_segments(o, NH * HD, q, k, v, NH * HD, NH, HD, b, 4, sc);
+		op_attention_segments(o, NH * HD, q, k, v, NH * HD, NH, HD, b,
+				      4, sc);
 		for (int s = 1; s < 4; s++)
 			for (int h = 0; h < NH; h++)
 				for (int64_t i = b[s - 1]; i < b[s]; i++) {
 					double w[N], mx = -INFINITY, z = 0;
-					for (int64_t j = b[s - 1]; j < b[s]; j++) {
+					for (int64_t j = b[s - 1]; j < b[s];
+					     j++) {
 						double d = 0;
 						for (int c = 0; c < HD; c++)
-							d += (double)q[(i * NH + h) * HD + c] *
-							     k[(j * NH + h) * HD + c];
+							d +=
+							    (double)
+								q[(i * NH + h) *
+								      HD +
+								  c] *
+							    k[(j * NH + h) *
+								  HD +
+							      c];
 						w[j] = d * scale;
 						mx = fmax(mx, w[j]);
 					}
-					for (int64_t j = b[s - 1]; j < b[s]; j++)
+					for (int64_t j = b[s - 1]; j < b[s];
+					     j++)
 						z += (w[j] = exp(w[j] - mx));
 					for (int c = 0; c < HD; c++) {
 						double acc = 0;
-						for (int64_t j = b[s - 1]; j < b[s]; j++)
-							acc += w[j] / z * v[(j * NH + h) * HD + c];
-						ref[(i * NH + h) * HD + c] = acc;
+						for (int64_t j = b[s - 1];
+						     j < b[s]; j++)
+							acc += w[j] / z *
+							       v[(j * NH + h) *
+								     HD +
+								 c];
+						ref[(i * NH + h) * HD + c] =
+						    acc;
 					}
 				}
 		e = cmp(o, ref, N * NH * HD);
@@ -181,8 +198,10 @@ void vimg_op_level(struct vimg_result *res, json_t *a, int quiet)
 		for (int f = 0; f < 2; f++) {
 			rnd(&g, x, n, 6.0);
 			for (int i = 0; i < n; i++)
-				ref[i] = f == 0 ? 0.5 * x[i] * (1 + erf(x[i] / sqrt(2.0)))
-						: x[i] / (1 + exp(-1.702 * x[i]));
+				ref[i] = f == 0
+					     ? 0.5 * x[i] *
+						   (1 + erf(x[i] / sqrt(2.0)))
+					     : x[i] / (1 + exp(-1.702 * x[i]));
 			op_act(f == 0 ? "gelu" : "quick_gelu", x, n);
 			e = cmp(x, ref, (size_t)n);
 			add(a, f == 0 ? "gelu" : "quick_gelu", e, quiet, "op");
@@ -213,8 +232,10 @@ static float *read_dump(const char *dir, const char *name, int64_t rows,
 	t = st_find(&f, "hidden");
 	if (!t || t->dtype != DT_F32 || t->ndim != 2 ||
 	    t->shape[0] != (uint64_t)rows || t->shape[1] != (uint64_t)cols) {
-		snprintf(why, wn, "%.150s: expected an F32 tensor 'hidden' of "
-			 "[%lld, %lld]", p, (long long)rows, (long long)cols);
+		snprintf(why, wn,
+			 "%.150s: expected an F32 tensor 'hidden' of "
+			 "[%lld, %lld]",
+			 p, (long long)rows, (long long)cols);
 	} else {
 		v = malloc((size_t)(rows * cols) * 4 + 4);
 		fd = open(p, O_RDONLY | O_CLOEXEC);
@@ -252,7 +273,8 @@ static void on_block(void *ctx, int block, const double *x, int64_t rows,
 	if (block < 0)
 		snprintf(name, sizeof name, "image-%02d-embed", t->img);
 	else
-		snprintf(name, sizeof name, "image-%02d-block-%03d", t->img, block);
+		snprintf(name, sizeof name, "image-%02d-block-%03d", t->img,
+			 block);
 	run = read_dump(t->dir, name, rows, cols, t->res->dump_err,
 			sizeof t->res->dump_err);
 	if (!run)
@@ -287,8 +309,8 @@ int vimg_reference(const char *dir, const struct vis_prompt *vp,
 	res->embeds = malloc((size_t)(vp->n_features * H) * sizeof(double) + 8);
 	res->tower_block = -2;
 	if (layers_dir && !quiet)
-		printf("%-34s %12s %12s\n", "image layer (run vs float64)", "max abs",
-		       "max rel");
+		printf("%-34s %12s %12s\n", "image layer (run vs float64)",
+		       "max abs", "max rel");
 	for (int i = 0; i < vp->n_img && rc == 0; i++) {
 		const struct image_pixels *px = &vp->px[i];
 		struct trace_ctx t = {layers_dir, i, quiet, max_rel, a, res};
@@ -297,25 +319,34 @@ int vimg_reference(const char *dir, const struct vis_prompt *vp,
 		int64_t rows = 0;
 		for (size_t j = 0; j < n; j++)
 			pix[j] = px->values[j];
-		rc = refv_encode(m, pix, px->rows, px->cols, vp->grid_thw + 3 * i, 1,
-				 on_block, &t, &out, &rows, err);
+		rc = refv_encode(m, pix, px->rows, px->cols,
+				 vp->grid_thw + 3 * i, 1, on_block, &t, &out,
+				 &rows, err);
 		free(pix);
 		if (rc == 0 && rows != vp->img_tokens[i])
-			rc = d0_errf(err, "image %d: the reference gives %lld feature "
-				     "rows, the runtime's count is %lld", i + 1,
-				     (long long)rows, (long long)vp->img_tokens[i]);
+			rc = d0_errf(
+			    err,
+			    "image %d: the reference gives %lld feature "
+			    "rows, the runtime's count is %lld",
+			    i + 1, (long long)rows,
+			    (long long)vp->img_tokens[i]);
 		if (rc == 0) {
-			memcpy(res->embeds + row * H, out, (size_t)(rows * H) * sizeof *out);
+			memcpy(res->embeds + row * H, out,
+			       (size_t)(rows * H) * sizeof *out);
 			if (layers_dir && !res->dump_err[0]) {
 				char name[48];
 				float *run;
-				snprintf(name, sizeof name, "image-%02d-features", i);
-				run = read_dump(layers_dir, name, rows, H, res->dump_err,
+				snprintf(name, sizeof name,
+					 "image-%02d-features", i);
+				run = read_dump(layers_dir, name, rows, H,
+						res->dump_err,
 						sizeof res->dump_err);
 				if (run) {
-					struct estat e = cmp(run, out, (size_t)(rows * H));
+					struct estat e =
+					    cmp(run, out, (size_t)(rows * H));
 					add(a, name, e, quiet, "layer");
-					res->feat_worst = fmax(res->feat_worst, e.max_rel);
+					res->feat_worst =
+					    fmax(res->feat_worst, e.max_rel);
 					free(run);
 				}
 			}
@@ -324,12 +355,15 @@ int vimg_reference(const char *dir, const struct vis_prompt *vp,
 		free(out);
 	}
 	if (rc == 0 && c->vision.mrope) {
-		res->rope_pos = malloc(3 * (size_t)vp->n * sizeof *res->rope_pos + 8);
+		res->rope_pos =
+		    malloc(3 * (size_t)vp->n * sizeof *res->rope_pos + 8);
 		rc = refv_rope_index(c, vp->ids, vp->n, vp->grid_thw, vp->n_img,
 				     res->rope_pos, &res->rope_delta, err);
-		for (int64_t j = 0; rc == 0 && vp->rope_pos && j < 3 * vp->n; j++)
+		for (int64_t j = 0; rc == 0 && vp->rope_pos && j < 3 * vp->n;
+		     j++)
 			res->pos_wrong += res->rope_pos[j] != vp->rope_pos[j];
-		if (rc == 0 && vp->rope_pos && res->rope_delta != vp->rope_delta)
+		if (rc == 0 && vp->rope_pos &&
+		    res->rope_delta != vp->rope_delta)
 			res->pos_wrong++;
 	}
 	res->fail_layer = res->dump_err[0] || !(res->tower_worst <= max_rel) ||

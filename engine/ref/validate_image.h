@@ -12,15 +12,15 @@
 #include "vision.h"
 
 struct vimg_result {
-	double *embeds;    /* [n_features][hidden] the reference's features */
+	double *embeds;	   /* [n_features][hidden] the reference's features */
 	int64_t *rope_pos; /* [3][n] get_rope_index's; NULL without M-RoPE */
 	int64_t rope_delta;
 	double op_worst;    /* the image kernels' worst max rel */
 	double tower_worst; /* the tower's worst block (embedding included) */
 	int tower_block;    /* which (-1: the patch embedding) */
 	double feat_worst;  /* the merger / projector output */
-	int blocks;         /* block states compared */
-	int pos_wrong;      /* M-RoPE positions that differ from the runtime's */
+	int blocks;	    /* block states compared */
+	int pos_wrong; /* M-RoPE positions that differ from the runtime's */
 	int fail_op, fail_layer;
 	char dump_err[256]; /* a dump that could not be read ("" none) */
 };
