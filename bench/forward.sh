@@ -139,6 +139,7 @@ for t in $THREADS; do
 	}'
 	done
 done
+case " $DTYPES " in *" f32 "*) ;; *) exit 0 ;; esac # TP2/TP1 is on f32
 j1=$(perf f32 1 1 1)
 j2=$(perf f32 1 2 2)
 awk -v ttft1="$(get "$j1" ttft_ms_min)" -v tpot1="$(get "$j1" tpot_ms_min)" \
