@@ -56,6 +56,8 @@ const struct step_entry step_validate = {
 		 "--layers-dir's image-* dumps), the features and M-RoPE "
 		 "positions in the reference's forward pass (e2e, text); "
 		 "numerics.image\n"
+		 "  --preprocessor F  the preprocessor_config.json run --image "
+		 "used (default: MODEL_DIR's)\n"
 		 "  or:  [mpirun -np N] validate MODEL_DIR --local --tokens ... "
 		 "--layers-dir DIR [--logits FILE] [--compute-dtype f32|bf16|f16] "
 		 "[--max-flips F] [--max-rel X] [--kl-max Y] [--mem SIZE]\n"
