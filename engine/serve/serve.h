@@ -77,6 +77,11 @@ struct srv_req {
 	struct rng rng;
 	int refs; /* HTTP side + scheduler */
 	struct srv_req *next; /* queue / running list */
+	/* /v1/chat/completions (serve_chat.c): answer in the chat shapes;
+	 * img: the images (features, M-RoPE), never prefix-cached */
+	int chat;
+	struct srv_chat_img *img;
+	const void *tok; /* the tokenizer, for the answer's text */
 	pthread_cond_t wake;  /* new tokens or done */
 };
 
@@ -135,6 +140,14 @@ struct srv {
 	int (*tokenize)(void *ctx, const char *text, int64_t **ids, int *n,
 			struct d0_err *err);
 	void *tokenize_ctx;
+	/* the image channel (serve_chat.c): the model's config when it has
+	 * a vision tower, and why images are refused when they are */
+	struct model_config *vl;
+	const char *vl_dir;
+	char vl_why[256];
+	struct vis *vis; /* the tower, opened on the first image */
+	int64_t *chat_rope; /* scratch: M-RoPE positions of a batch */
+	size_t chat_rope_cap;
 	struct MHD_Daemon *daemon;
 	int port;
 };

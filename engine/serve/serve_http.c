@@ -15,6 +15,7 @@
  * path), 405, 413 (body or prompt too long), 503 (queue full or stopping).
  */
 #include "serve.h"
+#include "serve_chat.h"
 
 #include <arpa/inet.h>
 #include <math.h>
@@ -84,6 +85,7 @@ void srv_req_unref(struct srv_req *q)
 	free(q->p_top_id);
 	free(q->p_top_lp);
 	free(q->blocks);
+	srv_chat_img_free(q->img);
 	free(q);
 }
 
@@ -583,7 +585,10 @@ static json_t *usage_obj(const struct srv_req *q)
 static json_t *choice_obj(const struct srv_req *q, int from, int to, int echo,
 			  const char *finish)
 {
-	json_t *ch = json_pack("{s:i, s:s, s:o, s:o}", "index", 0, "text", "",
+	json_t *ch;
+	if (q->chat)
+		return srv_chat_choice(q, from, to, finish);
+	ch = json_pack("{s:i, s:s, s:o, s:o}", "index", 0, "text", "",
 			       "token_ids", ids_array(q->out, from, to),
 			       "finish_reason",
 			       finish ? json_string(finish) : json_null());
@@ -599,7 +604,10 @@ static json_t *choice_obj(const struct srv_req *q, int from, int to, int echo,
 static json_t *completion_obj(struct srv *s, const struct srv_req *q,
 			      json_t *choice)
 {
-	json_t *choices = json_array();
+	json_t *choices;
+	if (q->chat)
+		return srv_chat_obj(s, q, choice);
+	choices = json_array();
 	if (choice)
 		json_array_append_new(choices, choice);
 	return json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", q->id, "object",
@@ -720,7 +728,8 @@ static void enqueue(struct srv *s, struct srv_req *q)
 	q->state = SRV_QUEUED;
 	q->nblk = 0;
 	q->refs = 2;
-	snprintf(q->id, sizeof q->id, "cmpl-day0-%llu",
+	snprintf(q->id, sizeof q->id, q->chat ? "chatcmpl-day0-%llu"
+					      : "cmpl-day0-%llu",
 		 (unsigned long long)++s->next_id);
 	rng_seed(&q->rng, q->has_seed ? q->seed
 				       : (uint64_t)(q->t_arrive * 1e9) ^ s->next_id);
@@ -735,8 +744,9 @@ static void enqueue(struct srv *s, struct srv_req *q)
 }
 
 static MHD_RESULT completions(struct srv *s, struct MHD_Connection *c,
-			      struct upload *u)
+			      struct upload *u, int chat)
 {
+	struct srv_chat_img *img = NULL;
 	json_error_t je;
 	json_t *doc = json_loadb(u->body ? u->body : "", u->len, 0, &je);
 	struct srv_req *q;
@@ -747,8 +757,23 @@ static MHD_RESULT completions(struct srv *s, struct MHD_Connection *c,
 		return send_error(s, c, 400, NULL, "the body is not valid JSON: "
 				  "line %d column %d: %s", je.line, je.column,
 				  je.text);
+	if (chat) { /* the chat body as a completion body (serve_chat.c) */
+		json_t *cd = srv_chat_request(s, doc, &img, &status, &param, msg,
+					      sizeof msg);
+		char field[64];
+		json_decref(doc);
+		if (!cd) {
+			snprintf(field, sizeof field, "%s", param ? param : "");
+			return send_error(s, c, status, param ? field : NULL, "%s",
+					  msg);
+		}
+		doc = cd;
+	}
 	q = calloc(1, sizeof *q);
 	pthread_cond_init(&q->wake, NULL);
+	q->chat = chat;
+	q->img = img;
+	q->tok = s->tokenize_ctx;
 	if (parse_completion(s, doc, q, &status, &param, msg, sizeof msg) < 0) {
 		char field[64];
 		snprintf(field, sizeof field, "%s", param ? param : "");
@@ -846,7 +871,12 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c,
 	if (!strcmp(url, "/v1/completions")) {
 		if (strcmp(method, "POST"))
 			return send_error(s, c, 405, NULL, "%s %s: use POST", method, url);
-		return completions(s, c, u);
+		return completions(s, c, u, 0);
+	}
+	if (!strcmp(url, "/v1/chat/completions")) {
+		if (strcmp(method, "POST"))
+			return send_error(s, c, 405, NULL, "%s %s: use POST", method, url);
+		return completions(s, c, u, 1);
 	}
 	if (!strcmp(url, "/v1/models") || !strcmp(url, "/health") ||
 	    !strcmp(url, "/metrics")) {
@@ -865,7 +895,7 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c,
 		}
 	}
 	return send_error(s, c, 404, NULL, "no such endpoint: %s %s (this server "
-			  "has POST /v1/completions, GET /v1/models, /health, "
+			  "has POST /v1/completions, /v1/chat/completions, GET /v1/models, /health, "
 			  "/metrics)", method, url);
 }
 

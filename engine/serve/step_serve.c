@@ -27,6 +27,7 @@
  */
 #include "rt_batch.h"
 #include "serve.h"
+#include "serve_chat.h"
 #include "tokenizer.h"
 
 #include <getopt.h>
@@ -583,7 +584,8 @@ static void admit(struct srv *s, struct batch *b, int *budget)
 		struct srv_req *q = s->queue_head;
 		int L = seq_len(q), hits = 0, cached = 0, need, reserve;
 		uint64_t key = 0;
-		if (s->prefix_cache && !s->slot_policy)
+		/* an image's placeholder ids say nothing of its pixels */
+		if (s->prefix_cache && !s->slot_policy && !q->img)
 			for (int64_t i = 0; (i + 1) * bt <= L - 1; i++) {
 				int x;
 				uint64_t k;
@@ -759,7 +761,7 @@ static void key_blocks(struct srv *s, struct srv_req *q)
 {
 	int bt = s->block_tokens;
 	int64_t *tk;
-	if (!s->prefix_cache || s->slot_policy ||
+	if (!s->prefix_cache || s->slot_policy || q->img ||
 	    (int64_t)(q->nkeyed + 1) * bt > q->pos)
 		return;
 	tk = malloc((size_t)bt * sizeof *tk);
@@ -1046,6 +1048,13 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 		b.nseg = h.nseg;
 		b.ntok = h.ntok;
 		b.ntab = h.ntab;
+		/* chat images: features and M-RoPE (one rank, serve_chat.c) */
+		if (rank == 0 && s->vl && !s->vl_why[0] &&
+		    srv_chat_segs(s, r, b.req, b.seg, b.nseg, &err) < 0) {
+			fprintf(stderr, "day0-engine: rank 0: %s\n", err.msg);
+			rc = -1;
+			break;
+		}
 		/* logits where they are used (first_row) */
 		rows = grow_to(rows, &cap_rows, h.ntok, sizeof *rows);
 		nrows = batch_rows(&b, rows);
@@ -1520,6 +1529,13 @@ static int serve(int argc, char **argv)
 			s.tokenize = serve_tokenize;
 			s.tokenize_ctx = tok;
 		}
+		{ /* the image channel of /v1/chat/completions */
+			int world = 1;
+			MPI_Comm_size(MPI_COMM_WORLD, &world);
+			if (srv_chat_setup(&s, o.dir, world, o.d.pp, &te) < 0)
+				fprintf(stderr, "day0-engine: %s (images "
+					"refused)\n", te.msg);
+		}
 	}
 	srv_init(&s);
 	rc = rank == 0 ? listen_rank0(&s, &o) : 0;
@@ -1544,6 +1560,7 @@ static int serve(int argc, char **argv)
 		pthread_mutex_unlock(&s.lock);
 		events_stage("serve", "end", 1, rc ? EXIT_CHECK_FAILED : 0, o.dir);
 	}
+	srv_chat_close(&s);
 	srv_destroy(&s);
 	tokenizer_free(tok);
 	rt_close(r);
