@@ -19,13 +19,16 @@
  */
 #include "http_load.h"
 
+#include <dirent.h>
 #include <getopt.h>
 #include <math.h>
+#include <strings.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
 
 static int load(int argc, char **argv);
 
@@ -36,7 +39,8 @@ const struct step_entry step_load = {
 		 "[--output-len N|LO:HI] [--dataset FILE.jsonl] [--vocab N] "
 		 "[--slo ttft=MS,tpot=MS] [--slo-min F] [--slo-at C] [--stall S] "
 		 "[--timeout S] [--no-stream] [--ignore-eos] [--get PATH] "
-		 "[--no-api-check] [--seed N] [--json] [--events]\n"
+		 "[--no-api-check] [--seed N] [--json] [--events] "
+		 "[--images DIR [--image-text TEXT]]\n"
 		 "  --url URL            the endpoint's base (http://host:port)\n"
 		 "  --model NAME         model id to send (default: the first of "
 		 "/v1/models)\n"
@@ -67,6 +71,10 @@ const struct step_entry step_load = {
 		 "  --get PATH           raw mode: GET PATH, count 200s (overhead "
 		 "benchmarks)\n"
 		 "  --no-api-check       skip the service.api pass\n"
+		 "  --images DIR         chat requests (/v1/chat/completions), "
+		 "one of DIR's PNG/JPEG files each, in turn, as a data: URL\n"
+		 "  --image-text TEXT    the text beside the image (default "
+		 "'Describe the image.')\n"
 		 "  --json               one JSON document on stdout\n"
 		 "  --events             JSON-lines events (stage, sample, perf, "
 		 "check)\n"
@@ -86,7 +94,7 @@ struct dist {
 };
 
 struct load_opts {
-	const char *url, *model, *dataset, *get_path;
+	const char *url, *model, *dataset, *get_path, *images, *image_text;
 	int conc[64], nconc;
 	double rate, duration, stall, timeout, slo_ttft, slo_tpot, slo_min;
 	int requests, vocab, stream, ignore_eos, api_check, json, events;
@@ -209,7 +217,8 @@ static int parse(int argc, char **argv, struct load_opts *o)
 		{"timeout", 1, 0, 'T'}, {"no-stream", 0, 0, 'N'},
 		{"ignore-eos", 0, 0, 'I'}, {"get", 1, 0, 'G'},
 		{"no-api-check", 0, 0, 'A'}, {"seed", 1, 0, 'z'}, {"json", 0, 0, 'j'},
-		{"events", 0, 0, 'E'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+		{"events", 0, 0, 'E'}, {"images", 1, 0, 'Y'},
+		{"image-text", 1, 0, 'y'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_load;
 	int ch;
 	long v;
@@ -299,6 +308,8 @@ static int parse(int argc, char **argv, struct load_opts *o)
 			break;
 		case 'j': o->json = 1; break;
 		case 'E': o->events = 1; break;
+		case 'Y': o->images = optarg; break;
+		case 'y': o->image_text = optarg; break;
 		case 'h': step_help(S); return -1;
 		default:
 			return step_usage_error(S, "unknown or incomplete option '%s'",
@@ -313,6 +324,8 @@ static int parse(int argc, char **argv, struct load_opts *o)
 		return step_usage_error(S, "--url: expected http://HOST:PORT");
 	if (o->duration && o->requests != 32)
 		return step_usage_error(S, "--requests and --duration: give one");
+	if (o->images && (o->dataset || o->get_path))
+		return step_usage_error(S, "--images: not with --dataset or --get");
 	if (o->get_path && o->get_path[0] != '/')
 		return step_usage_error(S, "--get: expected a path such as /health");
 	return 0;
@@ -324,6 +337,8 @@ struct workload {
 	json_t **prompts; /* dataset prompts, or NULL */
 	int *max_tokens;
 	size_t n, next;
+	char **img_urls; /* --images: data: URLs, used in turn */
+	size_t nimg;
 	struct rng rng;
 };
 
@@ -364,13 +379,101 @@ static int dataset_load(const char *path, struct workload *w,
 	return 0;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* --images DIR: every PNG/JPEG there (by name), read and base64-encoded
+ * (OpenSSL's EVP_EncodeBlock) into a data: URL once, before measuring. */
+static int images_load(const char *dir, struct workload *w, struct d0_err *err)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char **names = NULL;
+	size_t n = 0;
+	if (!d)
+		return d0_errf(err, "--images %s: cannot open the folder", dir);
+	while ((e = readdir(d))) {
+		const char *x = strrchr(e->d_name, '.');
+		if (x && (!strcasecmp(x, ".png") || !strcasecmp(x, ".jpg") ||
+			  !strcasecmp(x, ".jpeg"))) {
+			names = realloc(names, (n + 1) * sizeof *names);
+			names[n++] = strdup(e->d_name);
+		}
+	}
+	closedir(d);
+	if (!n) {
+		free(names);
+		return d0_errf(err, "--images %s: no .png, .jpg or .jpeg file there",
+			       dir);
+	}
+	qsort(names, n, sizeof *names, cmp_str);
+	w->img_urls = calloc(n, sizeof *w->img_urls);
+	for (size_t i = 0; i < n; i++) {
+		char *path = path_join(dir, names[i]), *raw = NULL;
+		const char *x = strrchr(names[i], '.');
+		size_t len = 0;
+		int png = !strcasecmp(x, ".png");
+		if (file_read_all(path, (size_t)256 << 20, &raw, &len, err) < 0 ||
+		    len == 0) {
+			if (len == 0 && raw)
+				d0_errf(err, "%s: an empty file", path);
+			free(raw);
+			free(path);
+			for (size_t k = i; k < n; k++)
+				free(names[k]);
+			free(names);
+			return -1;
+		}
+		w->img_urls[i] = malloc(32 + (len + 2) / 3 * 4 + 1);
+		EVP_EncodeBlock((unsigned char *)w->img_urls[i] +
+					sprintf(w->img_urls[i], "data:image/%s;base64,",
+						png ? "png" : "jpeg"),
+				(const unsigned char *)raw, (int)len);
+		w->nimg++;
+		free(raw);
+		free(path);
+		free(names[i]);
+	}
+	free(names);
+	return 0;
+}
+
+/* A chat body with the next image and --image-text (--images). */
+static char *image_body(const struct load_opts *o, struct workload *w)
+{
+	const char *url = w->img_urls[w->next++ % w->nimg];
+	json_t *doc = json_pack(
+	    "{s:[{s:s, s:[{s:s, s:{s:s}}, {s:s, s:s}]}], s:i, s:f}", "messages",
+	    "role", "user", "content", "type", "image_url", "image_url", "url",
+	    url, "type", "text", "text",
+	    o->image_text ? o->image_text : "Describe the image.", "max_tokens",
+	    draw(&w->rng, &o->out), "temperature", 0.0);
+	char *s;
+	if (o->model)
+		json_object_set_new(doc, "model", json_string(o->model));
+	if (o->stream)
+		json_object_set_new(doc, "stream", json_true());
+	if (o->ignore_eos)
+		json_object_set_new(doc, "ignore_eos", json_true());
+	s = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	return s;
+}
+
 /* The next request body (malloc'd); *in_tokens counts its prompt ids. */
 static char *next_body(const struct load_opts *o, struct workload *w,
 		       int *in_tokens)
 {
-	json_t *doc = json_object(), *prompt;
+	json_t *doc, *prompt;
 	int mt;
 	char *s;
+	if (w->nimg) {
+		*in_tokens = 0;
+		return image_body(o, w);
+	}
+	doc = json_object();
 	if (w->n) {
 		size_t k = w->next++ % w->n;
 		prompt = json_incref(w->prompts[k]);
@@ -824,7 +927,9 @@ static void print_table(const struct load_opts *o, json_t *levels)
 {
 	size_t i;
 	json_t *l;
-	printf("load: %s%s\n", o->url, o->get_path ? o->get_path : "/v1/completions");
+	printf("load: %s%s\n", o->url, o->get_path ? o->get_path
+				       : o->images ? "/v1/chat/completions (images)"
+						   : "/v1/completions");
 	printf("%6s %7s %6s %5s %5s %9s %9s %9s %9s %9s %9s %9s %9s %8s\n", "conc",
 	       "reqs", "ok", "err", "stall", "req/s", "tok/s", "ttft50", "ttft99",
 	       "tpot50", "tpot99", "itl99", "e2e99", "goodput");
@@ -1007,6 +1112,14 @@ static int load(int argc, char **argv)
 		curl_global_cleanup();
 		return EXIT_USAGE;
 	}
+	if (o.images && images_load(o.images, &w, &err) < 0) {
+		fprintf(stderr, "day0-engine: %s\n", err.msg);
+		for (size_t i = 0; i < w.nimg; i++)
+			free(w.img_urls[i]);
+		free(w.img_urls);
+		curl_global_cleanup();
+		return EXIT_USAGE;
+	}
 	tty = isatty(2) && !o.events;
 	events_stage("load", "start", 0, 0, o.url);
 	if (!o.get_path) {
@@ -1047,7 +1160,9 @@ static int load(int argc, char **argv)
 		kv_counts_of(mt, &before);
 		free(mt);
 	}
-	url = http_url(o.url, o.get_path ? o.get_path : "/v1/completions");
+	url = http_url(o.url, o.get_path ? o.get_path
+				 : o.images ? "/v1/chat/completions"
+					    : "/v1/completions");
 	for (int i = 0; i < o.nconc; i++) {
 		struct level lv = {.conc = o.conc[i], .rate = o.rate};
 		json_t *lj;
@@ -1118,6 +1233,9 @@ static int load(int argc, char **argv)
 		json_decref(w.prompts[i]);
 	free(w.prompts);
 	free(w.max_tokens);
+	for (size_t i = 0; i < w.nimg; i++)
+		free(w.img_urls[i]);
+	free(w.img_urls);
 	curl_global_cleanup();
 	return rc;
 }

@@ -101,6 +101,26 @@ done
 check "a.png and a2.png answer differently (the prefix cache keeps images apart)" \
 	test "$want_a" != "$want_a2" -a -n "$want_a"
 
+# load --images: chat requests with the folder's images, in turn
+mkdir -p "$T/imgs"
+cp "$T/a.png" "$T/b.jpg" "$T/imgs/"
+ptok() { curl -s "$URL_v/metrics" | awk '$1 == "day0_prompt_tokens_total" { print $2 }'; }
+printf '{"messages":[{"role":"user","content":"Describe the image."}],"max_tokens":1,"temperature":0}' >"$T/req.json"
+chat "$URL_v" "$T/req.json" "$T/ans.json" >/dev/null
+t0=$(js "$T/ans.json" "d['usage']['prompt_tokens']")
+p0=$(ptok)
+run "$ENGINE" load --url "$URL_v" --images "$T/imgs" --requests 4 --concurrency 2 \
+	--output-len 3 --json --no-api-check
+check "load --images: exit 0" test "$RC" = 0
+check "load --images: 4 requests, all ok" test \
+	"$(js "$OUT" "d['levels'][0]['ok'], d['levels'][0]['errors']")" = "4 0"
+check "load --images: the server prefilled the images' tokens (> 4 x (text $t0 + 3))" \
+	test $(( $(ptok) - p0 )) -gt $(( 4 * (t0 + 3) ))
+mkdir -p "$T/none"
+expect_rc 2 "load --images on a folder without images: exit 2" "$ENGINE" load \
+	--url "$URL_v" --images "$T/none"
+contains "load --images: the empty folder named" "no .png, .jpg or .jpeg" "$ERR"
+
 # refusals
 printf '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}]}' >"$T/req.json"
 st=$(chat "$URL_v" "$T/req.json" "$T/ans.json")
