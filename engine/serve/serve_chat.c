@@ -84,16 +84,40 @@ void srv_chat_img_free(struct srv_chat_img *img)
 	free(img);
 }
 
-static int tpl_kind(const struct srv *s)
+static int tpl_of(const struct model_config *c)
 {
-	const char *t = s->vl ? s->vl->model_type : "";
-	if (s->vl && s->vl->vision.kind != VISION_NONE && s->vl->vision.vl_type[0])
-		t = s->vl->vision.vl_type;
+	const char *t = c ? c->model_type : "";
+	if (c && c->vision.kind != VISION_NONE && c->vision.vl_type[0])
+		t = c->vision.vl_type;
 	if (!strncmp(t, "qwen", 4))
 		return TPL_QWEN;
 	if (!strncmp(t, "llava", 5))
 		return TPL_LLAVA;
 	return TPL_PLAIN;
+}
+
+static int tpl_kind(const struct srv *s) { return tpl_of(s->vl); }
+
+char *srv_chat_image_prompt(const struct model_config *c, const char *text)
+{
+	char *t = NULL;
+	switch (tpl_of(c)) {
+	case TPL_QWEN:
+		if (asprintf(&t, "<|im_start|>system\nYou are a helpful assistant."
+			     "<|im_end|>\n<|im_start|>user\n<|vision_start|>"
+			     "<|image_pad|><|vision_end|>%s<|im_end|>\n"
+			     "<|im_start|>assistant\n", text) < 0)
+			abort();
+		break;
+	case TPL_LLAVA:
+		if (asprintf(&t, "USER: <image>\n%s ASSISTANT:", text) < 0)
+			abort();
+		break;
+	default:
+		if (asprintf(&t, "user: <image>%s\nassistant:", text) < 0)
+			abort();
+	}
+	return t;
 }
 
 /*

@@ -36,6 +36,9 @@ json_t *srv_chat_request(struct srv *s, json_t *doc, struct srv_chat_img **img,
 			 unsigned *status, const char **param, char *msg,
 			 size_t n);
 void srv_chat_img_free(struct srv_chat_img *img);
+/* The text the template renders for one user message of one image then
+ * text (probe --image's reference prompt); malloc'd. */
+char *srv_chat_image_prompt(const struct model_config *c, const char *text);
 
 /* chat.completion(.chunk) shapes for output tokens [from, to). */
 json_t *srv_chat_choice(const struct srv_req *q, int from, int to,

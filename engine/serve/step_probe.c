@@ -17,6 +17,10 @@
  * return_tokens_as_token_ids, which probe sends; day0 serve always does).
  */
 #include "http_load.h"
+#include "ref_hooks.h"
+#include "serve_chat.h"
+#include "tokenizer.h"
+#include "validate_image.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -24,6 +28,7 @@
 #include <string.h>
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
 
 static int probe(int argc, char **argv);
 
@@ -32,7 +37,7 @@ const struct step_entry step_probe = {
 	.usage = "--url URL --model MODEL_DIR [--tokens 1,2,3 ...] [--prompts "
 		 "FILE.jsonl] [--n N] [--len N] [--top K] [--served-model NAME] "
 		 "[--max-abs X] [--kl-max Y] [--min-top1 F] [--timeout S] [--seed N] "
-		 "[--json] [--events]\n"
+		 "[--json] [--events] [--image FILE [--image-text TEXT] [--gen N]]\n"
 		 "  --url URL            the endpoint's base (http://host:port)\n"
 		 "  --model DIR          the Hugging Face checkpoint it serves (the "
 		 "float64 reference runs on it)\n"
@@ -49,6 +54,10 @@ const struct step_entry step_probe = {
 		 "(default 1e-4)\n"
 		 "  --min-top1 F         share of positions whose top-1 must agree "
 		 "(default 1)\n"
+		 "  --image FILE         an image prompt (repeatable): a chat "
+		 "request with FILE as a data: URL and TEXT (default 'Describe the "
+		 "image.'), greedy, --gen N tokens (default 4) with their top "
+		 "logprobs, against the float64 reference with the image\n"
 		 "  --json               one JSON document on stdout\n"
 		 "  --events             numerics + numerics.endpoint check events\n"
 		 "example: day0-engine probe --url http://127.0.0.1:8000 --model "
@@ -64,8 +73,9 @@ const struct step_entry step_probe = {
 int parse_tokens(const char *s, int64_t **out, int *n); /* step_run.c */
 
 struct probe_opts {
-	const char *url, *model_dir, *prompts_file, *served;
-	char **token_args;
+	const char *url, *model_dir, *prompts_file, *served, *image_text;
+	char **token_args, **images;
+	int nimages, gen;
 	int ntoken_args, n, len, top, json, events;
 	double max_abs, kl_max, min_top1, timeout;
 	uint64_t seed;
@@ -90,7 +100,9 @@ static int parse(int argc, char **argv, struct probe_opts *o)
 		{"top", 1, 0, 't'}, {"served-model", 1, 0, 'S'},
 		{"max-abs", 1, 0, 'a'}, {"kl-max", 1, 0, 'K'}, {"min-top1", 1, 0, '1'},
 		{"timeout", 1, 0, 'T'}, {"seed", 1, 0, 'z'}, {"json", 0, 0, 'j'},
-		{"events", 0, 0, 'E'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+		{"events", 0, 0, 'E'}, {"image", 1, 0, 'I'},
+		{"image-text", 1, 0, 'y'}, {"gen", 1, 0, 'g'},
+		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_probe;
 	int ch;
 	long v;
@@ -104,6 +116,8 @@ static int parse(int argc, char **argv, struct probe_opts *o)
 	o->min_top1 = 1;
 	o->timeout = 120;
 	o->token_args = calloc((size_t)argc + 1, sizeof *o->token_args);
+	o->images = calloc((size_t)argc + 1, sizeof *o->images);
+	o->gen = 4;
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -111,6 +125,13 @@ static int parse(int argc, char **argv, struct probe_opts *o)
 		case 'u': o->url = optarg; break;
 		case 'm': o->model_dir = optarg; break;
 		case 'k': o->token_args[o->ntoken_args++] = optarg; break;
+		case 'I': o->images[o->nimages++] = optarg; break;
+		case 'y': o->image_text = optarg; break;
+		case 'g':
+			if (parse_long(optarg, 1, 1000, &v) < 0)
+				return step_usage_error(S, "--gen: expected 1..1000");
+			o->gen = (int)v;
+			break;
 		case 'p': o->prompts_file = optarg; break;
 		case 'S': o->served = optarg; break;
 		case 'n': case 'l': case 't':
@@ -350,6 +371,160 @@ out:
 	return rc;
 }
 
+/*
+ * An image prompt: the chat request (FILE as a data: URL beside the text,
+ * greedy, o->gen tokens with top logprobs), then the float64 reference on
+ * the same prompt (the template's text through the model's tokenizer,
+ * placeholders expanded, the reference tower's features and M-RoPE
+ * positions, vimg_reference) and the generated tokens: position j of the
+ * answer is predicted by reference row T-1+j.
+ */
+static int probe_image(const struct probe_opts *o, const char *model,
+		       const char *file, int pi, int64_t V, struct tally *t,
+		       struct d0_err *err)
+{
+	const char *text = o->image_text ? o->image_text : "Describe the image.";
+	struct model_config c;
+	struct tokenizer *tk = NULL;
+	struct vis_prompt vp = {0};
+	struct vimg_result res = {0};
+	struct http_buf b = {0};
+	json_t *doc = NULL, *ch, *gen, *content, *req;
+	char *raw = NULL, *durl = NULL, *body = NULL, *url, *ptext = NULL;
+	int32_t *t32 = NULL;
+	int64_t *ids = NULL, *seq = NULL, *pos = NULL;
+	double *lg = NULL;
+	size_t len = 0, k = 0;
+	long st;
+	int rc = -1, G, T;
+	char *cp = path_join(o->model_dir, "config.json");
+	if (model_config_load(cp, &c, err) < 0) {
+		free(cp);
+		return -1;
+	}
+	free(cp);
+	if (file_read_all(file, (size_t)256 << 20, &raw, &len, err) < 0)
+		goto out;
+	{
+		const char *x = strrchr(file, '.');
+		int png = x && !strcasecmp(x, ".png");
+		durl = malloc(32 + (len + 2) / 3 * 4 + 1);
+		EVP_EncodeBlock((unsigned char *)durl +
+				    sprintf(durl, "data:image/%s;base64,",
+					    png ? "png" : "jpeg"),
+				(const unsigned char *)raw, (int)len);
+	}
+	req = json_pack("{s:[{s:s, s:[{s:s, s:{s:s}}, {s:s, s:s}]}], s:i, s:f, "
+			"s:b, s:i}", "messages", "role", "user", "content",
+			"type", "image_url", "image_url", "url", durl, "type",
+			"text", "text", text, "max_tokens", o->gen, "temperature",
+			0.0, "logprobs", 1, "top_logprobs", o->top);
+	if (model)
+		json_object_set_new(req, "model", json_string(model));
+	body = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	url = http_url(o->url, "/v1/chat/completions");
+	rc = http_request(url, body, o->timeout, &st, &b, err);
+	free(url);
+	if (rc < 0)
+		goto out;
+	rc = -1;
+	doc = json_loads(b.data ? b.data : "", 0, NULL);
+	if (st != 200) {
+		d0_errf(err, "%s: image %s: POST /v1/chat/completions: HTTP %ld: "
+			"%.300s", o->url, file, st, b.data ? b.data : "");
+		goto out;
+	}
+	ch = json_array_get(json_object_get(doc, "choices"), 0);
+	gen = json_object_get(ch, "token_ids");
+	content = json_object_get(json_object_get(ch, "logprobs"), "content");
+	G = (int)json_array_size(gen);
+	if (!G || !json_is_array(content) || json_array_size(content) != (size_t)G) {
+		d0_errf(err, "image %s: the answer has %d token_ids and %zu "
+			"logprobs.content entries (expected equal, > 0)", file, G,
+			json_array_size(content));
+		goto out;
+	}
+	/* the reference's prompt: the same template, tokenizer, expansion */
+	ptext = srv_chat_image_prompt(&c, text);
+	if (tokenizer_open(o->model_dir, &tk, err) < 0 ||
+	    tokenizer_encode(tk, ptext, strlen(ptext), 1, &t32, &k, err) < 0)
+		goto out;
+	ids = malloc((k + 1) * sizeof *ids);
+	for (size_t i = 0; i < k; i++)
+		ids[i] = t32[i];
+	{
+		char *imgs[1] = {(char *)file};
+		json_t *vd = json_object();
+		int r1 = vis_prompt_prepare(&c, o->model_dir, NULL, imgs, 1, ids,
+					    (int64_t)k, &vp, err);
+		if (r1 == 0)
+			r1 = vimg_reference(o->model_dir, &vp, NULL, 1, 1, vd,
+					    &res, err);
+		json_decref(vd);
+		if (r1 < 0)
+			goto out;
+	}
+	T = (int)vp.n;
+	seq = malloc((size_t)(T + G) * sizeof *seq);
+	memcpy(seq, vp.ids, (size_t)T * sizeof *seq);
+	for (int j = 0; j < G; j++)
+		seq[T + j] = json_integer_value(json_array_get(gen, (size_t)j));
+	if (res.rope_pos) {
+		int L = T + G - 1;
+		pos = malloc(3 * (size_t)L * sizeof *pos);
+		for (int a = 0; a < 3; a++)
+			for (int i = 0; i < L; i++)
+				pos[(size_t)a * L + i] =
+				    i < T ? res.rope_pos[(size_t)a * T + i]
+					  : i + res.rope_delta;
+	}
+	{
+		struct ref_hooks hk = {.embeds = res.embeds, .rope_pos = pos};
+		struct model_config rc2;
+		int r2 = ref_forward_hooked(o->model_dir, seq, T + G - 1, &lg, NULL,
+					    &rc2, &hk, err);
+		if (r2 == 0)
+			model_config_free(&rc2);
+		if (r2 < 0)
+			goto out;
+	}
+	for (int j = 0; j < G; j++) {
+		json_t *e = json_array_get(content, (size_t)j), *dict = json_object(),
+		       *x;
+		size_t i;
+		int r3;
+		json_array_foreach(json_object_get(e, "top_logprobs"), i, x)
+			json_object_set(dict, json_string_value(json_object_get(x, "token"))
+						  ? json_string_value(json_object_get(x, "token"))
+						  : "?",
+					json_object_get(x, "logprob"));
+		r3 = compare_pos(dict, json_object_get(e, "logprob"), seq[T + j],
+				 lg + (size_t)(T - 1 + j) * V, V, t, pi, T + j, err);
+		json_decref(dict);
+		if (r3 < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	free(raw);
+	free(durl);
+	free(body);
+	free(b.data);
+	free(ptext);
+	free(t32);
+	free(ids);
+	free(seq);
+	free(pos);
+	free(lg);
+	json_decref(doc);
+	tokenizer_free(tk);
+	vis_prompt_free(&vp);
+	vimg_result_free(&res);
+	model_config_free(&c);
+	return rc;
+}
+
 static const char *served_model(const struct probe_opts *o, char *buf,
 				size_t n)
 {
@@ -365,10 +540,11 @@ static int probe(int argc, char **argv)
 	struct tally t = {0};
 	char mbuf[256], detail[1200], *cfgp;
 	const char *model;
-	int np = 0, rc = parse(argc, argv, &o), fail;
+	int np = 0, ntext, rc = parse(argc, argv, &o), fail;
 	double top1;
 	if (rc) {
 		free(o.token_args);
+		free(o.images);
 		return rc < 0 ? EXIT_OK : rc;
 	}
 	events_init(stdout, o.events);
@@ -377,10 +553,12 @@ static int probe(int argc, char **argv)
 	cfgp = path_join(o.model_dir, "config.json");
 	rc = model_config_load(cfgp, &cfg, &err);
 	free(cfgp);
-	if (rc < 0 || gather_prompts(&o, cfg.vocab, &ps, &np, &err) < 0) {
+	if (rc < 0 || (!o.nimages && gather_prompts(&o, cfg.vocab, &ps, &np,
+						    &err) < 0)) {
 		fprintf(stderr, "day0-engine: %s\n", err.msg);
 		events_stage("probe", "end", 1, EXIT_USAGE, err.msg);
 		free(o.token_args);
+		free(o.images);
 		curl_global_cleanup();
 		return EXIT_USAGE;
 	}
@@ -390,6 +568,11 @@ static int probe(int argc, char **argv)
 		rc = probe_prompt(&o, model, &ps[i], i, cfg.vocab, &t, &err);
 		events_stage("probe", "progress", (double)(i + 1) / np, 0, NULL);
 	}
+	for (int i = 0; i < o.nimages && rc == 0; i++) /* image prompts */
+		rc = probe_image(&o, model, o.images[i], np + i, cfg.vocab, &t,
+				 &err);
+	ntext = np;
+	np += o.nimages;
 	top1 = t.positions ? (double)t.top1_ok / t.positions : 0;
 	if (rc < 0) {
 		fail = 1;
@@ -427,10 +610,11 @@ static int probe(int argc, char **argv)
 	}
 	rc = rc < 0 ? EXIT_CHECK_FAILED : fail ? EXIT_CHECK_FAILED : EXIT_OK;
 	events_stage("probe", "end", 1, rc, o.url);
-	for (int i = 0; i < np; i++)
+	for (int i = 0; i < ntext; i++)
 		free(ps[i].ids);
 	free(ps);
 	free(o.token_args);
+	free(o.images);
 	model_config_free(&cfg);
 	curl_global_cleanup();
 	return rc;

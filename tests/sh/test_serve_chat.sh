@@ -4,7 +4,8 @@
 # (non-streamed and streamed, with prompt chunks of 16 tokens slicing the
 # M-RoPE positions, and a second image of the same size right after: the
 # prefix cache must not serve the first image's blocks); a JPEG; text-only
-# chat on a text model; the refusals (http URL, corrupt image, bad base64,
+# chat on a text model; load --images; probe --image against the float64
+# reference (and failing against other weights); the refusals (http URL, corrupt image, bad base64,
 # images to a text model) as 400s that say why.
 . "$(dirname "$0")/../lib.sh"
 VL="$DAY0_ROOT/assets/configs/vl"
@@ -120,6 +121,21 @@ mkdir -p "$T/none"
 expect_rc 2 "load --images on a folder without images: exit 2" "$ENGINE" load \
 	--url "$URL_v" --images "$T/none"
 contains "load --images: the empty folder named" "no .png, .jpg or .jpeg" "$ERR"
+
+# probe --image: the endpoint's logprobs on image prompts against the
+# float64 reference (tower, features, M-RoPE) of the same checkpoint; a
+# checkpoint with other weights (another seed) must fail it
+run "$ENGINE" probe --url "$URL_v" --model "$T/q25" --image "$T/a.png" \
+	--image "$T/b.jpg" --top 3 --gen 3 --json
+check "probe --image: exit 0" test "$RC" = 0
+check "probe --image: 2 image prompts, 6 positions, top-1 100%, pass" test \
+	"$(js "$OUT" "d['prompts'], d['positions'], d['top1'], d['status']")" = "2 6 1.0 pass"
+check "probe --image: max |dlogprob| <= 1e-5 (f32 serving)" \
+	$PY -c "import json,sys; sys.exit(not json.load(open('$OUT'))['max_abs'] <= 1e-5)"
+"$ENGINE" gen-model --like "$VL/qwen2.5-vl-7b-instruct/config.json" --seed 7 "$T/q25b" >/dev/null 2>&1
+run "$ENGINE" probe --url "$URL_v" --model "$T/q25b" --image "$T/a.png" --top 3 --gen 2 --json
+check "probe --image against other weights: exit 1, fail" test \
+	"$RC $(js "$OUT" "d['status']" 2>/dev/null)" = "1 fail"
 
 # refusals
 printf '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}]}' >"$T/req.json"
