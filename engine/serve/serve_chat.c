@@ -420,6 +420,15 @@ static char *out_text(const struct srv_req *q, int k)
 	return txt;
 }
 
+/* Cut trailing U+FFFD (EF BF BD) characters off t. */
+static void hold_fffd(char *t)
+{
+	size_t n = strlen(t);
+	while (n >= 3 && !memcmp(t + n - 3, "\xEF\xBF\xBD", 3))
+		n -= 3;
+	t[n] = 0;
+}
+
 static json_t *chat_logprobs(const struct srv_req *q, int from, int to)
 {
 	json_t *content = json_array();
@@ -446,14 +455,23 @@ json_t *srv_chat_choice(const struct srv_req *q, int from, int to,
 {
 	json_t *ch, *msg, *ids = json_array();
 	char *all = out_text(q, to), *before = from ? out_text(q, from) : strdup("");
-	size_t nb = strlen(before);
-	/* the text the tokens [from, to) add: a token that ends inside a
-	 * UTF-8 character changes the text before it, so compare whole */
-	const char *add = strncmp(all, before, nb) ? all + strlen(all) : all + nb;
+	size_t nb;
+	const char *add;
+	/* streamed: the text tokens [from, to) add.  A token that ends inside
+	 * a UTF-8 character decodes to a trailing U+FFFD that the next token
+	 * may turn into the character: it is held back until then (or until
+	 * the last chunk), so the deltas add up to the whole answer. */
+	if (q->stream) {
+		hold_fffd(before);
+		if (!finish)
+			hold_fffd(all);
+	}
+	nb = strlen(before);
+	add = strncmp(all, before, nb) ? all + strlen(all) : all + nb;
 	for (int i = from; i < to; i++)
 		json_array_append_new(ids, json_integer(q->out[i]));
 	if (q->stream) {
-		msg = json_pack("{s:s}", "content", from == 0 ? all : add);
+		msg = json_pack("{s:s}", "content", add);
 		if (from == 0)
 			json_object_set_new(msg, "role", json_string("assistant"));
 	} else {

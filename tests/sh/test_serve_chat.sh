@@ -96,6 +96,14 @@ PY
 )
 	check "chat $img streamed: chat.completion.chunk events, the same tokens" \
 		test "$got" = "$want ['chat.completion.chunk']"
+	cat_text=$($PY - "$T/sse.txt" <<'PY'
+import json, sys
+print(repr("".join(json.loads(l[6:])["choices"][0]["delta"].get("content", "")
+                   for l in open(sys.argv[1]) if l.startswith("data: {"))))
+PY
+)
+	check "chat $img streamed: the deltas add up to the whole answer's text" \
+		test "$cat_text" = "$(js "$T/ans.json" "repr(d['choices'][0]['message']['content'])")"
 done
 # a2 has a's placeholder ids and was asked right after it: had the prefix
 # cache keyed blocks by ids alone, a2 would have answered a's tokens
