@@ -38,11 +38,12 @@ const struct step_entry step_train = {
 		 "[--inject transpose-grad|no-allreduce|wrong-scale] "
 		 "[--check-grads] [--determinism] [--losses-out FILE] "
 		 "[--reference-losses FILE] [--bucket-bytes N] [--growth-interval N] "
-		 "[--seed N] [--card-mem BYTES] [--events]  (under mpirun -np TP*DP)",
+		 "[--seed N] [--card-mem BYTES] [--events]  (under mpirun -np TP*EP*DP)",
 	.summary = "fine-tuning steps with gradient, layout, determinism, overflow "
 		   "and memory checks",
-	.help = "  --tp N, --dp N       tensor and data parallel ranks (default 1); "
-		"--pp/--ep other than 1 are refused (not built)\n"
+	.help = "  --tp N, --dp N       tensor and data parallel ranks (default 1)\n"
+		"  --ep N               expert parallel ranks (routed experts split, "
+		"tokens all-to-all); --pp other than 1 is refused (not built)\n"
 		"  --steps K            optimizer steps (default 3)\n"
 		"  --lr X               AdamW learning rate (default 1e-3; betas 0.9, "
 		"0.999, weight decay 0.01 on matrices, clip 1.0)\n"
@@ -277,6 +278,9 @@ static int check_gradients(struct train *t, const struct opts *o, int rank,
 		double bound = o->c.dtype == DT_F32 ? 1e-5 : 3e-2;
 		ok = rc == 0 && worst <= bound && fd_worst <= 1e-4 && fd_ref_worst <= 1e-4 &&
 		     fabs(loss - rloss) <= 1e-5 * fabs(rloss);
+		/* the reference ran on rank 0 only: its verdict is every rank's
+		 * (the exit status of each rank agrees) */
+		MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
 		snprintf(detail, sizeof detail,
 			 "%d tensors against the float64 reference backward: worst "
 			 "relative error %.2e (%s), bound %.0e; central differences on "

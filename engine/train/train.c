@@ -84,8 +84,8 @@ struct tlay {
 struct train {
 	struct rt *r;
 	struct train_cfg cfg;
-	int rank, world, tp, tp_rank, dp, dp_rank;
-	MPI_Comm tp_comm, dp_comm;
+	int rank, world, tp, tp_rank, dp, dp_rank, ep, ep_rank;
+	MPI_Comm tp_comm, dp_comm, ep_comm; /* ep_comm: the EP group */
 	MPI_Op op16;
 	int np, pcap;
 	struct tparam *P;
@@ -117,6 +117,7 @@ struct train {
 	int nreq, reqcap;
 	int64_t bstart;
 	double t_dp_exposed, t_dp;
+	double t_ep; /* in the EP all-to-alls and sums */
 	struct train_mem mem;
 	struct tparam *inject_p;
 };
@@ -424,22 +425,31 @@ int train_open(struct train **out, const char *dir, const struct train_cfg *cfg,
 	r->tp_comm = MPI_COMM_NULL;
 	t->tp_comm = MPI_COMM_NULL;
 	t->dp_comm = MPI_COMM_NULL;
+	t->ep_comm = MPI_COMM_NULL;
 	r->budget = cfg->card_mem;
 	MPI_Comm_rank(MPI_COMM_WORLD, &t->rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &t->world);
 	t->tp = cfg->tp;
 	t->dp = cfg->dp;
+	t->ep = cfg->ep;
+	/* world rank = (dp_rank * ep + ep_rank) * tp + tp_rank: a TP group
+	 * inside an EP group inside a DP replica */
 	t->tp_rank = t->rank % t->tp;
-	t->dp_rank = t->rank / t->tp;
+	t->ep_rank = t->rank / t->tp % t->ep;
+	t->dp_rank = t->rank / (t->tp * t->ep);
 	if (model_config_load(cp, c, err) < 0)
 		rc = -1;
-	else if (cfg->pp != 1 || cfg->ep != 1)
-		rc = d0_errf(err, "--pp %d --ep %d: training runs TP and DP layouts "
-			     "only (pipeline and expert parallel backward are not "
-			     "built yet)", cfg->pp, cfg->ep);
-	else if (t->tp * t->dp != t->world)
-		rc = d0_errf(err, "tp %d x dp %d = %d ranks, but mpirun started %d",
-			     t->tp, t->dp, t->tp * t->dp, t->world);
+	else if (cfg->pp != 1)
+		rc = d0_errf(err, "--pp %d: training runs TP, EP and DP layouts "
+			     "only (the pipeline backward is not built yet)", cfg->pp);
+	else if (cfg->ep > 1 && (c->experts == 0 || c->experts % cfg->ep))
+		rc = d0_errf(err, "%s: --ep %d: %lld routed experts do not split "
+			     "over %d EP ranks", cp, cfg->ep, (long long)c->experts,
+			     cfg->ep);
+	else if (t->tp * t->ep * t->dp != t->world)
+		rc = d0_errf(err, "tp %d x ep %d x dp %d = %d ranks, but mpirun "
+			     "started %d", t->tp, t->ep, t->dp,
+			     t->tp * t->ep * t->dp, t->world);
 	else if (path_exists(lp))
 		rc = d0_errf(err, "%s: a converted layout; train reads a Hugging "
 			     "Face checkpoint directory", dir);
@@ -475,8 +485,12 @@ int train_open(struct train **out, const char *dir, const struct train_cfg *cfg,
 	MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 	if (bad)
 		return rc < 0 ? -1 : d0_errf(err, "another rank failed to open %s", dir);
-	MPI_Comm_split(MPI_COMM_WORLD, t->dp_rank, t->tp_rank, &t->tp_comm);
-	MPI_Comm_split(MPI_COMM_WORLD, t->tp_rank, t->dp_rank, &t->dp_comm);
+	MPI_Comm_split(MPI_COMM_WORLD, t->dp_rank * t->ep + t->ep_rank, t->tp_rank,
+		       &t->tp_comm);
+	MPI_Comm_split(MPI_COMM_WORLD, t->ep_rank * t->tp + t->tp_rank, t->dp_rank,
+		       &t->dp_comm);
+	MPI_Comm_split(MPI_COMM_WORLD, t->dp_rank * t->tp + t->tp_rank, t->ep_rank,
+		       &t->ep_comm);
 	MPI_Comm_dup(t->tp_comm, &r->tp_comm);
 	g_dtype = cfg->dtype;
 	MPI_Op_create(sum16, 1, &t->op16);
@@ -615,6 +629,8 @@ void train_close(struct train *t)
 		MPI_Comm_free(&t->tp_comm);
 	if (t->dp_comm != MPI_COMM_NULL)
 		MPI_Comm_free(&t->dp_comm);
+	if (t->ep_comm != MPI_COMM_NULL)
+		MPI_Comm_free(&t->ep_comm);
 	rt_close(t->r);
 	free(t);
 }
@@ -1319,37 +1335,161 @@ static void swiglu_b(struct train *t, const struct tparam *gw, const struct tpar
 }
 
 /* MoE on xn2: part [T,H] += partial over TP */
+/* ------------------------------------------------------ expert parallel */
+
+/* The EP rank that owns routed expert e (a contiguous block each). */
+static int owner(const struct train *t, int e) { return e / (t->E / t->ep); }
+
+/*
+ * One MoE layer's all-to-all routes, as the inference runtime's: each EP
+ * rank routes the tokens t with t % ep == its EP rank, sending each chosen
+ * slot to the owner of its expert; the owner answers along the same route.
+ * sl: this rank's slots in send order (by owner, then slot), sc: rows to
+ * each EP rank.  The owner learns what it receives from the routing rank
+ * (counts, then each row's slot and expert: rs, re, rc), not from its own
+ * copy of the router, so replicas that drift (a fault) cannot mismatch
+ * the exchange.  Returns the rows received; -1 if a route is malformed.
+ */
+static void ep_a2a(struct train *t, const void *snd, const int *sc, void *rcv,
+		   const int *rc, int width, MPI_Datatype dt, size_t esz);
+
+static int ep_routes(struct train *t, const int *idx, int *sl, int *sc, int *rs,
+		     int *re, int *rc)
+{
+	int TK = t->T * t->K, ns = 0, nr = 0;
+	int *pr;
+	for (int q = 0; q < t->ep; q++) {
+		sc[q] = 0;
+		for (int s = 0; s < TK; s++)
+			if (s / t->K % t->ep == t->ep_rank && owner(t, idx[s]) == q) {
+				sl[ns++] = s;
+				sc[q]++;
+			}
+	}
+	if (t->ep == 1)
+		rc[0] = sc[0];
+	else
+		MPI_Alltoall(sc, 1, MPI_INT, rc, 1, MPI_INT, t->ep_comm);
+	for (int q = 0; q < t->ep; q++)
+		nr += rc[q];
+	if (nr > TK)
+		return -1;
+	pr = malloc((size_t)(ns + nr) * 2 * sizeof(int) + 8);
+	for (int i = 0; i < ns; i++) {
+		pr[2 * i] = sl[i];
+		pr[2 * i + 1] = idx[sl[i]];
+	}
+	ep_a2a(t, pr, sc, pr + 2 * ns, rc, 2, MPI_INT, sizeof(int));
+	for (int i = 0; i < nr; i++) {
+		rs[i] = pr[2 * (ns + i)];
+		re[i] = pr[2 * (ns + i) + 1];
+		if (rs[i] < 0 || rs[i] >= TK || re[i] < 0 || re[i] >= t->E ||
+		    owner(t, re[i]) != t->ep_rank)
+			nr = -1;
+	}
+	free(pr);
+	return nr;
+}
+
+/* Rows of width elements: sc[q] sent to EP rank q, rc[q] received from
+ * it (the answers' way back swaps the two). */
+static void ep_a2a(struct train *t, const void *snd, const int *sc, void *rcv,
+		   const int *rc, int width, MPI_Datatype dt, size_t esz)
+{
+	int *a = malloc((size_t)t->ep * 4 * sizeof(int)), so = 0, ro = 0;
+	double q0 = MPI_Wtime();
+	if (t->ep == 1) {
+		memcpy(rcv, snd, (size_t)sc[0] * width * esz);
+		free(a);
+		return;
+	}
+	for (int q = 0; q < t->ep; q++) {
+		a[q] = sc[q] * width;
+		a[t->ep + q] = so;
+		a[2 * t->ep + q] = rc[q] * width;
+		a[3 * t->ep + q] = ro;
+		so += a[q];
+		ro += a[2 * t->ep + q];
+	}
+	MPI_Alltoallv(snd, a, a + t->ep, dt, rcv, a + 2 * t->ep, a + 3 * t->ep, dt,
+		      t->ep_comm);
+	t->t_ep += MPI_Wtime() - q0;
+	free(a);
+}
+
+/* A sum over the EP group (the EP all-gather by sum, and its backward). */
+static void ep_sum(struct train *t, float *buf, int64_t n)
+{
+	double q0 = MPI_Wtime();
+	if (t->ep == 1)
+		return;
+	MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, t->ep_comm);
+	t->t_ep += MPI_Wtime() - q0;
+}
+
 static void moe_f(struct train *t, struct tlay *y, struct tws *w, float *part)
 {
-	int T = t->T, H = t->H, E = t->E, K = t->K, Fm = t->Fm;
+	int T = t->T, H = t->H, E = t->E, K = t->K, Fm = t->Fm, TK = T * K;
 	float *lg = t->b[0];
+	int *sl = malloc((size_t)TK * 3 * sizeof(int) + 4), *rs = sl + TK, *re = rs + TK;
+	int *sc = malloc((size_t)t->ep * 2 * sizeof(int)), *rc = sc + t->ep, ns = 0, nr;
+	float *sx, *rx, *ry, *sy;
 	lin_f(t, y->router, NULL, w->xn2, lg, T);
 	for (int i = 0; i < T; i++)
 		route(t, y, lg + (size_t)i * E, w->prob + (size_t)i * E,
 		      w->idx + (size_t)i * K, w->wt + (size_t)i * K);
+	nr = ep_routes(t, w->idx, sl, sc, rs, re, rc);
+	for (int q = 0; q < t->ep; q++)
+		ns += sc[q];
+	if (nr < 0) /* only a broken exchange: every row's answer zero */
+		nr = 0;
+	sx = malloc((size_t)ns * H * 4 + 4);
+	sy = malloc((size_t)ns * H * 4 + 4);
+	rx = malloc((size_t)TK * H * 4 + 4);
+	ry = calloc((size_t)TK * H + 1, 4);
+	for (int i = 0; i < ns; i++)
+		memcpy(sx + (size_t)i * H, w->xn2 + (size_t)(sl[i] / K) * H, (size_t)H * 4);
+	ep_a2a(t, sx, sc, rx, rc, H, MPI_FLOAT, 4);
+	/* the owner runs its experts on the rows it received */
 	for (int e = 0; e < E; e++) {
 		float *X = t->b[1], *G = t->b[2], *U = t->b[3], *Y = t->b[4];
-		int n = 0, slots[4096];
-		for (int s = 0; s < T * K; s++)
-			if (w->idx[s] == e)
-				slots[n++] = s;
+		int n = 0, rows[4096];
+		if (owner(t, e) != t->ep_rank)
+			continue;
+		for (int i = 0; i < nr; i++)
+			if (re[i] == e)
+				rows[n++] = i;
 		if (!n)
 			continue;
 		for (int i = 0; i < n; i++)
-			memcpy(X + (size_t)i * H, w->xn2 + (size_t)(slots[i] / K) * H,
-			       (size_t)H * 4);
+			memcpy(X + (size_t)i * H, rx + (size_t)rows[i] * H, (size_t)H * 4);
 		swiglu_f(t, y->e_gate[e], NULL, y->e_up[e], NULL, y->e_down[e], X, G,
 			 U, Y, n, Fm);
 		for (int i = 0; i < n; i++) {
-			int s = slots[i];
+			int s = rs[rows[i]];
 			memcpy(w->eg + (size_t)s * Fm, G + (size_t)i * Fm, (size_t)Fm * 4);
 			memcpy(w->eu + (size_t)s * Fm, U + (size_t)i * Fm, (size_t)Fm * 4);
-			memcpy(w->ey + (size_t)s * H, Y + (size_t)i * H, (size_t)H * 4);
+			memcpy(ry + (size_t)rows[i] * H, Y + (size_t)i * H, (size_t)H * 4);
 		}
 	}
-	for (int s = 0; s < T * K; s++)
-		for (int j = 0; j < H; j++)
-			part[(size_t)(s / K) * H + j] += w->wt[s] * w->ey[(size_t)s * H + j];
+	/* the answers back to the routing rank, which keeps its slots' expert
+	 * outputs (the gate weights' gradients need them) */
+	ep_a2a(t, ry, rc, sy, sc, H, MPI_FLOAT, 4);
+	memset(w->ey, 0, (size_t)TK * H * 4);
+	for (int i = 0; i < ns; i++)
+		memcpy(w->ey + (size_t)sl[i] * H, sy + (size_t)i * H, (size_t)H * 4);
+	for (int s = 0; s < TK; s++)
+		if (s / K % t->ep == t->ep_rank)
+			for (int j = 0; j < H; j++)
+				part[(size_t)(s / K) * H + j] += w->wt[s] * w->ey[(size_t)s * H + j];
+	/* each rank's tokens: whole on every EP rank (the all-gather by sum) */
+	ep_sum(t, part, (int64_t)T * H);
+	free(sx);
+	free(sy);
+	free(rx);
+	free(ry);
+	free(sl);
+	free(sc);
 	if (y->sh_gate) {
 		swiglu_f(t, y->sh_gate, NULL, y->sh_up, NULL, y->sh_down, w->xn2, w->sg,
 			 w->su, w->sy, T, t->Fs);
@@ -1385,32 +1525,88 @@ static void moe_b(struct train *t, struct tlay *y, struct tws *w, const float *d
 		dwt[s] = a;
 	}
 	tp_sum(t, dwt, (int64_t)T * K);
-	for (int e = 0; e < E; e++) {
-		float *X = t->b[0], *dY = t->b[1], *dX = malloc((size_t)T * K * H * 4 + 4);
-		float *G = malloc((size_t)T * K * Fm * 4 + 4), *U = malloc((size_t)T * K * Fm * 4 + 4);
-		int n = 0, slots[4096];
-		for (int s = 0; s < T * K; s++)
-			if (w->idx[s] == e)
-				slots[n++] = s;
-		for (int i = 0; n && i < n; i++) {
-			int s = slots[i];
-			memcpy(X + (size_t)i * H, w->xn2 + (size_t)(s / K) * H, (size_t)H * 4);
+	/* the routing rank's slots only (ey is zero elsewhere): whole after
+	 * the EP sum, so every EP rank computes the router's same gradient */
+	ep_sum(t, dwt, (int64_t)T * K);
+	{
+		int TK = T * K;
+		int *sl = malloc((size_t)TK * 4 * sizeof(int) + 4), *rs = sl + TK;
+		int *re = rs + TK, *spos = re + TK;
+		int *sc = malloc((size_t)t->ep * 2 * sizeof(int)), *rc = sc + t->ep;
+		int ns = 0, nr;
+		float *sd, *rd, *rdx, *sdx;
+		/* the forward's routes again (the same slots, the same order) */
+		nr = ep_routes(t, w->idx, sl, sc, rs, re, rc);
+		for (int q = 0; q < t->ep; q++)
+			ns += sc[q];
+		if (nr < 0)
+			nr = 0;
+		sd = malloc((size_t)ns * H * 4 + 4);
+		sdx = malloc((size_t)ns * H * 4 + 4);
+		rd = malloc((size_t)TK * H * 4 + 4);
+		rdx = calloc((size_t)TK * H + 1, 4);
+		for (int s = 0; s < TK; s++)
+			spos[s] = -1;
+		/* the output gradients to the experts' owners, along the
+		 * forward's routes */
+		for (int i = 0; i < ns; i++) {
+			int s = sl[i];
+			spos[s] = i;
 			for (int j = 0; j < H; j++)
-				dY[(size_t)i * H + j] = w->wt[s] * dp[(size_t)(s / K) * H + j];
-			memcpy(G + (size_t)i * Fm, w->eg + (size_t)s * Fm, (size_t)Fm * 4);
-			memcpy(U + (size_t)i * Fm, w->eu + (size_t)s * Fm, (size_t)Fm * 4);
+				sd[(size_t)i * H + j] = w->wt[s] * dp[(size_t)(s / K) * H + j];
 		}
-		if (n) {
+		ep_a2a(t, sd, sc, rd, rc, H, MPI_FLOAT, 4);
+		for (int e = 0; e < E; e++) {
+			float *X = t->b[0], *dY = t->b[1], *dX;
+			float *G, *U;
+			int n = 0, rows[4096];
+			if (owner(t, e) != t->ep_rank)
+				continue;
+			for (int i = 0; i < nr; i++)
+				if (re[i] == e)
+					rows[n++] = i;
+			if (!n)
+				continue;
+			dX = malloc((size_t)n * H * 4);
+			G = malloc((size_t)n * Fm * 4);
+			U = malloc((size_t)n * Fm * 4);
+			for (int i = 0; i < n; i++) {
+				int s = rs[rows[i]];
+				memcpy(X + (size_t)i * H, w->xn2 + (size_t)(s / K) * H, (size_t)H * 4);
+				memcpy(dY + (size_t)i * H, rd + (size_t)rows[i] * H, (size_t)H * 4);
+				memcpy(G + (size_t)i * Fm, w->eg + (size_t)s * Fm, (size_t)Fm * 4);
+				memcpy(U + (size_t)i * Fm, w->eu + (size_t)s * Fm, (size_t)Fm * 4);
+			}
 			memset(dX, 0, (size_t)n * H * 4);
+			/* the expert's weight gradients: on its owner only */
 			swiglu_b(t, y->e_gate[e], NULL, y->e_up[e], NULL, y->e_down[e], X, G,
 				 U, dY, dX, n, Fm);
 			for (int i = 0; i < n; i++)
-				for (int j = 0; j < H; j++)
-					dxn[(size_t)(slots[i] / K) * H + j] += dX[(size_t)i * H + j];
+				memcpy(rdx + (size_t)rows[i] * H, dX + (size_t)i * H,
+				       (size_t)H * 4);
+			free(dX);
+			free(G);
+			free(U);
 		}
-		free(dX);
-		free(G);
-		free(U);
+		/* the input gradients back to the routing rank, added in the
+		 * 1-rank run's order (expert, then slot) */
+		ep_a2a(t, rdx, rc, sdx, sc, H, MPI_FLOAT, 4);
+		for (int e = 0; e < E; e++)
+			for (int s = 0; s < TK; s++)
+				if (w->idx[s] == e && spos[s] >= 0)
+					for (int j = 0; j < H; j++)
+						dxn[(size_t)(s / K) * H + j] +=
+							sdx[(size_t)spos[s] * H + j];
+		/* each routing rank's tokens: whole on every EP rank (the
+		 * fault injection skips it) */
+		if (t->cfg.inject != INJECT_NO_ALLREDUCE)
+			ep_sum(t, dxn, (int64_t)T * H);
+		free(sd);
+		free(sdx);
+		free(rd);
+		free(rdx);
+		free(sl);
+		free(sc);
 	}
 	if (y->sh_gate) {
 		float *dS = malloc((size_t)T * H * 4);
@@ -1606,7 +1802,7 @@ static double comm_time(const struct train *t)
 	for (int g = 0; g < RT_GROUPS; g++)
 		for (int o = 0; o < RT_OPS; o++)
 			s += t->r->stats.time_s[g][o];
-	return s;
+	return s + t->t_ep;
 }
 
 /* Forward (and backward unless loss_only): loss is global. */
@@ -1769,6 +1965,9 @@ static int counts(const struct train *t, const struct tparam *p, int64_t i)
 	int64_t at = p->off + i;
 	if (p->repl && t->tp_rank != 0)
 		return 0;
+	/* an expert on its owner, everything else (the same over EP) once */
+	if (p->expert >= 0 ? owner(t, p->expert) != t->ep_rank : t->ep_rank != 0)
+		return 0;
 	if (t->cfg.zero1)
 		return at >= t->z0 && at < t->z0 + t->zn;
 	return t->dp_rank == 0;
@@ -1824,6 +2023,9 @@ int train_step(struct train *t, const int64_t *tok, const int64_t *lab, int B,
 	for (int i = 0; i < t->np; i++) {
 		const struct tparam *p = &t->P[i];
 		int64_t a = p->off > t->z0 ? p->off : t->z0;
+		/* another EP rank's expert: its copy here is never used */
+		if (p->expert >= 0 && owner(t, p->expert) != t->ep_rank)
+			continue;
 		int64_t e = p->off + p->numel < t->z0 + t->zn ? p->off + p->numel : t->z0 + t->zn;
 		for (int64_t at = a; at < e; at++) {
 			int64_t k = at - t->z0;
@@ -1867,6 +2069,9 @@ int train_param_grad(struct train *t, int i, float *full)
 	if (p->axis < 0 || t->tp == 1) {
 		memcpy(full, mine, (size_t)p->numel * 4);
 		free(mine);
+		/* an expert's gradient is on its owner (zero elsewhere) */
+		if (p->expert >= 0)
+			ep_sum(t, full, p->numel);
 		return 0;
 	}
 	all = malloc((size_t)p->numel * t->tp * 4);
@@ -1884,5 +2089,7 @@ int train_param_grad(struct train *t, int i, float *full)
 	}
 	free(mine);
 	free(all);
+	if (p->expert >= 0)
+		ep_sum(t, full, p->numel * t->tp);
 	return 0;
 }

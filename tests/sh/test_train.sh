@@ -1,5 +1,6 @@
 # day0-engine train: gradients against the float64 reference backward and
-# central differences per family at 1 rank, TP 2 and DP 2 (ZeRO-1), the
+# central differences per family at 1 rank, TP 2, EP 2, TP 2 x EP 2 and
+# DP 2 (ZeRO-1), the
 # loss curve of each layout against the 1-rank run, determinism, the f16
 # overflow, the memory plan, and each injected fault failing its check by
 # name.  What is read is what the agent reads: the --events lines.
@@ -55,6 +56,23 @@ for a in llama qwen2_moe deepseek_v3; do
 	[ "$a" = deepseek_v3 ] || want "$a tp2: peak memory within 5% of the estimate" training.memory pass
 done
 
+# EP 2: routed experts split over two EP ranks, each routing its tokens
+# (t % 2) to the experts' owners by all-to-all and back; backward sends
+# the output gradients along the same routes and the input gradients
+# back; expert gradients on their owner only (gathered for the check),
+# router and replicated gradients agreed over EP; the global norm over EP
+for a in qwen2_moe deepseek_v3; do
+	run mpi 2 train "$T/$a" --ep 2 --steps 3 --batch 4 --check-grads --events --reference-losses "$T/$a.1"
+	want "$a ep2: gradients vs float64" training.gradients pass
+	want "$a ep2: loss curve against 1 rank" training.layouts pass
+	[ "$RC" -eq 0 ] && jq -e -s '[.[] | select(.type == "train")] | length == 3 and all(.layout == "tp1pp1ep2dp1")' "$OUT" >/dev/null &&
+		ok "$a ep2: exit 0, the layout in the train events" || fail "$a ep2 exit/layout" "exit $RC"
+done
+# TP 2 x EP 2 (4 ranks): expert slices partial over TP inside the EP route
+run mpi 4 train "$T/qwen2_moe" --tp 2 --ep 2 --steps 3 --batch 4 --check-grads --events --reference-losses "$T/qwen2_moe.1"
+want "qwen2_moe tp2 x ep2: gradients vs float64" training.gradients pass
+want "qwen2_moe tp2 x ep2: loss curve against 1 rank" training.layouts pass
+
 # full recomputation: the layer rebuilt in backward gives the same
 # gradients; the memory estimate with recomputation
 run "$ENGINE" train "$T/deepseek_v3" --steps 1 --batch 4 --recompute --check-grads --events
@@ -96,10 +114,16 @@ want "inject no-allreduce (tp2) fails training.gradients" training.gradients fai
 want "inject no-allreduce (tp2) fails training.layouts" training.layouts fail
 run mpi 2 train "$T/llama" --dp 2 --steps 3 --batch 2 --events --inject no-allreduce --reference-losses "$T/llama.1"
 want "inject no-allreduce (dp2) fails training.layouts" training.layouts fail
+run mpi 2 train "$T/deepseek_v3" --ep 2 --steps 3 --batch 4 --check-grads --events --inject no-allreduce --reference-losses "$T/deepseek_v3.1"
+want "inject no-allreduce (ep2: input gradients not summed over EP) fails training.gradients" training.gradients fail
+want "inject no-allreduce (ep2) fails training.layouts" training.layouts fail
+[ "$RC" -eq 1 ] && ok "inject no-allreduce (ep2): exit 1" || fail "ep2 inject exit" "exit $RC"
 
 # bad input: named, exit 2
 expect_rc 2 "--pp 2 refused (pipeline backward not built)" mpi 2 train "$T/llama" --pp 2
-contains "--pp refusal names what is missing" "pipeline and expert parallel backward are not built" "$ERR"
+contains "--pp refusal names what is missing" "the pipeline backward is not built" "$ERR"
+expect_rc 2 "--ep 2 on a dense model refused" mpi 2 train "$T/llama" --ep 2
+contains "--ep refusal names the config and the expert count" "$T/llama/config.json: --ep 2: 0 routed experts" "$ERR"
 expect_rc 2 "--dtype fp8 refused" "$ENGINE" train "$T/llama" --dtype fp8
 contains "--dtype refusal says what was expected" "expected bf16, f16 or f32" "$ERR"
 expect_rc 2 "a missing model directory" "$ENGINE" train "$T/none"
