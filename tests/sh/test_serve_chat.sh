@@ -105,6 +105,16 @@ PY
 	check "chat $img streamed: the deltas add up to the whole answer's text" \
 		test "$cat_text" = "$(js "$T/ans.json" "repr(d['choices'][0]['message']['content'])")"
 done
+# two images in one message, text between them (M-RoPE over both)
+printf '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,%s"}},{"type":"text","text":"and"},{"type":"image_url","image_url":{"url":"data:image/jpeg;base64,%s"}},{"type":"text","text":"compare"}]}],"max_tokens":5,"temperature":0}' \
+	"$(base64 -w0 "$T/a.png")" "$(base64 -w0 "$T/b.jpg")" >"$T/req.json"
+chat "$URL_v" "$T/req.json" "$T/ans.json" >/dev/null
+printf '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>and<|vision_start|><|image_pad|><|vision_end|>compare<|im_end|>\n<|im_start|>assistant\n' >"$T/prompt2.txt"
+"$ENGINE" run "$T/q25" --tp 1 --prompt-file "$T/prompt2.txt" --image "$T/a.png" --image "$T/b.jpg" \
+	--generate 5 --dump-generated "$T/gen2.json" >/dev/null 2>&1
+check "chat with two images: the greedy tokens of run --image a --image b" test \
+	"$(js "$T/ans.json" "d['choices'][0]['token_ids']")" = "$(js "$T/gen2.json" "d['generated']" 2>&1)"
+
 # a2 has a's placeholder ids and was asked right after it: had the prefix
 # cache keyed blocks by ids alone, a2 would have answered a's tokens
 check "a.png and a2.png answer differently (the prefix cache keeps images apart)" \
