@@ -28,6 +28,13 @@
  * are summed over TP.  Replicated gradients are then averaged over TP, so
  * they agree bit for bit whatever the all-reduce did.
  *
+ * Expert parallelism, the inference runtime's moe(): routed experts split
+ * over EP ranks; each EP rank routes its tokens (t % ep) by all-to-all to
+ * the experts' owners and gets the answers back, the routed part summed
+ * over EP.  Backward runs the same routes: output gradients to the owners
+ * (whose experts' weight gradients stay there), input gradients back, the
+ * gate weights' and input gradients summed over EP (docs/training.md).
+ *
  * The math is runtime.c's forward written for training (every sequence of
  * the batch starts at position 0): RMSNorm with the weight after, RoPE
  * rotate_half (DeepSeek's interleaved layout permuted first), causal

@@ -55,7 +55,7 @@ struct train_mem {
 struct train;
 
 /* Open dir (a Hugging Face checkpoint) for training: collective over
- * MPI_COMM_WORLD, world = tp x dp (pp and ep 1).  Errors name the file,
+ * MPI_COMM_WORLD, world = tp x ep x dp (pp 1).  Errors name the file,
  * the tensor or the budget. */
 int train_open(struct train **t, const char *dir, const struct train_cfg *c,
 	       struct d0_err *err);
