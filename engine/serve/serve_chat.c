@@ -29,6 +29,7 @@
 #include "image.h"
 #include "tokenizer.h"
 
+#include <mpi.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,10 +59,11 @@ int srv_chat_setup(struct srv *s, const char *dir, int world, int pp,
 		 c->vision.kind != VISION_CLIP)
 		snprintf(s->vl_why, sizeof s->vl_why, "%.200s",
 			 c->vision.missing);
-	else if (world != 1 || pp != 1)
+	else if (pp != 1)
 		snprintf(s->vl_why, sizeof s->vl_why,
-			 "images are served by a one-rank server only in this "
-			 "version (this one has %d ranks)", world);
+			 "images are not served with pipeline stages (--pp %d) "
+			 "in this version", pp);
+	(void)world;
 	return 0;
 }
 
@@ -552,4 +554,88 @@ int srv_chat_segs(struct srv *s, struct rt *r, struct srv_req *const *req,
 		}
 	}
 	return 0;
+}
+
+/*
+ * More than one rank (PP 1): rank 0's segment inputs to every rank.  Per
+ * segment: the feature rows it splices (the placeholders among its
+ * tokens), whether it has M-RoPE positions, its rope_delta; then the rows
+ * and positions themselves.  fail (rank 0: the tower failed) travels too,
+ * so every rank stops together.  buf/cap: the receiving ranks' scratch.
+ */
+int srv_chat_bcast(struct srv_chat_wire *w, int64_t image_token,
+		   int64_t hidden, const int64_t *tok, struct rt_seg *seg,
+		   int nseg, int rank, int fail)
+{
+	int64_t nrow = 0, nrope = 0, off = 0;
+	size_t need = 3 * (size_t)nseg + 1;
+	if (need > w->cap_meta) {
+		w->cap_meta = need;
+		w->meta = realloc(w->meta, need * sizeof *w->meta);
+	}
+	if (rank == 0) {
+		w->meta[0] = fail;
+		for (int g = 0; g < nseg; off += seg[g].len, g++) {
+			int64_t k = 0;
+			for (int i = 0; seg[g].embeds && i < seg[g].len; i++)
+				k += tok[off + i] == image_token;
+			w->meta[1 + 3 * g] = seg[g].embeds ? k : -1;
+			w->meta[2 + 3 * g] = seg[g].rope_pos != NULL;
+			w->meta[3 + 3 * g] = seg[g].rope_delta;
+		}
+	}
+	MPI_Bcast(w->meta, (int)need, MPI_INT64_T, 0, MPI_COMM_WORLD);
+	if (w->meta[0])
+		return -1;
+	for (int g = 0; g < nseg; g++) {
+		nrow += w->meta[1 + 3 * g] > 0 ? w->meta[1 + 3 * g] : 0;
+		nrope += w->meta[2 + 3 * g] ? 3 * (int64_t)seg[g].len : 0;
+	}
+	if ((size_t)(nrow * hidden) > w->cap_f) {
+		w->cap_f = (size_t)(nrow * hidden);
+		w->f = realloc(w->f, w->cap_f * sizeof *w->f);
+	}
+	if ((size_t)nrope > w->cap_r) {
+		w->cap_r = (size_t)nrope;
+		w->r = realloc(w->r, w->cap_r * sizeof *w->r);
+	}
+	if (rank == 0) { /* gather into one buffer each */
+		int64_t fo = 0, ro = 0;
+		for (int g = 0; g < nseg; g++) {
+			int64_t k = w->meta[1 + 3 * g];
+			if (k > 0)
+				memcpy(w->f + fo * hidden, seg[g].embeds,
+				       (size_t)(k * hidden) * sizeof *w->f);
+			fo += k > 0 ? k : 0;
+			if (w->meta[2 + 3 * g]) {
+				memcpy(w->r + ro, seg[g].rope_pos,
+				       3 * (size_t)seg[g].len * sizeof *w->r);
+				ro += 3 * (int64_t)seg[g].len;
+			}
+		}
+	}
+	if (nrow)
+		MPI_Bcast(w->f, (int)(nrow * hidden), MPI_FLOAT, 0, MPI_COMM_WORLD);
+	if (nrope)
+		MPI_Bcast(w->r, (int)nrope, MPI_INT64_T, 0, MPI_COMM_WORLD);
+	if (rank != 0) {
+		int64_t fo = 0, ro = 0;
+		for (int g = 0; g < nseg; g++) {
+			int64_t k = w->meta[1 + 3 * g];
+			seg[g].embeds = k >= 0 ? w->f + fo * hidden : NULL;
+			fo += k > 0 ? k : 0;
+			seg[g].rope_pos = w->meta[2 + 3 * g] ? w->r + ro : NULL;
+			ro += w->meta[2 + 3 * g] ? 3 * (int64_t)seg[g].len : 0;
+			seg[g].rope_delta = w->meta[3 + 3 * g];
+		}
+	}
+	return 0;
+}
+
+void srv_chat_wire_free(struct srv_chat_wire *w)
+{
+	free(w->meta);
+	free(w->f);
+	free(w->r);
+	memset(w, 0, sizeof *w);
 }

@@ -53,4 +53,18 @@ json_t *srv_chat_obj(struct srv *s, const struct srv_req *q, json_t *choice);
 int srv_chat_segs(struct srv *s, struct rt *r, struct srv_req *const *req,
 		  struct rt_seg *seg, int nseg, struct d0_err *err);
 
+/* With more than one rank (PP 1): the segments' image inputs from rank 0
+ * to every rank (collective; see serve_chat.c).  -1 on every rank when
+ * rank 0 passed fail. */
+struct srv_chat_wire {
+	int64_t *meta;
+	float *f;
+	int64_t *r;
+	size_t cap_meta, cap_f, cap_r;
+};
+int srv_chat_bcast(struct srv_chat_wire *w, int64_t image_token,
+		   int64_t hidden, const int64_t *tok, struct rt_seg *seg,
+		   int nseg, int rank, int fail);
+void srv_chat_wire_free(struct srv_chat_wire *w);
+
 #endif

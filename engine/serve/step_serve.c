@@ -1004,10 +1004,13 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 	struct batch b = {0};
 	struct seg_wire *w = NULL;
 	struct d0_err err = {{0}};
-	int V = (int)rt_config(r)->vocab, rc = 0;
+	struct srv_chat_wire cw = {0};
+	int V = (int)rt_config(r)->vocab, rc = 0, world = 1;
+	int vl_on = rt_config(r)->vision.kind != VISION_NONE;
 	float *logits = NULL;
 	int *rows = NULL, nrows, cap_rows = 0, cap_w = 0;
 	size_t cap = 0;
+	MPI_Comm_size(MPI_COMM_WORLD, &world);
 	for (;;) {
 		struct batch_head h = {0};
 		if (rank == 0) {
@@ -1048,12 +1051,23 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 		b.nseg = h.nseg;
 		b.ntok = h.ntok;
 		b.ntab = h.ntab;
-		/* chat images: features and M-RoPE (one rank, serve_chat.c) */
-		if (rank == 0 && s->vl && !s->vl_why[0] &&
-		    srv_chat_segs(s, r, b.req, b.seg, b.nseg, &err) < 0) {
-			fprintf(stderr, "day0-engine: rank 0: %s\n", err.msg);
-			rc = -1;
-			break;
+		/* chat images (serve_chat.c): rank 0 runs the tower and
+		 * slices the features and M-RoPE positions per segment, then
+		 * sends them to every rank */
+		if (vl_on) {
+			int bad = rank == 0 && s->vl && !s->vl_why[0] &&
+				  srv_chat_segs(s, r, b.req, b.seg, b.nseg, &err) < 0;
+			if (bad && rank == 0)
+				fprintf(stderr, "day0-engine: rank 0: %s\n", err.msg);
+			if (world > 1 &&
+			    srv_chat_bcast(&cw, rt_config(r)->vision.image_token_id,
+					   rt_config(r)->hidden, b.tok, b.seg, b.nseg,
+					   rank, bad) < 0)
+				bad = 1;
+			if (bad) {
+				rc = -1;
+				break;
+			}
 		}
 		/* logits where they are used (first_row) */
 		rows = grow_to(rows, &cap_rows, h.ntok, sizeof *rows);
@@ -1088,6 +1102,7 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 	free(w);
 	free(logits);
 	free(rows);
+	srv_chat_wire_free(&cw);
 	return rc;
 }
 

@@ -155,6 +155,27 @@ run "$ENGINE" probe --url "$URL_v" --model "$T/q25b" --image "$T/a.png" --top 3 
 check "probe --image against other weights: exit 1, fail" test \
 	"$RC $(js "$OUT" "d['status']" 2>/dev/null)" = "1 fail"
 
+# TP 2: rank 0 encodes, every rank gets the features and positions
+MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none"
+start_mpi() { # NAME ARGS...
+	local name=$1; shift
+	rm -f "$T/$name.port"
+	timeout 300 $MPI -np 2 "$ENGINE" serve "$T/q25" "$@" --port 0 --port-file "$T/$name.port" \
+		>"$T/$name.out" 2>"$T/$name.err" &
+	PIDS="$PIDS $!"
+	for _ in $(seq 300); do [ -s "$T/$name.port" ] && break; sleep 0.1; done
+	eval "URL_$name=http://127.0.0.1:$(cat "$T/$name.port" 2>/dev/null)"
+}
+start_mpi tp --tp 2 --max-ctx 256 --block-tokens 16 --max-batch-tokens 16
+body "$T/a.png" "What is this?" "" >"$T/req.json"
+chat "$URL_tp" "$T/req.json" "$T/ans.json" >/dev/null
+check "TP 2: chat a.png = run --image's greedy tokens" test \
+	"$(js "$T/ans.json" "d['choices'][0]['token_ids']" 2>&1)" = "$want_a"
+start_mpi pp --tp 1 --pp 2 --max-ctx 256
+st=$(chat "$URL_pp" "$T/req.json" "$T/ans.json")
+check "PP 2: an image is a 400 (not served with pipeline stages yet)" test "$st" = 400
+contains "PP 2: the 400 says why" "pipeline stages" "$T/ans.json"
+
 # refusals
 printf '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}]}' >"$T/req.json"
 st=$(chat "$URL_v" "$T/req.json" "$T/ans.json")
@@ -197,6 +218,6 @@ contains "an image to a text model: says so" "text model" "$T/ans.json"
 for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
 for p in $PIDS; do wait "$p" 2>/dev/null; done
 PIDS=""
-for n in v t; do
+for n in v t tp pp; do
 	check "server $n: no sanitizer report" sh -c "! grep -q Sanitizer '$T/$n.err'"
 done
