@@ -21,8 +21,9 @@
  * URL is a 400 that says so.  The tower runs on rank 0's main thread the
  * first time a request's segment is batched (srv_chat_segs); features and
  * positions stay with the request, so a preempted request recomputes
- * without encoding again.  Image-bearing requests never use the prefix
- * cache: their placeholder ids are equal for different images.
+ * without encoding again; under TP the rows and positions go to every
+ * rank with the batch (srv_chat_bcast).  Image-bearing requests never use
+ * the prefix cache: their placeholder ids are equal for different images.
  */
 #include "serve_chat.h"
 

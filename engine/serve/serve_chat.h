@@ -22,7 +22,7 @@ struct srv_chat_img {
 
 /* Rank 0 after the runtime is open: read DIR's config for the image
  * channel; images are accepted when the model has a supported tower and
- * the server is one rank (why says otherwise). */
+ * the server has no pipeline stages (vl_why says otherwise). */
 int srv_chat_setup(struct srv *s, const char *dir, int world, int pp,
 		   struct d0_err *err);
 void srv_chat_close(struct srv *s);
