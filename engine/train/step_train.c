@@ -65,6 +65,12 @@ const struct step_entry step_train = {
 		"blocking all-reduce after backward)\n"
 		"  --growth-interval N  steps without overflow before the f16 scale "
 		"doubles (default 2000)\n"
+		"  --seed N             the synthetic tokens' seed (default 1: the "
+		"same data every run)\n"
+		"  --card-mem BYTES     each rank's memory budget: the accountant "
+		"refuses what does not fit (exit 1, named)\n"
+		"  --events             JSON-lines events (train per step, check per "
+		"item) on stdout\n"
 		"example: mpirun -np 2 day0-engine train /tmp/m --tp 2 --steps 5 "
 		"--check-grads --events",
 	.run = run,
