@@ -73,25 +73,6 @@ const struct step_entry step_validate = {
 	.run = run,
 };
 
-struct err_stat {
-	double max_abs, max_rel;
-};
-
-static struct err_stat compare(const float *a, const double *b, size_t n)
-{
-	struct err_stat e = {0, 0};
-	double scale = 0;
-	for (size_t i = 0; i < n; i++) {
-		double d = fabs((double)a[i] - b[i]);
-		if (d > e.max_abs || isnan(d))
-			e.max_abs = isnan(d) ? INFINITY : d;
-		if (fabs(b[i]) > scale)
-			scale = fabs(b[i]);
-	}
-	e.max_rel = scale > 0 ? e.max_abs / scale : e.max_abs;
-	return e;
-}
-
 /* Read a 2-D F32 tensor from a safetensors file. */
 static float *read_tensor(const char *path, const char *name, uint64_t rows,
 			  uint64_t cols, struct d0_err *err)
@@ -156,7 +137,7 @@ static int op_level(struct op_result *res)
 					s += (double)x[i * K + k] * w[j * K + k];
 				ref[i * N + j] = s;
 			}
-		res[n++] = (struct op_result){"linear (sgemm)", compare(y, ref, M * N)};
+		res[n++] = (struct op_result){"linear (sgemm)", err_compare(y, ref, M * N)};
 	}
 	{ /* RMSNorm */
 		enum { D = 257 };
@@ -169,7 +150,7 @@ static int op_level(struct op_result *res)
 			ss += (double)x[i] * x[i];
 		for (int i = 0; i < D; i++)
 			ref[i] = w[i] * x[i] / sqrt(ss / D + 1e-6);
-		res[n++] = (struct op_result){"rms_norm", compare(y, ref, D)};
+		res[n++] = (struct op_result){"rms_norm", err_compare(y, ref, D)};
 	}
 	{ /* RoPE, each scaling */
 		static const char *types[] = {"", "linear", "dynamic", "yarn", "llama3"};
@@ -200,7 +181,7 @@ static int op_level(struct op_result *res)
 					ref[h * 64 + i + 32] = (x2 * cos(a) + x1 * sin(a)) * af;
 				}
 			op_rope(x, 4, 64, 64, pos, inv, af);
-			res[n++] = (struct op_result){names[ti], compare(x, ref, 4 * 64)};
+			res[n++] = (struct op_result){names[ti], err_compare(x, ref, 4 * 64)};
 		}
 	}
 	{ /* softmax */
@@ -216,7 +197,7 @@ static int op_level(struct op_result *res)
 		for (int i = 0; i < D; i++)
 			ref[i] = exp(x[i] - m) / z;
 		op_softmax(x, D);
-		res[n++] = (struct op_result){"softmax", compare(x, ref, D)};
+		res[n++] = (struct op_result){"softmax", err_compare(x, ref, D)};
 	}
 	for (int mla = 0; mla < 2; mla++) { /* attention: GQA, and MLA shapes */
 		enum { T = 9, NH = 8 };
@@ -252,7 +233,7 @@ static int op_level(struct op_result *res)
 			}
 		res[n++] = (struct op_result){mla ? "attention.mla (qk 24, v 16)"
 						  : "attention.gqa (8 q / 2 kv)",
-					      compare(o, ref, (size_t)T * NH * dv)};
+					      err_compare(o, ref, (size_t)T * NH * dv)};
 		free(q); free(k); free(v); free(o); free(ref);
 	}
 	{ /* SwiGLU */
@@ -264,7 +245,7 @@ static int op_level(struct op_result *res)
 		op_swiglu(y, g, u, D);
 		for (int i = 0; i < D; i++)
 			ref[i] = g[i] / (1 + exp(-(double)g[i])) * u[i];
-		res[n++] = (struct op_result){"swiglu", compare(y, ref, D)};
+		res[n++] = (struct op_result){"swiglu", err_compare(y, ref, D)};
 	}
 	{ /* routers: weights of the chosen experts */
 		enum { E = 16, K = 4 };
@@ -279,7 +260,7 @@ static int op_level(struct op_result *res)
 			s += ref[j] = exp(lg[idx[j]]) / z;
 		for (int j = 0; j < K; j++)
 			ref[j] /= s;
-		res[n++] = (struct op_result){"moe.router.softmax_topk_norm", compare(w, ref, K)};
+		res[n++] = (struct op_result){"moe.router.softmax_topk_norm", err_compare(w, ref, K)};
 		rnd(&r, bias, E, 0.1);
 		op_router_sigmoid_group_topk(lg, bias, E, K, 4, 2, 1, 2.5, idx, w);
 		s = 0;
@@ -287,7 +268,7 @@ static int op_level(struct op_result *res)
 			s += ref[j] = 1 / (1 + exp(-(double)lg[idx[j]]));
 		for (int j = 0; j < K; j++)
 			ref[j] = ref[j] / s * 2.5;
-		res[n++] = (struct op_result){"moe.router.sigmoid_group_topk", compare(w, ref, K)};
+		res[n++] = (struct op_result){"moe.router.sigmoid_group_topk", err_compare(w, ref, K)};
 	}
 	return n;
 }
@@ -335,7 +316,7 @@ static void whole_layer_out(void *ctx, int l, const double *h)
 		w->lay_bad = 1;
 		return;
 	}
-	w->lay[w->nlay++] = compare(w->buf, h, (size_t)w->T * w->H);
+	w->lay[w->nlay++] = err_compare(w->buf, h, (size_t)w->T * w->H);
 }
 
 static int whole_head(void *ctx, int v0, int n, const double *blk,

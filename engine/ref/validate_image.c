@@ -14,6 +14,7 @@
  * Relative errors are normwise, as in step_validate.c.
  */
 #include "validate_image.h"
+#include "validate_layer.h"
 
 #include "ref_vision.h"
 
@@ -23,26 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-struct estat {
-	double max_abs, max_rel;
-};
-
-static struct estat cmp(const float *a, const double *b, size_t n)
-{
-	struct estat e = {0, 0};
-	double scale = 0;
-	for (size_t i = 0; i < n; i++) {
-		double d = fabs((double)a[i] - b[i]);
-		if (d > e.max_abs || isnan(d))
-			e.max_abs = isnan(d) ? INFINITY : d;
-		if (fabs(b[i]) > scale)
-			scale = fabs(b[i]);
-	}
-	e.max_rel = scale > 0 ? e.max_abs / scale : e.max_abs;
-	return e;
-}
-
-static void add(json_t *a, const char *name, struct estat e, int quiet,
+static void add(json_t *a, const char *name, struct err_stat e, int quiet,
 		const char *level)
 {
 	if (!quiet)
@@ -81,7 +63,7 @@ void vimg_op_level(struct vimg_result *res, json_t *a, int quiet)
 	float x[N * NH * HD], q[N * NH * HD], k[N * NH * HD], v[N * NH * HD];
 	float o[N * NH * HD], sc[N * N];
 	double ref[N * NH * HD], inv[HD];
-	struct estat e;
+	struct err_stat e;
 	rng_seed(&g, 30);
 	if (!quiet)
 		printf("%-34s %12s %12s\n", "image ops (f32 vs float64)",
@@ -101,7 +83,7 @@ void vimg_op_level(struct vimg_result *res, json_t *a, int quiet)
 		}
 		rot_d(ref + h * HD, HD, ang);
 	}
-	e = cmp(x, ref, NH * HD);
+	e = err_compare(x, ref, NH * HD);
 	add(a, "vision.rope_2d", e, quiet, "op");
 	res->op_worst = fmax(res->op_worst, e.max_rel);
 	/* M-RoPE: sections (t, h, w) of the frequency slots */
@@ -122,7 +104,7 @@ void vimg_op_level(struct vimg_result *res, json_t *a, int quiet)
 					 inv[j];
 			rot_d(ref + h * HD, HD, ang);
 		}
-		e = cmp(x, ref, NH * HD);
+		e = err_compare(x, ref, NH * HD);
 		add(a, "mrope", e, quiet, "op");
 		res->op_worst = fmax(res->op_worst, e.max_rel);
 	}
@@ -169,7 +151,7 @@ void vimg_op_level(struct vimg_result *res, json_t *a, int quiet)
 						    acc;
 					}
 				}
-		e = cmp(o, ref, N * NH * HD);
+		e = err_compare(o, ref, N * NH * HD);
 		add(a, "attention.window", e, quiet, "op");
 		res->op_worst = fmax(res->op_worst, e.max_rel);
 	}
@@ -192,7 +174,7 @@ void vimg_op_level(struct vimg_result *res, json_t *a, int quiet)
 		for (int i = 0; i < n; i++)
 			ref[i] = (x[i] - mu) / sqrt(var + 1e-5) * w[i] + bb[i];
 		op_layer_norm(o, x, w, bb, n, 1e-5);
-		e = cmp(o, ref, (size_t)n);
+		e = err_compare(o, ref, (size_t)n);
 		add(a, "layer_norm", e, quiet, "op");
 		res->op_worst = fmax(res->op_worst, e.max_rel);
 		for (int f = 0; f < 2; f++) {
@@ -203,7 +185,7 @@ void vimg_op_level(struct vimg_result *res, json_t *a, int quiet)
 						   (1 + erf(x[i] / sqrt(2.0)))
 					     : x[i] / (1 + exp(-1.702 * x[i]));
 			op_act(f == 0 ? "gelu" : "quick_gelu", x, n);
-			e = cmp(x, ref, (size_t)n);
+			e = err_compare(x, ref, (size_t)n);
 			add(a, f == 0 ? "gelu" : "quick_gelu", e, quiet, "op");
 			res->op_worst = fmax(res->op_worst, e.max_rel);
 		}
@@ -267,7 +249,7 @@ static void on_block(void *ctx, int block, const double *x, int64_t rows,
 	struct trace_ctx *t = ctx;
 	char name[48];
 	float *run;
-	struct estat e;
+	struct err_stat e;
 	if (!t->dir || t->res->dump_err[0])
 		return;
 	if (block < 0)
@@ -279,7 +261,7 @@ static void on_block(void *ctx, int block, const double *x, int64_t rows,
 			sizeof t->res->dump_err);
 	if (!run)
 		return;
-	e = cmp(run, x, (size_t)(rows * cols));
+	e = err_compare(run, x, (size_t)(rows * cols));
 	free(run);
 	if (block < 0) /* the patch embedding (operator level) */
 		snprintf(name, sizeof name, "image-%02d-patch_embed", t->img);
@@ -342,8 +324,8 @@ int vimg_reference(const char *dir, const struct vis_prompt *vp,
 						res->dump_err,
 						sizeof res->dump_err);
 				if (run) {
-					struct estat e =
-					    cmp(run, out, (size_t)(rows * H));
+					struct err_stat e =
+					    err_compare(run, out, (size_t)(rows * H));
 					add(a, name, e, quiet, "layer");
 					res->feat_worst =
 					    fmax(res->feat_worst, e.max_rel);

@@ -608,3 +608,19 @@ int validate_local(const struct vl_opts *o)
 	model_config_free(&c);
 	return rc;
 }
+
+/* validate_layer.h: shared by the op, layer and image levels */
+struct err_stat err_compare(const float *a, const double *b, size_t n)
+{
+	struct err_stat e = {0, 0};
+	double scale = 0;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - b[i]);
+		if (d > e.max_abs || isnan(d))
+			e.max_abs = isnan(d) ? INFINITY : d;
+		if (fabs(b[i]) > scale)
+			scale = fabs(b[i]);
+	}
+	e.max_rel = scale > 0 ? e.max_abs / scale : e.max_abs;
+	return e;
+}

@@ -30,4 +30,11 @@ struct vl_opts {
  */
 int validate_local(const struct vl_opts *o);
 
+/* The largest |a - b| over n values and that over the largest |b| (the
+ * relative error validate's bounds use; NaN counts as infinite). */
+struct err_stat {
+	double max_abs, max_rel;
+};
+struct err_stat err_compare(const float *a, const double *b, size_t n);
+
 #endif
