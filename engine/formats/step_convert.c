@@ -79,6 +79,11 @@ struct item {
 	size_t shard;     /* source shard index */
 	int *slot;        /* per rank: tensor index in its writer, or -1 */
 	uint64_t sliced[2]; /* shape of one slice */
+	/* a whole tensor of more than 2 dims (a vision tower's Conv3d
+	 * patch embedding): streamed as [shape[0], the rest], written with
+	 * its own shape */
+	int hdr_ndim;
+	const uint64_t *hdr_shape;
 };
 
 struct conv {
@@ -366,6 +371,19 @@ static int add_item(struct conv *c, size_t s, const struct st_tensor *t,
 	it->shape[0] = t->shape[0];
 	it->shape[1] = t->ndim == 2 ? t->shape[1] : 1;
 	layout_split(&c->cfg, &c->d, sp, &it->split);
+	if (t->ndim > 2) {
+		if (it->split.axis >= 0 || np > 1)
+			return d0_errf(err, "%s: tensor '%s': %d dimensions; "
+				       "convert splits and dequantises 1- and "
+				       "2-dimensional tensors only", path, t->name,
+				       t->ndim);
+		for (int d = 2; d < t->ndim; d++)
+			it->shape[1] *= t->shape[d];
+		it->shape[1] *= t->shape[1];
+		it->ndim = 2;
+		it->hdr_ndim = t->ndim;
+		it->hdr_shape = t->shape;
+	}
 	if (np > 1 && c->keep) {
 		if (quant_split_ok(&c->cfg.qc, sp, it->split.axis,
 				   it->split.parts, err) < 0)
@@ -518,8 +536,9 @@ static int open_ranks(struct conv *c, const char *out, struct d0_err *err)
 			if (layout_part_for_rank(&c->cfg, &c->d, it->spec,
 						 &it->split, r) < 0)
 				continue;
-			st_writer_add(c->w[r], it->name, it->to, it->ndim,
-				      it->sliced);
+			st_writer_add(c->w[r], it->name, it->to,
+				      it->hdr_ndim ? it->hdr_ndim : it->ndim,
+				      it->hdr_ndim ? it->hdr_shape : it->sliced);
 			it->slot[r] = k++;
 		}
 		snprintf(name, sizeof name, "rank-%05d-of-%05d.safetensors", r,
@@ -876,9 +895,9 @@ static json_t *layout_json(struct conv *c, const char *src_dir)
 	for (size_t i = 0; i < c->nitems; i++) {
 		struct item *it = &c->items[i];
 		json_t *shape = json_array(), *rk = json_array();
-		for (int d = 0; d < it->ndim; d++)
-			json_array_append_new(shape,
-					      json_integer((json_int_t)it->shape[d]));
+		for (int d = 0; d < (it->hdr_ndim ? it->hdr_ndim : it->ndim); d++)
+			json_array_append_new(shape, json_integer((json_int_t)(
+				it->hdr_ndim ? it->hdr_shape[d] : it->shape[d])));
 		for (int r = 0; r < c->world; r++)
 			if (it->slot[r] >= 0)
 				json_array_append_new(

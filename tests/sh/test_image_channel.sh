@@ -157,6 +157,11 @@ if cmp -s "$T/txt.tab" "$T/txt.dbtab"; then ok "... the headless table = the ses
 else fail "text: table vs db" "$(diff "$T/txt.tab" "$T/txt.dbtab" | head -6)"; fi
 
 rday vl "$T/q25"
+# the whole day GO: convert reshards the tower's 5-dim Conv3d patch
+# embedding whole (it once wrote a header of garbage dims), run, validate,
+# serve and probe take the VL checkpoint
+check "release-day, tiny Qwen2.5-VL: GO (exit 0)" test $? = 0
+check "... verdict GO in the session file" test "$(sqlite3 "$T/vl.db" "SELECT json_extract(body, '\$.go') FROM events WHERE type = 'verdict'")" = 1
 table "$T/vl.out" | sort >"$T/vl.tab"
 dbtable "$T/vl.db" >"$T/vl.dbtab"
 check "release-day, tiny Qwen2.5-VL: image.preprocess and image.features pass" \
