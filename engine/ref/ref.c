@@ -657,7 +657,7 @@ int ref_forward_hooked(const char *dir, const int64_t *tokens, int T,
 	if (!(hk && hk->no_embed))
 		embed(&f, tokens, h);
 	if (hk && hk->embeds && !(hk->no_embed)) /* the image splice */
-		for (int t = 0, k = 0; t < T; t++)
+		for (int t = 0, k = 0; t < T && t < hk->splice_upto; t++)
 			if (tokens[t] == c->vision.image_token_id)
 				memcpy(h + (size_t)t * H, hk->embeds + (size_t)k++ * H,
 				       (size_t)H * sizeof *h);

@@ -33,9 +33,13 @@ struct ref_hooks {
 	 * token as blk [T][n], instead of into *logits_out (NULL) */
 	ref_block_fn head;
 	/* the image channel: rows [placeholders][hidden] replacing, in order,
-	 * the embeddings of the config's image_token_id tokens (NULL: none),
+	 * the embeddings of the config's image_token_id tokens among the
+	 * first splice_upto tokens (the prompt's: a placeholder id generated
+	 * after it keeps its token embedding, as transformers' decode steps
+	 * get no pixel values; it must be set with embeds), (NULL: none),
 	 * and M-RoPE positions [3][T] (NULL: the token index on all axes) */
 	const double *embeds;
+	int splice_upto;
 	const int64_t *rope_pos;
 };
 

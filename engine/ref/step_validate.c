@@ -346,7 +346,7 @@ static int ref_greedy(const char *dir, const int64_t *prompt, int T, int n,
 		struct whole w = {.T = T + g, .arg = -1};
 		struct ref_hooks hk = {.ctx = &w, .mem = mem, .head = whole_head,
 				       .embeds = img ? img->embeds : NULL,
-				       .rope_pos = pos};
+				       .splice_upto = T, .rope_pos = pos};
 		double *lg = NULL;
 		int rc;
 		/* M-RoPE: the prompt's positions, then i + rope_delta */
@@ -770,6 +770,7 @@ static int run(int argc, char **argv)
 		struct ref_hooks hk = {.ctx = &w, .mem = mem,
 				       .layer_out = whole_layer_out,
 				       .embeds = vres.embeds,
+				       .splice_upto = ntok,
 				       .rope_pos = vres.rope_pos};
 		struct lfold fold;
 		double *unused = NULL;

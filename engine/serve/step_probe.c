@@ -482,7 +482,8 @@ static int probe_image(const struct probe_opts *o, const char *model,
 					  : i + res.rope_delta;
 	}
 	{
-		struct ref_hooks hk = {.embeds = res.embeds, .rope_pos = pos};
+		struct ref_hooks hk = {.embeds = res.embeds, .splice_upto = T,
+				       .rope_pos = pos};
 		struct model_config rc2;
 		int r2 = ref_forward_hooked(o->model_dir, seq, T + G - 1, &lg, NULL,
 					    &rc2, &hk, err);
