@@ -4,7 +4,7 @@
 # same-structure Qwen2.5-VL, Qwen2-VL and LLaVA checkpoints: operator
 # (2D rotary, window attention, M-RoPE, patch embedding), layer (every
 # tower block, the merger output), end to end (logits, greedy tokens) for
-# image-only, mixed and text-only prompts at TP 1, TP 2 and PP 2.
+# image-only, mixed and text-only prompts at TP 1, TP 2, TP 4 and PP 2.
 . "$(dirname "$0")/../lib.sh"
 VL="$DAY0_ROOT/assets/configs/vl"
 PY=/usr/bin/python3 # Debian's, with python3-pil (make deps)
@@ -25,7 +25,12 @@ json.dump(c, open(sys.argv[2], "w"), indent=2)
 PY
 cp "$VL/qwen2.5-vl-7b-instruct/preprocessor_config.json" "$T/q2src/"
 "$ENGINE" gen-model --like "$T/q2src/config.json" "$T/q2" >/dev/null 2>&1
-for m in q25 q2 llava; do
+# TP 4 splits the LM's heads, kv heads and ffn over 4 ranks: the tiny
+# Qwen2.5-VL's 14 heads / 2 kv heads do not, --for-layout 4,1,1 gives the
+# smallest of its structure that does (the tower is replicated).  LLaVA's
+# tiny LM (4 heads, 4 kv heads, ffn 128) already splits.
+"$ENGINE" gen-model --like "$VL/qwen2.5-vl-7b-instruct/config.json" --for-layout 4,1,1 "$T/q25t4" >/dev/null 2>&1
+for m in q25 q2 llava q25t4; do
 	check "gen-model --like: a tiny $m" test -s "$T/$m/model.safetensors"
 done
 $PY - "$T" <<'PY'
@@ -48,7 +53,7 @@ PY
 vl_case() {
 	local name=$1 m=$2 lay=$3 kind=$4 np=1 pre=""
 	shift 4
-	case "$lay" in *2*) np=2; pre="$MPI -np 2" ;; esac
+	case "$lay" in *" "[24]) np=${lay##* }; pre="$MPI -np $np" ;; esac
 	rm -rf "$T/dump"
 	run $pre "$ENGINE" run "$T/$m" $lay "$@" --generate 4 --dump-logits "$T/lg.st" \
 		--dump-layers "$T/dump" --dump-generated "$T/gen.json"
@@ -56,6 +61,10 @@ vl_case() {
 		fail "$name: run" "exit $RC: $(head -c 300 "$ERR")"
 		return
 	fi
+	case "$lay" in --tp*) if ! grep -q "tp $np pp 1 ep 1 ($np ranks)" "$OUT"; then
+		fail "$name: run" "not split over $np ranks: $(head -c 300 "$OUT")"
+		return
+	fi ;; esac
 	run "$ENGINE" validate "$T/$m" "$@" --logits "$T/lg.st" --layers-dir "$T/dump" \
 		--generated "$T/gen.json"
 	cp "$OUT" "$T/val.out"
@@ -85,6 +94,19 @@ vl_case "qwen2-vl text-only, TP 2" q2 "--tp 2" text-only --tokens 5,6,7,8
 vl_case "llava (CLIP, feature layer -2, projector) image-only, TP 1" llava "" image-only --tokens 3 --image "$T/b.jpg"
 vl_case "llava mixed (USER: <image>), TP 2" llava "--tp 2" mixed --prompt "USER: <image>" --image "$T/a.png"
 vl_case "llava text-only, PP 2" llava "--pp 2" text-only --prompt "USER: What is it? ASSISTANT:"
+# TP 4 (4 ranks on 2 cores: --oversubscribe).  a.png's greedy
+# continuation generates an <|image_pad|> id: the reference embeds it as a
+# token, as the runtime's decode does (it once spliced a feature row read
+# past the features there: greedy "differs", a heap overflow under ASan).
+vl_case "qwen2.5-vl image-only, TP 4" q25t4 "--tp 4" image-only --tokens $Q --image "$T/a.png"
+check "... its greedy continuation holds an <|image_pad|> id (415)" \
+	$PY -c "import json,sys; sys.exit(415 not in json.load(open(sys.argv[1]))['generated'])" "$T/gen.json"
+vl_case "qwen2.5-vl mixed (text, 2 images, text), TP 4" q25t4 "--tp 4" mixed \
+	--tokens 5,$Q,6,7,$Q,8 --image "$T/a.png" --image "$T/b.jpg"
+vl_case "qwen2.5-vl text-only, TP 4" q25t4 "--tp 4" text-only --tokens 5,6,7,8
+vl_case "llava image-only, TP 4" llava "--tp 4" image-only --tokens 3 --image "$T/b.jpg"
+vl_case "llava mixed (USER: <image>), TP 4" llava "--tp 4" mixed --prompt "USER: <image>" --image "$T/a.png"
+vl_case "llava text-only, TP 4" llava "--tp 4" text-only --prompt "USER: What is it? ASSISTANT:"
 vl_case "qwen2.5-vl: placeholders auto-inserted before the text, TP 1" q25 "" mixed --tokens 5,6,7 --image "$T/b.jpg"
 
 # A user's run: text with the image placeholder, the expansion shown.
