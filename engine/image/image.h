@@ -13,9 +13,10 @@
  *   resize     PIL's Image.resize with its separable filters (BICUBIC a =
  *              -0.5, antialiased: the support widens with the scale), the
  *              fixed-point 8-bit path, horizontal pass then vertical.
- *   prep       preprocessor_config.json (Qwen2VLImageProcessor or
- *              CLIPImageProcessor): smart_resize or shortest edge + center
- *              crop, rescale, normalize, and the family's patch order.
+ *   prep       preprocessor_config.json (Qwen2VLImageProcessor,
+ *              CLIPImageProcessor or KimiVLImageProcessor): smart_resize,
+ *              shortest edge + center crop, or Kimi's token limit + pad;
+ *              rescale, normalize, and the family's patch order.
  *
  * docs/multimodal.md describes each step and what was measured against PIL.
  */
@@ -82,6 +83,7 @@ int image_resize(const struct image_rgb *in, int w, int h, int filter,
 enum image_processor {
 	IMAGE_PROC_QWEN2VL, /* Qwen2VLImageProcessor (Qwen2-VL, Qwen2.5-VL) */
 	IMAGE_PROC_CLIP,    /* CLIPImageProcessor (LLaVA-1.5, CLIP) */
+	IMAGE_PROC_KIMI,    /* KimiVLImageProcessor (Kimi-VL, MoonViT) */
 };
 
 /* preprocessor_config.json, with transformers' defaults where absent. */
@@ -95,6 +97,9 @@ struct image_prep_config {
 	/* Qwen2-VL */
 	int patch_size, temporal_patch_size, merge_size;
 	int64_t min_pixels, max_pixels;
+	/* Kimi-VL (patch_size, merge_size = merge_kernel_size too) */
+	int64_t in_token_limit; /* patches past it: shrunk (BICUBIC) */
+	int pad_input;		/* pad bottom/right to merge x patch */
 	/* CLIP */
 	int shortest_edge;	  /* size.shortest_edge, or 0 with size_h/w */
 	int size_h, size_w;	  /* size.height/width (square resize) */
@@ -121,6 +126,8 @@ int image_smart_resize(int height, int width, int factor, int64_t min_pixels,
  *     patch * patch, in transformers' merge-window order (a still image
  *     repeated over the temporal pair); tokens = rows / merge^2.
  *   CLIP: pixel_values [3][height][width]: rows = 3, cols = height*width.
+ *   Kimi-VL: rows = grid_h*grid_w patches in raster order (grid_t 1),
+ *     cols = 3 * patch * patch (channel, py, px); tokens = rows / merge^2.
  */
 struct image_pixels {
 	enum image_processor kind;

@@ -77,6 +77,12 @@ int image_trained_norm(const struct model_config *c, const char *config_path,
 			mean[i] = std[i] = 0.5;
 		*source = "the SigLIP tower's training normalization (0.5)";
 		rc = 0;
+	} else if (c->vision.kind == VISION_KIMI) {
+		for (int i = 0; i < 3; i++)
+			mean[i] = std[i] = 0.5;
+		*source = "MoonViT's training normalization (0.5, Kimi-VL's "
+			  "released processor)";
+		rc = 0;
 	}
 	json_decref(doc);
 	return rc;
@@ -256,6 +262,57 @@ static int clip_check(const struct ckpt *ck, const char *cfg_path,
 	return 0;
 }
 
+/* Kimi-VL: the processor against vision_config and the weights
+ * (vision_tower.patch_embed.proj.weight [D, 3, P, P], the projector's
+ * linear_1 taking D * merge^2). */
+static int kimi_check(const struct ckpt *ck, const char *cfg_path,
+		      const struct model_config *c, const char *prep_path,
+		      const struct image_prep_config *p,
+		      struct image_finding *f, int max, int *n,
+		      struct d0_err *err)
+{
+	const struct vision_config *v = &c->vision;
+	const char *pe = "vision_tower.patch_embed.proj.weight";
+	const char *l1 = "multi_modal_projector.linear_1.weight";
+	uint64_t sh[ST_MAX_DIMS];
+	int nd, rc;
+	if (p->kind != IMAGE_PROC_KIMI) {
+		add(f, max, n, "%s: image_processor_type %s is not "
+			       "KimiVLImageProcessor, which %s's tower needs",
+		    prep_path, p->type_name, v->vl_type);
+		return 0;
+	}
+	if (p->patch_size != v->patch)
+		add(f, max, n, "%s: patch_size %d but %s vision_config."
+			       "patch_size is %lld",
+		    prep_path, p->patch_size, cfg_path, (long long)v->patch);
+	if (p->merge_size != v->merge)
+		add(f, max, n, "%s: merge_kernel_size %d but %s vision_config."
+			       "merge_kernel_size is %lld",
+		    prep_path, p->merge_size, cfg_path, (long long)v->merge);
+	rc = tensor_shape(ck, pe, &nd, sh, err);
+	if (rc < 0)
+		return -1;
+	if (rc == 0 && nd == 4 &&
+	    (sh[2] != (uint64_t)p->patch_size || sh[3] != (uint64_t)p->patch_size))
+		add(f, max, n, "%s: patch_size %d but the patch embedding %s is "
+			       "[%llu, %llu, %llu, %llu]",
+		    prep_path, p->patch_size, pe, (unsigned long long)sh[0],
+		    (unsigned long long)sh[1], (unsigned long long)sh[2],
+		    (unsigned long long)sh[3]);
+	rc = tensor_shape(ck, l1, &nd, sh, err);
+	if (rc < 0)
+		return -1;
+	if (rc == 0 && nd == 2 && v->hidden > 0 &&
+	    sh[1] != (uint64_t)(v->hidden * p->merge_size * p->merge_size))
+		add(f, max, n, "%s: merge_kernel_size %d merges %lld values a "
+			       "token but the projector %s takes %llu",
+		    prep_path, p->merge_size,
+		    (long long)(v->hidden * p->merge_size * p->merge_size), l1,
+		    (unsigned long long)sh[1]);
+	return 0;
+}
+
 int image_features_check(const char *dir, const struct model_config *c,
 			 const char *prep_path,
 			 const struct image_prep_config *p,
@@ -270,6 +327,8 @@ int image_features_check(const char *dir, const struct model_config *c,
 	}
 	if (c->vision.kind == VISION_CLIP)
 		rc = clip_check(&ck, cfg_path, c, prep_path, p, f, max, &n, err);
+	else if (c->vision.kind == VISION_KIMI)
+		rc = kimi_check(&ck, cfg_path, c, prep_path, p, f, max, &n, err);
 	else
 		rc = qwen_check(&ck, cfg_path, c, prep_path, p, f, max, &n, err);
 	if (rc == 0)

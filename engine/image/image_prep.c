@@ -9,6 +9,10 @@
  *             the still image repeated over the temporal pair -> patches
  *             in merge-window order: row (t, h/M, w/M, h%M, w%M), column
  *             (channel, temporal, py, px).
+ *   Kimi-VL   past in_token_limit patches, shrink by sqrt(limit/patches)
+ *             (PIL BICUBIC) -> pad with zeros to multiples of merge *
+ *             patch -> x / 255 in float32 (torchvision's to_tensor) ->
+ *             normalize -> patches in raster order, (channel, py, px).
  *   CLIP      shortest edge to size (the long edge int(size*long/short))
  *             or a fixed (height, width) -> PIL resize -> center crop
  *             (zero padding where the crop is larger) -> rescale ->
@@ -159,6 +163,42 @@ static int load_qwen(json_t *doc, struct image_prep_config *c,
 	return 0;
 }
 
+/* KimiVLImageProcessor's __init__ keys (its defaults where absent). */
+static int load_kimi(json_t *doc, struct image_prep_config *c,
+		     const char *path, struct d0_err *err)
+{
+	int64_t v;
+	json_t *mk = json_object_get(doc, "merge_kernel_size");
+	if (get_int(doc, "patch_size", 14, 1, 1024, &v, path, err) < 0)
+		return -1;
+	c->patch_size = (int)v;
+	c->temporal_patch_size = 1;
+	if (get_int(doc, "in_token_limit", 4096, 1, INT64_C(1) << 30,
+		    &c->in_token_limit, path, err) < 0 ||
+	    get_bool(doc, "pad_input", 0, &c->pad_input, path, err) < 0)
+		return -1;
+	c->merge_size = 2;
+	if (mk && !json_is_null(mk)) {
+		json_t *a = json_array_get(mk, 0), *b = json_array_get(mk, 1);
+		if (!json_is_array(mk) || json_array_size(mk) != 2 ||
+		    !json_is_integer(a) || !json_is_integer(b) ||
+		    json_integer_value(a) != json_integer_value(b) ||
+		    json_integer_value(a) < 1 || json_integer_value(a) > 64)
+			return d0_errf(err, "%s: merge_kernel_size: expected "
+				       "[M, M] with M in [1, 64]", path);
+		c->merge_size = (int)json_integer_value(a);
+	}
+	if (!c->pad_input)
+		return d0_errf(err, "%s: pad_input false (the processor's "
+			       "center crop) is not implemented; Kimi-VL's "
+			       "releases pad (pad_input true)", path);
+	/* fixed in the processor, whatever the file says */
+	c->do_resize = c->do_rescale = c->do_normalize = 1;
+	c->resample = IMAGE_BICUBIC;
+	c->rescale_factor = 1.0 / 255;
+	return 0;
+}
+
 static int load_clip(json_t *doc, struct image_prep_config *c, int siglip,
 		     const char *path, struct d0_err *err)
 {
@@ -223,10 +263,13 @@ int image_prep_config_load(const char *path, struct image_prep_config *c,
 	} else if (!strncmp(type, "SiglipImageProcessor", 20)) {
 		c->kind = IMAGE_PROC_CLIP;
 		siglip = 1;
+	} else if (!strcmp(type, "KimiVLImageProcessor")) {
+		c->kind = IMAGE_PROC_KIMI;
 	} else {
 		d0_errf(err, "%s: image_processor_type \"%s\" is not one day0 "
 			"implements (Qwen2VLImageProcessor, CLIPImageProcessor, "
-			"SiglipImageProcessor)", path, type);
+			"SiglipImageProcessor, KimiVLImageProcessor)", path,
+			type);
 		goto out;
 	}
 	if (get_bool(doc, "do_resize", 1, &c->do_resize, path, err) < 0 ||
@@ -265,6 +308,7 @@ int image_prep_config_load(const char *path, struct image_prep_config *c,
 			goto out;
 		}
 	if (c->kind == IMAGE_PROC_QWEN2VL ? load_qwen(doc, c, path, err)
+	    : c->kind == IMAGE_PROC_KIMI  ? load_kimi(doc, c, path, err)
 					  : load_clip(doc, c, siglip, path, err))
 		goto out;
 	rc = 0;
@@ -362,8 +406,11 @@ static void value_table(const struct image_prep_config *c, float lut[3][256])
 	for (int ch = 0; ch < 3; ch++) {
 		float m = (float)c->mean[ch], s = (float)c->std[ch];
 		for (int v = 0; v < 256; v++) {
-			float x = c->do_rescale ? (float)(v * c->rescale_factor)
-						: (float)v;
+			/* Kimi-VL: torchvision's to_tensor, a float32
+			 * division by 255 */
+			float x = c->kind == IMAGE_PROC_KIMI ? (float)v / 255.0f
+				  : c->do_rescale ? (float)(v * c->rescale_factor)
+						  : (float)v;
 			if (c->do_normalize)
 				x = (x - m) / s;
 			lut[ch][v] = x;
@@ -429,6 +476,97 @@ static int qwen_pixels(const struct image_prep_config *c, float lut[3][256],
 	return 0;
 }
 
+/* KimiVLImageProcessor.patchify: [C, H/P, P, W/P, P] permuted to
+ * (H/P, W/P, C, P, P): patches in raster order, each (channel, py, px). */
+static int kimi_pixels(const struct image_prep_config *c, float lut[3][256],
+		       struct image_pixels *o, const char *name,
+		       struct d0_err *err)
+{
+	const int P = c->patch_size, W = o->width;
+	const uint8_t *img = o->resized.px;
+	int gh = o->height / P, gw = o->width / P;
+	float *dst;
+	o->grid_t = 1;
+	o->grid_h = gh;
+	o->grid_w = gw;
+	o->rows = (int64_t)gh * gw;
+	o->cols = (int64_t)3 * P * P;
+	o->tokens = o->rows / (c->merge_size * c->merge_size);
+	o->values = malloc((size_t)(o->rows * o->cols) * sizeof(float) + 4);
+	if (!o->values)
+		return d0_errf(err, "%s: out of memory for %lld x %lld pixel "
+			       "values", name, (long long)o->rows,
+			       (long long)o->cols);
+	dst = o->values;
+	for (int gy = 0; gy < gh; gy++)
+		for (int gx = 0; gx < gw; gx++)
+			for (int ch = 0; ch < 3; ch++)
+				for (int py = 0; py < P; py++) {
+					const uint8_t *s =
+					    img + ((size_t)(gy * P + py) * W +
+						   (size_t)gx * P) * 3 + ch;
+					for (int px = 0; px < P; px++)
+						*dst++ = lut[ch][s[3 * px]];
+				}
+	return 0;
+}
+
+/*
+ * KimiVLImageProcessor.rescale's sizes: past in_token_limit patches the
+ * image is shrunk by sqrt(limit / patches) (int() of each side, PIL
+ * BICUBIC), then padded (zeros, bottom and right) to multiples of merge x
+ * patch.  *rh x *rw the resize (the input size when none), *ph x *pw the
+ * padded size.  A grid of 512 patches or more on a side is refused as the
+ * processor does ("Exceed pos emb").
+ */
+static int kimi_sizes(const struct image_prep_config *c, int h, int w,
+		      int *rh, int *rw, int *ph, int *pw, const char *name,
+		      struct d0_err *err)
+{
+	int64_t P = c->patch_size, f = (int64_t)c->merge_size * P;
+	int64_t patches = (int64_t)(w / P) * (h / P);
+	*rh = h;
+	*rw = w;
+	if (patches > c->in_token_limit) {
+		double scale = sqrt((double)c->in_token_limit / (double)patches);
+		*rw = (int)((double)w * scale);
+		*rh = (int)((double)h * scale);
+		if (*rw < 1 || *rh < 1)
+			return d0_errf(err, "%s: %dx%d shrinks to %dx%d under "
+				       "in_token_limit %lld", name, w, h, *rw,
+				       *rh, (long long)c->in_token_limit);
+	}
+	*ph = (int)((*rh + f - 1) / f * f);
+	*pw = (int)((*rw + f - 1) / f * f);
+	if (*pw / P >= 512 || *ph / P >= 512)
+		return d0_errf(err, "%s: %dx%d gives a grid of %lld x %lld "
+			       "patches; MoonViT's positions stop at 511 "
+			       "(the processor's \"Exceed pos emb\")", name, w,
+			       h, (long long)(*ph / P), (long long)(*pw / P));
+	return 0;
+}
+
+/* TF.pad(image, (0, 0, pad_w, pad_h)): zeros right and below. */
+static int pad_image(struct image_rgb *im, int ph, int pw, const char *name,
+		     struct d0_err *err)
+{
+	uint8_t *px;
+	if (im->h == ph && im->w == pw)
+		return 0;
+	px = calloc((size_t)ph * pw, 3);
+	if (!px)
+		return d0_errf(err, "%s: out of memory padding to %dx%d", name,
+			       pw, ph);
+	for (int y = 0; y < im->h; y++)
+		memcpy(px + (size_t)y * pw * 3, im->px + (size_t)y * im->w * 3,
+		       (size_t)im->w * 3);
+	free(im->px);
+	im->px = px;
+	im->h = ph;
+	im->w = pw;
+	return 0;
+}
+
 static int clip_pixels(float lut[3][256], struct image_pixels *o,
 		       const char *name, struct d0_err *err)
 {
@@ -452,10 +590,15 @@ int image_preprocess(const struct image_prep_config *c,
 {
 	float lut[3][256];
 	int h = in->h, w = in->w;
+	int ph = 0, pw = 0;
 	memset(o, 0, sizeof *o);
 	o->kind = c->kind;
 	if (c->do_resize) {
-		if (c->kind == IMAGE_PROC_QWEN2VL) {
+		if (c->kind == IMAGE_PROC_KIMI) {
+			if (kimi_sizes(c, in->h, in->w, &h, &w, &ph, &pw, name,
+				       err) < 0)
+				return -1;
+		} else if (c->kind == IMAGE_PROC_QWEN2VL) {
 			if (image_smart_resize(in->h, in->w,
 					       c->patch_size * c->merge_size,
 					       c->min_pixels, c->max_pixels, &h,
@@ -500,10 +643,16 @@ int image_preprocess(const struct image_prep_config *c,
 		image_free(&o->resized);
 		o->resized = cropped;
 	}
+	if (c->kind == IMAGE_PROC_KIMI &&
+	    pad_image(&o->resized, ph, pw, name, err) < 0) {
+		image_pixels_free(o);
+		return -1;
+	}
 	o->height = o->resized.h;
 	o->width = o->resized.w;
 	value_table(c, lut);
 	if ((c->kind == IMAGE_PROC_QWEN2VL ? qwen_pixels(c, lut, o, name, err)
+	     : c->kind == IMAGE_PROC_KIMI  ? kimi_pixels(c, lut, o, name, err)
 					   : clip_pixels(lut, o, name, err)) < 0) {
 		image_pixels_free(o);
 		return -1;

@@ -375,6 +375,11 @@ static int placeholder_runs(const int64_t *ids, int n, int64_t id, int *start,
 /* The family's one-image prompt. */
 static const char *default_prompt(const struct model_config *c)
 {
+	if (c->vision.kind == VISION_KIMI) /* Kimi-VL's chat template */
+		return "<|im_user|>user<|im_middle|><|media_start|>image"
+		       "<|media_content|><|media_pad|><|media_end|>Describe "
+		       "this image.<|im_end|><|im_assistant|>assistant"
+		       "<|im_middle|>";
 	return c->vision.kind == VISION_CLIP
 		       ? "USER: <image>\nDescribe this image. ASSISTANT:"
 		       : "<|vision_start|><|image_pad|><|vision_end|>Describe "

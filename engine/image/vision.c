@@ -41,7 +41,8 @@ struct vis {
 	const struct model_config *c;
 	int loaded;
 	float *patch;			  /* [D][K] */
-	float *cls, *pos, *pre_w, *pre_b; /* CLIP */
+	float *cls, *pos, *pre_w, *pre_b; /* CLIP; Kimi: pos [H0*W0][D] */
+	float *patch_b, *fin_w, *fin_b;	  /* Kimi: conv bias, final LN */
 	struct vis_block *B;
 	int nblocks; /* blocks computed: depth, or CLIP's up to the layer */
 	float *ln_q, *ln_q_b, *m0, *m0_b, *m2, *m2_b; /* merger / projector */
@@ -162,6 +163,39 @@ static void load_clip(struct vis *v, struct loader *l)
 	v->m2_b = get(l, "multi_modal_projector.linear_2.bias");
 }
 
+static void load_kimi(struct vis *v, struct loader *l)
+{
+	const char *e = "vision_tower.encoder.blocks";
+	v->patch = get(l, "vision_tower.patch_embed.proj.weight");
+	v->patch_b = get(l, "vision_tower.patch_embed.proj.bias");
+	v->pos = get(l, "vision_tower.patch_embed.pos_emb.weight");
+	for (int i = 0; i < v->nblocks; i++) {
+		struct vis_block *b = &v->B[i];
+#define G(f, name) b->f = get(l, "%s.%d." name, e, i)
+		G(n1w, "norm0.weight");
+		G(n1b, "norm0.bias");
+		G(n2w, "norm1.weight");
+		G(n2b, "norm1.bias");
+		G(qkv, "wqkv.weight");
+		G(qkv_b, "wqkv.bias");
+		G(proj, "wo.weight");
+		G(proj_b, "wo.bias");
+		G(fc1, "mlp.fc0.weight");
+		G(fc1_b, "mlp.fc0.bias");
+		G(fc2, "mlp.fc1.weight");
+		G(fc2_b, "mlp.fc1.bias");
+#undef G
+	}
+	v->fin_w = get(l, "vision_tower.encoder.final_layernorm.weight");
+	v->fin_b = get(l, "vision_tower.encoder.final_layernorm.bias");
+	v->ln_q = get(l, "multi_modal_projector.pre_norm.weight");
+	v->ln_q_b = get(l, "multi_modal_projector.pre_norm.bias");
+	v->m0 = get(l, "multi_modal_projector.linear_1.weight");
+	v->m0_b = get(l, "multi_modal_projector.linear_1.bias");
+	v->m2 = get(l, "multi_modal_projector.linear_2.weight");
+	v->m2_b = get(l, "multi_modal_projector.linear_2.bias");
+}
+
 /* CLIP: hidden state index LLaVA reads (0 = the embeddings) */
 static int64_t clip_layer(const struct vision_config *vc)
 {
@@ -214,7 +248,8 @@ int vis_open(struct vis **out, struct rt *r, struct d0_err *err)
 		}
 		v->nblocks = (int)sel; /* later layers are never read */
 	}
-	/* VisionRotaryEmbedding(head_dim / 2, theta 10000) */
+	/* VisionRotaryEmbedding(head_dim / 2, theta 10000); MoonViT's
+	 * Rope2DPosEmb(head_dim): theta^(-4j / head_dim), the same numbers */
 	for (int64_t j = 0; j < hd / 4; j++)
 		v->inv[j] =
 		    1.0 / pow(10000.0, (double)(2 * j) / (double)(hd / 2));
@@ -229,6 +264,8 @@ int vis_open(struct vis **out, struct rt *r, struct d0_err *err)
 	v->B = calloc((size_t)(v->nblocks ? v->nblocks : 1), sizeof *v->B);
 	if (vc->kind == VISION_CLIP)
 		load_clip(v, &l);
+	else if (vc->kind == VISION_KIMI)
+		load_kimi(v, &l);
 	else
 		load_qwen(v, &l);
 	free(l.t);
@@ -264,7 +301,8 @@ void vis_close(struct vis *v)
 	{
 		float *w[] = {v->patch, v->cls,	 v->pos,    v->pre_w,
 			      v->pre_b, v->ln_q, v->ln_q_b, v->m0,
-			      v->m0_b,	v->m2,	 v->m2_b};
+			      v->m0_b,	v->m2,	 v->m2_b,   v->patch_b,
+			      v->fin_w, v->fin_b};
 		for (size_t j = 0; j < sizeof w / sizeof *w; j++)
 			free(w[j]);
 	}
@@ -302,6 +340,24 @@ int64_t vis_image_tokens(const struct model_config *c,
 			    (long long)px->rows, (long long)px->cols,
 			    px->grid_t, px->grid_h, px->grid_w, (long long)K,
 			    (long long)v->merge);
+			return -1;
+		}
+		return px->rows / (v->merge * v->merge);
+	}
+	if (v->kind == VISION_KIMI) {
+		int64_t K = v->in_chans * v->patch * v->patch;
+		if (px->kind != IMAGE_PROC_KIMI || px->cols != K ||
+		    px->grid_t != 1 || px->grid_h < 1 || px->grid_w < 1 ||
+		    px->grid_h % v->merge || px->grid_w % v->merge ||
+		    px->grid_h >= 512 || px->grid_w >= 512 ||
+		    px->rows != (int64_t)px->grid_h * px->grid_w) {
+			d0_errf(err,
+				"image.features: pixels of %lld x %lld (grid "
+				"%d x %d) do not fit the tower (patches of "
+				"%lld values, merge %lld, under 512 a side)",
+				(long long)px->rows, (long long)px->cols,
+				px->grid_h, px->grid_w, (long long)K,
+				(long long)v->merge);
 			return -1;
 		}
 		return px->rows / (v->merge * v->merge);
@@ -587,6 +643,87 @@ static int clip_encode(struct vis *v, const struct image_pixels *px, float *out,
 	return 0;
 }
 
+/*
+ * MoonViT (modeling_kimi_vl.py's MoonVitPretrainedModel) and
+ * KimiVLMultiModalProjector for one image: the Conv2d patch embedding (one
+ * GEMM + bias), the learned positions interpolated to the grid, pre-LN
+ * blocks with the interleaved 2D rotary and full attention over the image,
+ * final_layernorm, then 2x2 neighbours into one row after pre_norm,
+ * Linear-GELU-Linear.  Features in raster order of the merged grid.
+ */
+static int kimi_encode(struct vis *v, const struct image_pixels *px,
+		       float *out, vis_trace_fn trace, void *ctx,
+		       struct d0_err *err)
+{
+	const struct vision_config *vc = &v->c->vision;
+	int64_t D = vc->hidden, F = vc->ffn, H = vc->heads, hd = D / H;
+	int64_t mg = vc->merge, mu = mg * mg, O = vc->out_hidden;
+	int64_t gh = px->grid_h, gw = px->grid_w, N = px->rows, U = N / mu;
+	int64_t bounds[2] = {0, N};
+	float *x = malloc((size_t)(N * D) * 4), *y = malloc((size_t)(N * D) * 4);
+	float *qkv = malloc((size_t)(N * 3 * D) * 4),
+	      *at = malloc((size_t)(N * D) * 4);
+	float *f1 = malloc((size_t)(N * F) * 4), *sc = malloc((size_t)(N * N) * 4);
+	float *mrg, *mo;
+	(void)err;
+
+	/* Conv2d(kernel = stride = P) with bias, then the positions */
+	patch_gemm(v, x, px->values, N, D, px->cols);
+	if (gh == vc->pos_h && gw == vc->pos_w) {
+		memcpy(y, v->pos, (size_t)(N * D) * 4);
+	} else {
+		op_interp_bicubic(y, v->pos, (int)vc->pos_h, (int)vc->pos_w,
+				  (int)D, (int)gh, (int)gw);
+	}
+	for (int64_t r = 0; r < N; r++)
+		for (int64_t j = 0; j < D; j++)
+			x[r * D + j] += v->patch_b[j] + y[r * D + j];
+	if (trace)
+		trace(ctx, -1, x, N, D);
+	for (int l = 0; l < v->nblocks; l++) {
+		const struct vis_block *b = &v->B[l];
+		norm_rows(v, y, x, b->n1w, b->n1b, N, D);
+		linear(qkv, 3 * D, y, b->qkv, b->qkv_b, N, 3 * D, D);
+		for (int64_t r = 0; r < N; r++) {
+			op_rope_2d_pairs(qkv + r * 3 * D, (int)H, (int)hd, r / gw,
+					 r % gw, v->inv);
+			op_rope_2d_pairs(qkv + r * 3 * D + D, (int)H, (int)hd,
+					 r / gw, r % gw, v->inv);
+		}
+		op_attention_segments(at, D, qkv, qkv + D, qkv + 2 * D, 3 * D,
+				      (int)H, (int)hd, bounds, 2, sc);
+		linear(y, D, at, b->proj, b->proj_b, N, D, D);
+		for (int64_t i = 0; i < N * D; i++)
+			x[i] += y[i];
+		norm_rows(v, y, x, b->n2w, b->n2b, N, D);
+		block_mlp(v, b, y, N, f1, NULL);
+		for (int64_t i = 0; i < N * D; i++)
+			x[i] += y[i];
+		if (trace)
+			trace(ctx, l, x, N, D);
+	}
+	norm_rows(v, y, x, v->fin_w, v->fin_b, N, D);
+	/* patch_merger: unit (uy, ux) takes patches (mg uy + i, mg ux + j) in
+	 * (i, j) order; the projector's pre_norm is per patch */
+	mrg = malloc((size_t)(N * D) * 4);
+	for (int64_t uy = 0, u = 0; uy < gh / mg; uy++)
+		for (int64_t ux = 0; ux < gw / mg; ux++, u++)
+			for (int64_t i = 0; i < mg; i++)
+				for (int64_t j = 0; j < mg; j++)
+					op_layer_norm(
+					    mrg + (u * mu + i * mg + j) * D,
+					    y + ((uy * mg + i) * gw + ux * mg + j) * D,
+					    v->ln_q, v->ln_q_b, (int)D,
+					    vc->norm_eps);
+	mo = malloc((size_t)(U * mu * D) * 4);
+	linear(mo, mu * D, mrg, v->m0, v->m0_b, U, mu * D, mu * D);
+	op_act(vc->projector_act, mo, U * mu * D);
+	linear(out, O, mo, v->m2, v->m2_b, U, O, mu * D);
+	free(mrg), free(mo);
+	free(x), free(y), free(qkv), free(at), free(f1), free(sc);
+	return 0;
+}
+
 int vis_encode_traced(struct vis *v, const struct image_pixels *px, float *out,
 		      vis_trace_fn trace, void *ctx, struct d0_err *err)
 {
@@ -597,6 +734,8 @@ int vis_encode_traced(struct vis *v, const struct image_pixels *px, float *out,
 		return -1;
 	if (v->c->vision.kind == VISION_CLIP)
 		return clip_encode(v, px, out, trace, ctx, err);
+	if (v->c->vision.kind == VISION_KIMI)
+		return kimi_encode(v, px, out, trace, ctx, err);
 	return qwen_encode(v, px, out, trace, ctx, err);
 }
 
@@ -803,7 +942,7 @@ int vis_prompt_prepare(const struct model_config *c, const char *dir,
 	out->grid_thw = calloc(3 * (size_t)n_img + 1, sizeof *out->grid_thw);
 	if (n_img > 0 && c->vision.kind != VISION_QWEN2_VL &&
 	    c->vision.kind != VISION_QWEN2_5_VL &&
-	    c->vision.kind != VISION_CLIP)
+	    c->vision.kind != VISION_CLIP && c->vision.kind != VISION_KIMI)
 		rc = d0_errf(err, "%s: %s", dir,
 			     c->vision.kind == VISION_NONE
 				 ? "a text model: it takes no images"

@@ -762,6 +762,12 @@ const struct op_entry op_registry[] = {
 	FALLBACK("attention.window", "attention.gqa",
 		 "patches reordered into windows, attention within each "
 		 "(Qwen2.5-VL; fullatt_block_indexes attend the whole image)"),
+	NATIVE("pos_emb.bicubic", op_interp_bicubic,
+	       "learned 2D positions resized as torch's bicubic "
+	       "F.interpolate (A = -0.75, align_corners=False; MoonViT)"),
+	FALLBACK("vision.rope_2d_pairs", "rope.default",
+		 "Rope2DPosEmb: interleaved complex pairs, pair 2i turned by "
+		 "w*f_i and pair 2i+1 by h*f_i (MoonViT)"),
 	FALLBACK("quick_gelu", "sigmoid", "x * sigmoid(1.702 x)"),
 	FALLBACK("vision.class_token", "embedding",
 		 "CLIP's class embedding before the patches, learned "
@@ -837,6 +843,17 @@ static void vision_ops(const struct model_config *c, const char **list,
 							    : "gelu");
 		need(list, n, "projector.mlp");
 		need(list, n, "gelu");
+		break;
+	case VISION_KIMI:
+		need(list, n, "patch_embed.conv2d");
+		need(list, n, "pos_emb.bicubic");
+		need(list, n, "vision.rope_2d_pairs");
+		need(list, n, "layer_norm");
+		need(list, n, "attention.bidirectional");
+		need(list, n, "linear.bias");
+		need(list, n, "gelu");
+		need(list, n, "patch_merger");
+		need(list, n, "projector.mlp");
 		break;
 	default: /* Qwen2-VL, Qwen2.5-VL */
 		need(list, n, "patch_embed.conv3d");

@@ -1,7 +1,9 @@
 /*
  * ops_vision.c - the image channel's kernels (ops_vision.h): LayerNorm, the
- * towers' activations, the Qwen vision blocks' 2D rotary, the LM's M-RoPE
- * and bidirectional attention within segments (frames or windows).
+ * towers' activations, the Qwen vision blocks' 2D rotary and MoonViT's
+ * (interleaved pairs), torch's bicubic interpolation of MoonViT's learned
+ * positions, the LM's M-RoPE and bidirectional attention within segments
+ * (frames or windows).
  *
  * As in ops.c, angles, cos/sin and norm statistics are computed in double
  * and rounded once: they are few, and a float angle at large positions
@@ -12,6 +14,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 void op_layer_norm(float *y, const float *x, const float *w, const float *b,
@@ -105,6 +108,75 @@ void op_rope_2d(float *x, int heads, int hd, int64_t row, int64_t col,
 		a[q + j] = (double)col * inv[j];
 	}
 	rotate(x, heads, hd, a, 1.0);
+}
+
+void op_rope_2d_pairs(float *x, int heads, int hd, int64_t row, int64_t col,
+		      const double *inv)
+{
+	int q = hd / 4;
+	for (int i = 0; i < q; i++)
+		for (int ax = 0; ax < 2; ax++) {
+			/* pair 2i: the column, pair 2i+1: the row */
+			double a = (double)(ax ? row : col) * inv[i];
+			float cs = (float)cos(a), sn = (float)sin(a);
+			int e = 2 * (2 * i + ax);
+			for (int h = 0; h < heads; h++) {
+				float *v = x + (size_t)h * hd + e;
+				float re = v[0], im = v[1];
+				v[0] = re * cs - im * sn;
+				v[1] = re * sn + im * cs;
+			}
+		}
+}
+
+/* torch's cubic convolution weights (A = -0.75) at fraction t, and the
+ * source pixel i0 - 1 of the four taps, for output index o of n out of
+ * in (align_corners=False: src = (o + 0.5) in / n - 0.5, not clamped). */
+static void cubic_taps(int o, int in, int n, double w[4], int *i0)
+{
+	const double A = -0.75;
+	double src = ((double)o + 0.5) * (double)in / (double)n - 0.5;
+	double f = floor(src), t = src - f, u;
+	*i0 = (int)f - 1;
+	u = t + 1; /* |x| in (1, 2) */
+	w[0] = ((A * u - 5 * A) * u + 8 * A) * u - 4 * A;
+	w[1] = ((A + 2) * t - (A + 3)) * t * t + 1;
+	u = 1 - t;
+	w[2] = ((A + 2) * u - (A + 3)) * u * u + 1;
+	u = 2 - t;
+	w[3] = ((A * u - 5 * A) * u + 8 * A) * u - 4 * A;
+}
+
+static int clampi(int i, int n)
+{
+	return i < 0 ? 0 : i >= n ? n - 1 : i;
+}
+
+void op_interp_bicubic(float *out, const float *in, int ih, int iw, int d,
+		       int oh, int ow)
+{
+	double *acc = malloc((size_t)d * sizeof *acc + 8);
+	for (int y = 0; y < oh; y++) {
+		double wy[4], wx[4];
+		int y0, x0;
+		cubic_taps(y, ih, oh, wy, &y0);
+		for (int x = 0; x < ow; x++) {
+			cubic_taps(x, iw, ow, wx, &x0);
+			memset(acc, 0, (size_t)d * sizeof *acc);
+			for (int a = 0; a < 4; a++)
+				for (int b = 0; b < 4; b++) {
+					const float *src =
+					    in + ((size_t)clampi(y0 + a, ih) * iw +
+						  (size_t)clampi(x0 + b, iw)) * d;
+					double wt = wy[a] * wx[b];
+					for (int c = 0; c < d; c++)
+						acc[c] += wt * src[c];
+				}
+			for (int c = 0; c < d; c++)
+				out[((size_t)y * ow + x) * d + c] = (float)acc[c];
+		}
+	}
+	free(acc);
 }
 
 void op_mrope(float *x, int n_heads, int head_dim, int rot_dim,

@@ -23,6 +23,21 @@ int op_act_known(const char *name);
 void op_rope_2d(float *x, int heads, int hd, int64_t row, int64_t col,
 		const double *inv);
 /*
+ * MoonViT's 2D rotary (Rope2DPosEmb) on x [heads][hd] of the patch at
+ * (row, col): head dims (2c, 2c+1) are one complex pair; pair 2i turns by
+ * col * inv[i], pair 2i+1 by row * inv[i] (inv [hd/4] = theta^(-4i/hd)).
+ */
+void op_rope_2d_pairs(float *x, int heads, int hd, int64_t row, int64_t col,
+		      const double *inv);
+/*
+ * torch's F.interpolate(mode="bicubic", align_corners=False) of in
+ * [ih][iw][d] (channels last) to out [oh][ow][d]: the cubic convolution
+ * with A = -0.75, source (o + 0.5) * in / out - 0.5, taps clamped to the
+ * border, no antialiasing; weights and sums in double, rounded once.
+ */
+void op_interp_bicubic(float *out, const float *in, int ih, int iw, int d,
+		       int oh, int ow);
+/*
  * M-RoPE (Qwen2-VL's apply_multimodal_rotary_pos_emb, sections not
  * interleaved) on x [n_heads][head_dim]: frequency slot j of the rot_dim/2
  * takes the position of axis a where j falls in mrope_section a.

@@ -79,6 +79,8 @@ enum vision_kind {
 	VISION_QWEN2_VL,   /* Qwen2-VL: LayerNorm, quick_gelu MLP, full attention */
 	VISION_QWEN2_5_VL, /* Qwen2.5-VL: RMSNorm, SwiGLU, window attention */
 	VISION_CLIP,       /* LLaVA: CLIP ViT + multi_modal_projector */
+	VISION_KIMI,       /* Kimi-VL: MoonViT (2D RoPE, interpolated
+			    * learned positions) + pre_norm projector */
 	VISION_UNSUPPORTED /* a tower the engine has no table for: named */
 };
 #define VISION_FULLATT_MAX 64
@@ -104,6 +106,8 @@ struct vision_config {
 	/* CLIP / LLaVA */
 	int64_t image_size, projection_dim;
 	int64_t feature_layer;        /* vision_feature_layer (-2) */
+	/* Kimi-VL: init_pos_emb_height / width of the learned positions */
+	int64_t pos_h, pos_w;
 	char select_strategy[16];     /* "default" drops CLS, "full" keeps it */
 	char projector_act[32];       /* projector_hidden_act */
 	/* placeholder tokens (-1 when the config has none) */
@@ -296,13 +300,20 @@ void op_bf16_widen(float *out, const uint16_t *in, size_t n);
  * vec: 0 the portable loops, 1 the AVX2+FMA+F16C kernels (op_fp8_vector()
  * says the CPU has them), 2 the AVX-512 ones (F and BW: the caller checks),
  * 3 as 2 but one row of x by table lookups (AVX-512 VBMI, op_fp8_vbmi():
- * x permuted by op_fp8_permute_x, every scale block whole steps of 64). */
+ * x permuted by op_fp8_permute_x, every scale block whole steps of 64),
+ * 4 as 3 over four streams (e4m3 by GFNI bit moves where op_fp8_gfni()). */
 void op_fp8_gemv_rows(float *y, int ldy, const float *x, const struct wmat *w,
 		      int m, int j0, int j1, int k, int vec);
 void op_fp8_widen_rows(float *out, const struct wmat *w, int j0, int n, int k,
 		       int vec);
 int op_fp8_vector(void);
 int op_fp8_vbmi(void);
+/* vec 4's e4m3 kernel: 1 where it moves the codes' bits by GFNI (the
+ * default where the CPU has GFNI too), 0 the VBMI tables;
+ * op_fp8_use_tables(1) forces the tables (DAY0_KERNEL=avx512-vbmi), 0 the
+ * best again. */
+int op_fp8_gfni(void);
+void op_fp8_use_tables(int on);
 void op_fp8_permute_x(float *xp, const float *x, int k);
 /* What the runtime multiplies an FP8 dtype's block scales by (2^8 for
  * e4m3, whose codes the kernels read as f16: the value times 2^-8). */

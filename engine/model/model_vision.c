@@ -13,11 +13,12 @@
  * that every text step (plan, run, validate, convert) already handles; the
  * release's own type is vision.vl_type.  Key names, defaults and tensor
  * names follow transformers' configuration_/modeling_qwen2_vl.py,
- * qwen2_5_vl.py, llava.py and clip.py, and the published checkpoints
- * (visual.*, vision_tower.vision_model.*, multi_modal_projector.*,
- * language_model.* for LLaVA's LM).
+ * qwen2_5_vl.py, llava.py and clip.py, Kimi-VL's own configuration_ and
+ * modeling_kimi_vl.py (MoonViT), and the published checkpoints (visual.*,
+ * vision_tower.vision_model.*, vision_tower.encoder.*,
+ * multi_modal_projector.*, language_model.* for LLaVA's and Kimi-VL's LM).
  *
- * A release whose tower the engine has no table for (Qwen3-VL, Kimi-VL) is
+ * A release whose tower the engine has no table for (Qwen3-VL) is
  * still read: its LM maps onto a text family, vision.kind is
  * VISION_UNSUPPORTED and vision.missing says what is lacking, which inspect
  * reports as a missing operator; the tower is never silently dropped.
@@ -55,10 +56,8 @@ static const struct vl_family vl_families[] = {
 	 "the Qwen3-VL tower (patch 16 with bias, learned position "
 	 "embedding, deepstack mergers, gelu_pytorch_tanh), interleaved "
 	 "M-RoPE and the checkpoint's model.language_model.* layout"},
-	{"kimi_vl", "KimiVLForConditionalGeneration", VISION_UNSUPPORTED,
-	 "deepseek_v3", "language_model.",
-	 "the MoonViT tower (native resolution, 2D RoPE) and its "
-	 "pixel-shuffle projector"},
+	{"kimi_vl", "KimiVLForConditionalGeneration", VISION_KIMI,
+	 "deepseek_v3", "language_model.", NULL},
 };
 
 static const struct vl_family *vl_find(const char *vl_type)
@@ -86,6 +85,10 @@ const char *vision_kind_name(enum vision_kind k)
 	case VISION_CLIP:
 		return "CLIP ViT (class token, learned positions, pre-LN, "
 		       "quick_gelu) + multi_modal_projector";
+	case VISION_KIMI:
+		return "MoonViT (native resolution, learned positions "
+		       "interpolated bicubic, 2D RoPE, pre-LN, gelu_tanh) + "
+		       "2x2 merge + pre_norm projector";
 	case VISION_UNSUPPORTED:
 		return "a tower the engine has no table for";
 	default:
@@ -347,6 +350,47 @@ static int parse_clip_tower(json_t *root, json_t *vc, const char *path,
 	return 0;
 }
 
+/* Kimi-VL: MoonViTConfig (its class defaults where the file is silent);
+ * the act, norms and projector are fixed in modeling_kimi_vl.py. */
+static int parse_kimi_tower(json_t *vc, const char *path,
+			    struct vision_config *v, struct d0_err *err)
+{
+	json_t *mk = json_object_get(vc, "merge_kernel_size");
+	if (vget_int(vc, path, "num_hidden_layers", 0, 27, &v->depth, err) < 0 ||
+	    vget_int(vc, path, "hidden_size", 0, 1152, &v->hidden, err) < 0 ||
+	    vget_int(vc, path, "intermediate_size", 0, 4304, &v->ffn, err) < 0 ||
+	    vget_int(vc, path, "num_attention_heads", 0, 16, &v->heads, err) < 0 ||
+	    vget_int(vc, path, "patch_size", 0, 14, &v->patch, err) < 0 ||
+	    vget_int(vc, path, "init_pos_emb_height", 0, 64, &v->pos_h, err) < 0 ||
+	    vget_int(vc, path, "init_pos_emb_width", 0, 64, &v->pos_w, err) < 0)
+		return -1;
+	v->merge = 2;
+	if (mk && !json_is_null(mk)) {
+		json_t *a = json_array_get(mk, 0), *b = json_array_get(mk, 1);
+		if (!json_is_array(mk) || json_array_size(mk) != 2 ||
+		    !json_is_integer(a) || !json_is_integer(b))
+			return d0_errf(err, "%s: vision_config.merge_kernel_size "
+				       "must be a list of 2 integers", path);
+		if (json_integer_value(a) != json_integer_value(b))
+			return d0_errf(err, "%s: vision_config.merge_kernel_size "
+				       "[%lld, %lld]: only a square merge is "
+				       "supported", path,
+				       (long long)json_integer_value(a),
+				       (long long)json_integer_value(b));
+		v->merge = json_integer_value(a);
+	}
+	if (v->pos_h < 1 || v->pos_h > 4096 || v->pos_w < 1 || v->pos_w > 4096)
+		return d0_errf(err, "%s: vision_config.init_pos_emb_height/width "
+			       "%lld x %lld: expected 1..4096", path,
+			       (long long)v->pos_h, (long long)v->pos_w);
+	snprintf(v->act, sizeof v->act, "gelu_pytorch_tanh");
+	snprintf(v->projector_act, sizeof v->projector_act, "gelu");
+	v->norm_eps = 1e-5; /* nn.LayerNorm's default, every norm */
+	v->in_chans = 3;
+	v->temporal_patch = 1;
+	return 0;
+}
+
 /* Bounds of the tower's numbers (config_check's role for the text keys). */
 static int check_tower(const struct vision_config *v, const char *path,
 		       struct d0_err *err)
@@ -479,7 +523,17 @@ int vision_parse(json_t *root, const char *path, struct model_config *c,
 		c->vision = vis;
 		return 0;
 	}
-	if (vf->kind == VISION_CLIP) {
+	if (vf->kind == VISION_KIMI) {
+		rc = parse_kimi_tower(vc, path, &vis, err);
+		vis.out_hidden = c->hidden;
+		if (rc == 0 && strcmp(tower, "moonvit") && tower[0])
+			rc = d0_errf(err, "%s: vision_config.model_type '%s': "
+				     "only moonvit is supported for kimi_vl",
+				     path, tower);
+		if (rc == 0)
+			rc = top_int(root, path, "media_placeholder_token_id",
+				     163605, &vis.image_token_id, err);
+	} else if (vf->kind == VISION_CLIP) {
 		rc = parse_clip_tower(root, vc, path, &vis, err);
 		vis.out_hidden = c->hidden;
 		if (rc == 0 && strcmp(tower, "clip_vision_model") && tower[0])
@@ -682,6 +736,59 @@ static void clip_tower(const struct vision_config *vc, struct tensor_spec **v,
 	LIN(g, O, D, "multi_modal_projector.linear_1.weight");
 	LIN(g, O, O, "multi_modal_projector.linear_2.weight");
 }
+/* Kimi-VL: MoonVitPretrainedModel and KimiVLMultiModalProjector, as the
+ * published safetensors index names them. */
+static void kimi_tower(const struct vision_config *vc, struct tensor_spec **v,
+		       size_t *n, size_t *cap)
+{
+	uint64_t D = (uint64_t)vc->hidden, F = (uint64_t)vc->ffn;
+	uint64_t P = (uint64_t)vc->patch, C = (uint64_t)vc->in_chans;
+	uint64_t M = D * (uint64_t)(vc->merge * vc->merge);
+	uint64_t O = (uint64_t)vc->out_hidden;
+	uint64_t PH = (uint64_t)vc->pos_h, PW = (uint64_t)vc->pos_w;
+	const char *e = "vision_tower.encoder.blocks";
+	enum tensor_group g = GROUP_VISION;
+	char b[200];
+	struct tensor_spec *s;
+
+	/* Conv2d(C, D, kernel = stride = P), with bias */
+	LIN(g, D, C * P * P, "vision_tower.patch_embed.proj.weight");
+	s = &(*v)[*n - 2];
+	s->file_ndim = 4;
+	s->file_shape[0] = D;
+	s->file_shape[1] = C;
+	s->file_shape[2] = s->file_shape[3] = P;
+	/* Learnable2DInterpPosEmb: [height, width, D] */
+	vadd(v, n, cap, g, ROLE_REPL, 2, PH * PW, D,
+	     "vision_tower.patch_embed.pos_emb.weight");
+	s = &(*v)[*n - 1];
+	s->file_ndim = 3;
+	s->file_shape[0] = PH;
+	s->file_shape[1] = PW;
+	s->file_shape[2] = D;
+	for (int64_t l = 0; l < vc->depth; l++) {
+		int i = (int)l;
+		vadd(v, n, cap, g, ROLE_NORM, 1, D, 0, "%s.%d.norm0.weight", e, i);
+		vadd(v, n, cap, g, ROLE_NORM, 1, D, 0, "%s.%d.norm0.bias", e, i);
+		LIN(g, 3 * D, D, "%s.%d.wqkv.weight", e, i);
+		LIN(g, D, D, "%s.%d.wo.weight", e, i);
+		vadd(v, n, cap, g, ROLE_NORM, 1, D, 0, "%s.%d.norm1.weight", e, i);
+		vadd(v, n, cap, g, ROLE_NORM, 1, D, 0, "%s.%d.norm1.bias", e, i);
+		LIN(g, F, D, "%s.%d.mlp.fc0.weight", e, i);
+		LIN(g, D, F, "%s.%d.mlp.fc1.weight", e, i);
+	}
+	vadd(v, n, cap, g, ROLE_NORM, 1, D, 0,
+	     "vision_tower.encoder.final_layernorm.weight");
+	vadd(v, n, cap, g, ROLE_NORM, 1, D, 0,
+	     "vision_tower.encoder.final_layernorm.bias");
+	g = GROUP_PROJECTOR;
+	vadd(v, n, cap, g, ROLE_NORM, 1, D, 0,
+	     "multi_modal_projector.pre_norm.weight");
+	vadd(v, n, cap, g, ROLE_NORM, 1, D, 0,
+	     "multi_modal_projector.pre_norm.bias");
+	LIN(g, M, M, "multi_modal_projector.linear_1.weight");
+	LIN(g, O, M, "multi_modal_projector.linear_2.weight");
+}
 #undef LIN
 
 void vision_tensors(const struct model_config *c, struct tensor_spec **v,
@@ -692,6 +799,8 @@ void vision_tensors(const struct model_config *c, struct tensor_spec **v,
 		qwen_tower(&c->vision, v, n, cap);
 	else if (c->vision.kind == VISION_CLIP)
 		clip_tower(&c->vision, v, n, cap);
+	else if (c->vision.kind == VISION_KIMI)
+		kimi_tower(&c->vision, v, n, cap);
 }
 
 /* ------------------------------------------------------------- sizes */
@@ -771,6 +880,39 @@ json_t *vision_config_json(const struct model_config *c, json_t *lm)
 		json_object_set_new(o, "vision_feature_select_strategy",
 				    json_string(v->select_strategy));
 		json_object_set(o, "vocab_size", json_object_get(lm, "vocab_size"));
+		json_decref(lm);
+		return o;
+	}
+	if (v->kind == VISION_KIMI) {
+		/* Kimi-VL: the LM nested in text_config (deepseek_v3) */
+		o = json_object();
+		json_object_set_new(o, "architectures",
+				    json_pack("[s]", v->architecture));
+		json_object_set_new(o, "ignore_index", json_integer(-100));
+		json_object_set_new(o, "media_placeholder_token_id",
+				    json_integer(v->image_token_id));
+		json_object_set_new(o, "model_type", json_string(v->vl_type));
+		json_object_set(o, "pad_token_id", json_object_get(lm,
+								  "pad_token_id"));
+		json_object_set(o, "text_config", lm);
+		json_object_set(o, "torch_dtype", json_object_get(lm, "torch_dtype"));
+		json_object_set_new(vc, "hidden_size", json_integer(v->hidden));
+		json_object_set_new(vc, "init_pos_emb_height",
+				    json_integer(v->pos_h));
+		json_object_set_new(vc, "init_pos_emb_width",
+				    json_integer(v->pos_w));
+		json_object_set_new(vc, "intermediate_size", json_integer(v->ffn));
+		json_object_set_new(vc, "merge_kernel_size",
+				    json_pack("[I, I]", (json_int_t)v->merge,
+					      (json_int_t)v->merge));
+		json_object_set_new(vc, "model_type", json_string("moonvit"));
+		json_object_set_new(vc, "num_attention_heads",
+				    json_integer(v->heads));
+		json_object_set_new(vc, "num_hidden_layers", json_integer(v->depth));
+		json_object_set_new(vc, "patch_size", json_integer(v->patch));
+		json_object_set_new(o, "vision_config", vc);
+		if (!json_object_get(o, "pad_token_id"))
+			json_object_del(o, "pad_token_id");
 		json_decref(lm);
 		return o;
 	}
@@ -863,12 +1005,17 @@ int vision_config_shrink(const struct model_config *real,
 		v->n_fullatt = 1;
 		v->fullatt[0] = 1;
 	}
+	if (v->kind == VISION_KIMI) { /* a small position table: 4 x 5, so
+				       * most images interpolate it */
+		v->pos_h = 4;
+		v->pos_w = 5;
+	}
 	if (v->kind == VISION_CLIP) /* at least one layer past the feature */
 		v->feature_layer = real->vision.feature_layer < 0 ? -2 : 1;
 	/* gen-model sets the placeholders' ids from the tokenizer it writes;
 	 * until then, ids inside the small vocabulary */
 	v->image_token_id = c->vocab - 1;
-	if (v->kind != VISION_CLIP) {
+	if (v->kind == VISION_QWEN2_VL || v->kind == VISION_QWEN2_5_VL) {
 		v->video_token_id = c->vocab - 2;
 		v->vision_start_id = c->vocab - 3;
 		v->vision_end_id = c->vocab - 4;

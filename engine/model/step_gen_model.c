@@ -816,6 +816,16 @@ static int write_preprocessor(const struct gen_opts *o, const char *dir,
 			"processor_class", "LlavaProcessor", "resample", 3,
 			"rescale_factor", 1.0 / 255.0, "size", "shortest_edge",
 			(json_int_t)v->image_size);
+	else if (!doc && v->kind == VISION_KIMI) /* the processor's defaults */
+		doc = json_pack("{s:I, s:I, s:[I, I], s:b, s:[f, f, f], "
+				"s:[f, f, f], s:s, s:s}", "patch_size",
+				(json_int_t)v->patch, "in_token_limit",
+				(json_int_t)4096, "merge_kernel_size",
+				(json_int_t)v->merge, (json_int_t)v->merge,
+				"pad_input", 1, "image_mean", 0.5, 0.5, 0.5,
+				"image_std", 0.5, 0.5, 0.5,
+				"image_processor_type", "KimiVLImageProcessor",
+				"processor_class", "KimiVLProcessor");
 	else if (!doc)
 		doc = json_pack("{s:I, s:I, s:I, s:I, s:I, s:[f, f, f], "
 				"s:[f, f, f], s:s}", "min_pixels",
@@ -845,11 +855,13 @@ static int placeholder_ids(const char *dir, struct model_config *c,
 					   "<|vision_start|>", "<|vision_end|>"};
 	int64_t *dst[] = {&v->image_token_id, &v->video_token_id,
 			  &v->vision_start_id, &v->vision_end_id};
-	int nq = v->kind == VISION_CLIP ? 1 : 4;
+	int nq = v->kind == VISION_CLIP || v->kind == VISION_KIMI ? 1 : 4;
 	if (tokenizer_open(dir, &t, err) < 0)
 		return -1;
 	for (int k = 0; k < nq; k++) {
-		const char *want = v->kind == VISION_CLIP ? "<image>" : qwen[k];
+		const char *want = v->kind == VISION_CLIP   ? "<image>"
+				   : v->kind == VISION_KIMI ? "<|media_pad|>"
+							    : qwen[k];
 		*dst[k] = -1;
 		for (int64_t id = 0; id < c->vocab && *dst[k] < 0; id++) {
 			const char *s = tokenizer_id_token(t, id);

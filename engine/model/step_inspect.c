@@ -211,6 +211,15 @@ static int64_t preprocessor_max_pixels(const char *config_path)
 		v = json_object_get(json_object_get(doc, "size"), "longest_edge");
 	if (json_is_integer(v) && json_integer_value(v) > 0)
 		mp = json_integer_value(v);
+	/* Kimi-VL: in_token_limit patches of patch_size^2 pixels */
+	v = doc ? json_object_get(doc, "in_token_limit") : NULL;
+	if (json_is_integer(v) && json_integer_value(v) > 0 &&
+	    json_integer_value(v) < (INT64_C(1) << 32)) {
+		json_t *ps = json_object_get(doc, "patch_size");
+		int64_t P = json_is_integer(ps) ? json_integer_value(ps) : 14;
+		if (P > 0 && P < 4096)
+			mp = json_integer_value(v) * P * P;
+	}
 	json_decref(doc);
 	free(p);
 	free(dir);
@@ -236,7 +245,8 @@ static void vision_summary(const char *path, const struct model_config *c,
 		vision_image_cost(c, 1, 0, 0, kvb, &s->one);
 		return;
 	}
-	if (v->kind != VISION_QWEN2_VL && v->kind != VISION_QWEN2_5_VL)
+	if (v->kind != VISION_QWEN2_VL && v->kind != VISION_QWEN2_5_VL &&
+	    v->kind != VISION_KIMI)
 		return;
 	s->one_side = 448;
 	vision_image_cost(c, 1, 448 / v->patch, 448 / v->patch, kvb, &s->one);
@@ -294,6 +304,17 @@ static void print_vision(const struct model_config *c,
 		       (long long)v->out_hidden);
 		printf("  image token %lld, expanded to %lld per image\n",
 		       (long long)v->image_token_id, (long long)s->one.tokens);
+	} else if (v->kind == VISION_KIMI) {
+		printf("  patch %lld x %lld, learned positions %lld x %lld "
+		       "(bicubic-interpolated to other grids), 2D RoPE, merge "
+		       "%lld x %lld -> projector -> LM hidden %lld\n",
+		       (long long)v->patch, (long long)v->patch,
+		       (long long)v->pos_h, (long long)v->pos_w,
+		       (long long)v->merge, (long long)v->merge,
+		       (long long)v->out_hidden);
+		printf("  image token %lld (<|media_pad|>), one per merged "
+		       "patch; plain 1-D positions in the LM\n",
+		       (long long)v->image_token_id);
 	} else {
 		int o = 0;
 		w[0] = 0;

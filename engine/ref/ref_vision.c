@@ -21,6 +21,11 @@
  *                    pre_layrnorm, pre-LN blocks) up to LLaVA's
  *                    vision_feature_layer, the strategy's CLS drop, and
  *                    LlavaMultiModalProjector (Linear-GELU-Linear);
+ *   kimi_encode      Kimi-VL's MoonVitPretrainedModel (Conv2d patch embed
+ *                    with bias, learned positions interpolated as torch's
+ *                    bicubic F.interpolate, Rope2DPosEmb as complex pairs,
+ *                    pre-LN blocks, final_layernorm), patch_merger and
+ *                    KimiVLMultiModalProjector (modeling_kimi_vl.py);
  *   refv_rope_index  Qwen2VLModel.get_rope_index / Qwen2_5_VLModel's for
  *                    images (t = 0 for a still image in 2.5).
  */
@@ -643,6 +648,225 @@ static int clip_encode(const struct refv_model *m, const double *pix,
 	return 0;
 }
 
+/* ------------------------------------------------------------- Kimi */
+
+/* torch's upsample_bicubic2d coefficients (cubic convolution, A = -0.75)
+ * for fraction t: the taps at floor(src) - 1 .. floor(src) + 2. */
+static void cubic_coeffs(double t, double c[4])
+{
+	const double A = -0.75;
+	double x;
+	x = t + 1;
+	c[0] = A * x * x * x - 5 * A * x * x + 8 * A * x - 4 * A;
+	x = t;
+	c[1] = (A + 2) * x * x * x - (A + 3) * x * x + 1;
+	x = 1 - t;
+	c[2] = (A + 2) * x * x * x - (A + 3) * x * x + 1;
+	x = 2 - t;
+	c[3] = A * x * x * x - 5 * A * x * x + 8 * A * x - 4 * A;
+}
+
+/*
+ * Learnable2DInterpPosEmb for a gh x gw grid: the weight [H0][W0][D] as
+ * is when the grid is its size, else F.interpolate(weight as [1, D, H0,
+ * W0], size=(gh, gw), mode="bicubic", align_corners=False): each output
+ * (y, x) reads source (y + 0.5) H0/gh - 0.5 (and the same for x), 4 x 4
+ * taps clamped to the border.  pos [gh*gw][D], row-major.
+ */
+static void kimi_pos(const double *w, int64_t H0, int64_t W0, int64_t D,
+		     int64_t gh, int64_t gw, double *pos)
+{
+	if (gh == H0 && gw == W0) {
+		memcpy(pos, w, (size_t)(gh * gw * D) * sizeof *pos);
+		return;
+	}
+	for (int64_t y = 0; y < gh; y++) {
+		double sy = ((double)y + 0.5) * (double)H0 / (double)gh - 0.5;
+		double fy = floor(sy), cy[4];
+		cubic_coeffs(sy - fy, cy);
+		for (int64_t x = 0; x < gw; x++) {
+			double sx = ((double)x + 0.5) * (double)W0 / (double)gw - 0.5;
+			double fx = floor(sx), cx[4];
+			double *o = pos + (y * gw + x) * D;
+			cubic_coeffs(sx - fx, cx);
+			for (int64_t d = 0; d < D; d++)
+				o[d] = 0;
+			for (int a = 0; a < 4; a++) {
+				int64_t iy = (int64_t)fy - 1 + a;
+				iy = iy < 0 ? 0 : iy >= H0 ? H0 - 1 : iy;
+				for (int b = 0; b < 4; b++) {
+					int64_t ix = (int64_t)fx - 1 + b;
+					ix = ix < 0 ? 0 : ix >= W0 ? W0 - 1 : ix;
+					for (int64_t d = 0; d < D; d++)
+						o[d] += cy[a] * cx[b] *
+							w[(iy * W0 + ix) * D + d];
+				}
+			}
+		}
+	}
+}
+
+/*
+ * MoonVitPretrainedModel + KimiVLMultiModalProjector for one or more
+ * images (grids g[3 i] = 1, g[3 i + 1] = h, g[3 i + 2] = w patches; the
+ * pixel rows concatenated, each [C][P][P]): patch_embed (Conv2d with bias
+ * as a product, plus the interpolated positions), the encoder blocks
+ * (norm0, wqkv, Rope2DPosEmb on q and k as complex pairs, attention within
+ * the image, wo; norm1, fc0, gelu_pytorch_tanh, fc1), final_layernorm,
+ * patch_merger (2x2 neighbours as one row), pre_norm, linear_1, GELU,
+ * linear_2.
+ */
+static int kimi_encode(const struct refv_model *m, const double *pix,
+		       int64_t rows, int64_t cols, const int64_t *g, int n_img,
+		       refv_trace_fn trace, void *ctx, double **out,
+		       int64_t *out_rows, struct d0_err *err)
+{
+	const struct vision_config *v = &m->c.vision;
+	const char *e = "vision_tower.encoder.blocks";
+	char nm[200];
+	int64_t D = v->hidden, F = v->ffn, H = v->heads, hd = D / H;
+	int64_t mg = v->merge, mu = mg * mg, O = v->out_hidden;
+	int64_t K = v->in_chans * v->patch * v->patch, N = 0, U = 0;
+	int64_t *seg, *prow, r0 = 0;
+	double *x, *y, *qkv, *q, *k, *vv, *at, *f1, *sc, *mrg, *mo, *pos;
+
+	if (cols != K)
+		return d0_errf(err, "patches have %lld columns; MoonViT takes "
+			       "3 x patch x patch = %lld", (long long)cols,
+			       (long long)K);
+	for (int i = 0; i < n_img; i++) {
+		if (g[3 * i] != 1 || g[3 * i + 1] < 1 || g[3 * i + 2] < 1 ||
+		    g[3 * i + 1] % mg || g[3 * i + 2] % mg)
+			return d0_errf(err, "image %d: grid %lld x %lld x %lld is "
+				       "not one frame of whole %lld x %lld merge "
+				       "kernels", i, (long long)g[3 * i],
+				       (long long)g[3 * i + 1],
+				       (long long)g[3 * i + 2], (long long)mg,
+				       (long long)mg);
+		N += g[3 * i + 1] * g[3 * i + 2];
+	}
+	if (N != rows)
+		return d0_errf(err, "%lld patch rows, but the grids hold %lld",
+			       (long long)rows, (long long)N);
+	U = N / mu;
+#define KW(fmt, i) (snprintf(nm, sizeof nm, "%s.%d." fmt, e, (int)(i)), W(m, nm, 0))
+	x = malloc((size_t)(N * D) * sizeof *x);
+	y = malloc((size_t)(N * D) * sizeof *y);
+	pos = malloc((size_t)(N * D) * sizeof *pos);
+	qkv = malloc((size_t)(N * 3 * D) * sizeof *qkv);
+	q = malloc((size_t)(N * D) * sizeof *q);
+	k = malloc((size_t)(N * D) * sizeof *k);
+	vv = malloc((size_t)(N * D) * sizeof *vv);
+	at = malloc((size_t)(N * D) * sizeof *at);
+	f1 = malloc((size_t)(N * F) * sizeof *f1);
+	sc = malloc((size_t)N * sizeof *sc);
+	seg = malloc((size_t)(n_img + 1) * sizeof *seg);
+	prow = malloc((size_t)N * 2 * sizeof *prow);
+
+	/* patch_embed: proj(x).view(L, -1), then + the positions */
+	linear(x, pix, W(m, "vision_tower.patch_embed.proj.weight", 0),
+	       W(m, "vision_tower.patch_embed.proj.bias", 0), N, D, K);
+	seg[0] = 0;
+	for (int i = 0; i < n_img; i++) {
+		int64_t gh = g[3 * i + 1], gw = g[3 * i + 2];
+		kimi_pos(W(m, "vision_tower.patch_embed.pos_emb.weight", 0),
+			 v->pos_h, v->pos_w, D, gh, gw, pos + r0 * D);
+		for (int64_t p = 0; p < gh * gw; p++) {
+			prow[2 * (r0 + p)] = p / gw;     /* height */
+			prow[2 * (r0 + p) + 1] = p % gw; /* width */
+		}
+		r0 += gh * gw;
+		seg[i + 1] = r0;
+	}
+	for (int64_t i = 0; i < N * D; i++)
+		x[i] += pos[i];
+	if (trace)
+		trace(ctx, -1, x, N, D);
+
+	for (int64_t l = 0; l < v->depth; l++) {
+		layer_norm(y, x, KW("norm0.weight", l), KW("norm0.bias", l), N, D,
+			   v->norm_eps);
+		linear(qkv, y, KW("wqkv.weight", l), KW("wqkv.bias", l), N,
+		       3 * D, D);
+		/* view(L, 3, heads, hd); freqs_cis[h, w, c]: c = 2i is
+		 * cis(w theta^(-4i/hd)), c = 2i + 1 is cis(h theta^(-4i/hd)) */
+		for (int64_t r = 0; r < N; r++)
+			for (int64_t h = 0; h < H; h++)
+				for (int64_t c = 0; c < hd / 2; c++) {
+					int64_t i = c / 2, o = h * hd + 2 * c;
+					double th = pow(10000.0, -(double)(4 * i) /
+								    (double)hd);
+					double a = (double)(c % 2 ? prow[2 * r]
+								  : prow[2 * r + 1]) * th;
+					double cs = cos(a), sn = sin(a);
+					const double *row = qkv + r * 3 * D;
+					q[r * D + o] = row[o] * cs - row[o + 1] * sn;
+					q[r * D + o + 1] = row[o] * sn + row[o + 1] * cs;
+					k[r * D + o] = row[D + o] * cs -
+						       row[D + o + 1] * sn;
+					k[r * D + o + 1] = row[D + o] * sn +
+							   row[D + o + 1] * cs;
+					vv[r * D + o] = row[2 * D + o];
+					vv[r * D + o + 1] = row[2 * D + o + 1];
+				}
+		for (int i = 0; i < n_img; i++)
+			attend(at, q, k, vv, seg[i], seg[i + 1], H, hd,
+			       1.0 / sqrt((double)hd), sc);
+		linear(y, at, KW("wo.weight", l), KW("wo.bias", l), N, D, D);
+		for (int64_t i = 0; i < N * D; i++)
+			x[i] += y[i];
+		layer_norm(y, x, KW("norm1.weight", l), KW("norm1.bias", l), N, D,
+			   v->norm_eps);
+		linear(f1, y, KW("mlp.fc0.weight", l), KW("mlp.fc0.bias", l), N,
+		       F, D);
+		for (int64_t i = 0; i < N * F; i++)
+			f1[i] = act("gelu_pytorch_tanh", f1[i]);
+		linear(y, f1, KW("mlp.fc1.weight", l), KW("mlp.fc1.bias", l), N,
+		       D, F);
+		for (int64_t i = 0; i < N * D; i++)
+			x[i] += y[i];
+		if (trace)
+			trace(ctx, (int)l, x, N, D);
+	}
+#undef KW
+	layer_norm(y, x, W(m, "vision_tower.encoder.final_layernorm.weight", 0),
+		   W(m, "vision_tower.encoder.final_layernorm.bias", 0), N, D,
+		   v->norm_eps);
+	/* patch_merger: view(h/2, 2, w/2, 2, D).permute(0, 2, 1, 3, 4) */
+	mrg = malloc((size_t)(N * D) * sizeof *mrg);
+	{
+		int64_t u = 0;
+		r0 = 0;
+		for (int i = 0; i < n_img; i++) {
+			int64_t gh = g[3 * i + 1], gw = g[3 * i + 2];
+			for (int64_t a = 0; a < gh / mg; a++)
+				for (int64_t b = 0; b < gw / mg; b++, u++)
+					for (int64_t ky = 0; ky < mg; ky++)
+						for (int64_t kx = 0; kx < mg; kx++)
+							memcpy(mrg + (u * mu + ky * mg + kx) * D,
+							       y + (r0 + (a * mg + ky) * gw +
+								    b * mg + kx) * D,
+							       (size_t)D * sizeof *mrg);
+			r0 += gh * gw;
+		}
+	}
+	/* KimiVLMultiModalProjector: pre_norm per patch, view(-1, D mg^2) */
+	layer_norm(y, mrg, W(m, "multi_modal_projector.pre_norm.weight", 0),
+		   W(m, "multi_modal_projector.pre_norm.bias", 0), N, D, 1e-5);
+	mo = malloc((size_t)(U * mu * D) * sizeof *mo);
+	linear(mo, y, W(m, "multi_modal_projector.linear_1.weight", 0),
+	       W(m, "multi_modal_projector.linear_1.bias", 0), U, mu * D, mu * D);
+	for (int64_t i = 0; i < U * mu * D; i++)
+		mo[i] = act("gelu", mo[i]);
+	*out = malloc((size_t)(U * O) * sizeof **out);
+	linear(*out, mo, W(m, "multi_modal_projector.linear_2.weight", 0),
+	       W(m, "multi_modal_projector.linear_2.bias", 0), U, O, mu * D);
+	*out_rows = U;
+	free(x), free(y), free(pos), free(qkv), free(q), free(k), free(vv);
+	free(at), free(f1), free(sc), free(seg), free(prow), free(mrg), free(mo);
+	return 0;
+}
+
 int refv_encode(const struct refv_model *m, const double *pixels, int64_t rows,
 		int64_t cols, const int64_t *grid_thw, int n_img,
 		refv_trace_fn trace, void *ctx, double **out, int64_t *out_rows,
@@ -655,6 +879,9 @@ int refv_encode(const struct refv_model *m, const double *pixels, int64_t rows,
 	if (m->c.vision.kind == VISION_CLIP)
 		return clip_encode(m, pixels, rows, cols, n_img, trace, ctx, out,
 				   out_rows, err);
+	if (m->c.vision.kind == VISION_KIMI)
+		return kimi_encode(m, pixels, rows, cols, grid_thw, n_img, trace,
+				   ctx, out, out_rows, err);
 	return qwen_encode(m, pixels, rows, cols, grid_thw, n_img, trace, ctx,
 			   out, out_rows, err);
 }

@@ -86,6 +86,69 @@ void vimg_op_level(struct vimg_result *res, json_t *a, int quiet)
 	e = err_compare(x, ref, NH * HD);
 	add(a, "vision.rope_2d", e, quiet, "op");
 	res->op_worst = fmax(res->op_worst, e.max_rel);
+	/* MoonViT's 2D rotary: complex pairs (2c, 2c+1); pair 2i by the
+	 * column, pair 2i+1 by the row, theta^(-4i/hd) */
+	{
+		double th[HD / 4];
+		for (int j = 0; j < HD / 4; j++)
+			th[j] = pow(10000.0, -(double)(4 * j) / HD);
+		rnd(&g, x, NH * HD, 1.0);
+		for (int i = 0; i < NH * HD; i++)
+			ref[i] = x[i];
+		op_rope_2d_pairs(x, NH, HD, 301, 47, th);
+		for (int h = 0; h < NH; h++)
+			for (int c = 0; c < HD / 2; c++) {
+				double an = (c % 2 ? 301.0 : 47.0) * th[c / 2];
+				double *p = ref + h * HD + 2 * c, re = p[0],
+				       im = p[1];
+				p[0] = re * cos(an) - im * sin(an);
+				p[1] = re * sin(an) + im * cos(an);
+			}
+		e = err_compare(x, ref, NH * HD);
+		add(a, "vision.rope_2d_pairs", e, quiet, "op");
+		res->op_worst = fmax(res->op_worst, e.max_rel);
+	}
+	/* torch's bicubic F.interpolate (align_corners=False, A = -0.75,
+	 * borders clamped) of a 5 x 7 x 3 table up to 9 x 4 and down to 3 x
+	 * 11, float64 written out from upsample_bicubic2d's definition */
+	{
+		enum { IH = 5, IW = 7, C = 3 };
+		float tab[IH * IW * C], out[11 * 11 * C];
+		double want[11 * 11 * C];
+		const int sz[2][2] = {{9, 4}, {3, 11}};
+		rnd(&g, tab, IH * IW * C, 2.0);
+		for (int t = 0; t < 2; t++) {
+			int oh = sz[t][0], ow = sz[t][1];
+			op_interp_bicubic(out, tab, IH, IW, C, oh, ow);
+			for (int y = 0; y < oh; y++)
+				for (int xx = 0; xx < ow; xx++)
+					for (int ch = 0; ch < C; ch++) {
+						double sy = (y + 0.5) * IH / oh - 0.5;
+						double sx = (xx + 0.5) * IW / ow - 0.5;
+						double acc = 0;
+						for (int iy = (int)floor(sy) - 1;
+						     iy <= (int)floor(sy) + 2; iy++)
+							for (int ix = (int)floor(sx) - 1;
+							     ix <= (int)floor(sx) + 2; ix++) {
+								double dy = fabs(sy - iy),
+								       dx = fabs(sx - ix), wy, wx;
+								const double A = -0.75;
+								wy = dy <= 1 ? ((A + 2) * dy - (A + 3)) * dy * dy + 1
+									     : A * (dy * dy * dy - 5 * dy * dy + 8 * dy - 4);
+								wx = dx <= 1 ? ((A + 2) * dx - (A + 3)) * dx * dx + 1
+									     : A * (dx * dx * dx - 5 * dx * dx + 8 * dx - 4);
+								acc += wy * wx *
+								       tab[((iy < 0 ? 0 : iy >= IH ? IH - 1 : iy) * IW +
+									    (ix < 0 ? 0 : ix >= IW ? IW - 1 : ix)) * C + ch];
+							}
+						want[(y * ow + xx) * C + ch] = acc;
+					}
+			e = err_compare(out, want, (size_t)(oh * ow * C));
+			add(a, t ? "vision.pos_bicubic.down" : "vision.pos_bicubic.up",
+			    e, quiet, "op");
+			res->op_worst = fmax(res->op_worst, e.max_rel);
+		}
+	}
 	/* M-RoPE: sections (t, h, w) of the frequency slots */
 	{
 		int64_t sec[3] = {8, 12, 12}, pos[3] = {4000, 17, 260};

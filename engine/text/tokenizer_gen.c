@@ -50,10 +50,12 @@ static const char train_text[] =
 
 /* ------------------------------------------------------------ families */
 
+#define SPECIALS_MAX 12
+
 struct family {
 	const char *name;       /* format */
 	int sentencepiece;      /* else byte-level */
-	const char *specials[8]; /* NULL-terminated when fewer */
+	const char *specials[SPECIALS_MAX]; /* NULL-terminated when fewer */
 	int specials_first;     /* DeepSeek keeps its specials at 0, 1 */
 	const char *bos, *eos, *pad;
 	int cleanup, bos_template, ignore_merges, nfc, merge_pairs;
@@ -96,6 +98,12 @@ static const struct family families[] = {
 	 "<|im_end|>", "<|endoftext|>", 0, 0, 0, 1, 1, {QWEN_RE}},
 	{"llava", 1, {"<unk>", "<s>", "</s>", "<image>", "<pad>"}, 1, "<s>",
 	 "</s>", "<pad>", 0, 1, 0, 0, 0, {NULL}},
+	/* Kimi-VL ships tiktoken.model; this is a byte-level tokenizer.json
+	 * with its special tokens (the chat's and the media placeholders) */
+	{"kimi_vl", 0, {"[BOS]", "[EOS]", "<|im_end|>", "<|im_user|>",
+			"<|im_assistant|>", "<|im_middle|>", "<|media_start|>",
+			"<|media_content|>", "<|media_end|>", "<|media_pad|>"}, 0,
+	 "[BOS]", "<|im_end|>", "[EOS]", 0, 0, 0, 1, 1, {QWEN_RE}},
 };
 
 static const struct family *family_of(const char *model_type)
@@ -104,6 +112,8 @@ static const struct family *family_of(const char *model_type)
 		return &families[4];
 	if (!strcmp(model_type, "llava")) /* Vicuna's Llama-2 SentencePiece */
 		return &families[5];
+	if (!strcmp(model_type, "kimi_vl"))
+		return &families[6];
 	if (!strcmp(model_type, "llama"))
 		return &families[0];
 	if (!strncmp(model_type, "qwen", 4))
@@ -505,7 +515,7 @@ static void vocab_json(const struct vocab *v, int32_t first_id, json_t *obj)
 static json_t *added_json(const struct family *f, int32_t first_id)
 {
 	json_t *a = json_array();
-	for (int i = 0; i < 8 && f->specials[i]; i++)
+	for (int i = 0; i < SPECIALS_MAX && f->specials[i]; i++)
 		json_array_append_new(a, json_pack(
 			"{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", first_id + i,
 			"content", f->specials[i], "single_word", 0, "lstrip", 0,
@@ -576,7 +586,7 @@ static int write_docs(const char *dir, json_t *tok, json_t *cfg,
 
 static int32_t special_index(const struct family *f, const char *s)
 {
-	for (int i = 0; s && i < 8 && f->specials[i]; i++)
+	for (int i = 0; s && i < SPECIALS_MAX && f->specials[i]; i++)
 		if (!strcmp(f->specials[i], s))
 			return i;
 	return 0;
@@ -596,7 +606,7 @@ int tokenizer_write_family(const char *dir, const char *model_type,
 	*written = 0;
 	if (!f)
 		return 0;
-	while (nspec < 8 && f->specials[nspec])
+	while (nspec < SPECIALS_MAX && f->specials[nspec])
 		nspec++;
 	if (vocab < nspec + 8)
 		return 0;
