@@ -66,6 +66,53 @@ for op in patch_embed.conv2d vision.class_token layer_norm quick_gelu projector.
 	contains "LLaVA operator enumerated: $op" "\"name\": \"$op\"" "$T/llava.json"
 done
 
+# Qwen2.5-VL-72B-Instruct (assets/configs/SOURCES.md: Qwen's own AWQ
+# release's config.json, unquantized).  That file is a transformers 4.49
+# save: its vision_config leaves out the keys at Qwen2_5_VLVisionConfig's
+# defaults, which transformers reads back as those defaults (depth 32,
+# num_heads 16, window 112, fullatt 7/15/23/31, patch 14, merge 2, 2
+# frames).  day0 reads the others' defaults but still asks for depth and
+# num_heads (model_vision.c), so this copy spells those two out.
+Q72="$VL/qwen2.5-vl-72b-instruct"
+mkdir -p "$T/q72"
+cp "$Q72/preprocessor_config.json" "$T/q72/"
+$PY -c "import json,sys; c=json.load(open(sys.argv[1])); assert 'depth' not in c['vision_config']; c['vision_config'].update(depth=32, num_heads=16); json.dump(c, open(sys.argv[2], 'w'), indent=2)" \
+	"$Q72/config.json" "$T/q72/config.json"
+expect_rc 0 "inspect Qwen2.5-VL-72B (every operator covered)" "$ENGINE" inspect --json "$T/q72"
+cp "$OUT" "$T/q72.json"
+$PY - "$T/q72/config.json" "$T/q72.json" >"$T/q72.cmp" <<'PY2'
+import json, sys
+c = json.load(open(sys.argv[1])); got = json.load(open(sys.argv[2]))
+v = c["vision_config"]; D, F, m = v["hidden_size"], v["intermediate_size"], 2
+block = 2 * D + (3 * D * D + 3 * D) + (D * D + D) + 2 * (F * D + F) + (D * F + D)
+tower = D * 3 * 2 * 14 ** 2 + v["depth"] * block
+M = D * m * m
+proj = D + (M * M + M) + (v["out_hidden_size"] * M + v["out_hidden_size"])
+p = got["vision"]["parameters"]
+lm = got["parameters"]["total"] - p["tower"] - p["projector"]
+print("tower", p["tower"] == tower, p["tower"], tower)
+print("projector", p["projector"] == proj, p["projector"], proj)
+# the LM is Qwen2.5-72B's shapes: 72.7B on the Hub (Qwen/Qwen2.5-72B-Instruct)
+print("lm", abs(lm - 72.7e9) / 72.7e9 < 0.005, lm)
+print("width", got["vision"]["out_hidden_size"] == c["hidden_size"] == 8192)
+PY2
+contains "Qwen2.5-VL-72B tower parameters = the shapes' sum (636,401,664: ffn 3456)" "tower True 636401664" "$T/q72.cmp"
+contains "Qwen2.5-VL-72B merger parameters (68,172,032: into hidden 8192)" "projector True 68172032" "$T/q72.cmp"
+contains "Qwen2.5-VL-72B LM within 0.5% of Qwen2.5-72B's 72.7B" "lm True" "$T/q72.cmp"
+contains "Qwen2.5-VL-72B merger output = the LM's hidden 8192" "width True" "$T/q72.cmp"
+expect_rc 0 "plan Qwen2.5-VL-72B on 8 x 80G" "$ENGINE" plan "$T/q72" --nodes 1 --cards 8 --card-mem 80G --json
+check "... one card cannot hold it (bf16 137 GiB), tp 2 can; the tower and merger (1.3 GiB) replicated on stage 0" \
+	$PY - "$OUT" <<'PY2'
+import json, sys
+p = json.load(open(sys.argv[1])); v = p["vision"]
+one = [r for r in p["rejected"] if r["tp"] * r["pp"] == 1]
+ok = (v["placement"] == "replicated" and v["stage"] == 0 and v["parameters"] == 636401664 + 68172032
+      and abs(v["bytes_per_rank"] - 2 * v["parameters"]) < 1e-3 * v["bytes_per_rank"]  # bf16, norms f32
+      and one and p["feasible"]
+      and min(r["tp"] * r["pp"] for r in p["feasible"]) == 2)
+sys.exit(not ok)
+PY2
+
 # A tower without a table: read, named as missing, never dropped.
 expect_rc 1 "inspect Qwen3-VL-30B-A3B: exit 1" "$ENGINE" inspect "$Q3"
 contains "... names the tower as a missing operator" "vision_tower.qwen3_vl_moe" "$ERR"
