@@ -62,6 +62,8 @@ struct tparam {
 	int tp_sum;                     /* partial over TP: summed */
 	int decay;                      /* weight decay (matrices) */
 	int expert;
+	int stage;                      /* the pipeline stage that owns it */
+	int here;                       /* held on this rank (stage, expert) */
 };
 
 /* What forward keeps of one layer for backward (floats unless said). */
@@ -91,8 +93,12 @@ struct tlay {
 struct train {
 	struct rt *r;
 	struct train_cfg cfg;
-	int rank, world, tp, tp_rank, dp, dp_rank, ep, ep_rank;
+	int rank, world, tp, tp_rank, dp, dp_rank, ep, ep_rank, pp, pp_rank;
 	MPI_Comm tp_comm, dp_comm, ep_comm; /* ep_comm: the EP group */
+	MPI_Comm pp_comm;  /* this rank's pipeline: the same dp, ep, tp */
+	MPI_Comm emb_comm; /* a tied embedding's two stages (first, last) */
+	int l0, l1;        /* this stage's layers [l0, l1) */
+	int first, last;   /* the first / the last stage */
 	MPI_Op op16;
 	int np, pcap;
 	struct tparam *P;
@@ -107,14 +113,29 @@ struct train {
 	struct tparam *embed, *lm_head, *final_norm;
 	int H, V, Vl, nh, nkv, dqk, dv, rd, F, Fm, Fs, E, K, nope, kvl, ql;
 	double attn_scale, attn_factor, *inv_freq;
-	/* activations, sized at the first batch */
-	int T, B, S;
+	/* activations of one micro-batch, sized at the first batch: T = B x S
+	 * tokens; nslots micro-batches in flight on this stage (1F1B keeps at
+	 * most pp - pp_rank), each its layers' tws (one scratch tws when
+	 * recomputing, the layer inputs in tpbuf) */
+	int T, B, S, M, nslots, nws;
 	struct tws *ws;
 	float *cosT, *sinT;
 	float *logits, *hfin, *xf, *rsf;
 	float *dh, *dh2, *dxn, *b[6];
 	float *tpbuf;
 	int64_t wmax;
+	/* the pipeline's point-to-point buffers, one a slot: the activation
+	 * sent on (not the last stage), the gradient sent back (not the
+	 * first), each until its MPI_Isend completes */
+	float **sact, **sgrad;
+	MPI_Request *rq_act, *rq_grad;
+	double lraw;          /* the loss summed over the micro-batches */
+	double t_f, t_b, t_wait; /* this pass: forward, backward, waiting on
+				  * the pipeline's neighbours */
+	int agree;            /* the last micro-batch: gradients final */
+	double bubble[64];    /* each stage's idle share (stage 0: all) */
+	char *sched;          /* this pass's order: "F0 F1 B0 ..." */
+	size_t sched_n;
 	/* optimizer */
 	int64_t step;
 	double scale;
@@ -189,6 +210,7 @@ static struct tparam *reg(struct train *t, const struct tensor_spec *sp,
 	p->tp_sum = tp_sum;
 	p->decay = s->ndim == 2;
 	p->expert = s->expert;
+	p->off = -1; /* placed by assign_offsets if held here */
 	if (s->ndim == 1) { /* a vector: [1, n] for the products below */
 		p->cols = p->rows;
 		p->rows = 1;
@@ -299,9 +321,43 @@ static int register_params(struct train *t, struct d0_err *err)
 	return 0;
 }
 
+/* The stage that runs layer l: the inference runtime's split
+ * (layout_stage_layers: the first layers % pp stages one layer more). */
+static int stage_of_layer(const struct train *t, int l)
+{
+	for (int s = 0; s < t->pp; s++) {
+		int64_t first, count;
+		layout_stage_layers(t->nl, t->pp, s, &first, &count);
+		if (l >= first && l < first + count)
+			return s;
+	}
+	return t->pp - 1;
+}
+
+/* Which stage owns each parameter, and which are held here: a layer's on
+ * its stage, the embedding on the first, the final norm and lm_head on
+ * the last (a tied embedding on both: the last uses it as the head; its
+ * gradient is summed over the two, the first owns it for the norm and
+ * the check). */
+static void mark_stages(struct train *t)
+{
+	for (int i = 0; i < t->np; i++) {
+		struct tparam *p = &t->P[i];
+		int l;
+		if (sscanf(p->name, "model.layers.%d.", &l) == 1)
+			p->stage = stage_of_layer(t, l);
+		else if (p == t->embed)
+			p->stage = 0;
+		else
+			p->stage = t->pp - 1;
+		p->here = p->stage == t->pp_rank ||
+			  (p == t->embed && t->lm_head == t->embed && t->last);
+	}
+}
+
 static void place(struct train *t, struct tparam *p, int64_t *off)
 {
-	if (!p)
+	if (!p || !p->here || p->off >= 0)
 		return;
 	p->off = *off;
 	*off += p->numel;
@@ -309,14 +365,16 @@ static void place(struct train *t, struct tparam *p, int64_t *off)
 		t->maxn = p->numel;
 }
 
-/* Flat offsets in the order backward finishes the parameters. */
+/* Flat offsets of this stage's parameters in the order backward finishes
+ * them (a tied embedding on the last stage of a pipeline comes first: it
+ * is the head there). */
 static void assign_offsets(struct train *t)
 {
 	int64_t off = 0;
-	if (t->lm_head != t->embed)
+	if (t->lm_head != t->embed || (t->pp > 1 && t->last))
 		place(t, t->lm_head, &off);
 	place(t, t->final_norm, &off);
-	for (int l = t->nl - 1; l >= 0; l--) {
+	for (int l = t->l1 - 1; l >= t->l0; l--) {
 		struct tlay *y = &t->L[l];
 		y->p_lo = off;
 		for (int i = 0; i < t->np; i++) {
@@ -383,7 +441,10 @@ static int load_params(struct train *t, struct d0_err *err)
 		return -1;
 	for (int i = 0; i < t->np && !t->r->over[0]; i++) {
 		struct tparam *p = &t->P[i];
-		float *f = rt_load_f32(t->r, sp, ns, p->name);
+		float *f;
+		if (!p->here)
+			continue;
+		f = rt_load_f32(t->r, sp, ns, p->name);
 		if (!f)
 			break;
 		for (int64_t j = 0; j < p->numel; j++) {
@@ -433,30 +494,38 @@ int train_open(struct train **out, const char *dir, const struct train_cfg *cfg,
 	t->tp_comm = MPI_COMM_NULL;
 	t->dp_comm = MPI_COMM_NULL;
 	t->ep_comm = MPI_COMM_NULL;
+	t->pp_comm = MPI_COMM_NULL;
+	t->emb_comm = MPI_COMM_NULL;
 	r->budget = cfg->card_mem;
 	MPI_Comm_rank(MPI_COMM_WORLD, &t->rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &t->world);
 	t->tp = cfg->tp;
 	t->dp = cfg->dp;
 	t->ep = cfg->ep;
-	/* world rank = (dp_rank * ep + ep_rank) * tp + tp_rank: a TP group
-	 * inside an EP group inside a DP replica */
+	t->pp = cfg->pp;
+	t->M = cfg->micro > 0 ? cfg->micro : 1;
+	/* world rank = ((dp_rank * pp + pp_rank) * ep + ep_rank) * tp +
+	 * tp_rank: a TP group inside an EP group inside a pipeline stage (the
+	 * inference runtime's layout_rank) inside a DP replica */
 	t->tp_rank = t->rank % t->tp;
 	t->ep_rank = t->rank / t->tp % t->ep;
-	t->dp_rank = t->rank / (t->tp * t->ep);
+	t->pp_rank = t->rank / (t->tp * t->ep) % t->pp;
+	t->dp_rank = t->rank / (t->tp * t->ep * t->pp);
+	t->first = t->pp_rank == 0;
+	t->last = t->pp_rank == t->pp - 1;
 	if (model_config_load(cp, c, err) < 0)
 		rc = -1;
-	else if (cfg->pp != 1)
-		rc = d0_errf(err, "--pp %d: training runs TP, EP and DP layouts "
-			     "only (the pipeline backward is not built yet)", cfg->pp);
+	else if (cfg->pp > c->layers)
+		rc = d0_errf(err, "%s: --pp %d: %lld layers cannot give every "
+			     "pipeline stage one", cp, cfg->pp, (long long)c->layers);
 	else if (cfg->ep > 1 && (c->experts == 0 || c->experts % cfg->ep))
 		rc = d0_errf(err, "%s: --ep %d: %lld routed experts do not split "
 			     "over %d EP ranks", cp, cfg->ep, (long long)c->experts,
 			     cfg->ep);
-	else if (t->tp * t->ep * t->dp != t->world)
-		rc = d0_errf(err, "tp %d x ep %d x dp %d = %d ranks, but mpirun "
-			     "started %d", t->tp, t->ep, t->dp,
-			     t->tp * t->ep * t->dp, t->world);
+	else if (t->tp * t->pp * t->ep * t->dp != t->world)
+		rc = d0_errf(err, "tp %d x pp %d x ep %d x dp %d = %d ranks, but "
+			     "mpirun started %d", t->tp, t->pp, t->ep, t->dp,
+			     t->tp * t->pp * t->ep * t->dp, t->world);
 	else if (path_exists(lp))
 		rc = d0_errf(err, "%s: a converted layout; train reads a Hugging "
 			     "Face checkpoint directory", dir);
@@ -492,12 +561,31 @@ int train_open(struct train **out, const char *dir, const struct train_cfg *cfg,
 	MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 	if (bad)
 		return rc < 0 ? -1 : d0_errf(err, "another rank failed to open %s", dir);
-	MPI_Comm_split(MPI_COMM_WORLD, t->dp_rank * t->ep + t->ep_rank, t->tp_rank,
-		       &t->tp_comm);
-	MPI_Comm_split(MPI_COMM_WORLD, t->ep_rank * t->tp + t->tp_rank, t->dp_rank,
-		       &t->dp_comm);
-	MPI_Comm_split(MPI_COMM_WORLD, t->dp_rank * t->tp + t->tp_rank, t->ep_rank,
-		       &t->ep_comm);
+	{
+		/* a replica's stage, and the coordinates the others share */
+		int st = t->dp_rank * t->pp + t->pp_rank;
+		int col = t->ep_rank * t->tp + t->tp_rank;
+		MPI_Comm_split(MPI_COMM_WORLD, st * t->ep + t->ep_rank, t->tp_rank,
+			       &t->tp_comm);
+		MPI_Comm_split(MPI_COMM_WORLD, t->pp_rank * t->ep * t->tp + col,
+			       t->dp_rank, &t->dp_comm);
+		MPI_Comm_split(MPI_COMM_WORLD, st * t->tp + t->tp_rank, t->ep_rank,
+			       &t->ep_comm);
+		MPI_Comm_split(MPI_COMM_WORLD, t->dp_rank * t->ep * t->tp + col,
+			       t->pp_rank, &t->pp_comm);
+		/* a tied embedding's first and last stage sum its gradient */
+		MPI_Comm_split(MPI_COMM_WORLD,
+			       c->tie_embeddings && t->pp > 1 && (t->first || t->last)
+				       ? t->dp_rank * t->ep * t->tp + col
+				       : MPI_UNDEFINED,
+			       t->pp_rank, &t->emb_comm);
+	}
+	{
+		int64_t first, count;
+		layout_stage_layers(c->layers, t->pp, t->pp_rank, &first, &count);
+		t->l0 = (int)first;
+		t->l1 = (int)(first + count);
+	}
 	MPI_Comm_dup(t->tp_comm, &r->tp_comm);
 	g_dtype = cfg->dtype;
 	MPI_Op_create(sum16, 1, &t->op16);
@@ -532,6 +620,7 @@ int train_open(struct train **out, const char *dir, const struct train_cfg *cfg,
 
 	if (register_params(t, err) < 0)
 		return -1;
+	mark_stages(t);
 	assign_offsets(t);
 	t->wsz = cfg->dtype == DT_F32 ? 4 : 2;
 	/* ZeRO-1: rank d of the DP group owns [zs[d], zs[d+1]) */
@@ -542,7 +631,7 @@ int train_open(struct train **out, const char *dir, const struct train_cfg *cfg,
 	t->zn = cfg->zero1 ? t->zs[t->dp_rank + 1] - t->z0 : t->N;
 	t->mem.params = (uint64_t)t->N;
 	for (int i = 0; i < t->np; i++)
-		if (t->P[i].expert >= 0)
+		if (t->P[i].expert >= 0 && t->P[i].here)
 			t->mem.expert_params += (uint64_t)t->P[i].numel;
 	/* weights and master first: the loader's transient copy then never
 	 * raises the step's peak */
@@ -557,7 +646,7 @@ int train_open(struct train **out, const char *dir, const struct train_cfg *cfg,
 		/* slot 0 views a matrix, slots 1 and 2 vectors (norms, biases) */
 		int64_t vn = 1;
 		for (int i = 0; i < t->np; i++)
-			if (t->P[i].rows == 1 && t->P[i].numel > vn)
+			if (t->P[i].here && t->P[i].rows == 1 && t->P[i].numel > vn)
 				vn = t->P[i].numel;
 		t->xs[0] = talloc(t, (size_t)t->maxn * 4, "weight views (f32)", CAT_SCRATCH);
 		for (int s = 1; s < 3; s++)
@@ -567,14 +656,14 @@ int train_open(struct train **out, const char *dir, const struct train_cfg *cfg,
 		/* f32: vectors' gradients only (matrices are summed in place) */
 		int64_t gn = t->cfg.dtype == DT_F32 ? 0 : t->maxn;
 		for (int i = 0; i < t->np; i++)
-			if (t->P[i].rows == 1 && t->P[i].numel > gn)
+			if (t->P[i].here && t->P[i].rows == 1 && t->P[i].numel > gn)
 				gn = t->P[i].numel;
 		t->gs = talloc(t, (size_t)gn * 4 + 4, "gradient scratch", CAT_SCRATCH);
 		if (t->cfg.dtype != DT_F32)
 			t->mem.views = (uint64_t)t->maxn * 8;
 	}
 	/* the router biases (not trained) */
-	for (int l = 0; l < t->nl && !r->over[0]; l++)
+	for (int l = t->l0; l < t->l1 && !r->over[0]; l++)
 		if (t->L[l].moe && !strcmp(c->scoring, "sigmoid")) {
 			struct tensor_spec *sp = NULL;
 			size_t ns = 0;
@@ -603,12 +692,23 @@ void train_close(struct train *t)
 	if (!t)
 		return;
 	if (t->ws)
-		for (int l = 0; l < (t->cfg.recompute ? 1 : t->nl); l++) {
+		for (int l = 0; l < t->nws; l++) {
 			float **f = (float **)&t->ws[l];
 			for (size_t k = 0; k < sizeof(struct tws) / sizeof(float *); k++)
 				free(f[k]);
 		}
 	free(t->ws);
+	for (int k = 0; k < t->nslots; k++) {
+		if (t->sact)
+			free(t->sact[k]);
+		if (t->sgrad)
+			free(t->sgrad[k]);
+	}
+	free(t->sact);
+	free(t->sgrad);
+	free(t->rq_act);
+	free(t->rq_grad);
+	free(t->sched);
 	{
 		float *fs[] = {t->cosT, t->sinT, t->logits, t->hfin, t->xf, t->rsf,
 			       t->dh, t->dh2, t->dxn, t->b[0], t->b[1], t->b[2],
@@ -638,6 +738,10 @@ void train_close(struct train *t)
 		MPI_Comm_free(&t->dp_comm);
 	if (t->ep_comm != MPI_COMM_NULL)
 		MPI_Comm_free(&t->ep_comm);
+	if (t->pp_comm != MPI_COMM_NULL)
+		MPI_Comm_free(&t->pp_comm);
+	if (t->emb_comm != MPI_COMM_NULL)
+		MPI_Comm_free(&t->emb_comm);
 	rt_close(t->r);
 	free(t);
 }
@@ -668,7 +772,7 @@ static float *A(struct train *t, int64_t n)
 
 static int alloc_acts(struct train *t, int B, int S, struct d0_err *err)
 {
-	int T = B * S, nw = t->cfg.recompute ? 1 : t->nl, H = t->H;
+	int T = B * S, H = t->H, nloc = t->l1 - t->l0, nw;
 	const struct model_config *c = &t->r->c;
 	int64_t w = H;
 	if (t->ws) {
@@ -686,15 +790,19 @@ static int alloc_acts(struct train *t, int B, int S, struct d0_err *err)
 	t->T = T;
 	t->B = B;
 	t->S = S;
+	/* 1F1B: stage s runs pp - 1 - s forwards ahead of its first backward */
+	t->nslots = t->pp - t->pp_rank < t->M ? t->pp - t->pp_rank : t->M;
+	nw = t->cfg.recompute ? 1 : t->nslots * nloc;
+	t->nws = nw;
 	t->ws = calloc((size_t)nw, sizeof *t->ws);
-	for (int l = 0; l < nw; l++) {
-		struct tws *s = &t->ws[l];
-		int moe = 0;
-		for (int i = 0; i < t->nl; i++)
-			moe |= t->L[i].moe && (t->cfg.recompute || i == l);
-		int dense = 0;
-		for (int i = 0; i < t->nl; i++)
-			dense |= !t->L[i].moe && (t->cfg.recompute || i == l);
+	for (int k = 0; k < nw; k++) {
+		struct tws *s = &t->ws[k];
+		int moe = 0, dense = 0;
+		for (int i = t->l0; i < t->l1; i++) {
+			int mine = t->cfg.recompute || i == t->l0 + k % nloc;
+			moe |= t->L[i].moe && mine;
+			dense |= !t->L[i].moe && mine;
+		}
 		s->x = A(t, (int64_t)T * H);
 		s->xn1 = A(t, (int64_t)T * H);
 		s->rs1 = A(t, T);
@@ -743,16 +851,30 @@ static int alloc_acts(struct train *t, int B, int S, struct d0_err *err)
 		}
 	}
 	if (t->cfg.recompute) /* each layer's input, the rest rebuilt */
-		t->tpbuf = A(t, (int64_t)t->nl * T * H);
-	t->hfin = A(t, (int64_t)T * H);
-	t->xf = A(t, (int64_t)T * H);
-	t->rsf = A(t, T);
-	t->logits = A(t, (int64_t)T * t->Vl);
+		t->tpbuf = A(t, (int64_t)t->nslots * nloc * T * H);
+	if (t->last) {
+		t->hfin = A(t, (int64_t)T * H);
+		t->xf = A(t, (int64_t)T * H);
+		t->rsf = A(t, T);
+		t->logits = A(t, (int64_t)T * t->Vl);
+	}
+	t->sact = calloc((size_t)t->nslots, sizeof(float *));
+	t->sgrad = calloc((size_t)t->nslots, sizeof(float *));
+	t->rq_act = malloc((size_t)t->nslots * sizeof(MPI_Request));
+	t->rq_grad = malloc((size_t)t->nslots * sizeof(MPI_Request));
+	for (int k = 0; k < t->nslots; k++) {
+		t->rq_act[k] = t->rq_grad[k] = MPI_REQUEST_NULL;
+		if (!t->last) /* the stage's output, until the next has it */
+			t->sact[k] = A(t, (int64_t)T * H);
+		if (!t->first)
+			t->sgrad[k] = talloc(t, (size_t)T * H * 4, "pipeline gradient "
+					     "buffers", CAT_SCRATCH);
+	}
 	/* backward's own buffers, each as wide as its widest use */
 	{
 		int moe = 0, mla = c->mla != 0;
 		int64_t KH = 0, KF = 0, bw[6];
-		for (int i = 0; i < t->nl; i++)
+		for (int i = t->l0; i < t->l1; i++)
 			moe |= t->L[i].moe;
 		if (moe) {
 			KH = (int64_t)t->K * H;
@@ -1744,7 +1866,10 @@ static void layer_b(struct train *t, struct tlay *y, struct tws *w, float *dh)
 	attn_b(t, y, w, dh2, dxn);
 	memcpy(dh, dh2, (size_t)T * H * 4);
 	norm_b(t, y->in_norm, w->x, w->rs1, dxn, dh, 1, T, H);
-	tp_agree(t, y->p_lo, y->p_hi);
+	/* once the micro-batches' gradients are all in: an average of
+	 * partial sums would sum the earlier ones again */
+	if (t->agree)
+		tp_agree(t, y->p_lo, y->p_hi);
 }
 
 /* ------------------------------------------------------------ DP buckets */
@@ -1812,137 +1937,341 @@ static double comm_time(const struct train *t)
 	return s + t->t_ep;
 }
 
-/* Forward (and backward unless loss_only): loss is global. */
-static int pass(struct train *t, const int64_t *tok, const int64_t *lab, int B,
-		int S, int64_t nvalid, double seed_mul, int loss_only,
-		double *loss, struct train_stats *st, struct d0_err *err)
+/* ---------------------------------------------------------- the pipeline */
+
+enum { TAG_ACT = 71, TAG_GRAD = 72, TAG_CHECK = 73 };
+
+/* A wait on a pipeline neighbour: idle time of this stage (the bubble and
+ * the transfer), counted as communication. */
+static void pp_waited(struct train *t, double q0, uint64_t bytes)
 {
-	int T, H = t->H, Vl = t->Vl;
-	double t0 = now_s(), t1, c0 = comm_time(t), lsum = 0, norm;
-	float *h;
+	double dt = now_s() - q0;
+	t->t_wait += dt;
+	rt_stat_add(t->r, RT_GROUP_PP, RT_OP_SENDRECV, bytes, dt);
+}
+
+static void pp_wait(struct train *t, MPI_Request *rq)
+{
+	double q0 = now_s();
+	if (*rq == MPI_REQUEST_NULL)
+		return;
+	MPI_Wait(rq, MPI_STATUS_IGNORE);
+	pp_waited(t, q0, 0);
+}
+
+/* n floats from pipeline stage `from` (blocking: nothing else to do) */
+static void pp_recv(struct train *t, float *buf, int64_t n, int from, int tag)
+{
+	double q0 = now_s();
+	MPI_Recv(buf, (int)n, MPI_FLOAT, from, tag, t->pp_comm, MPI_STATUS_IGNORE);
+	pp_waited(t, q0, (uint64_t)n * 4);
+}
+
+static void sched_note(struct train *t, char kind, int m)
+{
+	char b[24];
+	int n = snprintf(b, sizeof b, "%s%c%d", t->sched_n ? " " : "", kind, m);
+	char *g = realloc(t->sched, t->sched_n + (size_t)n + 1);
+	if (!g)
+		return;
+	t->sched = g;
+	memcpy(t->sched + t->sched_n, b, (size_t)n + 1);
+	t->sched_n += (size_t)n;
+}
+
+/* Layer l's input in slot k (the stage's first: where the embedding or
+ * the previous stage's activation lands), what forward keeps of it, and
+ * where its output goes (the next layer's input, the final norm's on the
+ * last stage, the buffer sent on elsewhere). */
+static float *layer_in(struct train *t, int k, int l)
+{
+	int nloc = t->l1 - t->l0;
+	if (t->cfg.recompute)
+		return t->tpbuf + ((size_t)k * nloc + (size_t)(l - t->l0)) * t->T * t->H;
+	return t->ws[k * nloc + (l - t->l0)].x;
+}
+
+static struct tws *layer_ws(struct train *t, int k, int l)
+{
+	return &t->ws[t->cfg.recompute ? 0 : k * (t->l1 - t->l0) + (l - t->l0)];
+}
+
+static float *layer_out(struct train *t, int k, int l)
+{
+	if (l + 1 < t->l1)
+		return layer_in(t, k, l + 1);
+	return t->last ? t->hfin : t->sact[k];
+}
+
+/* The vocabulary-parallel embedding of a micro-batch's tokens into h. */
+static void embed_f(struct train *t, const int64_t *tok, float *h)
+{
+	int T = t->T, H = t->H, Vl = t->Vl;
 	int64_t lo = (int64_t)t->tp_rank * Vl;
-	if (alloc_acts(t, B, S, err) < 0)
-		return -1;
-	T = B * S;
-	/* embedding, vocab-parallel */
-	h = t->cfg.recompute ? t->tpbuf : t->ws[0].x;
+	const float *E = W(t, t->embed, 0);
 	memset(h, 0, (size_t)T * H * 4);
-	{
-		const float *E = W(t, t->embed, 0);
-		for (int i = 0; i < T; i++)
-			if (tok[i] >= lo && tok[i] < lo + Vl)
-				memcpy(h + (size_t)i * H, E + (size_t)(tok[i] - lo) * H,
-				       (size_t)H * 4);
-	}
+	for (int i = 0; i < T; i++)
+		if (tok[i] >= lo && tok[i] < lo + Vl)
+			memcpy(h + (size_t)i * H, E + (size_t)(tok[i] - lo) * H, (size_t)H * 4);
 	tp_sum(t, h, (int64_t)T * H);
-	for (int l = 0; l < t->nl; l++) {
-		struct tws *w = &t->ws[t->cfg.recompute ? 0 : l];
-		const float *in = t->cfg.recompute ? t->tpbuf + (size_t)l * T * H : w->x;
-		float *out = l + 1 < t->nl ? (t->cfg.recompute ? t->tpbuf + (size_t)(l + 1) * T * H
-						       : t->ws[l + 1].x)
-					   : t->hfin;
-		layer_f(t, &t->L[l], w, in, out);
-	}
-	norm_f(t->hfin, W(t, t->final_norm, 1), t->xf, t->rsf, T, H, t->r->c.rms_eps);
-	lin_f(t, t->lm_head, NULL, t->xf, t->logits, T);
-	/* cross-entropy over the vocabulary slices: max, sum, target */
-	{
-		float *mx = t->b[0], *se = t->b[1], *tl = t->b[2];
-		for (int i = 0; i < T; i++) {
-			const float *row = t->logits + (size_t)i * Vl;
-			float m = row[0];
-			for (int j = 1; j < Vl; j++)
-				if (row[j] > m)
-					m = row[j];
-			mx[i] = m;
-		}
-		if (t->tp > 1) {
-			double q = MPI_Wtime();
-			MPI_Allreduce(MPI_IN_PLACE, mx, T, MPI_FLOAT, MPI_MAX, t->r->tp_comm);
-			rt_stat_add(t->r, RT_GROUP_TP, RT_OP_ALLREDUCE, (uint64_t)T * 4,
-				    MPI_Wtime() - q);
-		}
-		for (int i = 0; i < T; i++) {
-			const float *row = t->logits + (size_t)i * Vl;
-			double s = 0;
-			for (int j = 0; j < Vl; j++)
-				s += exp((double)row[j] - mx[i]);
-			se[i] = (float)s;
-			tl[i] = lab[i] >= lo && lab[i] < lo + Vl ? row[lab[i] - lo] : 0.0f;
-		}
-		tp_sum(t, se, T);
-		tp_sum(t, tl, T);
-		norm = t->cfg.inject == INJECT_WRONG_SCALE ? (double)T * t->dp : (double)nvalid;
-		for (int i = 0; i < T; i++) {
-			float *row = t->logits + (size_t)i * Vl;
-			if (lab[i] == IGNORE_LABEL) {
-				memset(row, 0, (size_t)Vl * 4);
-				continue;
-			}
-			lsum += log((double)se[i]) + mx[i] - tl[i];
-			for (int j = 0; j < Vl; j++) {
-				double p = exp((double)row[j] - mx[i]) / se[i];
-				if (lab[i] - lo == j)
-					p -= 1.0;
-				row[j] = (float)(p * seed_mul / norm);
-			}
-		}
-		lsum /= (double)nvalid;
-		if (t->dp > 1)
-			MPI_Allreduce(MPI_IN_PLACE, &lsum, 1, MPI_DOUBLE, MPI_SUM, t->dp_comm);
-		*loss = lsum;
-	}
-	t1 = now_s();
-	if (st) {
-		st->t_fwd = t1 - t0;
-		st->tokens = (int64_t)T * t->dp;
-	}
-	if (loss_only)
-		return 0;
-	/* backward */
-	t->bstart = 0;
-	t->nreq = 0;
-	t->t_dp_exposed = 0;
-	memset(t->dh, 0, (size_t)T * H * 4);
-	memset(t->dxn, 0, (size_t)T * H * 4);
-	lin_b(t, t->lm_head, NULL, t->xf, t->logits, t->dxn, T);
-	tp_sum_dx(t, t->dxn, (int64_t)T * H);
-	norm_b(t, t->final_norm, t->hfin, t->rsf, t->dxn, t->dh, 0, T, H);
-	tp_agree(t, t->final_norm->off, t->final_norm->off + 1);
-	dp_ready(t, t->final_norm->off + t->final_norm->numel, 0);
-	for (int l = t->nl - 1; l >= 0; l--) {
-		struct tws *w = &t->ws[t->cfg.recompute ? 0 : l];
-		if (t->cfg.recompute) { /* rebuild the layer from its input */
-			float *scratch_out = t->dh2;
-			float *keep = malloc((size_t)T * H * 4);
-			memcpy(keep, t->dh, (size_t)T * H * 4);
-			layer_f(t, &t->L[l], w, t->tpbuf + (size_t)l * T * H, scratch_out);
-			memcpy(t->dh, keep, (size_t)T * H * 4);
-			free(keep);
-		}
-		layer_b(t, &t->L[l], w, t->dh);
-		dp_ready(t, t->L[l].p_hi, 0);
-	}
-	/* the embedding: rows of this rank's vocabulary slice */
+}
+
+/* The embedding's gradient: rows of this rank's vocabulary slice. */
+static void embed_b(struct train *t, const int64_t *tok)
+{
+	int T = t->T, H = t->H, Vl = t->Vl;
+	int64_t lo = (int64_t)t->tp_rank * Vl;
 	if (t->cfg.dtype == DT_F32) {
 		float *g = (float *)t->grad + t->embed->off;
 		for (int i = 0; i < T; i++)
 			if (tok[i] >= lo && tok[i] < lo + Vl)
 				for (int j = 0; j < H; j++)
 					g[(size_t)(tok[i] - lo) * H + j] += t->dh[(size_t)i * H + j];
-	} else {
-		memset(t->gs, 0, (size_t)t->embed->numel * 4);
-		for (int i = 0; i < T; i++)
-			if (tok[i] >= lo && tok[i] < lo + Vl)
-				for (int j = 0; j < H; j++)
-					t->gs[(size_t)(tok[i] - lo) * H + j] += t->dh[(size_t)i * H + j];
-		gadd(t, t->embed, t->gs);
+		return;
 	}
-	dp_ready(t, t->N, 1);
+	memset(t->gs, 0, (size_t)t->embed->numel * 4);
+	for (int i = 0; i < T; i++)
+		if (tok[i] >= lo && tok[i] < lo + Vl)
+			for (int j = 0; j < H; j++)
+				t->gs[(size_t)(tok[i] - lo) * H + j] += t->dh[(size_t)i * H + j];
+	gadd(t, t->embed, t->gs);
+}
+
+/* The last stage's head: final norm, lm_head, cross-entropy over the
+ * vocabulary slices (max, sum, target); the loss summed into t->lraw,
+ * the logits replaced by the loss's gradient (seed_mul / norm). */
+static void head_f(struct train *t, const int64_t *lab, double seed_mul, double norm)
+{
+	int T = t->T, H = t->H, Vl = t->Vl;
+	int64_t lo = (int64_t)t->tp_rank * Vl;
+	float *mx = t->b[0], *se = t->b[1], *tl = t->b[2];
+	norm_f(t->hfin, W(t, t->final_norm, 1), t->xf, t->rsf, T, H, t->r->c.rms_eps);
+	lin_f(t, t->lm_head, NULL, t->xf, t->logits, T);
+	for (int i = 0; i < T; i++) {
+		const float *row = t->logits + (size_t)i * Vl;
+		float m = row[0];
+		for (int j = 1; j < Vl; j++)
+			if (row[j] > m)
+				m = row[j];
+		mx[i] = m;
+	}
+	if (t->tp > 1) {
+		double q = MPI_Wtime();
+		MPI_Allreduce(MPI_IN_PLACE, mx, T, MPI_FLOAT, MPI_MAX, t->r->tp_comm);
+		rt_stat_add(t->r, RT_GROUP_TP, RT_OP_ALLREDUCE, (uint64_t)T * 4,
+			    MPI_Wtime() - q);
+	}
+	for (int i = 0; i < T; i++) {
+		const float *row = t->logits + (size_t)i * Vl;
+		double s = 0;
+		for (int j = 0; j < Vl; j++)
+			s += exp((double)row[j] - mx[i]);
+		se[i] = (float)s;
+		tl[i] = lab[i] >= lo && lab[i] < lo + Vl ? row[lab[i] - lo] : 0.0f;
+	}
+	tp_sum(t, se, T);
+	tp_sum(t, tl, T);
+	for (int i = 0; i < T; i++) {
+		float *row = t->logits + (size_t)i * Vl;
+		if (lab[i] == IGNORE_LABEL) {
+			memset(row, 0, (size_t)Vl * 4);
+			continue;
+		}
+		t->lraw += log((double)se[i]) + mx[i] - tl[i];
+		for (int j = 0; j < Vl; j++) {
+			double p = exp((double)row[j] - mx[i]) / se[i];
+			if (lab[i] - lo == j)
+				p -= 1.0;
+			row[j] = (float)(p * seed_mul / norm);
+		}
+	}
+}
+
+/* The head's backward: the final norm's input gradient into t->dh. */
+static void head_b(struct train *t)
+{
+	int T = t->T, H = t->H;
+	memset(t->dh, 0, (size_t)T * H * 4);
+	memset(t->dxn, 0, (size_t)T * H * 4);
+	lin_b(t, t->lm_head, NULL, t->xf, t->logits, t->dxn, T);
+	tp_sum_dx(t, t->dxn, (int64_t)T * H);
+	norm_b(t, t->final_norm, t->hfin, t->rsf, t->dxn, t->dh, 0, T, H);
+	if (t->agree) {
+		tp_agree(t, t->final_norm->off, t->final_norm->off + 1);
+		dp_ready(t, t->final_norm->off + t->final_norm->numel, 0);
+	}
+}
+
+/* Micro-batch m's forward on this stage: its input embedded (first
+ * stage) or received from the previous stage, this stage's layers, then
+ * the head and loss (last stage) or the output sent on (MPI_Isend: the
+ * stage goes on while it travels). */
+static void fwd_micro(struct train *t, int m, const int64_t *tok, const int64_t *lab,
+		      double seed_mul, double norm)
+{
+	int T = t->T, H = t->H, k = m % t->nslots;
+	double q0 = now_s(), w0 = t->t_wait;
+	float *h = layer_in(t, k, t->l0);
+	if (t->first)
+		embed_f(t, tok + (size_t)m * T, h);
+	else
+		pp_recv(t, h, (int64_t)T * H, t->pp_rank - 1, TAG_ACT);
+	if (!t->last) /* the output buffer: its last send must be done */
+		pp_wait(t, &t->rq_act[k]);
+	for (int l = t->l0; l < t->l1; l++)
+		layer_f(t, &t->L[l], layer_ws(t, k, l), layer_in(t, k, l), layer_out(t, k, l));
+	if (t->last)
+		head_f(t, lab + (size_t)m * T, seed_mul, norm);
+	else
+		MPI_Isend(t->sact[k], T * H, MPI_FLOAT, t->pp_rank + 1, TAG_ACT, t->pp_comm,
+			  &t->rq_act[k]);
+	t->t_f += now_s() - q0 - (t->t_wait - w0);
+	sched_note(t, 'F', m);
+}
+
+/* Micro-batch m's backward on this stage: the loss's gradient through the
+ * head (last stage) or the output's gradient received from the next
+ * stage, this stage's layers in reverse, then the embedding's gradient
+ * (first stage) or the input's gradient sent back.  The last micro-batch
+ * agrees the replicated gradients over TP and all-reduces the buckets
+ * over DP as it goes (the gradients are final only then), and sums a tied
+ * embedding's gradient over its two stages. */
+static void bwd_micro(struct train *t, int m, const int64_t *tok)
+{
+	int T = t->T, H = t->H, k = m % t->nslots;
+	double q0 = now_s(), w0 = t->t_wait;
+	t->agree = m == t->M - 1;
+	if (t->last) {
+		head_b(t);
+	} else {
+		pp_recv(t, t->dh, (int64_t)T * H, t->pp_rank + 1, TAG_GRAD);
+		if (t->cfg.inject == INJECT_NO_PP_GRAD) /* the fault: dropped */
+			memset(t->dh, 0, (size_t)T * H * 4);
+	}
+	for (int l = t->l1 - 1; l >= t->l0; l--) {
+		struct tws *w = layer_ws(t, k, l);
+		if (t->cfg.recompute) { /* rebuild the layer from its input */
+			float *keep = malloc((size_t)T * H * 4);
+			memcpy(keep, t->dh, (size_t)T * H * 4);
+			layer_f(t, &t->L[l], w, layer_in(t, k, l), t->dh2);
+			memcpy(t->dh, keep, (size_t)T * H * 4);
+			free(keep);
+		}
+		layer_b(t, &t->L[l], w, t->dh);
+		if (t->agree)
+			dp_ready(t, t->L[l].p_hi, 0);
+	}
+	if (t->first) {
+		embed_b(t, tok + (size_t)m * T);
+	} else {
+		pp_wait(t, &t->rq_grad[k]);
+		memcpy(t->sgrad[k], t->dh, (size_t)T * H * 4);
+		MPI_Isend(t->sgrad[k], T * H, MPI_FLOAT, t->pp_rank - 1, TAG_GRAD,
+			  t->pp_comm, &t->rq_grad[k]);
+	}
+	if (t->agree) {
+		dp_ready(t, t->N, 1);
+		if (t->emb_comm != MPI_COMM_NULL) {
+			/* the tied embedding: the first stage's gradient (input)
+			 * plus the last's (head), the same sum on both */
+			double e0 = now_s();
+			if (t->cfg.dtype == DT_F32)
+				MPI_Allreduce(MPI_IN_PLACE, (float *)t->grad + t->embed->off,
+					      (int)t->embed->numel, MPI_FLOAT, MPI_SUM,
+					      t->emb_comm);
+			else
+				MPI_Allreduce(MPI_IN_PLACE, (uint16_t *)t->grad + t->embed->off,
+					      (int)t->embed->numel, MPI_UINT16_T, t->op16,
+					      t->emb_comm);
+			pp_waited(t, e0, (uint64_t)t->embed->numel * t->wsz);
+		}
+	}
+	t->t_b += now_s() - q0 - (t->t_wait - w0);
+	sched_note(t, 'B', m);
+}
+
+/*
+ * Forward (and backward unless loss_only) of this rank's B sequences as M
+ * micro-batches of B / M.  At PP 1 they run one after the other (gradient
+ * accumulation).  Under PP the schedule is 1F1B (PipeDream-flush, as
+ * Megatron-LM's non-interleaved one): stage s runs min(pp - 1 - s, M)
+ * forwards (warm-up), then one forward and one backward in turn (steady
+ * state), then the remaining backwards (cool-down); so at most pp - s
+ * micro-batches' activations are kept.  loss is global, on every rank.
+ */
+static int pass(struct train *t, const int64_t *tok, const int64_t *lab, int B,
+		int S, int64_t nvalid, double seed_mul, int loss_only,
+		double *loss, struct train_stats *st, struct d0_err *err)
+{
+	int M = t->M, P = t->pp, warm, T;
+	double t0 = now_s(), c0 = comm_time(t), norm, lsum, span, mine;
+	if (B % M)
+		return d0_errf(err, "a batch of %d sequences a rank does not split "
+			       "into %d micro-batches", B, M);
+	if (alloc_acts(t, B / M, S, err) < 0)
+		return -1;
+	T = t->T;
+	norm = t->cfg.inject == INJECT_WRONG_SCALE ? (double)T * M * t->dp : (double)nvalid;
+	t->lraw = 0;
+	t->t_f = t->t_b = t->t_wait = 0;
+	t->sched_n = 0;
+	if (t->sched)
+		t->sched[0] = 0;
+	t->bstart = 0;
+	t->nreq = 0;
+	t->t_dp_exposed = 0;
+	if (loss_only) {
+		for (int m = 0; m < M; m++)
+			fwd_micro(t, m, tok, lab, seed_mul, norm);
+	} else {
+		warm = P - 1 - t->pp_rank < M ? P - 1 - t->pp_rank : M;
+		for (int m = 0; m < warm; m++)
+			fwd_micro(t, m, tok, lab, seed_mul, norm);
+		for (int m = warm; m < M; m++) {
+			fwd_micro(t, m, tok, lab, seed_mul, norm);
+			bwd_micro(t, m - warm, tok);
+		}
+		for (int m = M - warm; m < M; m++)
+			bwd_micro(t, m, tok);
+	}
+	/* every send done: the buffers are reused by the next pass */
+	for (int k = 0; k < t->nslots; k++) {
+		pp_wait(t, &t->rq_act[k]);
+		pp_wait(t, &t->rq_grad[k]);
+	}
+	/* the loss: the last stage's, summed over DP, to every stage */
+	lsum = t->last ? t->lraw / (double)nvalid : 0.0;
+	if (t->last && t->dp > 1)
+		MPI_Allreduce(MPI_IN_PLACE, &lsum, 1, MPI_DOUBLE, MPI_SUM, t->dp_comm);
+	if (P > 1) {
+		double q0 = now_s();
+		MPI_Bcast(&lsum, 1, MPI_DOUBLE, P - 1, t->pp_comm);
+		pp_waited(t, q0, 8);
+	}
+	*loss = lsum;
+	/* the bubble: this stage's share of the span not computing */
+	span = now_s() - t0;
+	mine = span > 0 ? 1.0 - (t->t_f + t->t_b) / span : 0.0;
+	if (mine < 0)
+		mine = 0;
+	t->bubble[t->pp_rank] = mine;
+	if (P > 1)
+		MPI_Gather(&mine, 1, MPI_DOUBLE, t->bubble, 1, MPI_DOUBLE, 0, t->pp_comm);
 	if (st) {
-		st->t_bwd = now_s() - t1;
+		double sum = 0;
+		st->t_fwd = t->t_f;
+		st->t_bwd = t->t_b;
+		st->tokens = (int64_t)T * M * t->dp;
 		st->t_comm = comm_time(t) - c0 + t->t_dp_exposed;
 		st->t_dp = t->t_dp_exposed;
+		st->pp = P;
+		st->micro = M;
+		for (int s = 0; s < P && s < 64; s++) {
+			st->bubble_stage[s] = t->pp_rank == 0 || s == t->pp_rank ? t->bubble[s] : 0;
+			sum += st->bubble_stage[s];
+		}
+		st->bubble = t->pp_rank == 0 ? sum / P : mine;
+		st->bubble_theory = (double)(P - 1) / (M + P - 1);
 	}
 	return 0;
 }
@@ -1970,6 +2299,9 @@ int train_loss(struct train *t, const int64_t *tok, const int64_t *lab, int B,
 static int counts(const struct train *t, const struct tparam *p, int64_t i)
 {
 	int64_t at = p->off + i;
+	/* held here, and on its own stage (a tied embedding on the first) */
+	if (!p->here || p->stage != t->pp_rank)
+		return 0;
 	if (p->repl && t->tp_rank != 0)
 		return 0;
 	/* an expert on its owner, everything else (the same over EP) once */
@@ -2030,8 +2362,9 @@ int train_step(struct train *t, const int64_t *tok, const int64_t *lab, int B,
 	for (int i = 0; i < t->np; i++) {
 		const struct tparam *p = &t->P[i];
 		int64_t a = p->off > t->z0 ? p->off : t->z0;
-		/* another EP rank's expert: its copy here is never used */
-		if (p->expert >= 0 && owner(t, p->expert) != t->ep_rank)
+		/* another stage's, or another EP rank's expert (its copy here
+		 * is never used) */
+		if (!p->here || (p->expert >= 0 && owner(t, p->expert) != t->ep_rank))
 			continue;
 		int64_t e = p->off + p->numel < t->z0 + t->zn ? p->off + p->numel : t->z0 + t->zn;
 		for (int64_t at = a; at < e; at++) {
@@ -2067,12 +2400,13 @@ int train_step(struct train *t, const int64_t *tok, const int64_t *lab, int B,
 	return 0;
 }
 
-int train_param_grad(struct train *t, int i, float *full)
+/* The full gradient of p on its own stage: gathered over TP, summed over
+ * EP (an expert's is on its owner, zero elsewhere). */
+static int stage_grad(struct train *t, const struct tparam *p, float *full)
 {
-	const struct tparam *p = &t->P[i];
 	float *mine = malloc((size_t)p->numel * 4 + 4), *all = NULL;
 	for (int64_t j = 0; j < p->numel; j++)
-		mine[j] = (float)(wget(t, t->grad, p->off + j) / t->scale);
+		mine[j] = p->here ? (float)(wget(t, t->grad, p->off + j) / t->scale) : 0.0f;
 	if (p->axis < 0 || t->tp == 1) {
 		memcpy(full, mine, (size_t)p->numel * 4);
 		free(mine);
@@ -2099,4 +2433,56 @@ int train_param_grad(struct train *t, int i, float *full)
 	if (p->expert >= 0)
 		ep_sum(t, full, p->numel * t->tp);
 	return 0;
+}
+
+int train_param_grad(struct train *t, int i, float *full)
+{
+	const struct tparam *p = &t->P[i];
+	int64_t n = p->frows * p->fcols;
+	/* the stage's (dp 0, ep 0, tp 0) rank gives it to world rank 0 */
+	int src = p->stage * t->ep * t->tp;
+	if (t->pp_rank == p->stage)
+		stage_grad(t, p, full);
+	if (p->stage != 0) {
+		if (t->rank == src)
+			MPI_Send(full, (int)n, MPI_FLOAT, 0, TAG_CHECK, MPI_COMM_WORLD);
+		else if (t->rank == 0)
+			MPI_Recv(full, (int)n, MPI_FLOAT, src, TAG_CHECK, MPI_COMM_WORLD,
+				 MPI_STATUS_IGNORE);
+	}
+	return 0;
+}
+
+char *train_schedule(struct train *t)
+{
+	int n = (int)t->sched_n + 1, *len = NULL, *dis = NULL, tot = 0;
+	char *all = NULL, *out;
+	if (t->pp_rank == 0) {
+		len = calloc((size_t)t->pp, sizeof(int));
+		dis = calloc((size_t)t->pp, sizeof(int));
+	}
+	MPI_Gather(&n, 1, MPI_INT, len, 1, MPI_INT, 0, t->pp_comm);
+	if (t->pp_rank == 0) {
+		for (int s = 0; s < t->pp; s++) {
+			dis[s] = tot;
+			tot += len[s];
+		}
+		all = malloc((size_t)tot + 1);
+	}
+	MPI_Gatherv(t->sched ? t->sched : "", n, MPI_CHAR, all, len, dis, MPI_CHAR, 0,
+		    t->pp_comm);
+	if (t->rank != 0) {
+		out = strdup("");
+	} else {
+		size_t cap = (size_t)tot + 32 * (size_t)t->pp, at = 0;
+		out = malloc(cap);
+		out[0] = 0;
+		for (int s = 0; s < t->pp; s++)
+			at += (size_t)snprintf(out + at, cap - at, "%sstage %d: %s",
+					       s ? "; " : "", s, all + dis[s]);
+	}
+	free(len);
+	free(dis);
+	free(all);
+	return out;
 }
