@@ -18,9 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
+
+#define IOV_BATCH 1024 /* IOV_MAX on Linux */
 
 static uint64_t le64(const uint8_t *p)
 {
@@ -437,24 +440,85 @@ int st_writer_begin(struct st_writer *w, const char *path, struct d0_err *err)
 	return 0;
 }
 
+/*
+ * pwrite count segments of seg bytes, the i-th from base + i * stride, to
+ * consecutive file bytes from off: one pwritev per IOV_MAX segments, so
+ * a column slice goes from the source's mapped pages to the page cache in
+ * one kernel copy (no gather into a buffer first).  Short writes resume.
+ */
+static int pwrite_strided(int fd, const unsigned char *base, size_t seg,
+			  size_t stride, size_t count, uint64_t off)
+{
+	struct iovec iov[IOV_BATCH];
+	size_t i = 0, skip = 0; /* segment i, bytes of it already written */
+	while (i < count) {
+		int k = 0;
+		ssize_t r;
+		for (size_t j = i; j < count && k < IOV_BATCH; j++, k++) {
+			size_t s0 = j == i ? skip : 0;
+			iov[k].iov_base = (void *)(base + j * stride + s0);
+			iov[k].iov_len = seg - s0;
+		}
+		r = pwritev(fd, iov, k, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		if (r == 0) {
+			errno = EIO;
+			return -1;
+		}
+		off += (uint64_t)r;
+		for (size_t left = (size_t)r; left;) {
+			size_t in = seg - skip;
+			if (left < in) {
+				skip += left;
+				break;
+			}
+			left -= in;
+			skip = 0;
+			i++;
+		}
+	}
+	return 0;
+}
+
 int st_writer_put(struct st_writer *w, size_t idx, uint64_t off,
 		  const void *buf, size_t n, struct d0_err *err)
 {
+	return st_writer_put_strided(w, idx, off, buf, n, n, 1, err);
+}
+
+int st_writer_put_strided(struct st_writer *w, size_t idx, uint64_t off,
+			  const void *base, size_t seg, size_t stride,
+			  size_t count, struct d0_err *err)
+{
 	const struct st_tensor *t;
+	uint64_t n = (uint64_t)seg * count;
+	const unsigned char *b = base;
+	int rc;
 	if (idx >= w->n || w->fd < 0)
 		return d0_errf(err, "%s: internal: bad tensor index %zu",
 			       w->path ? w->path : "?", idx);
 	t = &w->t[idx];
 	if (off > t->end - t->begin || n > t->end - t->begin - off)
-		return d0_errf(err, "%s: tensor '%s': write of %zu bytes at %llu "
-			       "outside its %llu bytes", w->path, t->name, n,
-			       (unsigned long long)off,
+		return d0_errf(err, "%s: tensor '%s': write of %llu bytes at %llu "
+			       "outside its %llu bytes", w->path, t->name,
+			       (unsigned long long)n, (unsigned long long)off,
 			       (unsigned long long)(t->end - t->begin));
-	if (pwrite_full(w->fd, buf, n, w->data_off + t->begin + off) < 0)
-		return d0_errf(err, "%s: write failed: %s", w->path,
-			       strerror(errno));
+	if (count == 1)
+		rc = pwrite_full(w->fd, base, seg, w->data_off + t->begin + off);
+	else
+		rc = pwrite_strided(w->fd, base, seg, stride, count,
+				    w->data_off + t->begin + off);
+	if (rc < 0)
+		return d0_errf(err, "%s: write failed: %s%s", w->path,
+			       strerror(errno),
+			       errno == EFAULT ? " (the source changed while "
+						 "it was read?)" : "");
 	if (w->sequential && w->data_off + t->begin + off == w->sha_pos) {
-		EVP_DigestUpdate(w->sha, buf, n);
+		for (size_t i = 0; i < count; i++)
+			EVP_DigestUpdate(w->sha, b + i * stride, seg);
 		w->sha_pos += n;
 	} else {
 		w->sequential = 0;

@@ -7,11 +7,22 @@
  * tensor by tensor, a chunk of at most CONV_CHUNK elements at a time; each
  * chunk is converted to the target dtype and written to every rank that
  * holds it.  Writing overlaps converting: the writes of one chunk are
- * handed to a writer thread while the next chunk is read and converted
- * into the other of two buffer sets (the kernel's copy into the page
- * cache costs as much as the FP8 decode).  Peak memory is six chunk
- * buffers (of the largest tensor's size when that is less than a chunk)
- * whatever the model size.
+ * handed to writer threads while the next chunk is converted into the
+ * other of two buffers (the kernel's copy into the page cache is the
+ * largest cost of a convert, as large as dd's writing the same bytes).
+ *
+ * The source is read through a read-only mapping of each shard, not with
+ * pread into a buffer: a tensor kept as stored (--dtype keep, or the
+ * source's dtype) goes from the mapped page-cache pages straight into the
+ * rank files (pwritev; a column slice as one iovec per row), so the only
+ * copy is the kernel's into the output's page cache, the copy dd does; a
+ * converted one is decoded from the mapping into a buffer.  The mapping
+ * is populated a few MiB ahead of use (MADV_POPULATE_READ: one call, not
+ * a fault per 64 KiB in the writer threads; a file cut short meanwhile is
+ * an error there, not a SIGBUS) and dropped behind (MADV_DONTNEED) once
+ * the writes that read it are done, so resident memory stays a few tens
+ * of MiB (two chunk buffers plus the mapped window) whatever the shard or
+ * model size.
  *
  * Source checksums: layout.json records each source shard's SHA-256.  By
  * default they are taken from SHA256SUMS, which `verify` has just checked
@@ -29,7 +40,9 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <pthread.h>
@@ -37,6 +50,12 @@
 #include <openssl/evp.h>
 
 #define CONV_CHUNK (1u << 20) /* elements */
+/* The source mapping: populated this far ahead of the chunk being read,
+ * dropped behind in steps of this much; a batch of writes straight from
+ * it is handed over once it holds this many bytes. */
+#define MAP_AHEAD (4u << 20)
+#define MAP_DROP (8u << 20)
+#define BATCH_BYTES (8u << 20)
 
 static int run(int argc, char **argv);
 
@@ -103,19 +122,29 @@ struct conv {
 	int verify_source;     /* hash every shard, compare with SHA256SUMS */
 	json_t *sums;          /* SHA256SUMS or NULL */
 	uint64_t total_bytes, done_bytes;
-	/* chunk buffers: cv_buf and stage are set[fill]'s */
-	unsigned char *src_buf, *cv_buf, *stage;
+	/* the current shard's mapping: [drop_end, pop_end) is populated,
+	 * pos is where the last chunk read began */
+	const unsigned char *map;
+	size_t map_len;
+	uint64_t pop_end, drop_end, pos;
+	int no_populate; /* the kernel lacks MADV_POPULATE_READ */
+	/* the chunk buffer (set[fill]'s) and the f32 scratch of decode */
+	unsigned char *cv_buf;
 	float *f32_buf;
 	struct write_queue *wq;
 	size_t chunk_bytes; /* each buffer: min(CONV_CHUNK, largest tensor) x 4 */
+	const char *shard_path;
 };
 
 /*
  * The writer threads.  The main thread adds the writes of one chunk to
- * batch[fill], whose data live in buffer set fill; wq_submit waits until
- * the threads have written the previous batch, hands them batch[fill] and
- * flips fill, so the set the main thread fills next is one whose writes
- * are done.  Rank r's file is written by lane r % nlanes only, so each
+ * batch[fill], whose data live in buffer fill or in the source mapping;
+ * wq_submit waits until the threads have written the previous batch,
+ * hands them batch[fill] and flips fill, so the buffer the main thread
+ * fills next is one whose writes are done.  Writes straight from the
+ * mapping need no buffer: they gather into one batch of up to BATCH_BYTES
+ * before it is handed over (a hand-off per 1 MiB chunk cost more than the
+ * chunk's copy when the lanes woke for each).  Rank r's file is written by lane r % nlanes only, so each
  * file still sees its writes in order (st_writer hashes sequential
  * writes on the way).  Two lanes: the kernel's copy into the page cache
  * is the largest cost of an FP8 -> bf16 convert, and one thread doing it
@@ -124,13 +153,13 @@ struct conv {
  */
 #define WQ_LANES 2
 
-struct put {
+struct put { /* count segments of n bytes, buf + i * stride each */
 	struct st_writer *w;
 	int lane;
 	size_t slot;
 	uint64_t off;
 	const void *buf;
-	size_t n;
+	size_t n, stride, count;
 };
 
 struct write_queue;
@@ -150,7 +179,9 @@ struct write_queue {
 	int sync_ok;  /* mu and cv initialised */
 	struct put *batch[2];
 	size_t n[2], cap[2];
-	unsigned char *buf[2], *stage[2];
+	uint64_t bytes[2]; /* bytes a batch writes */
+	uint64_t lo[2];    /* its lowest source offset read from the mapping */
+	unsigned char *buf[2];
 	int fill;     /* the batch the main thread adds to */
 	unsigned gen; /* batches handed over so far */
 	int pending;  /* lanes still writing batch[!fill] */
@@ -175,8 +206,9 @@ static void *wq_main(void *arg)
 		for (size_t i = 0; !failed && i < q->n[b]; i++) {
 			struct put *p = &q->batch[b][i];
 			if (p->lane == ln->id &&
-			    st_writer_put(p->w, p->slot, p->off, p->buf, p->n,
-					  &e) < 0)
+			    st_writer_put_strided(p->w, p->slot, p->off, p->buf,
+						  p->n, p->stride, p->count,
+						  &e) < 0)
 				failed = 1;
 		}
 		pthread_mutex_lock(&q->mu);
@@ -192,10 +224,20 @@ static void *wq_main(void *arg)
 }
 
 static int wq_add(struct conv *c, int rank, size_t slot, uint64_t off,
-		  const void *buf, size_t n, struct d0_err *err)
+		  const void *buf, size_t n, size_t stride, size_t count,
+		  struct d0_err *err)
 {
 	struct write_queue *q = c->wq;
+	const unsigned char *b = buf;
 	int f = q->fill;
+	if (stride == n) { /* contiguous: one segment */
+		n *= count;
+		count = 1;
+	}
+	if (c->map && b >= c->map && b < c->map + c->map_len &&
+	    (uint64_t)(b - c->map) < q->lo[f])
+		q->lo[f] = (uint64_t)(b - c->map);
+	q->bytes[f] += (uint64_t)n * count;
 	if (q->n[f] == q->cap[f]) {
 		size_t cap = q->cap[f] ? 2 * q->cap[f] : 64;
 		struct put *nb = realloc(q->batch[f], cap * sizeof *nb);
@@ -204,8 +246,8 @@ static int wq_add(struct conv *c, int rank, size_t slot, uint64_t off,
 		q->batch[f] = nb;
 		q->cap[f] = cap;
 	}
-	q->batch[f][q->n[f]++] =
-		(struct put){c->w[rank], rank % q->nlanes, slot, off, buf, n};
+	q->batch[f][q->n[f]++] = (struct put){
+		c->w[rank], rank % q->nlanes, slot, off, buf, n, stride, count};
 	return 0;
 }
 
@@ -234,12 +276,46 @@ static int wq_submit(struct conv *c, struct d0_err *err)
 	pthread_mutex_lock(&q->mu);
 	q->fill = !q->fill;
 	q->n[q->fill] = 0;
+	q->bytes[q->fill] = 0;
+	q->lo[q->fill] = UINT64_MAX;
 	q->pending = q->nlanes;
 	q->gen++;
 	pthread_cond_broadcast(&q->cv);
 	pthread_mutex_unlock(&q->mu);
 	c->cv_buf = q->buf[q->fill];
-	c->stage = q->stage[q->fill];
+	return 0;
+}
+
+/*
+ * After submit: drop the mapped pages below both the batch being written
+ * (the previous one is done) and the chunk just read, in MAP_DROP steps,
+ * so the mapping's resident part stays a window.
+ */
+static void map_drop_behind(struct conv *c)
+{
+	struct write_queue *q = c->wq;
+	uint64_t safe = q->lo[!q->fill] < c->pos ? q->lo[!q->fill] : c->pos;
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	safe -= safe % page;
+	if (!c->map || safe < c->drop_end + MAP_DROP)
+		return;
+	madvise((void *)(c->map + c->drop_end), safe - c->drop_end,
+		MADV_DONTNEED);
+	c->drop_end = safe;
+}
+
+/*
+ * A chunk is queued: hand the batch over when the chunk used the buffer
+ * (the next chunk needs the other one) or the batch is large enough.
+ */
+static int chunk_done(struct conv *c, int used_buf, struct d0_err *err)
+{
+	struct write_queue *q = c->wq;
+	if (!used_buf && q->bytes[q->fill] < BATCH_BYTES)
+		return 0;
+	if (wq_submit(c, err) < 0)
+		return -1;
+	map_drop_behind(c);
 	return 0;
 }
 
@@ -251,8 +327,8 @@ static int wq_start(struct conv *c, struct d0_err *err)
 	c->wq = q;
 	for (int b = 0; b < 2; b++) {
 		q->buf[b] = malloc(c->chunk_bytes);
-		q->stage[b] = malloc(c->chunk_bytes);
-		if (!q->buf[b] || !q->stage[b])
+		q->lo[b] = UINT64_MAX;
+		if (!q->buf[b])
 			return d0_errf(err, "convert: out of memory");
 	}
 	pthread_mutex_init(&q->mu, NULL);
@@ -266,7 +342,6 @@ static int wq_start(struct conv *c, struct d0_err *err)
 		q->lane[i].started = 1;
 	}
 	c->cv_buf = q->buf[0];
-	c->stage = q->stage[0];
 	return 0;
 }
 
@@ -293,11 +368,10 @@ static int wq_finish(struct conv *c, int ok, struct d0_err *err)
 	for (int b = 0; b < 2; b++) {
 		free(q->batch[b]);
 		free(q->buf[b]);
-		free(q->stage[b]);
 	}
 	free(q);
 	c->wq = NULL;
-	c->cv_buf = c->stage = NULL;
+	c->cv_buf = NULL;
 	return rc;
 }
 
@@ -553,9 +627,13 @@ static int open_ranks(struct conv *c, const char *out, struct d0_err *err)
 	return 0;
 }
 
-/* Write n converted elements of part `part` at element offset `off`. */
+/*
+ * Write part `part`'s elements from element offset `off`: count rows of
+ * n converted elements, row i at buf + i * stride elements.
+ */
 static int emit(struct conv *c, struct item *it, int part, uint64_t off,
-		const void *buf, size_t n, struct d0_err *err)
+		const void *buf, size_t n, size_t stride, size_t count,
+		struct d0_err *err)
 {
 	size_t es = dtype_size(it->to);
 	for (int r = 0; r < c->world; r++) {
@@ -564,7 +642,7 @@ static int emit(struct conv *c, struct item *it, int part, uint64_t off,
 					 r) != part)
 			continue;
 		if (wq_add(c, r, (size_t)it->slot[r], off * es, buf, n * es,
-			   err) < 0)
+			   stride * es, count, err) < 0)
 			return -1;
 	}
 	return 0;
@@ -580,24 +658,62 @@ static uint64_t src_bytes(const struct item *it, uint64_t el)
 	return numel ? el * stored / numel : 0; /* FP8: 1, int4: 1/2 byte */
 }
 
-static int read_src(struct conv *c, int fd, EVP_MD_CTX *sha, struct item *it,
-		    uint64_t el_off, size_t n, struct d0_err *err)
+/*
+ * Make source bytes [off, off + n) of the mapping resident (and up to
+ * MAP_AHEAD beyond), in one madvise rather than page faults in the
+ * writer threads; a shard cut short since it was opened fails here with
+ * an error instead of a SIGBUS on the read.
+ */
+static int map_window(struct conv *c, const struct item *it, uint64_t off,
+		      uint64_t n, struct d0_err *err)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), end;
+	c->pos = off;
+	if (c->no_populate || off + n <= c->pop_end)
+		return 0;
+	end = off + n + MAP_AHEAD;
+	end = end > c->map_len ? c->map_len : (end + page - 1) / page * page;
+	while (madvise((void *)(c->map + c->pop_end), end - c->pop_end,
+		       MADV_POPULATE_READ) < 0) {
+		if (errno == EINTR)
+			continue;
+		if (errno == EINVAL) { /* before Linux 5.14: fault as we go */
+			c->no_populate = 1;
+			return 0;
+		}
+		return d0_errf(err, "%s: tensor '%s': cannot read bytes %llu-%llu "
+			       "of the mapped shard: %s (the file changed since "
+			       "it was opened?)", c->shard_path, it->src->name,
+			       (unsigned long long)c->pop_end,
+			       (unsigned long long)end, strerror(errno));
+	}
+	c->pop_end = end;
+	return 0;
+}
+
+/*
+ * Logical elements [el_off, el_off + n) of it in the target dtype: the
+ * mapped source bytes themselves when the tensor is written as stored,
+ * else converted into the chunk buffer.  NULL on error.
+ */
+static const unsigned char *read_src(struct conv *c, EVP_MD_CTX *sha,
+				     struct item *it, uint64_t el_off, size_t n,
+				     struct d0_err *err)
 {
 	uint64_t b0 = src_bytes(it, el_off), b1 = src_bytes(it, el_off + n);
 	uint64_t off = c->ck.shards[it->shard].st.data_off + it->src->begin + b0;
-	/* stored as written: read straight into the output buffer */
-	int direct = !it->dequant && it->src->dtype == it->to;
-	unsigned char *rb = direct ? c->cv_buf : c->src_buf;
-	if (pread_full(fd, rb, b1 - b0, off) < 0)
-		return d0_errf(err, "%s: tensor '%s': read failed: %s",
-			       c->ck.shards[it->shard].path, it->src->name,
-			       strerror(errno));
+	const unsigned char *sb = c->map + off;
+	if (map_window(c, it, off, b1 - b0, err) < 0)
+		return NULL;
 	if (sha)
-		EVP_DigestUpdate(sha, rb, b1 - b0);
+		EVP_DigestUpdate(sha, sb, b1 - b0);
+	c->done_bytes += b1 - b0;
+	if (!it->dequant && it->src->dtype == it->to)
+		return sb; /* stored as written */
 	if (it->dequant) {
 		const struct weight_format *f = format_of(&c->cfg.qc);
 		int rc;
-		it->view.values = c->src_buf;
+		it->view.values = sb;
 		if (f->decode16 && (it->to == DT_BF16 || it->to == DT_F16)) {
 			rc = f->decode16(&c->cfg.qc, &it->view, el_off, n, it->to,
 					 (uint16_t *)c->cv_buf);
@@ -608,25 +724,27 @@ static int read_src(struct conv *c, int fd, EVP_MD_CTX *sha, struct item *it,
 				dtype_convert(DT_F32, c->f32_buf, it->to,
 					      c->cv_buf, n);
 		}
-		if (rc < 0)
-			return d0_errf(err, "%s: tensor '%s': cannot decode "
-				       "elements from %llu", c->ck.shards[it->shard].path,
-				       it->src->name, (unsigned long long)el_off);
-	} else if (!direct) {
-		dtype_convert(it->src->dtype, c->src_buf, it->to, c->cv_buf, n);
+		if (rc < 0) {
+			d0_errf(err, "%s: tensor '%s': cannot decode elements "
+				"from %llu", c->shard_path, it->src->name,
+				(unsigned long long)el_off);
+			return NULL;
+		}
+	} else {
+		dtype_convert(it->src->dtype, sb, it->to, c->cv_buf, n);
 	}
-	c->done_bytes += b1 - b0;
-	return 0;
+	return c->cv_buf;
 }
 
 /*
  * Stream one tensor.  View it as [outer, len, inner] around the split
  * axis; a "row" is one outer index: parts consecutive segments of
  * seg = (len / parts) * inner elements, segment p going to part p at
- * element offset row * seg.
+ * element offset row * seg.  Part p of a chunk of rows is written as one
+ * strided write (a segment per row), never gathered first.
  */
-static int convert_tensor(struct conv *c, int fd, EVP_MD_CTX *sha,
-			  struct item *it, struct d0_err *err)
+static int convert_tensor(struct conv *c, EVP_MD_CTX *sha, struct item *it,
+			  struct d0_err *err)
 {
 	uint64_t numel = it->shape[0] * (it->ndim == 2 ? it->shape[1] : 1);
 	uint64_t outer = 1, seg, row;
@@ -643,26 +761,16 @@ static int convert_tensor(struct conv *c, int fd, EVP_MD_CTX *sha,
 		uint64_t rows_per = CONV_CHUNK / row;
 		for (uint64_t o = 0; o < outer; o += rows_per) {
 			uint64_t nr = outer - o < rows_per ? outer - o : rows_per;
-			if (read_src(c, fd, sha, it, o * row, (size_t)(nr * row),
-				     err) < 0)
+			const unsigned char *src =
+				read_src(c, sha, it, o * row, (size_t)(nr * row), err);
+			if (!src)
 				return -1;
-			for (int p = 0; p < parts; p++) {
-				const unsigned char *src = c->cv_buf;
-				const void *out = src;
-				if (parts > 1) { /* gather part p of each row */
-					unsigned char *st = c->stage +
-						(uint64_t)p * nr * seg * es;
-					for (uint64_t j = 0; j < nr; j++)
-						memcpy(st + j * seg * es,
-						       src + (j * row + (uint64_t)p * seg) * es,
-						       seg * es);
-					out = st;
-				}
-				if (emit(c, it, p, o * seg, out,
-					 (size_t)(nr * seg), err) < 0)
+			for (int p = 0; p < parts; p++)
+				if (emit(c, it, p, o * seg,
+					 src + (uint64_t)p * seg * es, (size_t)seg,
+					 (size_t)row, (size_t)nr, err) < 0)
 					return -1;
-			}
-			if (wq_submit(c, err) < 0)
+			if (chunk_done(c, src == c->cv_buf, err) < 0)
 				return -1;
 		}
 		return 0;
@@ -673,12 +781,13 @@ static int convert_tensor(struct conv *c, int fd, EVP_MD_CTX *sha,
 			for (uint64_t k = 0; k < seg; k += CONV_CHUNK) {
 				size_t n = (size_t)(seg - k < CONV_CHUNK ? seg - k
 									 : CONV_CHUNK);
-				if (read_src(c, fd, sha, it,
-					     o * row + (uint64_t)p * seg + k, n,
-					     err) < 0 ||
-				    emit(c, it, p, o * seg + k, c->cv_buf, n,
+				const unsigned char *src = read_src(
+					c, sha, it, o * row + (uint64_t)p * seg + k,
+					n, err);
+				if (!src ||
+				    emit(c, it, p, o * seg + k, src, n, n, 1,
 					 err) < 0 ||
-				    wq_submit(c, err) < 0)
+				    chunk_done(c, src == c->cv_buf, err) < 0)
 					return -1;
 			}
 	return 0;
@@ -705,6 +814,37 @@ static int load_source_sums(struct conv *c, const char *dir, struct d0_err *err)
 			c->src_hashed[s] = 1;
 	}
 	return 0;
+}
+
+/* Map shard sh (open as fd) read-only for convert_tensor. */
+static int map_shard(struct conv *c, const struct ckpt_shard *sh, int fd,
+		     struct d0_err *err)
+{
+	struct stat st;
+	void *m;
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != sh->st.file_size)
+		return d0_errf(err, "%s: the file changed since it was opened "
+			       "(%llu bytes, its header says %llu)", sh->path,
+			       (unsigned long long)st.st_size,
+			       (unsigned long long)sh->st.file_size);
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (m == MAP_FAILED)
+		return d0_errf(err, "%s: cannot map: %s", sh->path,
+			       strerror(errno));
+	madvise(m, (size_t)st.st_size, MADV_SEQUENTIAL);
+	c->map = m;
+	c->map_len = (size_t)st.st_size;
+	c->pop_end = c->drop_end = c->pos = 0;
+	c->shard_path = sh->path;
+	return 0;
+}
+
+static void unmap_shard(struct conv *c)
+{
+	if (c->map)
+		munmap((void *)c->map, c->map_len);
+	c->map = NULL;
+	c->map_len = 0;
 }
 
 static int convert_shards(struct conv *c, struct d0_err *err)
@@ -742,8 +882,10 @@ static int convert_shards(struct conv *c, struct d0_err *err)
 						 (size_t)sh->st.data_off);
 			free(hdr);
 		}
+		if (rc == 0)
+			rc = map_shard(c, sh, fd, err);
 		for (; rc == 0 && i < c->nitems && c->items[i].shard == s; i++) {
-			rc = convert_tensor(c, fd, sha, &c->items[i], err);
+			rc = convert_tensor(c, sha, &c->items[i], err);
 			if (events_enabled() && now_s() - last > 0.2) {
 				last = now_s();
 				events_stage("convert", "progress",
@@ -752,6 +894,14 @@ static int convert_shards(struct conv *c, struct d0_err *err)
 					     0, c->items[i].spec->name);
 			}
 		}
+		/* the last batch reads the mapping: written before the unmap */
+		if (rc == 0 && (wq_submit(c, err) < 0 || wq_wait(c->wq, err) < 0)) {
+			rc = -1;
+		} else if (rc < 0) {
+			struct d0_err ignored; /* err already says what failed */
+			wq_wait(c->wq, &ignored);
+		}
+		unmap_shard(c);
 		close(fd);
 		if (sha) {
 			EVP_DigestFinal_ex(sha, md, &mdlen);
@@ -769,7 +919,7 @@ static int convert_all(struct conv *c, struct d0_err *err)
 {
 	int rc;
 	/* no chunk is larger than CONV_CHUNK or than its tensor: a small
-	 * model gets small buffers (six of CONV_CHUNK x 4 bytes are 24 MiB) */
+	 * model gets small buffers (three of CONV_CHUNK x 4 bytes are 12 MiB) */
 	uint64_t most = 1;
 	for (size_t k = 0; k < c->nitems; k++) {
 		const struct item *it = &c->items[k];
@@ -778,9 +928,8 @@ static int convert_all(struct conv *c, struct d0_err *err)
 			most = numel;
 	}
 	c->chunk_bytes = (size_t)(most < CONV_CHUNK ? most : CONV_CHUNK) * 4;
-	c->src_buf = malloc(c->chunk_bytes);
 	c->f32_buf = malloc(c->chunk_bytes);
-	if (!c->src_buf || !c->f32_buf)
+	if (!c->f32_buf)
 		return d0_errf(err, "convert: out of memory");
 	rc = wq_start(c, err);
 	if (rc == 0)
@@ -938,7 +1087,6 @@ static void conv_free(struct conv *c)
 	free(c->src_hashed);
 	json_decref(c->sums);
 	free(c->specs);
-	free(c->src_buf);
 	free(c->f32_buf);
 	ckpt_close(&c->ck);
 	model_config_free(&c->cfg);

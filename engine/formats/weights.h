@@ -89,6 +89,14 @@ int st_writer_begin(struct st_writer *w, const char *path, struct d0_err *err);
 /* Write n bytes at byte offset off inside tensor idx (declaration index). */
 int st_writer_put(struct st_writer *w, size_t idx, uint64_t off,
 		  const void *buf, size_t n, struct d0_err *err);
+/*
+ * The same for count segments of seg bytes, the i-th read from
+ * base + i * stride, written one after another from off (a column slice
+ * of a row-major tensor, written without gathering it first).
+ */
+int st_writer_put_strided(struct st_writer *w, size_t idx, uint64_t off,
+			  const void *base, size_t seg, size_t stride,
+			  size_t count, struct d0_err *err);
 int st_writer_finish(struct st_writer *w, struct d0_err *err);
 /*
  * SHA-256 of the finished file, available (return 0) when every write came

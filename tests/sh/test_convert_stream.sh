@@ -1,0 +1,78 @@
+# convert's streaming on shards larger than its windows (docs/formats.md,
+# "convert: how the bytes move"): the source is read through a mapping
+# populated ahead and dropped behind, kept tensors go from the mapping to
+# the rank files as strided writes, and writes are batched.  The other
+# convert tests use models of a few KiB, which never leave the first
+# window; this one uses a ~200 MB FP8 shard and ~40 MB f32 shards.
+. "$(dirname "$0")/../lib.sh"
+GNU_TIME=/usr/bin/time
+[ -x "$GNU_TIME" ] || { fail "GNU time" "$GNU_TIME not found (make deps installs it)"; exit 0; }
+
+# FP8, one shard of ~206 MB: 3 layers, hidden 2048, ffn 8192, 128x128
+# blocks; the largest tensor an MLP weight of 16 MiB.
+"$ENGINE" gen-model --arch llama --layers 3 --hidden 2048 --heads 16 --kv-heads 4 \
+	--ffn 8192 --vocab 4096 --dtype bf16 --quant fp8 --block 128 --shards 1 \
+	"$T/fp8" >/dev/null || fail "gen-model fp8" "exit $?"
+shard=$(ls "$T"/fp8/*.safetensors)
+check "the FP8 shard is larger than 150 MB" test "$(stat -c %s "$shard")" -gt 150000000
+
+rss_kib() { awk -F': ' '/Maximum resident set size/ { print $2 }' "$1"; }
+expect_rc 0 "convert --dtype keep --tp 4 of a 200 MB shard" \
+	"$GNU_TIME" -v -o "$T/keep.time" "$ENGINE" convert "$T/fp8" "$T/keep" --dtype keep --tp 4
+rss=$(rss_kib "$T/keep.time")
+# Mapping the whole shard would put its 200 MB in RSS as the pages are
+# touched; the windows keep it to the buffers and a few MiB of mapping.
+check "keep: peak RSS ${rss} KiB < largest tensor 16 MiB + 64 MiB" test "${rss:-999999}" -lt $((80 * 1024))
+expect_rc 0 "merge of the kept tp 4 files" "$ENGINE" merge "$T/keep" "$T/keep.m"
+check "keep tp 4 merged is byte-identical to the source shard" cmp "$shard" "$T/keep.m/$(basename "$shard")"
+
+expect_rc 0 "convert FP8 -> bf16 --tp 4" \
+	"$GNU_TIME" -v -o "$T/bf.time" "$ENGINE" convert "$T/fp8" "$T/bf4" --dtype bf16 --tp 4
+rss=$(rss_kib "$T/bf.time")
+check "FP8 -> bf16: peak RSS ${rss} KiB < 80 MiB" test "${rss:-999999}" -lt $((80 * 1024))
+expect_rc 0 "convert FP8 -> bf16 --tp 1 (no split)" "$ENGINE" convert "$T/fp8" "$T/bf1" --dtype bf16 --tp 1
+expect_rc 0 "merge of the bf16 tp 4 files" "$ENGINE" merge "$T/bf4" "$T/bf4.m"
+expect_rc 0 "merge of the bf16 tp 1 file" "$ENGINE" merge "$T/bf1" "$T/bf1.m"
+check "bf16 tp 4 (column slices written strided) merged = tp 1, byte for byte" \
+	cmp "$T/bf4.m/$(basename "$shard")" "$T/bf1.m/$(basename "$shard")"
+rm -rf "$T/keep" "$T/keep.m" "$T/bf4" "$T/bf4.m" "$T/bf1" "$T/bf1.m"
+
+# --verify-source hashes the mapped bytes in file order.
+expect_rc 0 "convert --dtype keep --verify-source of the intact shard" \
+	"$ENGINE" convert "$T/fp8" "$T/vs" --dtype keep --tp 2 --verify-source
+check "layout.json records the hash it computed = SHA256SUMS" bash -c \
+	"grep -q \"\$(cut -d' ' -f1 '$T/fp8/SHA256SUMS')\" '$T/vs/layout.json' && grep -q '\"sha256_from\": \"computed\"' '$T/vs/layout.json'"
+rm -rf "$T/vs"
+
+# f32 in 2 shards of ~40 MB: keep (f32 as stored) and f32 -> bf16.
+"$ENGINE" gen-model --arch llama --layers 2 --hidden 1024 --heads 8 --kv-heads 8 \
+	--ffn 4096 --vocab 2048 --dtype f32 --shards 2 "$T/f32" >/dev/null || fail "gen-model f32" "exit $?"
+expect_rc 0 "convert f32 --tp 2 --pp 2" "$ENGINE" convert "$T/f32" "$T/f.tp" --dtype f32 --tp 2 --pp 2
+expect_rc 0 "merge of it" "$ENGINE" merge "$T/f.tp" "$T/f.m"
+check "f32 tp 2 pp 2 merged is bit-identical to the source" bash -c "cd '$T/f.m' && sha256sum -c --quiet '$T/f32/SHA256SUMS'"
+expect_rc 0 "convert f32 -> bf16 --tp 4" "$ENGINE" convert "$T/f32" "$T/b4" --dtype bf16 --tp 4
+expect_rc 0 "convert f32 -> bf16 --tp 1" "$ENGINE" convert "$T/f32" "$T/b1" --dtype bf16 --tp 1
+expect_rc 0 "merge of the bf16 tp 4 files" "$ENGINE" merge "$T/b4" "$T/b4.m"
+expect_rc 0 "merge of the bf16 tp 1 file" "$ENGINE" merge "$T/b1" "$T/b1.m"
+check "f32 -> bf16: tp 4 merged = tp 1, byte for byte" bash -c \
+	"for f in '$T'/b1.m/*.safetensors; do cmp \"\$f\" '$T'/b4.m/\$(basename \"\$f\") || exit 1; done"
+rm -rf "$T/f.tp" "$T/f.m" "$T/b4" "$T/b4.m" "$T/b1" "$T/b1.m"
+
+# A full disk: the write fails, the error names the rank file and says
+# so, and nothing is left behind that could pass for a conversion.
+mnt="$T/full"
+mkdir -p "$mnt"
+if ! mount -t tmpfs -o size=24m tmpfs "$mnt" 2>"$T/mount.err"; then
+	fail "mount a 24 MiB tmpfs" "$(head -c 300 "$T/mount.err") (the test runs as root)"
+	exit 0
+fi
+trap 'umount "$mnt" 2>/dev/null; rm -rf "$T"' EXIT
+expect_rc 2 "convert --dtype keep onto a full disk fails" "$ENGINE" convert "$T/fp8" "$mnt/out" --dtype keep --tp 4
+contains "the error names a rank file and the cause" "rank-0000" "$ERR"
+contains "... No space left on device" "No space left on device" "$ERR"
+check "no output directory is left" test ! -e "$mnt/out"
+check "no partial directory is left either" bash -c "! ls -d '$mnt'/out.partial-* 2>/dev/null"
+expect_rc 2 "convert FP8 -> bf16 onto a full disk fails" "$ENGINE" convert "$T/fp8" "$mnt/out" --dtype bf16 --tp 2
+contains "... saying why" "No space left on device" "$ERR"
+check "... and leaves nothing" test -z "$(ls -A "$mnt")"
+umount "$mnt"
