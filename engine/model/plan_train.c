@@ -1,26 +1,37 @@
 /*
  * plan_train.c - can this cluster fine-tune the model, and how should it
  * be split?  The training side of plan (plan --train, docs/plan.md
- * "Fine-tuning").
+ * "Fine-tuning"), and the figure training.memory holds day0-engine
+ * train's measured peak to (docs/training.md "Memory model").
  *
  * Memory per card, mixed-precision AdamW as Megatron-LM and DeepSpeed run
  * it (ZeRO, Rajbhandari et al. 2020: 2 + 2 + 12 = 16 bytes a parameter):
- *   weights    bf16 working copy, the rank's slice (plan's weight_bytes);
- *   gradients  bf16, the same slice;
+ *   weights    the working copy of the rank's slice (bf16: 2 bytes a
+ *              parameter, norms included; day0's f32 runs 4), plus the
+ *              f32 buffers that are not trained (router biases);
+ *   gradients  the same width, the same slice;
  *   optimizer  f32 master weights + Adam's two moments, 12 bytes a
  *              parameter of the slice, divided under ZeRO-1 by the ranks
  *              that hold the same slice (DP x EP for the dense part,
- *              DP for the experts);
- *   activations what backward keeps, bf16, with sequence parallelism
- *              when TP > 1 (everything divided by TP), FlashAttention (no
- *              seq x seq scores kept), for the micro-batches the 1F1B
+ *              DP for the experts, which EP shards);
+ *   activations what backward keeps (struct train_mem_model says at which
+ *              width, whether sequence parallelism divides the residual
+ *              stream by TP, whether the attention scores and SwiGLU's
+ *              products are kept), for the micro-batches the 1F1B
  *              schedule holds in flight on a stage (PP - s on stage s,
- *              Narayanan et al. 2021); with full recomputation only each
- *              layer's input is kept, plus one layer rebuilt at a time.
+ *              Narayanan et al. 2021); with full recomputation each
+ *              layer's input, plus one layer rebuilt at a time;
+ *   backward   the working set: one layer's activation gradients at a
+ *              time (the widest layer, one micro-batch);
+ *   f32 views  trainers that multiply in f32 (day0) hold an f32 copy of
+ *              a 16-bit weight and its gradient's f32 sum: twice the
+ *              largest tensor slice, 4 bytes each.
  * EP is carved out of data parallelism, as Megatron-LM and DeepSeek train
  * (not plan's serving layout, where an EP group shares its tokens): each
  * EP rank runs its own micro-batches through attention and trades tokens
- * for its experts, so a replica of tp x pp x ep cards runs ep streams.
+ * for its experts, so a replica of tp x pp x ep cards runs ep streams,
+ * and a rank's experts take in as many routed slots as its tokens send
+ * out (balanced routing).
  * Traffic per rank per step: TP 4 all-reduce equivalents a layer a
  * micro-batch (2 forward, 2 backward), PP an activation forward and a
  * gradient back per boundary, EP dispatch + combine forward and backward
@@ -32,78 +43,256 @@
  * hide; FLOPs at the card's peak.  An estimate, not a prediction.
  */
 #include "plan_train.h"
-#include "runtime.h"
+#include "util.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* Bytes backward keeps for one token of layer l on one rank. */
-static double layer_act(const struct model_config *c, int64_t l, int tp)
+void train_mem_megatron(struct train_mem_model *m)
 {
-	double H = (double)c->hidden, q, k, v, o, a, mlp;
-	if (c->mla) {
-		q = (double)c->heads * (double)(c->qk_nope_dim + c->qk_rope_dim);
-		k = q;
-		v = (double)c->heads * (double)c->v_head_dim;
-		o = v;
-	} else {
-		q = (double)c->heads * (double)c->head_dim;
-		k = v = (double)c->kv_heads * (double)c->head_dim;
-		o = q;
-	}
-	/* the inputs of both norms and both blocks, Q K V, the attention
-	 * output; MLA's latents too */
-	a = 2.0 * (4 * H + q + k + v + o);
-	if (c->mla)
-		a += 2.0 * (double)(c->kv_lora_rank + c->qk_rope_dim +
-				    c->q_lora_rank);
-	a /= tp;
-	/* SwiGLU keeps gate, up and their product: 3 x F; a routed expert
-	 * also its input (balanced routing: a rank's experts take in as
-	 * many tokens as it sends out), and a MoE layer its router's f32
-	 * logits */
-	if (model_layer_is_moe(c, l))
-		mlp = (double)c->top_k * (6.0 * (double)c->moe_ffn + 2 * H) /
-			      tp +
-		      6.0 * (double)c->shared_ffn / tp +
-		      4.0 * (double)c->experts;
-	else
-		mlp = 6.0 * (double)c->ffn / tp;
-	return a + mlp;
+	*m = (struct train_mem_model){.trainer = "megatron", .weight_bytes = 2,
+				      .act_bytes = 2, .grad_bytes = 2,
+				      .seq_parallel = 1, .flash = 1,
+				      .keep_products = 1, .f32_views = 0};
 }
 
-/* Activations of the busiest stage, without and with full recompute. */
-static void stage_acts(const struct model_config *c, const struct train_layout *l,
-		       double tokens, int64_t m, double *none, double *full)
+void train_mem_day0(struct train_mem_model *m, int weight_bytes)
 {
-	*none = *full = 0;
+	*m = (struct train_mem_model){.trainer = "day0",
+				      .weight_bytes = weight_bytes,
+				      .act_bytes = 4, .grad_bytes = 4,
+				      .seq_parallel = 0, .flash = 0,
+				      .keep_products = 0,
+				      .f32_views = weight_bytes < 4};
+}
+
+int train_mem_by_name(const char *name, int weight_bytes,
+		      struct train_mem_model *m)
+{
+	if (!strcmp(name, "megatron"))
+		train_mem_megatron(m);
+	else if (!strcmp(name, "day0"))
+		train_mem_day0(m, weight_bytes);
+	else
+		return -1;
+	m->weight_bytes = weight_bytes;
+	return 0;
+}
+
+void train_layout_params(const struct model_config *c,
+			 const struct tensor_spec *t, size_t n,
+			 const struct layout_dims *d, int weight_bytes,
+			 struct train_layout *l)
+{
+	size_t cells = (size_t)d->pp * (size_t)d->ep;
+	uint64_t *all = calloc(cells, sizeof *all);
+	uint64_t *exp = calloc(cells, sizeof *exp);
+	uint64_t *buf = calloc(cells, sizeof *buf);
+	uint64_t *big = calloc(cells, sizeof *big);
+	uint64_t best = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct tensor_split sp;
+		int st[2], ns;
+		uint64_t k;
+		if (t[i].mtp)
+			continue;
+		layout_split(c, d, &t[i], &sp);
+		k = layout_slice_numel(&t[i], &sp);
+		ns = layout_tensor_stages(c, d, &t[i], st);
+		for (int j = 0; j < ns; j++)
+			for (int e = 0; e < d->ep; e++) {
+				size_t cell = (size_t)st[j] * (size_t)d->ep + (size_t)e;
+				if (t[i].expert >= 0 &&
+				    layout_expert_owner(c, d, t[i].expert) != e)
+					continue;
+				if (t[i].role == ROLE_ROUTER_BIAS) {
+					buf[cell] += 4 * k;
+					continue;
+				}
+				all[cell] += k;
+				if (t[i].expert >= 0)
+					exp[cell] += k;
+				if (k > big[cell])
+					big[cell] = k;
+			}
+	}
+	l->params = l->expert_params = l->buffers = l->max_tensor = 0;
+	for (size_t cell = 0; cell < cells; cell++) {
+		uint64_t b = all[cell] * (uint64_t)weight_bytes + buf[cell];
+		if (b > best || cell == 0) {
+			best = b;
+			l->params = all[cell];
+			l->expert_params = exp[cell];
+			l->buffers = buf[cell];
+			l->max_tensor = big[cell];
+		}
+	}
+	free(all);
+	free(exp);
+	free(buf);
+	free(big);
+}
+
+/* What the tensor table says about a layer beyond the config's sizes. */
+struct layer_shape {
+	int qk_norm; /* qwen3's per-head q/k RMSNorm */
+};
+
+/* One token of one layer on one rank, per part (bytes). */
+struct lay_parts {
+	double residual, attention, scores, mlp, moe, mla;
+};
+
+static double lay_sum(const struct lay_parts *p)
+{
+	return p->residual + p->attention + p->scores + p->mlp + p->moe +
+	       p->mla;
+}
+
+/*
+ * What backward keeps of layer l for one token on one rank, at ab bytes
+ * an activation (the statistics: norms' inverse RMS, router
+ * probabilities, choices, FlashAttention's log-sum-exp, f32 always).
+ * S: the sequence (the attention probabilities are [heads, S] a token).
+ */
+static void layer_act(const struct model_config *c,
+		      const struct layer_shape *sh, int64_t l, int tp,
+		      int64_t S, const struct train_mem_model *m, double ab,
+		      struct lay_parts *p)
+{
+	double H = (double)c->hidden, R = m->seq_parallel ? tp : 1;
+	double nh = (double)(c->heads / tp), nkv, dqk, dv;
+	memset(p, 0, sizeof *p);
+	if (c->mla) {
+		nkv = nh;
+		dqk = (double)(c->qk_nope_dim + c->qk_rope_dim);
+		dv = (double)c->v_head_dim;
+	} else {
+		nkv = (double)(c->kv_heads >= tp ? c->kv_heads / tp : 1);
+		dqk = dv = (double)c->head_dim;
+	}
+	/* both norms' inputs and outputs, and their inverse RMS */
+	p->residual = (4 * H * ab + 2 * 4.0) / R;
+	/* Q and K after RoPE, V, the attention output; qk-norm's inputs */
+	p->attention = ((nh + nkv) * dqk + (nkv + nh) * dv) * ab;
+	if (sh->qk_norm)
+		p->attention += (nh + nkv) * dqk * ab + (nh + nkv) * 4.0;
+	p->scores = m->flash ? nh * 4.0 : nh * (double)S * ab;
+	if (c->mla) {
+		/* the q latent before and after its norm, the kv latent with
+		 * the rope key and the normed latent, their statistics
+		 * (computed from the whole hidden state: replicated over TP,
+		 * sequence-parallel with it); K/V's up-projection */
+		double ql = (double)c->q_lora_rank, kvl = (double)c->kv_lora_rank;
+		p->mla = ((2 * ql + 2 * kvl + (double)c->qk_rope_dim) * ab +
+			  (ql > 0 ? 2 : 1) * 4.0) / R +
+			 nh * (double)(c->qk_nope_dim + c->v_head_dim) * ab;
+	}
+	if (model_layer_is_moe(c, l)) {
+		double K = (double)c->top_k, Fm = (double)(c->moe_ffn / tp);
+		double Fs = (double)(c->shared_ffn / tp);
+		/* the router's probabilities, each slot's choice and weight;
+		 * a routed slot's gate and up, its output (the combine's
+		 * weight gradient), with products kept the SwiGLU product and
+		 * the dispatched input; balanced routing: a rank's experts
+		 * take in as many slots as its tokens send out */
+		p->moe = ((double)c->experts * 4.0 + K * 8.0) / R +
+			 K * (2 * Fm * ab + H * ab / R +
+			      (m->keep_products ? Fm * ab + H * ab / R : 0));
+		/* a shared expert: gate, up (product), its output and its
+		 * gate's logit */
+		if (Fs > 0)
+			p->mlp = (2 + m->keep_products) * Fs * ab +
+				 (H * ab + 4.0) / R;
+	} else {
+		double F = (double)(c->ffn / tp);
+		p->mlp = (2 + m->keep_products) * F * ab;
+	}
+}
+
+static void parts_add(struct train_act_parts *o, const struct lay_parts *p,
+		      double k)
+{
+	o->residual += (uint64_t)(p->residual * k);
+	o->attention += (uint64_t)(p->attention * k);
+	o->scores += (uint64_t)(p->scores * k);
+	o->mlp += (uint64_t)(p->mlp * k);
+	o->moe += (uint64_t)(p->moe * k);
+	o->mla += (uint64_t)(p->mla * k);
+}
+
+/*
+ * Activations of the busiest stage, without and with full recompute, and
+ * the parts of the one counted (recompute); bwd: backward's working set
+ * (the widest layer's activation gradients, one micro-batch).
+ */
+static void stage_acts(const struct model_config *c,
+		       const struct layer_shape *sh,
+		       const struct train_layout *l,
+		       const struct train_mem_model *m, int64_t S,
+		       double tokens, int64_t micros, int recompute,
+		       double *none, double *full, double *bwd,
+		       int64_t *in_flight, struct train_act_parts *parts)
+{
+	double ab = m->act_bytes, R = m->seq_parallel ? l->tp : 1;
+	double best = -1;
+	*none = *full = *bwd = 0;
 	for (int s = 0; s < l->pp; s++) {
-		int64_t first, count;
-		double kept = 0, inputs = 0, widest = 0, fly, logits = 0, a, b;
+		int64_t first, count, fly;
+		double kept = 0, inputs = 0, widest = 0, fin = 0, a, b;
+		struct lay_parts lp, wide = {0};
 		layout_stage_layers(c->layers, l->pp, s, &first, &count);
 		for (int64_t i = first; i < first + count; i++) {
-			double x = layer_act(c, i, l->tp);
+			double x, g;
+			layer_act(c, sh, i, l->tp, S, m, ab, &lp);
+			x = lay_sum(&lp);
 			kept += x;
-			inputs += 2.0 * (double)c->hidden / l->tp;
-			if (x > widest)
+			inputs += (double)c->hidden * ab / R;
+			if (x > widest) {
 				widest = x;
+				wide = lp;
+			}
+			layer_act(c, sh, i, l->tp, S, m, m->grad_bytes, &lp);
+			g = lay_sum(&lp);
+			if (tokens * g > *bwd)
+				*bwd = tokens * g;
 		}
-		fly = (double)(l->pp - s < m ? l->pp - s : m);
-		if (s == l->pp - 1) /* f32 logits for the loss's backward */
-			logits = 4.0 * (double)c->vocab / l->tp;
-		a = tokens * (kept * fly + logits);
-		b = tokens * (inputs * fly + widest + logits);
+		fly = l->pp - s < micros ? l->pp - s : micros;
+		/* the final norm's input and output and its statistics, and
+		 * the f32 logits for the loss's backward */
+		if (s == l->pp - 1)
+			fin = (2 * (double)c->hidden * ab + 4.0) / R +
+			      4.0 * (double)c->vocab / l->tp;
+		a = tokens * (kept * (double)fly + fin);
+		b = tokens * (inputs * (double)fly + widest + fin);
 		if (a > *none)
 			*none = a;
 		if (b > *full)
 			*full = b;
+		/* the parts of the stage that counts */
+		if ((recompute ? b : a) > best) {
+			best = recompute ? b : a;
+			*in_flight = fly;
+			memset(parts, 0, sizeof *parts);
+			if (recompute) {
+				parts->inputs = (uint64_t)(tokens * inputs * (double)fly);
+				parts_add(parts, &wide, tokens);
+			} else
+				for (int64_t i = first; i < first + count; i++) {
+					layer_act(c, sh, i, l->tp, S, m, ab, &lp);
+					parts_add(parts, &lp, tokens * (double)fly);
+				}
+			parts->final = (uint64_t)(tokens * fin);
+		}
 	}
 }
 
 int train_need_layout(const struct model_config *c,
 		      const struct tensor_spec *t, size_t n,
 		      const struct train_load *load,
+		      const struct train_mem_model *mm,
 		      const struct train_layout *l, const struct train_hw *hw,
 		      uint64_t budget, uint64_t other, struct train_need *out,
 		      char *reason, size_t reason_len)
@@ -112,10 +301,12 @@ int train_need_layout(const struct model_config *c,
 		double dense, expert;
 	} f;
 	struct param_count pc;
+	struct layer_shape sh = {0};
+	struct train_act_parts pn, pf;
 	double tokens = (double)(load->micro * load->seq), H = (double)c->hidden;
-	double none, full, ring, stage_layers, moe_layers = 0, flops_tok, att;
+	double none, full, bwd, ring, stage_layers, moe_layers = 0, flops_tok, att;
 	double tp_s, pp_s, ep_s, dp_s, bwd_s, slot;
-	int64_t first, count, streams = (int64_t)l->dp * l->ep;
+	int64_t first, count, streams = (int64_t)l->dp * l->ep, fly_n, fly_f;
 	int64_t micros = load->global / load->micro;
 	uint64_t fixed, dense = l->params - l->expert_params;
 
@@ -128,21 +319,34 @@ int train_need_layout(const struct model_config *c,
 		return -1;
 	}
 	out->micro_batches = micros / streams;
+	for (size_t i = 0; i < n; i++)
+		if (strstr(t[i].name, "self_attn.q_norm."))
+			sh.qk_norm = 1;
 
 	/* memory: 2 + 2 + 12 (/DP) bytes a parameter, then activations */
-	out->weights = l->weights_bf16;
-	out->grads = l->weights_bf16;
+	out->weights = l->params * (uint64_t)mm->weight_bytes + l->buffers;
+	out->grads = l->params * (uint64_t)mm->weight_bytes;
 	out->optim = load->zero1 ? 12 * (dense / (uint64_t)streams +
 					 l->expert_params / (uint64_t)l->dp)
 				 : 12 * l->params;
-	stage_acts(c, l, tokens, out->micro_batches, &none, &full);
+	out->views = mm->f32_views && mm->weight_bytes < 4 ? 8 * l->max_tensor : 0;
+	stage_acts(c, &sh, l, mm, load->seq, tokens, out->micro_batches, 0,
+		   &none, &full, &bwd, &fly_n, &pn);
+	stage_acts(c, &sh, l, mm, load->seq, tokens, out->micro_batches, 1,
+		   &none, &full, &bwd, &fly_f, &pf);
 	out->act_none = (uint64_t)none;
 	out->act_full = (uint64_t)full;
-	fixed = out->weights + out->grads + out->optim + other;
+	out->bwd = (uint64_t)bwd;
+	fixed = out->weights + out->grads + out->optim + out->bwd + out->views +
+		other;
 	out->recompute = load->recompute == RECOMPUTE_FULL ||
 			 (load->recompute == RECOMPUTE_AUTO &&
 			  fixed + out->act_none > budget);
 	out->act = out->recompute ? out->act_full : out->act_none;
+	out->parts = out->recompute ? pf : pn;
+	out->in_flight = out->recompute ? fly_f : fly_n;
+	out->total = out->weights + out->grads + out->optim + out->act +
+		     out->bwd + out->views;
 
 	/* traffic per rank per step */
 	layout_stage_layers(c->layers, l->pp, 0, &first, &count);
@@ -201,4 +405,70 @@ int train_need_layout(const struct model_config *c,
 		 out->pp_bytes / 1e9, out->ep_bytes / 1e9, out->dp_bytes / 1e9,
 		 out->inter_bytes / 1e9);
 	return 0;
+}
+
+static const char *width(int bytes)
+{
+	return bytes == 4 ? "f32" : "bf16";
+}
+
+/* ", NAME X" for a part that holds something. */
+static void part(char *b, size_t len, const char *name, uint64_t v)
+{
+	char x[32];
+	size_t k = strlen(b);
+	if (v && k < len)
+		snprintf(b + k, len - k, "%s%s %s", k ? ", " : "", name,
+			 fmt_bytes(v, x));
+}
+
+void train_need_lines(const struct train_need *nd,
+		      const struct train_mem_model *mm,
+		      const struct train_layout *l, const char *indent,
+		      char *buf, size_t len)
+{
+	char w[32], g[32], o[32], a[32], bw[32], v[32], bf[32];
+	char ps[400] = "";
+	const struct train_act_parts *p = &nd->parts;
+	const char *wd = mm->weight_bytes == 4 ? "f32" : "16-bit";
+	part(ps, sizeof ps, "residual stream", p->residual);
+	part(ps, sizeof ps, "attention", p->attention);
+	part(ps, sizeof ps, mm->flash ? "softmax statistics" : "attention scores",
+	     p->scores);
+	part(ps, sizeof ps, "MLP", p->mlp);
+	part(ps, sizeof ps, "MoE routing and experts", p->moe);
+	part(ps, sizeof ps, "MLA latents", p->mla);
+	part(ps, sizeof ps, "layer inputs", p->inputs);
+	part(ps, sizeof ps, "final norm and logits", p->final);
+	snprintf(buf, len,
+		 "%sweights      %10s  %s working copy of %.4g M parameters%s%s%s\n"
+		 "%sgradients    %10s  %s\n"
+		 "%soptimizer    %10s  f32 master + 2 moments%s\n"
+		 "%sactivations  %10s  %s, %s, %s, %s; %lld micro-batch%s in "
+		 "flight on %s%s: %s\n"
+		 "%sbackward     %10s  working set: one layer's activation "
+		 "gradients (%s)\n"
+		 "%sf32 views    %10s  %s\n",
+		 indent, fmt_bytes(nd->weights, w), wd,
+		 (double)l->params / 1e6, l->buffers ? " + f32 buffers " : "",
+		 l->buffers ? fmt_bytes(l->buffers, bf) : "",
+		 l->expert_params ? " (experts sharded over EP)" : "",
+		 indent, fmt_bytes(nd->grads, g), wd,
+		 indent, fmt_bytes(nd->optim, o),
+		 nd->optim < 12 * l->params ? " (ZeRO-1 over the ranks that "
+					      "hold the same slice)" : "",
+		 indent, fmt_bytes(nd->act, a), width(mm->act_bytes),
+		 mm->seq_parallel ? "sequence parallel"
+				  : "residual stream whole on each TP rank",
+		 mm->flash ? "FlashAttention" : "attention probabilities kept",
+		 mm->keep_products ? "SwiGLU products kept"
+				   : "SwiGLU products rebuilt",
+		 (long long)nd->in_flight, nd->in_flight == 1 ? "" : "es",
+		 "the busiest stage",
+		 nd->recompute ? ", full recomputation" : "", ps,
+		 indent, fmt_bytes(nd->bwd, bw), width(mm->grad_bytes),
+		 indent, fmt_bytes(nd->views, v),
+		 nd->views ? "an f32 copy of the largest 16-bit tensor and its "
+			     "gradient's f32 sum"
+			   : "none (products read the working weights)");
 }

@@ -112,6 +112,8 @@ struct opts {
 	double blast; /* --blast-penalty */
 	int train;    /* --train: a fine-tuning step, not serving */
 	struct train_load tl;
+	struct train_mem_model mm; /* --trainer, --weights-dtype */
+	const char *trainer;
 };
 
 struct plan {
@@ -127,6 +129,7 @@ struct plan {
 	char reason[1100];
 	struct serve_score serve; /* --objective throughput|latency */
 	struct train_need train;  /* --train */
+	struct train_layout tl;   /* --train: the busiest cell's parameters */
 };
 
 /*
@@ -335,103 +338,61 @@ static void evaluate(const struct model_config *c, const struct tensor_spec *t,
 }
 
 /*
- * Parameters one rank of each (stage, EP) cell holds, and of those the
- * routed experts' (layout.c's per-rank slices, as weight_bytes counts).
- */
-static void rank_params(const struct model_config *c,
-			const struct tensor_spec *t, size_t n,
-			const struct layout_dims *d, uint64_t *all,
-			uint64_t *expert)
-{
-	for (size_t i = 0; i < n; i++) {
-		struct tensor_split sp;
-		int st[2], ns;
-		uint64_t k;
-		layout_split(c, d, &t[i], &sp);
-		k = layout_slice_numel(&t[i], &sp);
-		ns = layout_tensor_stages(c, d, &t[i], st);
-		for (int j = 0; j < ns; j++)
-			for (int e = 0; e < d->ep; e++) {
-				if (t[i].expert >= 0 &&
-				    layout_expert_owner(c, d, t[i].expert) != e)
-					continue;
-				all[st[j] * d->ep + e] += k;
-				if (t[i].expert >= 0)
-					expert[st[j] * d->ep + e] += k;
-			}
-	}
-}
-
-/*
- * --train: the same layout holding a fine-tuning step instead (bf16
- * working weights whatever the checkpoint stores, plan_train.c).  EP is
- * carved out of DP here, as Megatron-LM and DeepSeek train: each EP rank
- * runs its own micro-batches and exchanges tokens for the experts.
+ * --train: the same layout holding a fine-tuning step instead (the
+ * trainer's working weights whatever the checkpoint stores, plan_train.c).
+ * EP is carved out of DP here, as Megatron-LM and DeepSeek train: each EP
+ * rank runs its own micro-batches and exchanges tokens for the experts.
  */
 static void evaluate_train(const struct model_config *c,
 			   const struct tensor_spec *t, size_t n,
 			   const struct cluster *cl, const struct opts *o,
 			   struct plan *p)
 {
-	int cpn = cl->cards_per_node, cells = p->d.pp * p->d.ep;
-	uint64_t *all = calloc((size_t)cells, sizeof *all);
-	uint64_t *exp = calloc((size_t)cells, sizeof *exp);
+	int cpn = cl->cards_per_node;
 	/* the gradient all-reduce's group: same tp and stage, every EP
 	 * rank and replica */
 	int dp_span = (p->dp - 1) * p->world + (p->d.ep - 1) * p->d.tp + 1;
 	struct train_layout l = {
 		p->d.tp, p->d.pp, p->d.ep, p->dp, cpn, p->tp_in_node,
 		p->ep_nodes, p->pp_cross,
-		p->dp * p->d.ep > 1 && node_span(0, dp_span, cpn) > 1, 0, 0, 0,
+		p->dp * p->d.ep > 1 && node_span(0, dp_span, cpn) > 1, 0, 0, 0, 0,
 	};
 	struct train_hw hw = {
 		o->tflops * 1e12,
 		(cl->intra_gbps > 0 ? cl->intra_gbps : 7200) * 1e9 / 8,
 		(cl->inter_gbps > 0 ? cl->inter_gbps : 400) * 1e9 / 8,
 	};
-	char a[32], b[32], w[32], g[32], op[32], ac[32];
+	char a[32], b[32], w[32], g[32], op[32], ac[32], bw[32];
 	if (p->total == 0 && p->reason[0]) { /* layout.c refused it */
-		free(all);
-		free(exp);
 		return;
 	}
 	p->reason[0] = 0;
-	/* evaluate() sized the bf16 slices already (--train sets wbits 16);
-	 * the busiest of them, and its parameters */
-	rank_params(c, t, n, &p->d, all, exp);
-	p->weights = 0;
-	for (int r = 0; r < p->world; r++)
-		if (p->rank_weights[r] > p->weights) {
-			int pp, ep, tp;
-			layout_coords(&p->d, r, &pp, &ep, &tp);
-			p->weights = p->rank_weights[r];
-			/* every tp rank of a cell holds a slice this size */
-			l.params = all[pp * p->d.ep + ep];
-			l.expert_params = exp[pp * p->d.ep + ep];
-		}
-	l.weights_bf16 = p->weights;
-	free(all);
-	free(exp);
+	/* the busiest (stage, EP) cell's trained parameters */
+	train_layout_params(c, t, n, &p->d, o->mm.weight_bytes, &l);
+	p->tl = l;
 	p->kv = 0;
 	p->kv_capacity = 0;
-	if (train_need_layout(c, t, n, &o->tl, &l, &hw, p->usable, p->comm,
-			      &p->train, p->reason, sizeof p->reason) < 0) {
+	if (train_need_layout(c, t, n, &o->tl, &o->mm, &l, &hw, p->usable,
+			      p->comm, &p->train, p->reason,
+			      sizeof p->reason) < 0) {
 		p->fits = 0;
 		p->total = 0;
 		return;
 	}
+	p->weights = p->train.weights;
 	p->act = p->train.act;
-	p->total = p->train.weights + p->train.grads + p->train.optim +
-		   p->train.act + p->comm;
+	p->total = p->train.total + p->comm;
 	p->fits = p->total <= p->usable;
 	if (!p->fits)
 		snprintf(p->reason, sizeof p->reason,
 			 "needs %s per card (weights %s + gradients %s + "
-			 "optimizer %s + activations %s%s), %s usable",
+			 "optimizer %s + activations %s%s + backward %s), %s "
+			 "usable",
 			 fmt_bytes(p->total, a), fmt_bytes(p->train.weights, w),
 			 fmt_bytes(p->train.grads, g),
 			 fmt_bytes(p->train.optim, op), fmt_bytes(p->train.act, ac),
 			 p->train.recompute ? " recomputed" : "",
+			 fmt_bytes(p->train.bwd + p->train.views, bw),
 			 fmt_bytes(p->usable, b));
 }
 
@@ -587,6 +548,28 @@ static json_t *plan_json(const struct plan *p, int with_ranks)
 				  t->inter_bytes, "step_s", t->step_s,
 				  "bubble", t->bubble, "tokens_per_s",
 				  t->tokens_s, "why", t->why));
+		/* the terms plan_train.c adds, and the activations' parts */
+		json_object_update_new(
+			json_object_get(o, "train"),
+			json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+				  "backward_bytes", (json_int_t)t->bwd,
+				  "views_bytes", (json_int_t)t->views,
+				  "buffer_bytes", (json_int_t)p->tl.buffers,
+				  "total_bytes", (json_int_t)t->total,
+				  "params", (json_int_t)p->tl.params,
+				  "expert_params", (json_int_t)p->tl.expert_params,
+				  "max_tensor", (json_int_t)p->tl.max_tensor,
+				  "in_flight", (json_int_t)t->in_flight,
+				  "activation_parts",
+				  json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+					    "residual", (json_int_t)t->parts.residual,
+					    "attention", (json_int_t)t->parts.attention,
+					    "scores", (json_int_t)t->parts.scores,
+					    "mlp", (json_int_t)t->parts.mlp,
+					    "moe", (json_int_t)t->parts.moe,
+					    "mla", (json_int_t)t->parts.mla,
+					    "inputs", (json_int_t)t->parts.inputs,
+					    "final", (json_int_t)t->parts.final)));
 	}
 	json_object_set_new(o, "tp_nodes", json_integer(p->tp_nodes));
 	if (p->reason[0])
@@ -718,7 +701,7 @@ static int run(int argc, char **argv)
 		{"straggler", 1, 0, 'S'}, {"blast-penalty", 1, 0, 'P'},
 		{"train", 0, 0, 'T'}, {"micro-batch", 1, 0, 'M'},
 		{"global-batch", 1, 0, 'G'}, {"recompute", 1, 0, 'R'},
-		{"no-zero1", 0, 0, 'Z'},
+		{"no-zero1", 0, 0, 'Z'}, {"trainer", 1, 0, 'A'},
 		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_plan;
 	struct opts o = {.ctx = 0, .conc = 1, .batch_tokens = 8192,
@@ -835,6 +818,7 @@ static int run(int argc, char **argv)
 							"got '%s'", optarg);
 			break;
 		case 'Z': o.tl.zero1 = 0; break;
+		case 'A': o.trainer = optarg; break;
 		case 'c':
 			if (parse_long(optarg, 1, 1L << 30, &v) < 0)
 				return step_usage_error(S, "--ctx: expected a "
@@ -931,6 +915,29 @@ static int run(int argc, char **argv)
 		free(t);
 		return EXIT_USAGE;
 	}
+	if (o.train) { /* the trainer's working weights: bf16 unless said */
+		const char *w = o.wname ? o.wname : "bf16";
+		int wb = !strcmp(w, "f32") ? 4
+			 : !strcmp(w, "bf16") || !strcmp(w, "f16") ? 2 : 0;
+		if (!wb || train_mem_by_name(o.trainer ? o.trainer : "megatron",
+					     wb, &o.mm) < 0) {
+			free(path);
+			free(t);
+			model_config_free(&c);
+			return step_usage_error(S, wb ? "--trainer: expected "
+						"megatron or day0, got '%s'"
+						: "--train: --weights-dtype is "
+						"the working weights' (f32, "
+						"bf16 or f16), got '%s'",
+						wb ? o.trainer : w);
+		}
+		o.wname = w;
+	} else if (o.trainer) {
+		free(path);
+		free(t);
+		model_config_free(&c);
+		return step_usage_error(S, "--trainer goes with --train");
+	}
 	if (!o.wname) { /* default: the checkpoint's own format */
 		o.wname = !strcmp(c.quant, "fp8") ? "fp8"
 			  : c.qc.kind == QUANT_PACKED_INT
@@ -956,9 +963,7 @@ static int run(int argc, char **argv)
 	o.tl.seq = o.ctx;
 	if (o.train) { /* one sequence of ctx at a time for the sizing */
 		o.conc = 1;
-		o.wname = "bf16";
 		o.stored = 0;
-		o.wbits = 16;
 	}
 	events_stage("plan", "start", 0, 0, path);
 
@@ -1046,6 +1051,19 @@ static int run(int argc, char **argv)
 					  : o.tl.recompute == RECOMPUTE_FULL
 						  ? "full"
 						  : "none"));
+		if (o.train)
+			json_object_set_new(
+				json_object_get(doc, "settings"), "memory_model",
+				json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:b, s:b}",
+					  "trainer", o.mm.trainer, "weights",
+					  o.wname, "activations",
+					  o.mm.act_bytes == 4 ? "f32" : "bf16",
+					  "activation_gradients",
+					  o.mm.grad_bytes == 4 ? "f32" : "bf16",
+					  "sequence_parallel", o.mm.seq_parallel,
+					  "flash_attention", o.mm.flash,
+					  "products_kept", o.mm.keep_products,
+					  "f32_views", o.mm.f32_views));
 		json_object_set_new(doc, "feasible", ok);
 		json_object_set_new(doc, "rejected", rej);
 		json_object_set_new(doc, "vision",
@@ -1065,17 +1083,26 @@ static int run(int argc, char **argv)
 		       cl.heterogeneous ? " (mixed nodes: planned with the "
 					  "smallest)" : "");
 		if (o.train)
-			printf("         fine-tuning: AdamW, bf16 weights and "
+			printf("         fine-tuning: AdamW, %s weights and "
 			       "gradients, f32 master + moments%s; %lld "
 			       "sequences of %lld tokens a step, micro-batches of "
-			       "%lld, recompute %s, margin %.0f%%\n\n",
-			       o.tl.zero1 ? " (ZeRO-1 over DP)" : "",
+			       "%lld, recompute %s, margin %.0f%%\n"
+			       "         memory model: %s (activations %s, "
+			       "sequence parallelism %s, FlashAttention %s, "
+			       "SwiGLU products %s, f32 views of 16-bit weights "
+			       "%s)\n\n",
+			       o.wname, o.tl.zero1 ? " (ZeRO-1 over DP)" : "",
 			       (long long)o.tl.global, (long long)o.ctx,
 			       (long long)o.tl.micro,
 			       o.tl.recompute == RECOMPUTE_AUTO ? "when needed"
 			       : o.tl.recompute == RECOMPUTE_FULL ? "full"
 								  : "none",
-			       o.margin * 100);
+			       o.margin * 100, o.mm.trainer,
+			       o.mm.act_bytes == 4 ? "f32" : "bf16",
+			       o.mm.seq_parallel ? "on" : "off",
+			       o.mm.flash ? "on" : "off",
+			       o.mm.keep_products ? "kept" : "rebuilt",
+			       o.mm.f32_views ? "on" : "off");
 		else
 			printf("         weights %s (norms f32), kv %s, context %lld x %lld "
 			       "sequences, %lld tokens a step, margin %.0f%%\n\n",
@@ -1103,6 +1130,21 @@ static int run(int argc, char **argv)
 				if (o.train && plans[i].train.step_s > 0)
 					printf("      why: %s\n",
 					       plans[i].train.why);
+				/* the first layout's memory, term by term */
+				if (o.train && shown == 1 &&
+				    plans[i].train.step_s > 0) {
+					char lines[2400];
+					train_need_lines(&plans[i].train, &o.mm,
+							 &plans[i].tl,
+							 "      memory  ", lines,
+							 sizeof lines);
+					printf("%s      memory  comm buffers %10s\n"
+					       "      memory  total        %10s  (the %s "
+					       "trainer's step)\n",
+					       lines, fmt_bytes(plans[i].comm, a),
+					       fmt_bytes(plans[i].total, b),
+					       o.mm.trainer);
+				}
 			}
 		if (!nfit && !layout)
 			printf("      (no layout fits)\n");

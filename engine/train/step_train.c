@@ -17,9 +17,9 @@
  *                         --train's estimate of the same configuration.
  */
 #include "engine.h"
-#include "plan_train.h"
 #include "ref_train.h"
 #include "train.h"
+#include "train_memcheck.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -529,90 +529,16 @@ static int run(int argc, char **argv)
 		rc = strstr(err.msg, "does not fit") ? EXIT_CHECK_FAILED : EXIT_USAGE;
 		goto out;
 	}
-	/* training.memory: the busiest card against plan --train */
+	/* training.memory: the busiest card against plan --train's figure
+	 * (train_memcheck.c) */
 	{
-		uint64_t peak = mem.peak;
-		struct model_config cfg;
-		struct tensor_spec *sp = NULL;
-		size_t ns = 0;
-		char *cp = path_join(o.dir, "config.json");
-		MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-		if (model_config_load(cp, &cfg, &err) == 0 &&
-		    model_tensors(&cfg, &sp, &ns, &err) == 0) {
-			struct train_load ld = {.seq = o.seq, .micro = o.batch,
-						.global = (int64_t)o.batch * o.c.dp,
-						.zero1 = o.c.zero1,
-						.recompute = o.c.recompute ? RECOMPUTE_FULL
-									   : RECOMPUTE_NONE};
-			struct train_layout tl = {.tp = o.c.tp, .pp = 1, .ep = 1,
-						  .dp = o.c.dp, .cards_per_node = o.c.tp * o.c.dp,
-						  .tp_in_node = 1,
-						  .weights_bf16 = mem.weights,
-						  .params = mem.params,
-						  .expert_params = mem.expert_params};
-			struct train_hw hw = {1e12, 1e10, 1e9};
-			struct train_need nd;
-			char reason[300], detail[900];
-			if (train_need_layout(&cfg, sp, ns, &ld, &tl, &hw, 0, 0, &nd, reason,
-					      sizeof reason) == 0) {
-				/* plan counts activations in bf16 beside f32 logits;
-				 * this engine keeps them in f32 */
-				double tokens = (double)o.seq * o.batch;
-				double logit = tokens * 4.0 * cfg.vocab / o.c.tp;
-				double act = 2.0 * ((double)nd.act - logit) + logit;
-				/* backward's working set, which plan does not count:
-				 * the gradients of one layer's activations at a time,
-				 * f32 (plan's widest layer: act_full less the layer
-				 * inputs and the logits) */
-				double widest = (double)nd.act_full - logit -
-						tokens * (double)cfg.layers * 2.0 * cfg.hidden / o.c.tp;
-				double bwd = 2.0 * widest;
-				/* no sequence parallelism here: the residual stream's
-				 * four [T, H] activations a layer (plan divides them by
-				 * TP) stay whole on every TP rank, in f32 */
-				double nosp = tokens * 4.0 * cfg.hidden * (1.0 - 1.0 / o.c.tp) *
-					      (o.c.recompute ? (double)cfg.layers + 4.0
-							     : 4.0 * (double)cfg.layers);
-				double plan = (double)nd.weights + (double)nd.grads +
-					      (double)nd.optim + act;
-				/* 16-bit runs: the f32 view of the weight being
-				 * multiplied and its gradient's f32 sum, the largest
-				 * tensor's size each */
-				double views = (double)mem.views;
-				double est = plan + bwd + nosp + views;
-				double rel = fabs((double)peak - est) / est;
-				snprintf(detail, sizeof detail,
-					 "peak %llu B on the busiest card against %.0f B: plan "
-					 "--train's %.0f B (weights %llu, gradients %llu, "
-					 "optimizer %llu, activations %.0f as f32, recompute %s) "
-					 "plus backward's working set %.0f B (one layer's "
-					 "activation gradients, not in plan)%s%s: %.1f%% apart, "
-					 "bound 5%% (plan alone %.1f%%); measured weights %llu, "
-					 "gradients %llu, optimizer %llu, activations %llu, "
-					 "buffers %llu",
-					 (unsigned long long)peak, est, plan,
-					 (unsigned long long)nd.weights, (unsigned long long)nd.grads,
-					 (unsigned long long)nd.optim, act,
-					 o.c.recompute ? "full" : "none", bwd,
-					 o.c.tp > 1 ? " and the residual stream kept whole on "
-						      "each TP rank (no sequence parallelism)" : "",
-					 views > 0 ? " and f32 views of the largest tensor and "
-						     "its gradient (16-bit)" : "",
-					 rel * 100,
-					 fabs((double)peak - plan) / plan * 100,
-					 (unsigned long long)mem.weights, (unsigned long long)mem.grads,
-					 (unsigned long long)mem.optim, (unsigned long long)mem.act,
-					 (unsigned long long)mem.scratch);
-				check(rank, "training.memory", rel <= 0.05, detail,
-				      json_pack("{s:I, s:f, s:f, s:f, s:f}", "peak",
-						(json_int_t)peak, "estimate", est, "plan", plan,
-						"backward_set", bwd, "rel", rel),
-				      json_real(0.05));
-			}
-			free(sp);
-			model_config_free(&cfg);
-		}
-		free(cp);
+		struct train_memcheck_run mr = {&o.c, o.seq, o.batch, o.micro};
+		struct train_memcheck mc;
+		if (train_memcheck(o.dir, &mr, &mem, &mc, &err) < 0)
+			check(rank, "training.memory", 0, err.msg, NULL, NULL);
+		else
+			check(rank, "training.memory", mc.ok, mc.detail, mc.value,
+			      json_real(TRAIN_MEMCHECK_BOUND));
 	}
 	/* training.overflow */
 	if (o.force) {
