@@ -352,6 +352,10 @@ gemv512_body(float *y, int ldy, const float *x, const struct wmat *w, const int 
 static uint8_t tab16[2][2][128]; /* [e5m2][high, low byte][code & 0x7f] */
 static int tab16_ready;
 
+/* The GFNI kernel's patches: the bf16 bytes of e4m3's codes 0-7 (zero
+ * and the subnormals), read by vpermb at index code & 63. */
+static uint8_t fixtab[2][64];
+
 static void fp8_tab16(void)
 {
 	if (!__atomic_load_n(&tab16_ready, __ATOMIC_ACQUIRE)) {
@@ -364,6 +368,8 @@ static void fp8_tab16(void)
 				tab16[e][1][c] = (uint8_t)(u >> 16);
 			}
 		}
+		memcpy(fixtab[0], tab16[0][0], 64); /* codes 0-63; 0-7 are read */
+		memcpy(fixtab[1], tab16[0][1], 64);
 		__atomic_store_n(&tab16_ready, 1, __ATOMIC_RELEASE);
 	}
 }
@@ -444,15 +450,48 @@ gemv_tab_body(float *y, const float *xp, const struct wmat *w, const int e5, int
  * several pages at once faster than one stream).  Two sums a stream, each
  * block's scaled into the row's total.  The rows past the quarters go
  * through gemv_tab_body.
+ *
+ * gfx (e4m3 where the CPU has GFNI, the default; DAY0_KERNEL=avx512-vbmi
+ * keeps the lookups): the same two bytes of each code's bf16 without
+ * vpermi2b, which Sapphire Rapids runs as 3 uops, 2 of them on port 5 (2
+ * cycles a lookup; the tables kernel's 17 uops a 64-byte line bounded it
+ * at ~18 GB/s a core from L2 against ~17 GB/s from memory).  A normal
+ * code's bf16 (value times 2^-8) is S | (E + 112) << 7 | M << 4: its high
+ * byte S 0 1 1 1 E3 E2 E1 and low byte E0 M2 M1 M0 0 0 0 0 are moves of
+ * the code's bits, one GF2P8AFFINEQB each (the +112 an XOR, E < 16; one
+ * uop on port 0); the 16 codes of a zero exponent (zero, the subnormals:
+ * not bit moves) are patched by a masked vpermb from their own 8 entries.
+ * Same bf16 values, same sums in the same order: bit for bit vec 4's
+ * tables (test_ops), 16 uops a line, 19-20 GB/s from L2 (bench/fp8_gemv.c).
+ * (The bf16 bits of value times 2^-120 need no patch, but make subnormal
+ * codes f32 denormals, which cost the FMA a microcode assist each: 50x
+ * slower on a block of them.)
  */
+#define GF_HI 0x1020400000000080ull /* S . . . . E3 E2 E1 (XOR 0x38) */
+#define GF_LO 0x0000000001020408ull /* E0 M2 M1 M0 . . . . */
+
+/* GF2P8AFFINEQB: bit i of each byte of v = parity(byte 7 - i of m's qword
+ * & the byte) ^ bit i of imm.  In asm so that one kernel body serves the
+ * CPUs without GFNI too (its intrinsic would need the GFNI target on the
+ * tables' instances; there the asm is never reached). */
+#define GF_AFFINE(v, m, imm)                                                           \
+	({                                                                             \
+		__m512i r_;                                                            \
+		__asm__("vgf2p8affineqb %3, %2, %1, %0" : "=v"(r_) : "v"(v), "v"(m), "i"(imm)); \
+		r_;                                                                    \
+	})
+
 __attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline)) static inline void
-gemv_tab4_body(float *y, const float *xp, const struct wmat *w, const int e5, int j0,
-	       int j1, int k)
+gemv_tab4_body(float *y, const float *xp, const struct wmat *w, const int e5, const int gfx,
+	       int j0, int j1, int k)
 {
 	const float *t = fp8_tab(w->dtype);
 	const int bc = w->bc, kk = k - k % 64, q = (j1 - j0) / 4;
 	const __m512i h0 = _mm512_loadu_si512(tab16[e5][0]), h1 = _mm512_loadu_si512(tab16[e5][0] + 64);
 	const __m512i l0 = _mm512_loadu_si512(tab16[e5][1]), l1 = _mm512_loadu_si512(tab16[e5][1] + 64);
+	const __m512i fh = _mm512_loadu_si512(fixtab[0]), fl = _mm512_loadu_si512(fixtab[1]);
+	const __m512i gh = _mm512_set1_epi64((long long)GF_HI), gl = _mm512_set1_epi64((long long)GF_LO);
+	const __m512i expo = _mm512_set1_epi8(0x78);
 	const __m512i sign = _mm512_set1_epi8((char)0x80);
 	const __m512i mask = _mm512_set1_epi32((int)0xffff0000u);
 	for (int j = j0; j < j0 + q; j++) {
@@ -477,10 +516,18 @@ gemv_tab4_body(float *y, const float *xp, const struct wmat *w, const int e5, in
 				__m512 x2 = _mm512_loadu_ps(xp + c + 32), x3 = _mm512_loadu_ps(xp + c + 48);
 #pragma GCC unroll 4
 				for (int s = 0; s < 4; s++) {
-					__m512i v = _mm512_loadu_si512((const void *)(wr[s] + c));
+					__m512i v = _mm512_loadu_si512((const void *)(wr[s] + c)), hi, lo;
 					_mm_prefetch((const char *)(wr[s] + c) + PREFETCH, _MM_HINT_T0);
-					__m512i hi = _mm512_permutex2var_epi8(h0, v, h1);
-					__m512i lo = _mm512_permutex2var_epi8(l0, v, l1);
+					if (gfx) {
+						__mmask64 z = _mm512_testn_epi8_mask(v, expo);
+						hi = GF_AFFINE(v, gh, 0x38);
+						lo = GF_AFFINE(v, gl, 0);
+						hi = _mm512_mask_permutexvar_epi8(hi, z, v, fh);
+						lo = _mm512_mask_permutexvar_epi8(lo, z, v, fl);
+					} else {
+						hi = _mm512_permutex2var_epi8(h0, v, h1);
+						lo = _mm512_permutex2var_epi8(l0, v, l1);
+					}
 					hi = _mm512_ternarylogic_epi32(hi, v, sign, 0xf8);
 					__m512i w0 = _mm512_unpacklo_epi8(lo, hi), w1 = _mm512_unpackhi_epi8(lo, hi);
 					a[s] = _mm512_fmadd_ps(x0, _mm512_castsi512_ps(_mm512_slli_epi32(w0, 16)), a[s]);
@@ -510,13 +557,19 @@ gemv_tab4_body(float *y, const float *xp, const struct wmat *w, const int e5, in
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void
 gemv_tab4_0(float *y, const float *xp, const struct wmat *w, int j0, int j1, int k)
 {
-	gemv_tab4_body(y, xp, w, 0, j0, j1, k);
+	gemv_tab4_body(y, xp, w, 0, 0, j0, j1, k);
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void
 gemv_tab4_1(float *y, const float *xp, const struct wmat *w, int j0, int j1, int k)
 {
-	gemv_tab4_body(y, xp, w, 1, j0, j1, k);
+	gemv_tab4_body(y, xp, w, 1, 0, j0, j1, k);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void
+gemv_gfx4(float *y, const float *xp, const struct wmat *w, int j0, int j1, int k)
+{
+	gemv_tab4_body(y, xp, w, 0, 1, j0, j1, k);
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void
@@ -591,6 +644,29 @@ int op_fp8_vector(void)
 #endif
 }
 
+/* FP8's one-row e4m3 kernel with four streams: -1 not yet decided, 1 the
+ * GFNI bit moves, 0 the VBMI tables (op_fp8_use_tables). */
+static int use_gfni = -1;
+
+void op_fp8_use_tables(int on)
+{
+	__atomic_store_n(&use_gfni, on ? 0 : -1, __ATOMIC_RELAXED);
+}
+
+int op_fp8_gfni(void)
+{
+#ifdef HAVE_X86
+	int h = __atomic_load_n(&use_gfni, __ATOMIC_RELAXED);
+	if (h < 0) {
+		h = op_fp8_vbmi() && __builtin_cpu_supports("gfni");
+		__atomic_store_n(&use_gfni, h, __ATOMIC_RELAXED);
+	}
+	return h;
+#else
+	return 0;
+#endif
+}
+
 int op_fp8_vbmi(void)
 {
 #ifdef HAVE_X86
@@ -620,7 +696,8 @@ void op_fp8_gemv_rows(float *y, int ldy, const float *x, const struct wmat *w,
 			 {gemv512_1_1, gemv512_2_1, gemv512_3_1, gemv512_4_1}}};
 		if (vec == 4 && m == 1) {
 			fp8_tab16();
-			(w->dtype == DT_F8_E5M2 ? gemv_tab4_1 : gemv_tab4_0)(y, x, w, j0, j1, k);
+			(w->dtype == DT_F8_E5M2 ? gemv_tab4_1 : op_fp8_gfni() ? gemv_gfx4 : gemv_tab4_0)(
+				y, x, w, j0, j1, k);
 			return;
 		}
 		if (vec == 3 && m == 1) {

@@ -63,8 +63,17 @@ int main(void)
 		CHECK((op_bf16_set_kernel("avx512-stream") == 0) == a512);
 		CHECK(!a512 || !strcmp(op_bf16_kernel(), "avx512-stream"));
 		CHECK((op_bf16_set_kernel("avx2") == 0) == a2);
+		/* avx512-vbmi: the AVX-512 GEMV (attention asks for its name)
+		 * with FP8 e4m3 by the VBMI tables; by GFNI otherwise where the
+		 * CPU has it */
+		int vbmi = a512 && __builtin_cpu_supports("avx512vbmi");
+		int gfni = vbmi && __builtin_cpu_supports("gfni");
+		CHECK((op_bf16_set_kernel("avx512-vbmi") == 0) == vbmi);
+		CHECK(!vbmi || (!strcmp(op_bf16_kernel(), "avx512") && !op_fp8_gfni()));
 		CHECK(op_bf16_set_kernel("portable") == 0 && op_bf16_set_kernel(NULL) == 0 &&
 		      !strcmp(op_bf16_kernel(), best));
+		printf("# FP8 e4m3 decode kernel: %s\n", gfni ? "gfni" : vbmi ? "vbmi" : "f16c");
+		CHECK(op_fp8_gfni() == gfni);
 	}
 #endif
 
@@ -223,9 +232,10 @@ int main(void)
 			 * 64, blocks of one 64 */
 			{1, 9, 200, 128, 128},  {1, 50, 256, 64, 64},  {1, 33, 136, 64, 64},
 			{1, 70, 1024, 128, 128}};
-		const char *kern[] = {"portable", "avx2+fma", "avx512", "avx512-stream"};
+		const char *kern[] = {"portable", "avx2+fma", "avx512", "avx512-stream",
+				      "avx512-vbmi"};
 		const int dts[] = {DT_F8_E4M3, DT_F8_E5M2};
-		for (size_t q = 0; q < 4; q++)
+		for (size_t q = 0; q < 5; q++)
 			for (size_t d = 0; d < 2; d++) {
 				char name[128];
 				int bad = 0, bad_w = 0, dt = dts[d];
@@ -284,6 +294,57 @@ int main(void)
 				CHECKN(name, bad_w == 0);
 			}
 		op_bf16_set_kernel(NULL);
+	}
+	{ /* FP8 e4m3 decode by GFNI bit moves (the default where the CPU has
+	   * GFNI) against the VBMI tables it replaced: the same bf16 value for
+	   * every code, so the same y bit for bit, on rows of every finite code
+	   * (zero, the subnormals, every exponent, both signs, each in every
+	   * position of a 64-code step), one row of x with a tail past the
+	   * last 64, rows past the four streams' quarters; and against
+	   * float64 (the shapes test above) */
+		int gfni = 0;
+#if defined(__x86_64__)
+		gfni = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi") &&
+		       __builtin_cpu_supports("gfni");
+#endif
+		if (gfni) {
+			static const int shapes[][3] = {{1031, 1024, 128}, {70, 200, 128},
+							{9, 2816, 128}, {1, 64, 64}};
+			int bad = 0, nonzero = 0;
+			for (size_t z = 0; z < sizeof shapes / sizeof *shapes; z++) {
+				int n = shapes[z][0], k = shapes[z][1], bc = shapes[z][2];
+				int gr = (n + 127) / 128, gc = (k + bc - 1) / bc;
+				float *x = malloc((size_t)k * 4), *ya = malloc((size_t)n * 4);
+				float *yb = malloc((size_t)n * 4), *sc = malloc((size_t)gr * gc * 4);
+				uint8_t *w = malloc((size_t)n * k);
+				struct wmat wm = {.p = w, .dtype = DT_F8_E4M3, .scale = sc, .br = 128,
+						  .bc = bc, .sc_cols = gc};
+				const struct wmat *wp = &wm;
+				const float *bp = NULL;
+				for (int i = 0; i < k; i++) x[i] = frand(&r);
+				for (int i = 0; i < gr * gc; i++)
+					sc[i] = (float)ldexp(0.5 + rng_uniform(&r), -6) * 256;
+				/* codes 0..255 but the NaNs (0x7f, 0xff), in turn,
+				 * shifted by one each row */
+				for (size_t i = 0; i < (size_t)n * k; i++) {
+					uint8_t c = (uint8_t)((i + i / (size_t)k) % 254);
+					w[i] = c >= 0x7f ? (uint8_t)(c + 1) : c;
+				}
+				CHECK(op_bf16_set_kernel("avx512-vbmi") == 0);
+				op_linear_many(1, &ya, &wp, &bp, &n, x, 1, k);
+				CHECK(op_bf16_set_kernel(NULL) == 0 && op_fp8_gfni());
+				op_linear_many(1, &yb, &wp, &bp, &n, x, 1, k);
+				for (int j = 0; j < n; j++) {
+					bad += memcmp(&ya[j], &yb[j], 4) != 0;
+					nonzero += ya[j] != 0;
+				}
+				free(x); free(ya); free(yb); free(sc); free(w);
+			}
+			CHECKN("e4m3 decode by GFNI = by the VBMI tables, bit for bit, every code",
+			       bad == 0 && nonzero > 1000);
+		} else {
+			printf("# no GFNI + AVX-512 VBMI on this CPU: the GFNI kernel is not run\n");
+		}
 	}
 	{ /* prefill on oneDNN (bf16 and FP8 W): x rounded to bf16 (and FP8's
 	   * scaled codes), f32 sums: against the float64 product of those
@@ -421,8 +482,9 @@ int main(void)
 		const int dts[] = {DT_F32, DT_BF16, DT_F8_E4M3};
 		const int ms[] = {1, 3, 8, 12};
 		const int ns[3] = {1024, 256, 264}, k = 1040;
-		const char *kern[] = {"portable", "avx2+fma", "avx512", "avx512-stream"};
-		for (size_t q = 0; q < 4; q++)
+		const char *kern[] = {"portable", "avx2+fma", "avx512", "avx512-stream",
+				      "avx512-vbmi"};
+		for (size_t q = 0; q < 5; q++)
 			for (size_t d = 0; d < 3; d++) {
 				char name[128];
 				int bad = 0, dt = dts[d];
