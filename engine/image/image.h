@@ -131,7 +131,8 @@ int image_smart_resize(int height, int width, int factor, int64_t min_pixels,
  */
 struct image_pixels {
 	enum image_processor kind;
-	int height, width;	    /* after resize (and crop) */
+	int height, width;	    /* after resize (and crop or pad) */
+	int content_h, content_w;   /* Kimi-VL: the image inside the pad */
 	int grid_t, grid_h, grid_w; /* Qwen2-VL; 0 for CLIP */
 	int64_t rows, cols;
 	int64_t tokens;		    /* placeholder tokens this image takes */

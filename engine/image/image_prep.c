@@ -643,6 +643,8 @@ int image_preprocess(const struct image_prep_config *c,
 		image_free(&o->resized);
 		o->resized = cropped;
 	}
+	o->content_h = o->resized.h;
+	o->content_w = o->resized.w;
 	if (c->kind == IMAGE_PROC_KIMI &&
 	    pad_image(&o->resized, ph, pw, name, err) < 0) {
 		image_pixels_free(o);

@@ -235,6 +235,8 @@ static void prep_consistency(const struct image_prep_config *p,
 		}
 		per_ch = (int64_t)p->temporal_patch_size * p->patch_size *
 			 p->patch_size;
+	} else if (px->kind == IMAGE_PROC_KIMI) {
+		per_ch = (int64_t)p->patch_size * p->patch_size;
 	} else {
 		per_ch = px->cols;
 	}
@@ -242,8 +244,8 @@ static void prep_consistency(const struct image_prep_config *p,
 	for (int64_t i = 0; i < px->rows; i++)
 		for (int64_t j = 0; j < px->cols; j++) {
 			float v = px->values[i * px->cols + j];
-			int ch = px->kind == IMAGE_PROC_QWEN2VL ? (int)(j / per_ch)
-								: (int)i;
+			int ch = px->kind != IMAGE_PROC_CLIP ? (int)(j / per_ch)
+							     : (int)i;
 			double tol = 1e-5 * (1 + fabs(hi[ch]));
 			if (!isfinite(v) || v < lo[ch] - tol || v > hi[ch] + tol) {
 				snprintf(why, n, "value %g at [%lld, %lld] outside "
@@ -252,7 +254,10 @@ static void prep_consistency(const struct image_prep_config *p,
 					 lo[ch], hi[ch], ch);
 				return;
 			}
-			if (f->uniform && fabs(v - want[ch]) > 1e-6) {
+			/* Kimi-VL pads with zeros: those read (0 - mean)/std */
+			if (f->uniform && fabs(v - want[ch]) > 1e-6 &&
+			    !(px->kind == IMAGE_PROC_KIMI &&
+			      fabs(v - lo[ch]) <= 1e-6)) {
 				snprintf(why, n, "a uniform (%d,%d,%d) image gives "
 					 "%.9g at [%lld, %lld], not (v/255 - "
 					 "mean)/std = %.9g",

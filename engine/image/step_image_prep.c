@@ -168,7 +168,7 @@ static int write_outputs(const char *dir, const char *img,
 	int64_t shape[3];
 	int rc;
 	stem_of(img, stem, sizeof stem);
-	if (p->kind == IMAGE_PROC_QWEN2VL) {
+	if (p->kind != IMAGE_PROC_CLIP) { /* Qwen2-VL, Kimi-VL: patches */
 		shape[0] = p->rows;
 		shape[1] = p->cols;
 	} else {
@@ -179,7 +179,7 @@ static int write_outputs(const char *dir, const char *img,
 	snprintf(name, sizeof name, "%s.pixel_values.npy", stem);
 	path = path_join(dir, name);
 	rc = image_write_npy(path, p->values, 1, shape,
-			     p->kind == IMAGE_PROC_QWEN2VL ? 2 : 3, err);
+			     p->kind != IMAGE_PROC_CLIP ? 2 : 3, err);
 	free(path);
 	if (rc < 0)
 		return -1;
@@ -260,7 +260,11 @@ static int run(int argc, char **argv)
 			json_object_set_new(e, "shape",
 					    json_pack("[i,i,i]", 3, px.height,
 						      px.width));
-		if (cfg.kind == IMAGE_PROC_QWEN2VL)
+		if (cfg.kind == IMAGE_PROC_KIMI) /* before the padding */
+			json_object_set_new(e, "content",
+					    json_pack("[i,i]", px.content_w,
+						      px.content_h));
+		if (cfg.kind != IMAGE_PROC_CLIP)
 			json_object_set_new(e, "grid_thw",
 					    json_pack("[i,i,i]", px.grid_t,
 						      px.grid_h, px.grid_w));
@@ -272,7 +276,10 @@ static int run(int argc, char **argv)
 			       im.h, px.width, px.height,
 			       cfg.do_resize ? image_filter_name(cfg.resample)
 					     : "no resize");
-			if (cfg.kind == IMAGE_PROC_QWEN2VL)
+			if (cfg.kind == IMAGE_PROC_KIMI)
+				printf(", the image %dx%d padded", px.content_w,
+				       px.content_h);
+			if (cfg.kind != IMAGE_PROC_CLIP)
 				printf(", grid %dx%dx%d, %lld patches x %lld",
 				       px.grid_t, px.grid_h, px.grid_w,
 				       (long long)px.rows, (long long)px.cols);

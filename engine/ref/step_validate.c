@@ -947,11 +947,12 @@ static int run(int argc, char **argv)
 			 : "block %d", vres.tower_block);
 		snprintf(d, sizeof d, "%s (%d image%s): image ops max rel %s; "
 			 "tower %d states, worst %.3g (%s), merger %.3g%s; "
-			 "M-RoPE positions %s; logits max rel %s, top-1 %s; "
+			 "%s positions %s; logits max rel %s, top-1 %s; "
 			 "greedy %s", vis_prompt_case(&vcfg, &vp), vp.n_img,
 			 vp.n_img == 1 ? "" : "s", ops, vres.blocks,
 			 vres.tower_worst, worst, vres.feat_worst,
 			 vres.dump_err[0] ? " (a dump missing)" : "",
+			 vcfg.vision.mrope ? "M-RoPE" : "1-D",
 			 vres.pos_wrong ? "DIFFER" : "equal",
 			 e2e_rel >= 0 ? "" : "not run", e2e_top1 >= 0 ? "" : "not run",
 			 !ran[3] ? "not run" : greedy_equal ? "equal" : "differs");
