@@ -179,6 +179,18 @@ mkdir "$T/vhome/.cache/day0/engine-version" # unreadable and unwritable, even fo
 v4=$(vhello vs4)
 check "a cache it cannot read or write costs only the run ($v4)" test "$v4" = "count-engine 22"
 check "and leaves no temp file behind" test "$(ls "$T/vhome/.cache/day0" | wc -l)" = 1
+# An engine slow to answer is waited for (a sanitizer build started by a
+# niced test at load 18 took 12-20 s): 6 s is past the bound it once had.
+cat >"$T/slow-engine" <<'EOF'
+#!/bin/sh
+[ "$1" = --version ] && { sleep 6; echo "slow-engine 3"; exit 0; }
+exit 0
+EOF
+chmod +x "$T/slow-engine"
+mkdir -p "$T/vhome5"
+v5=$(HOME="$T/vhome5" agent vs5 --engine "$T/slow-engine" </dev/null 2>/dev/null |
+	head -n 1 | python3 -c 'import json,sys; print(json.load(sys.stdin).get("engine_version", "-"))')
+check "an engine 6 s slow to answer --version is waited for ($v5)" test "$v5" = "slow-engine 3"
 
 # ---- exec stages ----------------------------------------------------------
 printf '%s\n' \
