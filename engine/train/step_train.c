@@ -1,8 +1,9 @@
 /*
- * step_train.c - `mpirun -np TP*DP day0-engine train MODEL_DIR`: K
+ * step_train.c - `mpirun -np TP*PP*EP*DP day0-engine train MODEL_DIR`: K
  * fine-tuning steps on deterministic synthetic tokens, one `train` event a
  * step (loss, gradient norm, loss scale, skipped, the step time split into
- * forward, backward, optimizer and communication), and the training.*
+ * forward, backward, optimizer and communication; under PP each stage's
+ * bubble against the 1F1B schedule's (p-1)/(m+p-1)), and the training.*
  * checks (docs/training.md):
  *   training.gradients    one step's gradients against the float64
  *                         reference backward (ref_train.c) per tensor, and
@@ -35,28 +36,34 @@ const struct step_entry step_train = {
 	.usage = "MODEL_DIR [--tp N] [--dp N] [--pp N] [--ep N] [--steps K] "
 		 "[--lr X] [--seq N] [--batch N] [--micro-batches N] [--dtype "
 		 "bf16|f16|f32] [--zero1] [--recompute] [--force-overflow STEP] "
-		 "[--inject transpose-grad|no-allreduce|wrong-scale] "
+		 "[--inject transpose-grad|no-allreduce|wrong-scale|no-pp-grad] "
 		 "[--check-grads] [--determinism] [--losses-out FILE] "
 		 "[--reference-losses FILE] [--bucket-bytes N] [--growth-interval N] "
-		 "[--seed N] [--card-mem BYTES] [--events]  (under mpirun -np TP*EP*DP)",
+		 "[--seed N] [--card-mem BYTES] [--events]  (under mpirun -np "
+		 "TP*PP*EP*DP)",
 	.summary = "fine-tuning steps with gradient, layout, determinism, overflow "
 		   "and memory checks",
 	.help = "  --tp N, --dp N       tensor and data parallel ranks (default 1)\n"
 		"  --ep N               expert parallel ranks (routed experts split, "
-		"tokens all-to-all); --pp other than 1 is refused (not built)\n"
+		"tokens all-to-all)\n"
+		"  --pp N               pipeline stages (layers split as run splits "
+		"them; the 1F1B schedule; at most one stage a layer)\n"
 		"  --steps K            optimizer steps (default 3)\n"
 		"  --lr X               AdamW learning rate (default 1e-3; betas 0.9, "
 		"0.999, weight decay 0.01 on matrices, clip 1.0)\n"
 		"  --seq N, --batch N   tokens a sequence (default 16), sequences "
 		"per DP rank (default 2)\n"
-		"  --micro-batches N    1 (pipeline schedules are not built)\n"
+		"  --micro-batches N    the batch split into N micro-batches (must "
+		"divide --batch; default 1): PP's 1F1B schedule, gradient "
+		"accumulation at PP 1\n"
 		"  --dtype D            working weights and gradients: f32 (default), "
 		"bf16, f16 (with the dynamic loss scaler)\n"
 		"  --zero1              AdamW state sharded over DP\n"
 		"  --recompute          keep each layer's input only, rebuild in backward\n"
 		"  --force-overflow S   make step S (from 1) overflow\n"
 		"  --inject FAULT       a deliberately wrong backward, for the checks' "
-		"tests\n"
+		"tests: transpose-grad, no-allreduce, wrong-scale, no-pp-grad (a "
+		"stage drops the activation gradient sent back to it)\n"
 		"  --check-grads        training.gradients before the first step\n"
 		"  --determinism        run the steps twice: training.determinism\n"
 		"  --losses-out FILE    write the loss curve; --reference-losses FILE "
@@ -79,7 +86,7 @@ const struct step_entry step_train = {
 struct opts {
 	struct train_cfg c;
 	const char *dir, *losses_out, *ref_losses;
-	int steps, seq, batch, micro, force, check_grads, determinism, events;
+	int steps, seq, batch, force, check_grads, determinism, events;
 	uint64_t seed;
 };
 
@@ -342,6 +349,20 @@ static int run_steps(const struct opts *o, int rank, int emit, struct curve *cv,
 			rc = -1;
 			break;
 		}
+		if (emit && s == 0 && (o->c.pp > 1 || o->c.micro > 1)) {
+			/* the order each stage ran its micro-batches in */
+			char *sched = train_schedule(t); /* collective */
+			if (rank == 0) {
+				if (events_enabled())
+					events_log("info", "pipeline schedule 1F1B, pp %d, "
+						   "%d micro-batches: %s", o->c.pp,
+						   o->c.micro, sched);
+				else
+					printf("schedule 1F1B pp %d micro-batches %d: %s\n",
+					       o->c.pp, o->c.micro, sched);
+			}
+			free(sched);
+		}
 		cv->loss[s] = st.loss;
 		cv->norm[s] = st.grad_norm;
 		cv->scale[s] = st.scale;
@@ -361,12 +382,29 @@ static int run_steps(const struct opts *o, int rank, int emit, struct curve *cv,
 					json_object_set_new(ev, "loss", json_real(st.loss));
 				if (isfinite(st.grad_norm))
 					json_object_set_new(ev, "grad_norm", json_real(st.grad_norm));
+				json_object_set_new(ev, "micro_batches", json_integer(st.micro));
+				if (st.pp > 1) {
+					/* each stage's idle share of the forward-backward
+					 * span, against 1F1B's (p-1)/(m+p-1) */
+					json_t *b = json_array();
+					for (int k = 0; k < st.pp && k < 64; k++)
+						json_array_append_new(b, json_real(st.bubble_stage[k]));
+					json_object_set_new(ev, "bubble_stages", b);
+					json_object_set_new(ev, "bubble", json_real(st.bubble));
+					json_object_set_new(ev, "bubble_theory",
+							    json_real(st.bubble_theory));
+				}
 				events_emit("train", ev);
-			} else
+			} else {
 				printf("step %d loss %.6f grad_norm %.4g scale %g%s fwd %.3fs "
-				       "bwd %.3fs opt %.3fs comm %.3fs\n", s + 1, st.loss,
+				       "bwd %.3fs opt %.3fs comm %.3fs", s + 1, st.loss,
 				       st.grad_norm, st.scale, st.skipped ? " SKIPPED" : "",
 				       st.t_fwd, st.t_bwd, st.t_opt, st.t_comm);
+				if (st.pp > 1)
+					printf(" bubble %.3f (1F1B %.3f)", st.bubble,
+					       st.bubble_theory);
+				printf("\n");
+			}
 			fflush(stdout);
 		}
 	}
@@ -408,14 +446,14 @@ static int run(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	memset(&o, 0, sizeof o);
-	o.c = (struct train_cfg){.tp = 1, .pp = 1, .ep = 1, .dp = 1, .dtype = DT_F32,
+	o.c = (struct train_cfg){.tp = 1, .pp = 1, .ep = 1, .dp = 1, .micro = 1,
+				 .dtype = DT_F32,
 				 .lr = 1e-3, .wd = 0.01, .beta1 = 0.9, .beta2 = 0.999,
 				 .eps = 1e-8, .clip = 1.0, .scale0 = 65536, .growth = 2000,
 				 .bucket_bytes = 65536};
 	o.steps = 3;
 	o.seq = 16;
 	o.batch = 2;
-	o.micro = 1;
 	o.seed = 1;
 	optind = 1;
 	opterr = 0;
@@ -437,7 +475,7 @@ static int run(int argc, char **argv)
 		case 'k': NUM(1, 100000, o.steps, "--steps"); break;
 		case 's': NUM(2, 4096, o.seq, "--seq"); break;
 		case 'b': NUM(1, 4096, o.batch, "--batch"); break;
-		case 'm': NUM(1, 4096, o.micro, "--micro-batches"); break;
+		case 'm': NUM(1, 4096, o.c.micro, "--micro-batches"); break;
 		case 'f': NUM(1, 100000, o.force, "--force-overflow"); break;
 		case 'G': NUM(1, 1000000, o.c.growth, "--growth-interval"); break;
 		case 'S': NUM(0, 1L << 30, o.seed, "--seed"); break;
@@ -477,10 +515,12 @@ static int run(int argc, char **argv)
 		case 'i':
 			o.c.inject = !strcmp(optarg, "transpose-grad") ? INJECT_TRANSPOSE
 				     : !strcmp(optarg, "no-allreduce") ? INJECT_NO_ALLREDUCE
-				     : !strcmp(optarg, "wrong-scale") ? INJECT_WRONG_SCALE : -1;
+				     : !strcmp(optarg, "wrong-scale") ? INJECT_WRONG_SCALE
+				     : !strcmp(optarg, "no-pp-grad") ? INJECT_NO_PP_GRAD : -1;
 			if (o.c.inject < 0) {
 				snprintf(why, sizeof why, "--inject: expected transpose-grad, "
-					 "no-allreduce or wrong-scale, got '%s'", optarg);
+					 "no-allreduce, wrong-scale or no-pp-grad, got '%s'",
+					 optarg);
 				bad = 1;
 			}
 			break;
@@ -502,9 +542,10 @@ static int run(int argc, char **argv)
 		}
 	}
 #undef NUM
-	if (!bad && o.micro != 1) {
-		snprintf(why, sizeof why, "--micro-batches %d: pipeline schedules are "
-			 "not built; training runs one micro-batch a step", o.micro);
+	if (!bad && o.batch % o.c.micro) {
+		snprintf(why, sizeof why, "--micro-batches %d: --batch %d sequences "
+			 "a rank do not split into %d micro-batches", o.c.micro,
+			 o.batch, o.c.micro);
 		bad = 1;
 	}
 	if (bad || optind != argc - 1) {
@@ -532,7 +573,7 @@ static int run(int argc, char **argv)
 	/* training.memory: the busiest card against plan --train's figure
 	 * (train_memcheck.c) */
 	{
-		struct train_memcheck_run mr = {&o.c, o.seq, o.batch, o.micro};
+		struct train_memcheck_run mr = {&o.c, o.seq, o.batch, o.c.micro};
 		struct train_memcheck mc;
 		if (train_memcheck(o.dir, &mr, &mem, &mc, &err) < 0)
 			check(rank, "training.memory", 0, err.msg, NULL, NULL);

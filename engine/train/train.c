@@ -334,11 +334,14 @@ static int stage_of_layer(const struct train *t, int l)
 	return t->pp - 1;
 }
 
+static int owner(const struct train *t, int e);
+
 /* Which stage owns each parameter, and which are held here: a layer's on
  * its stage, the embedding on the first, the final norm and lm_head on
  * the last (a tied embedding on both: the last uses it as the head; its
  * gradient is summed over the two, the first owns it for the norm and
- * the check). */
+ * the check); a routed expert on its EP owner only (weights, gradients
+ * and optimizer state: EP divides the experts' memory). */
 static void mark_stages(struct train *t)
 {
 	for (int i = 0; i < t->np; i++) {
@@ -352,6 +355,8 @@ static void mark_stages(struct train *t)
 			p->stage = t->pp - 1;
 		p->here = p->stage == t->pp_rank ||
 			  (p == t->embed && t->lm_head == t->embed && t->last);
+		if (p->expert >= 0 && owner(t, p->expert) != t->ep_rank)
+			p->here = 0;
 	}
 }
 
@@ -1812,7 +1817,7 @@ static void tp_agree(struct train *t, int64_t lo, int64_t hi)
 		return;
 	for (int i = 0; i < t->np; i++) {
 		struct tparam *p = &t->P[i];
-		if (!p->repl || p->off < lo || p->off >= hi)
+		if (!p->here || !p->repl || p->off < lo || p->off >= hi)
 			continue;
 		if (t->cfg.dtype == DT_F32) {
 			float *g = (float *)t->grad + p->off;
@@ -2362,9 +2367,8 @@ int train_step(struct train *t, const int64_t *tok, const int64_t *lab, int B,
 	for (int i = 0; i < t->np; i++) {
 		const struct tparam *p = &t->P[i];
 		int64_t a = p->off > t->z0 ? p->off : t->z0;
-		/* another stage's, or another EP rank's expert (its copy here
-		 * is never used) */
-		if (!p->here || (p->expert >= 0 && owner(t, p->expert) != t->ep_rank))
+		/* another stage's, or another EP rank's expert */
+		if (!p->here)
 			continue;
 		int64_t e = p->off + p->numel < t->z0 + t->zn ? p->off + p->numel : t->z0 + t->zn;
 		for (int64_t at = a; at < e; at++) {

@@ -30,14 +30,16 @@ static int plan_figure(const struct model_config *c,
 {
 	const struct train_cfg *k = run->cfg;
 	int micro = run->micro > 0 ? run->micro : 1;
+	/* plan counts EP ranks as data streams (Megatron carves them out of
+	 * DP); day0's EP ranks share their replica's sequences: the same
+	 * tokens a rank a micro-batch either way */
 	struct train_load ld = {.seq = run->seq, .micro = run->batch / micro,
-				.global = (int64_t)run->batch * k->dp,
+				.global = (int64_t)run->batch * k->dp * k->ep,
 				.zero1 = k->zero1,
 				.recompute = k->recompute ? RECOMPUTE_FULL
 							  : RECOMPUTE_NONE};
-	/* EP 1: every EP rank holds every expert today (the engine does not
-	 * shard the experts' memory yet, docs/training.md) */
-	struct layout_dims d = {.tp = k->tp, .pp = k->pp, .ep = 1};
+	/* each EP rank holds its own experts only (train.c's tparam.here) */
+	struct layout_dims d = {.tp = k->tp, .pp = k->pp, .ep = k->ep};
 	/* the step time is not checked: any card and links will do */
 	struct train_hw hw = {1e12, 1e10, 1e9};
 	char reason[300];

@@ -1,6 +1,6 @@
 # day0-engine train: gradients against the float64 reference backward and
-# central differences per family at 1 rank, TP 2, EP 2, TP 2 x EP 2 and
-# DP 2 (ZeRO-1), the
+# central differences per family at 1 rank, TP 2, EP 2, TP 2 x EP 2,
+# DP 2 (ZeRO-1) and PP 2 (1F1B; with TP 2, DP 2, a tied embedding), the
 # loss curve of each layout against the 1-rank run, determinism, the f16
 # overflow, the memory plan, and each injected fault failing its check by
 # name.  What is read is what the agent reads: the --events lines.
@@ -22,6 +22,7 @@ want() { # NAME ITEM STATUS
 for a in llama qwen2_moe deepseek_v3; do
 	"$ENGINE" gen-model --arch "$a" "$T/$a" >/dev/null || fail "gen-model $a" "exit $?"
 done
+"$ENGINE" gen-model --arch llama --tie "$T/llama_tie" >/dev/null || fail "gen-model llama --tie" "exit $?"
 
 # 1 rank: every family's gradients, the memory plan, the train events
 for a in llama qwen2_moe deepseek_v3; do
@@ -119,9 +120,61 @@ want "inject no-allreduce (ep2: input gradients not summed over EP) fails traini
 want "inject no-allreduce (ep2) fails training.layouts" training.layouts fail
 [ "$RC" -eq 1 ] && ok "inject no-allreduce (ep2): exit 1" || fail "ep2 inject exit" "exit $RC"
 
+# PP 2, the 1F1B schedule: layers split over two stages as run splits
+# them, activations sent on and their gradients sent back, gradients
+# accumulated over 4 micro-batches of the same global batch as the 1-rank
+# run; the schedule each stage ran, the bubble in the train events
+run mpi 2 train "$T/llama" --pp 2 --micro-batches 4 --steps 3 --batch 4 --check-grads --determinism --events \
+	--reference-losses "$T/llama.1"
+want "llama pp2 m4: gradients vs float64" training.gradients pass
+want "llama pp2 m4: loss curve against 1 rank" training.layouts pass
+want "llama pp2 m4: two runs bitwise equal" training.determinism pass
+sched=$(jq -r 'select(.type == "log") | .msg | select(startswith("pipeline schedule"))' "$OUT")
+if [ "$sched" = "pipeline schedule 1F1B, pp 2, 4 micro-batches: stage 0: F0 F1 B0 F2 B1 F3 B2 B3; stage 1: F0 B0 F1 B1 F2 B2 F3 B3" ]; then
+	ok "llama pp2 m4: 1F1B (stage 0 one forward ahead, then one forward one backward; stage 1 alternating)"
+else
+	fail "pp2 schedule" "'$sched'"
+fi
+jq -e -s '[.[] | select(.type == "train")] | length == 3 and all(.layout == "tp1pp2ep1dp1" and .micro_batches == 4
+	and (.bubble_stages | length == 2 and all(. >= 0 and . < 1)) and .bubble_theory == 0.2 and .bubble >= 0)' "$OUT" >/dev/null &&
+	ok "llama pp2 m4: each stage's bubble and 1F1B's (p-1)/(m+p-1) = 0.2 in the train events" ||
+	fail "pp2 bubble in events" "$(grep '"train"' "$OUT" | head -c 500)"
+# three stages (deepseek_v3: a dense layer then MoE): stage 0 two ahead
+run mpi 3 train "$T/deepseek_v3" --pp 3 --micro-batches 4 --steps 3 --batch 4 --check-grads --events \
+	--reference-losses "$T/deepseek_v3.1"
+want "deepseek_v3 pp3 m4: gradients vs float64" training.gradients pass
+want "deepseek_v3 pp3 m4: loss curve against 1 rank" training.layouts pass
+contains "deepseek_v3 pp3: stage 0 warms up with two forwards" "stage 0: F0 F1 F2 B0 F3 B1 B2 B3; stage 1: F0 F1 B0 F2 B1 F3 B2 B3; stage 2: F0 B0" "$OUT"
+# PP 2 x TP 2 (4 ranks): a TP group inside each stage
+run mpi 4 train "$T/qwen2_moe" --pp 2 --tp 2 --micro-batches 2 --steps 3 --batch 4 --check-grads --events \
+	--reference-losses "$T/qwen2_moe.1"
+want "qwen2_moe pp2 x tp2: gradients vs float64" training.gradients pass
+want "qwen2_moe pp2 x tp2: loss curve against 1 rank" training.layouts pass
+# PP 2 x DP 2 with ZeRO-1 (4 ranks): each replica's pipeline, the
+# buckets all-reduced in the last micro-batch's backward
+run mpi 4 train "$T/llama" --pp 2 --dp 2 --zero1 --micro-batches 2 --steps 3 --batch 2 --events \
+	--reference-losses "$T/llama.1"
+want "llama pp2 x dp2 zero1: loss curve against 1 rank" training.layouts pass
+# a tied embedding: the first stage's input and the last stage's head, its
+# gradient summed over the two
+"$ENGINE" train "$T/llama_tie" --steps 3 --batch 4 --losses-out "$T/llama_tie.1" >/dev/null 2>&1
+run mpi 2 train "$T/llama_tie" --pp 2 --micro-batches 2 --steps 3 --batch 4 --check-grads --events \
+	--reference-losses "$T/llama_tie.1"
+want "tied llama pp2: gradients vs float64 (embedding summed over both stages)" training.gradients pass
+want "tied llama pp2: loss curve against 1 rank" training.layouts pass
+# the activation gradient dropped by stage 0: named, exit 1
+run mpi 2 train "$T/llama" --pp 2 --micro-batches 2 --steps 3 --batch 4 --check-grads --events \
+	--inject no-pp-grad --reference-losses "$T/llama.1"
+want "inject no-pp-grad fails training.gradients" training.gradients fail
+want "inject no-pp-grad fails training.layouts" training.layouts fail
+[ "$RC" -eq 1 ] && jq -e -s 'map(select(.item == "training.gradients"))[0].value.worst_tensor | test("embed_tokens|layers\\.0\\.")' "$OUT" >/dev/null &&
+	ok "no-pp-grad: exit 1, a first-stage tensor named" || fail "no-pp-grad named" "exit $RC: $(jq -c 'select(.item == "training.gradients") | .value.worst_tensor' "$OUT")"
+
 # bad input: named, exit 2
-expect_rc 2 "--pp 2 refused (pipeline backward not built)" mpi 2 train "$T/llama" --pp 2
-contains "--pp refusal names what is missing" "the pipeline backward is not built" "$ERR"
+expect_rc 2 "--pp 3 on 2 layers refused" "$ENGINE" train "$T/llama" --pp 3
+contains "--pp refusal names the config and the layers" "$T/llama/config.json: --pp 3: 2 layers" "$ERR"
+expect_rc 2 "--micro-batches that do not divide --batch refused" "$ENGINE" train "$T/llama" --batch 4 --micro-batches 3
+contains "--micro-batches refusal says why" "--batch 4 sequences a rank do not split into 3 micro-batches" "$ERR"
 expect_rc 2 "--ep 2 on a dense model refused" mpi 2 train "$T/llama" --ep 2
 contains "--ep refusal names the config and the expert count" "$T/llama/config.json: --ep 2: 0 routed experts" "$ERR"
 expect_rc 2 "--dtype fp8 refused" "$ENGINE" train "$T/llama" --dtype fp8
