@@ -35,13 +35,16 @@
 #
 # Environment: BUILD (build dir, default build), REPS (default 3),
 # WARMUP=0 to skip the warm-up run (not in the ratio) before each cp and
-# convert run, PLAIN=0 to skip the f32 part, FP8=0 to skip the FP8 part.
+# convert run, PLAIN=0 to skip the f32 part, FP8=0 to skip the FP8 part,
+# BASE=PATH/day0-engine (an older build) to time its converts too, in the
+# same rounds right after the current build's (an A/B on the same floor).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 REPS=${REPS:-3}
 ENGINE=$PWD/$BUILD/day0-engine
 case $BUILD in /*) ENGINE=$BUILD/day0-engine ;; esac
+BASE=${BASE:-}
 GNU_TIME=/usr/bin/time
 
 die() {
@@ -50,6 +53,7 @@ die() {
 }
 
 [ -x "$ENGINE" ] || die "$ENGINE not found (run make build)"
+[ -z "$BASE" ] || [ -x "$BASE" ] || die "BASE: $BASE is not an executable"
 [ -x "$GNU_TIME" ] || die "$GNU_TIME not found (GNU time; make deps installs it)"
 command -v sha256sum >/dev/null || die "sha256sum not found"
 case $REPS in '' | *[!0-9]* | 0) die "REPS: expected an integer >= 1, got '$REPS'" ;; esac
@@ -136,6 +140,7 @@ echo "== day0 weights benchmark ($(date -u +%Y-%m-%dT%H:%M:%SZ)) =="
 echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) RAM," \
 	"/tmp on $(findmnt -no FSTYPE -T /tmp 2>/dev/null || echo '?')"
 echo "engine:  $ENGINE"
+[ -z "$BASE" ] || echo "base:    $BASE (its converts timed in the same rounds)"
 echo "cpu:     $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
 echo "load:    $(uptime | sed 's/.*load average/load average/') (at the start; the machine is shared)"
 
@@ -186,6 +191,7 @@ declare -A LABEL=(
 	[convert_warmup]="day0 convert (warm-up)"
 	[convert]="day0 convert bf16 tp$TP"
 	[dd]="dd of the bf16 output's size"
+	[convert_base]="BASE convert bf16 tp$TP"
 )
 HAVE_OPENSSL=0
 if command -v openssl >/dev/null; then
@@ -224,8 +230,8 @@ cp_run() { # key
 	rm -rf "$TMP/cp"
 	sync
 }
-convert_run() { # key
-	timed "$1" "$ENGINE" convert "$MODEL" "$TMP/out" --dtype bf16 --tp "$TP"
+convert_run() { # key [engine]
+	timed "$1" "${2:-$ENGINE}" convert "$MODEL" "$TMP/out" --dtype bf16 --tp "$TP"
 	OUT[convert]=$(out_bytes)
 	rm -rf "$TMP/out"
 	sync
@@ -249,6 +255,10 @@ for ((r = 1; r <= REPS_PLAIN; r++)); do
 	cp_run cp
 	if [ "$WARMUP" != 0 ]; then convert_run convert_warmup; fi
 	convert_run convert
+	if [ -n "$BASE" ]; then
+		if [ "$WARMUP" != 0 ]; then convert_run convert_base_warmup "$BASE"; fi
+		convert_run convert_base "$BASE"
+	fi
 	if [ "$WARMUP" != 0 ]; then dd_run dd_warmup "${OUT[convert]}"; fi
 	dd_run dd "${OUT[convert]}"
 done
@@ -284,6 +294,8 @@ if [ "$FP8" != 0 ]; then
 	LABEL[f_bf16]="day0 convert fp8->bf16 tp$TP"
 	LABEL[f_dd]="dd of the bf16 output's size"
 	LABEL[f_dd_keep]="dd of the keep output's size"
+	LABEL[f_keep_base]="BASE convert keep tp$TP"
+	LABEL[f_bf16_base]="BASE convert fp8->bf16 tp$TP"
 	command -v openssl >/dev/null || die "openssl not found (the FP8 hashing reference)"
 	echo "fp8 hashing and converting: $REPS rounds (interleaved)"
 	f_cp_run() {
@@ -291,8 +303,8 @@ if [ "$FP8" != 0 ]; then
 		timed "$1" cp -r "${FSHARDS[@]}" "$TMP/cp/"
 		rm -rf "$TMP/cp" && sync
 	}
-	f_conv_run() { # key dtype
-		timed "$1" "$ENGINE" convert "$FMODEL" "$TMP/out" --dtype "$2" --tp "$TP"
+	f_conv_run() { # key dtype [engine]
+		timed "$1" "${3:-$ENGINE}" convert "$FMODEL" "$TMP/out" --dtype "$2" --tp "$TP"
 		OUT[$2]=$(out_bytes)
 		rm -rf "$TMP/out" && sync
 	}
@@ -304,10 +316,18 @@ if [ "$FP8" != 0 ]; then
 		f_cp_run f_cp
 		if [ "$WARMUP" != 0 ]; then f_conv_run f_keep_warmup keep; fi
 		f_conv_run f_keep keep
+		if [ -n "$BASE" ]; then
+			if [ "$WARMUP" != 0 ]; then f_conv_run f_keep_base_warmup keep "$BASE"; fi
+			f_conv_run f_keep_base keep "$BASE"
+		fi
 		if [ "$WARMUP" != 0 ]; then dd_run f_dd_keep_warmup "${OUT[keep]}"; fi
 		dd_run f_dd_keep "${OUT[keep]}"
 		if [ "$WARMUP" != 0 ]; then f_conv_run f_bf16_warmup bf16; fi
 		f_conv_run f_bf16 bf16
+		if [ -n "$BASE" ]; then
+			if [ "$WARMUP" != 0 ]; then f_conv_run f_bf16_base_warmup bf16 "$BASE"; fi
+			f_conv_run f_bf16_base bf16 "$BASE"
+		fi
 		if [ "$WARMUP" != 0 ]; then dd_run f_dd_warmup "${OUT[bf16]}"; fi
 		dd_run f_dd "${OUT[bf16]}"
 	done
@@ -347,6 +367,11 @@ echo "the write floor, ${OUT[convert]} bytes (the bf16 output):"
 line dd
 printf '  %-26s %7s    ratio %sx vs %s\n' "day0 convert bf16" "" \
 	"$(ratio "$(best dd)" "$(best convert)")" "${LABEL[dd]}"
+if [ -n "$BASE" ]; then
+	line convert_base cp
+	printf '  %-26s %7s    ratio %sx vs %s\n' "BASE convert bf16" "" \
+		"$(ratio "$(best dd)" "$(best convert_base)")" "${LABEL[dd]}"
+fi
 if [ "$WARMUP" != 0 ]; then
 	printf '  warm-up runs (not in the ratio): cp -r%s s; convert%s s\n' \
 		"$(runs_of cp_warmup)" "$(runs_of convert_warmup)"
@@ -376,6 +401,14 @@ if [ "$FP8" != 0 ]; then
 		"$(ratio "$(best f_dd_keep)" "$(best f_keep)")" "${LABEL[f_dd_keep]}"
 	printf '  %-26s %7s    ratio %sx vs %s\n' "day0 convert fp8->bf16" "" \
 		"$(ratio "$(best f_dd)" "$(best f_bf16)")" "${LABEL[f_dd]}"
+	if [ -n "$BASE" ]; then
+		fline f_keep_base f_cp
+		fline f_bf16_base f_cp
+		printf '  %-26s %7s    ratio %sx vs %s\n' "BASE convert keep" "" \
+			"$(ratio "$(best f_dd_keep)" "$(best f_keep_base)")" "${LABEL[f_dd_keep]}"
+		printf '  %-26s %7s    ratio %sx vs %s\n' "BASE convert fp8->bf16" "" \
+			"$(ratio "$(best f_dd)" "$(best f_bf16_base)")" "${LABEL[f_dd]}"
+	fi
 	echo "fp8: peak RSS, bound = largest tensor $(mib "$FLARGEST") MiB + 64 MiB = $(mib "$FBOUND") MiB:"
 	for k in f_verify_t1 f_verify_t2 f_keep f_bf16 f_openssl f_cp; do
 		kb=${RSS[$k]}
@@ -412,6 +445,9 @@ row "verify --threads 2 / sha256sum" "${r2}x" ">= 1.70x" "$(mark "$r2" 1.7)"
 row "convert bf16 tp4 / cp" "${rc}x" ">= 0.50x" "$(mark "$rc" 0.5)"
 rd=$(ratio "$(best dd)" "$(best convert)")
 row "convert bf16 tp4 / its write floor" "${rd}x" ">= 0.85x" "$(mark "$rd" 0.85)"
+if [ -n "$BASE" ]; then
+	row "  (BASE: convert bf16 / floor)" "$(ratio "$(best dd)" "$(best convert_base)")x" "" ""
+fi
 if [ "$HAVE_OPENSSL" = 1 ]; then
 	o1=$(ratio "$(best openssl)" "$(best verify_t1)")
 	o2=$(ratio "$(best openssl)" "$(best verify_t2)")
@@ -440,6 +476,10 @@ if [ "$FP8" != 0 ]; then
 	row "  (its write floor: dd / cp)" "$(ratio "$(best f_cp)" "$(best f_dd)")x" "" ""
 	row "fp8 convert keep / its write floor" "${fdk}x" ">= 0.85x" "$(mark "$fdk" 0.85)"
 	row "fp8 convert fp8->bf16 / its write floor" "${fd}x" ">= 0.85x" "$(mark "$fd" 0.85)"
+	if [ -n "$BASE" ]; then
+		row "  (BASE: keep / floor)" "$(ratio "$(best f_dd_keep)" "$(best f_keep_base)")x" "" ""
+		row "  (BASE: fp8->bf16 / floor)" "$(ratio "$(best f_dd)" "$(best f_bf16_base)")x" "" ""
+	fi
 	for k in f_verify_t1 f_keep f_bf16; do
 		kb=${RSS[$k]}
 		if [ $((kb * 1024)) -le "$FBOUND" ]; then m=met; else m="NOT MET"; fi

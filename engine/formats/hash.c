@@ -1,7 +1,14 @@
 /*
  * hash.c - SHA-256 of files with OpenSSL's EVP interface, in bounded
- * memory (one 128 KiB buffer per thread, small enough that SHA-256 and the
- * format's byte checks both read it from L2), parallel across files.
+ * memory, parallel across files.  A regular file is hashed from a
+ * read-only mapping, 128 KiB at a time (small enough that SHA-256 and the
+ * format's byte checks both read it from L2): read() into a buffer spent
+ * as long copying out of the page cache as SHA-256 took (perf, verify
+ * --threads 2 of the FP8 bench model: _copy_to_iter 54% of the samples).
+ * The mapping is populated a few MiB ahead (MADV_POPULATE_READ: a file cut
+ * short meanwhile is a read error, not a SIGBUS) and dropped behind, so
+ * resident memory stays a window whatever the file size.  Where mapping
+ * fails (or the kernel lacks MADV_POPULATE_READ), read() as before.
  */
 #include "engine.h"
 
@@ -10,6 +17,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,6 +25,66 @@
 #include <openssl/evp.h>
 
 #define HASH_CHUNK (1u << 17)
+#define HASH_WINDOW (4u << 20) /* populated ahead, dropped behind */
+
+/*
+ * Hash the file's size bytes from a mapping into ctx.  1: not mapped
+ * (the caller reads instead), 0 done, -1 error (err set).
+ */
+static int sha256_mapped(int fd, const char *path, EVP_MD_CTX *ctx,
+			 uint64_t *progress, uint64_t *total,
+			 const struct hash_job *job, struct d0_err *err)
+{
+	struct stat st;
+	unsigned char *m;
+	uint64_t size, ready = 0, dropped = 0, off;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0)
+		return 1;
+	size = (uint64_t)st.st_size;
+	m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (m == MAP_FAILED)
+		return 1;
+	madvise(m, (size_t)size, MADV_SEQUENTIAL);
+	for (off = 0; off < size;) {
+		size_t n = size - off < HASH_CHUNK ? (size_t)(size - off) : HASH_CHUNK;
+		if (off + n > ready) {
+			uint64_t end = off + HASH_WINDOW < size ? off + HASH_WINDOW : size;
+			int r;
+			if (off > dropped) { /* behind us, page-aligned */
+				madvise(m + dropped, (size_t)(off - dropped),
+					MADV_DONTNEED);
+				dropped = off;
+			}
+			do
+				r = madvise(m + ready, (size_t)(end - ready),
+					    MADV_POPULATE_READ);
+			while (r < 0 && errno == EINTR);
+			if (r < 0 && errno == EINVAL && ready == 0) {
+				munmap(m, (size_t)size); /* old kernel: read() */
+				return 1;
+			}
+			if (r < 0) {
+				int e = errno;
+				munmap(m, (size_t)size);
+				return d0_errf(err, "%s: read failed at byte %llu: %s "
+					       "(the file changed while hashed?)",
+					       path, (unsigned long long)ready,
+					       strerror(e));
+			}
+			ready = end;
+		}
+		EVP_DigestUpdate(ctx, m + off, n);
+		if (job && job->on_bytes)
+			job->on_bytes(job->on_bytes_arg, off, m + off, n);
+		off += n;
+		if (total)
+			*total += n;
+		if (progress)
+			__atomic_add_fetch(progress, (uint64_t)n, __ATOMIC_RELAXED);
+	}
+	munmap(m, (size_t)size);
+	return 0;
+}
 
 static int sha256_fd(int fd, const char *path, char out[65],
 		     uint64_t *progress, uint64_t *total,
@@ -31,6 +99,11 @@ static int sha256_fd(int fd, const char *path, char out[65],
 	if (!ctx || !buf)
 		abort();
 	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	rc = sha256_mapped(fd, path, ctx, progress, total, job, err);
+	if (rc == 1)
+		rc = 0;
+	else
+		goto done;
 	for (;;) {
 		ssize_t r = read(fd, buf, HASH_CHUNK);
 		if (r < 0 && errno == EINTR)
@@ -52,6 +125,7 @@ static int sha256_fd(int fd, const char *path, char out[65],
 			__atomic_add_fetch(progress, (uint64_t)r,
 					   __ATOMIC_RELAXED);
 	}
+done:
 	if (rc == 0) {
 		EVP_DigestFinal_ex(ctx, md, &mdlen);
 		for (unsigned i = 0; i < mdlen; i++)

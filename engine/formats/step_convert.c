@@ -53,9 +53,9 @@
 /* The source mapping: populated this far ahead of the chunk being read,
  * dropped behind in steps of this much; a batch of writes straight from
  * it is handed over once it holds this many bytes. */
-#define MAP_AHEAD (4u << 20)
-#define MAP_DROP (8u << 20)
-#define BATCH_BYTES (8u << 20)
+#define MAP_AHEAD (2u << 20)
+#define MAP_DROP (4u << 20)
+#define BATCH_BYTES (4u << 20)
 
 static int run(int argc, char **argv);
 
