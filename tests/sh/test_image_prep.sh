@@ -138,10 +138,10 @@ check "--out with a bad image: nothing written" test ! -e "$T/partial"
 check "--out: no .partial directory left" bash -c "! ls -d '$T'/partial.partial* 2>/dev/null"
 
 # Bad configs and options name the field.
-printf '{"image_processor_type": "KimiVLImageProcessor"}' >"$T/kimi.json"
+printf '{"image_processor_type": "Idefics3ImageProcessor"}' >"$T/idefics.json"
 expect_rc 2 "unknown image_processor_type: exit 2" "$ENGINE" image-prep "$C/rgb_3x2.png" \
-	--preprocessor "$T/kimi.json"
-contains "... named" 'image_processor_type "KimiVLImageProcessor" is not one day0 implements' "$ERR"
+	--preprocessor "$T/idefics.json"
+contains "... named" 'image_processor_type "Idefics3ImageProcessor" is not one day0 implements' "$ERR"
 variant "$T/qwen-1m.json" "$T/badmean.json" '{"image_mean": [0.5, 0.5]}'
 expect_rc 2 "image_mean of 2 numbers: exit 2" "$ENGINE" image-prep "$C/rgb_3x2.png" \
 	--preprocessor "$T/badmean.json"
