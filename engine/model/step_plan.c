@@ -34,7 +34,8 @@ const struct step_entry step_plan = {
 		 "[--card-hbm-tbps X] [--blast-penalty F] [--intra-latency-us X] "
 		 "[--inter-latency-us Y] [--straggler F] [--train "
 		 "[--micro-batch N] [--global-batch N] [--recompute "
-		 "auto|none|full] [--no-zero1]] [--json] [--events]\n"
+		 "auto|none|full] [--no-zero1] [--trainer megatron|day0]] "
+		 "[--json] [--events]\n"
 		 "  --objective: rank what fits by the fewest cards (default), "
 		 "by tokens/s of full steps, or by the decode step (TPOT) at "
 		 "--concurrency; --card-tflops/--card-hbm-tbps: the card's dense "
@@ -72,6 +73,11 @@ const struct step_entry step_plan = {
 		 "  --recompute M          auto (full recomputation only where it must),\n"
 		 "                         none or full\n"
 		 "  --no-zero1             optimizer states not sharded over DP\n"
+		 "  --trainer T            how the trainer holds a step: megatron (default:\n"
+		 "                         bf16 activations, sequence parallel, FlashAttention)\n"
+		 "                         or day0 (day0-engine train's: f32 activations, ...);\n"
+		 "                         with --train, --weights-dtype f32|bf16|f16 is the\n"
+		 "                         working weights' width (default bf16)\n"
 		 "  --json, --events       one JSON document / day0 protocol events on stdout\n"
 		 "example: day0-engine plan deepseek-v3.json --nodes 2 --cards 8 --card-mem 141G --ctx 8192",
 	.run = run,
