@@ -287,6 +287,11 @@ static const struct proto_field ev_train[] = {
     {"tokens", PF_INT, 0, NULL},      {"t_fwd_s", PF_NUM, 0, NULL},
     {"t_bwd_s", PF_NUM, 0, NULL},     {"t_opt_s", PF_NUM, 0, NULL},
     {"t_comm_s", PF_NUM, 0, NULL},    {"layout", PF_STR, 0, NULL},
+    /* the pipeline: micro-batches a step; under PP each stage's idle
+     * share of the step's forward-backward span, their mean, and the
+     * 1F1B schedule's (p-1)/(m+p-1) */
+    {"micro_batches", PF_INT, 0, NULL}, {"bubble_stages", PF_ARR, 0, NULL},
+    {"bubble", PF_NUM, 0, NULL},      {"bubble_theory", PF_NUM, 0, NULL},
     END};
 
 const struct proto_type proto_event_types[] = {
