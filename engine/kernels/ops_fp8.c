@@ -462,7 +462,7 @@ gemv_tab_body(float *y, const float *xp, const struct wmat *w, const int e5, int
  * uop on port 0); the 16 codes of a zero exponent (zero, the subnormals:
  * not bit moves) are patched by a masked vpermb from their own 8 entries.
  * Same bf16 values, same sums in the same order: bit for bit vec 4's
- * tables (test_ops), 16 uops a line, +7.5% from L2 (bench/fp8_gemv.c).
+ * tables (test_ops), 16 uops a line, 1.12x from L2 (bench/fp8_gemv.c).
  * (The bf16 bits of value times 2^-120 need no patch, but make subnormal
  * codes f32 denormals, which cost the FMA a microcode assist each: 50x
  * slower on a block of them.)
