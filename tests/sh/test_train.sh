@@ -29,6 +29,7 @@ for a in llama qwen2_moe deepseek_v3; do
 	run "$ENGINE" train "$T/$a" --steps 3 --batch 4 --check-grads --events --losses-out "$T/$a.1"
 	want "$a 1 rank: gradients vs float64 and central differences" training.gradients pass
 	want "$a 1 rank: peak memory within 5% of plan --train" training.memory pass
+	jq -c 'select(.item == "training.memory") | .value.measured' "$OUT" >"$T/$a.mem1"
 	if [ "$RC" -eq 0 ] && [ "$(jq -s '[.[] | select(.type == "train")] | length' "$OUT")" = 3 ] &&
 		jq -e -s '[.[] | select(.type == "train")] | all(has("step") and has("loss") and has("grad_norm")
 			and has("loss_scale") and has("skipped") and has("lr") and has("tokens") and has("t_fwd_s")
@@ -68,6 +69,13 @@ for a in qwen2_moe deepseek_v3; do
 	want "$a ep2: loss curve against 1 rank" training.layouts pass
 	[ "$RC" -eq 0 ] && jq -e -s '[.[] | select(.type == "train")] | length == 3 and all(.layout == "tp1pp1ep2dp1")' "$OUT" >/dev/null &&
 		ok "$a ep2: exit 0, the layout in the train events" || fail "$a ep2 exit/layout" "exit $RC"
+	# each EP rank holds its own experts only: weights, gradients and
+	# optimizer state a card below the 1-rank run's
+	m2=$(jq -c 'select(.item == "training.memory") | .value.measured' "$OUT")
+	jq -e -n --argjson a "$(cat "$T/$a.mem1")" --argjson b "$m2" \
+		'$b.weights < $a.weights and $b.grads < $a.grads and $b.optimizer < $a.optimizer' >/dev/null 2>&1 &&
+		ok "$a ep2: expert weights, gradients and optimizer state divided over EP ($(cat "$T/$a.mem1") -> $m2)" ||
+		fail "$a ep2 expert memory" "1 rank $(cat "$T/$a.mem1"), ep2 $m2"
 done
 # TP 2 x EP 2 (4 ranks): expert slices partial over TP inside the EP route
 run mpi 4 train "$T/qwen2_moe" --tp 2 --ep 2 --steps 3 --batch 4 --check-grads --events --reference-losses "$T/qwen2_moe.1"
