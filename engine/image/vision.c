@@ -11,7 +11,9 @@
  *
  * The math follows transformers' modeling_qwen2_vl.py /
  * modeling_qwen2_5_vl.py (patch_embed, rot_pos_emb, get_window_index, the
- * blocks, PatchMerger) and modeling_clip.py / modeling_llava.py; every
+ * blocks, PatchMerger), modeling_clip.py / modeling_llava.py and Kimi-VL's
+ * modeling_kimi_vl.py (MoonVitPretrainedModel, KimiVLMultiModalProjector);
+ * every
  * product is an OpenBLAS sgemm (the Conv3d/Conv2d patch embedding is one
  * GEMM over the flattened patches, since kernel = stride), attention is
  * op_attention_segments over frames or windows.  The float64 reference it

@@ -9,8 +9,11 @@
  * and only M-RoPE positions (`rope_pos`, `rope_delta`) travel with the
  * batch to the other stages.  Families: qwen2_vl, qwen2_5_vl (Conv3d patch
  * embedding as one GEMM over the flattened patches, 2D rotary, window
- * attention with fullatt_block_indexes, PatchMerger) and llava (CLIP ViT to
- * vision_feature_layer, multi_modal_projector).  docs/multimodal.md.
+ * attention with fullatt_block_indexes, PatchMerger), llava (CLIP ViT to
+ * vision_feature_layer, multi_modal_projector) and kimi_vl (MoonViT:
+ * Conv2d patch embedding with bias, learned positions interpolated
+ * bicubic, interleaved 2D rotary, 2x2 merge into the pre_norm projector;
+ * its LM a deepseek_v3 MoE with 1-D positions).  docs/multimodal.md.
  *
  * Placeholder conventions (transformers' processors): an image is a run of
  * consecutive image_token_id tokens, one run per image in order; Qwen's
