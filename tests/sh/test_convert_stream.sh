@@ -3,7 +3,7 @@
 # populated ahead and dropped behind, kept tensors go from the mapping to
 # the rank files as strided writes, and writes are batched.  The other
 # convert tests use models of a few KiB, which never leave the first
-# window; this one uses a ~200 MB FP8 shard and ~40 MB f32 shards.
+# window; this one uses a ~200 MB FP8 shard and ~34 MB f32 shards.
 . "$(dirname "$0")/../lib.sh"
 GNU_TIME=/usr/bin/time
 [ -x "$GNU_TIME" ] || { fail "GNU time" "$GNU_TIME not found (make deps installs it)"; exit 0; }
@@ -44,12 +44,14 @@ check "layout.json records the hash it computed = SHA256SUMS" bash -c \
 	"grep -q \"\$(cut -d' ' -f1 '$T/fp8/SHA256SUMS')\" '$T/vs/layout.json' && grep -q '\"sha256_from\": \"computed\"' '$T/vs/layout.json'"
 rm -rf "$T/vs"
 
-# f32 in 2 shards of ~40 MB: keep (f32 as stored) and f32 -> bf16.
-"$ENGINE" gen-model --arch llama --layers 2 --hidden 1024 --heads 8 --kv-heads 8 \
-	--ffn 4096 --vocab 2048 --dtype f32 --shards 2 "$T/f32" >/dev/null || fail "gen-model f32" "exit $?"
-expect_rc 0 "convert f32 --tp 2 --pp 2" "$ENGINE" convert "$T/f32" "$T/f.tp" --dtype f32 --tp 2 --pp 2
+# f32 in 2 shards of ~34 MB: kept as stored and f32 -> bf16.  ffn 512
+# under hidden 2048: down_proj's tp 4 part of a chunk is 2048 rows of 128
+# elements, more segments than one pwritev takes (IOV_MAX 1024).
+"$ENGINE" gen-model --arch llama --layers 1 --hidden 2048 --heads 16 --kv-heads 4 \
+	--ffn 512 --vocab 2048 --dtype f32 --shards 2 "$T/f32" >/dev/null || fail "gen-model f32" "exit $?"
+expect_rc 0 "convert f32 --tp 4 (kept as stored)" "$ENGINE" convert "$T/f32" "$T/f.tp" --dtype f32 --tp 4
 expect_rc 0 "merge of it" "$ENGINE" merge "$T/f.tp" "$T/f.m"
-check "f32 tp 2 pp 2 merged is bit-identical to the source" bash -c "cd '$T/f.m' && sha256sum -c --quiet '$T/f32/SHA256SUMS'"
+check "f32 tp 4 merged is bit-identical to the source" bash -c "cd '$T/f.m' && sha256sum -c --quiet '$T/f32/SHA256SUMS'"
 expect_rc 0 "convert f32 -> bf16 --tp 4" "$ENGINE" convert "$T/f32" "$T/b4" --dtype bf16 --tp 4
 expect_rc 0 "convert f32 -> bf16 --tp 1" "$ENGINE" convert "$T/f32" "$T/b1" --dtype bf16 --tp 1
 expect_rc 0 "merge of the bf16 tp 4 files" "$ENGINE" merge "$T/b4" "$T/b4.m"
