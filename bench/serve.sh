@@ -155,28 +155,37 @@ fi
 # MB, default 2 = p: stage 0 computes one while stage 1 computes the other,
 # and a micro-batch's next step starts as soon as its tokens are back)
 # against one batch through the stages at a time (--micro-batches 1), output
-# tokens/s at 16 and 32 decode streams (16 in, 64 out) and prefill-heavy
-# (16 streams of 384-token prompts, 4 out, --max-batch-tokens 1024); each
-# load on a fresh server, so the bubble it reports is that load's, beside
-# (p-1)/(m+p-1) for the mean micro-batches in flight.  The two designs are
-# run interleaved PP_ROUNDS times (default 2); the ratio of each round is
-# printed and their median.                                  target >= 1.5x
+# tokens/s over a decode concurrency sweep (16 in, PP_OUT out) and
+# prefill-heavy (16 streams of 384-token prompts, 4 out, --max-batch-tokens
+# 1024).  The micro-batch side runs serve's default policy: decodes are cut
+# only where each micro-batch gets >= 16 (--micro-batch-tokens), prompt
+# chunks always; "cut" forces every cut (--micro-batch-tokens 1); "cap N"
+# gives both sides --max-seqs N (vLLM's max_num_seqs: a batch, or each
+# micro-batch, holds N sequences at most, so one batch runs N at a time and
+# two micro-batches 2N).  Each load on a fresh server, so the bubble it
+# reports is that load's, beside (p-1)/(m+p-1) for the mean micro-batches in
+# flight.  The designs run alternately PP_ROUNDS times (default 2); the
+# ratio of each round is printed and their median.         target >= 1.5x
 [ -n "$MP" ] && { kill -TERM $MP 2>/dev/null; wait $MP 2>/dev/null || true; }
 MP=""
-MB=${MB:-2} ROUNDS=${PP_ROUNDS:-2}
-ppserve() { # NAME MICRO; sets URL
-	rm -f "$W/$1.port"
+MB=${MB:-2} ROUNDS=${PP_ROUNDS:-2} PPOUT=${PP_OUT:-64}
+# NAME CONCURRENCY INPUT OUTPUT ARGS-OF-BOTH-SIDES / ARGS-OF-THE-MICRO-SIDE
+PP_LOADS=${PP_LOADS:-"dec16 16 16 $PPOUT / ;dec16cut 16 16 $PPOUT / --micro-batch-tokens 1;dec32 32 16 $PPOUT / ;dec64 64 16 $PPOUT / ;dec64cap32 64 16 $PPOUT --max-seqs 32 / ;prefill 16 384 4 / "}
+ppserve() { # NAME MICRO ARGS...; sets URL
+	local n=$1 mb=$2; shift 2
+	rm -f "$W/$n.port"
 	mpirun --oversubscribe --bind-to none -np 2 "$E" serve "$W/m" --tp 1 --pp 2 --port 0 \
-		--port-file "$W/$1.port" --max-ctx 512 --kv-seqs 32 --micro-batches "$2" \
-		--max-batch-tokens 1024 >"$W/$1.out" 2>&1 &
+		--port-file "$W/$n.port" --max-ctx 512 --kv-seqs 32 --micro-batches "$mb" \
+		--max-batch-tokens 1024 "$@" >"$W/$n.out" 2>&1 &
 	MP="$MP $!"
-	for _ in $(seq 300); do [ -s "$W/$1.port" ] && break; sleep 0.1; done
-	URL="http://127.0.0.1:$(cat "$W/$1.port")"
+	for _ in $(seq 300); do [ -s "$W/$n.port" ] && break; sleep 0.1; done
+	URL="http://127.0.0.1:$(cat "$W/$n.port")"
 }
-pprun() { # MICRO CONC INPUT OUTPUT -> "output_tokens/s bubble expected mean_m"
-	ppserve "pp$1" "$1"
-	"$E" load --url "$URL" --concurrency "$2" --requests $(($2 * 2)) --input-len "$3" \
-		--output-len "$4" --vocab 4096 --no-api-check --stall 600 --json >"$W/pp.json" || true
+pprun() { # MICRO CONC INPUT OUTPUT ARGS... -> "output_tokens/s bubble expected mean_m"
+	local mb=$1 c=$2 in=$3 out=$4; shift 4
+	ppserve "pp$mb" "$mb" "$@"
+	"$E" load --url "$URL" --concurrency "$c" --requests $((c * 2)) --input-len "$in" \
+		--output-len "$out" --vocab 4096 --no-api-check --stall 600 --json >"$W/pp.json" || true
 	echo "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["levels"][0]["output_tokens_per_s"])' "$W/pp.json")" \
 		"$(mval "$URL" day0_pp_bubble_fraction)" "$(mval "$URL" day0_pp_bubble_expected)" \
 		"$(mval "$URL" day0_pp_micro_batches_mean)"
@@ -187,21 +196,30 @@ printf '\nPP 2 on %s, %s cores, load average %s at the start\n' \
 	"$(cut -d' ' -f1-3 /proc/loadavg)"
 printf 'tokens/s out, one batch -> %d micro-batches (bubble measured / (p-1)/(m+p-1) at mean m):\n' "$MB"
 : >"$W/pp.ratios"
+IFS=';' read -r -a LOADS <<<"$PP_LOADS"
 for round in $(seq "$ROUNDS"); do
-	for load in "dec16 16 16 64" "dec32 32 16 64" "prefill 16 384 4"; do
+	for load in "${LOADS[@]}"; do
+		both=${load#* * * * } both=${both%%/*} micro=${load#*/}
 		set -- $load
-		read -r t1 b1 e1 m1 <<<"$(pprun 1 "$2" "$3" "$4")"
-		read -r tm bm em mm <<<"$(pprun "$MB" "$2" "$3" "$4")"
+		# alternate which design goes first, round by round
+		if [ $((round % 2)) = 1 ]; then
+			read -r t1 b1 e1 m1 <<<"$(pprun 1 "$2" "$3" "$4" $both)"
+			read -r tm bm em mm <<<"$(pprun "$MB" "$2" "$3" "$4" $both $micro)"
+		else
+			read -r tm bm em mm <<<"$(pprun "$MB" "$2" "$3" "$4" $both $micro)"
+			read -r t1 b1 e1 m1 <<<"$(pprun 1 "$2" "$3" "$4" $both)"
+		fi
 		awk -v n="$1" -v r="$round" -v t1="$t1" -v tm="$tm" -v b1="$b1" -v e1="$e1" -v bm="$bm" \
-			-v em="$em" -v mm="$mm" 'BEGIN {
-			printf "  round %d %-8s %7.1f -> %7.1f = %5.2fx   bubble %.2f/%.2f -> %.2f/%.2f (m %.2f)\n",
-				r, n, t1, tm, t1 ? tm / t1 : 0, b1, e1, bm, em, mm }'
+			-v em="$em" -v mm="$mm" -v la="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
+			printf "  round %d %-10s %7.1f -> %7.1f = %5.2fx   bubble %.2f/%.2f -> %.2f/%.2f (m %.2f)  load %s\n",
+				r, n, t1, tm, t1 ? tm / t1 : 0, b1, e1, bm, em, mm, la }'
 		echo "$1 $(awk -v a="$t1" -v b="$tm" 'BEGIN { print a ? b / a : 0 }')" >>"$W/pp.ratios"
 	done
 done
-for n in dec16 dec32 prefill; do
+for load in "${LOADS[@]}"; do
+	n=${load%% *}
 	awk -v n="$n" '$1 == n { print $2 }' "$W/pp.ratios" | sort -g | awk -v n="$n" '{ v[++k] = $1 } END {
 		m = k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
-		printf "  %-8s micro-batches / one batch, median of %d rounds: %5.2fx   (target >= 1.5x)\n", n, k, m }'
+		printf "  %-10s micro-batches / one batch, median of %d rounds: %5.2fx   (target >= 1.5x)\n", n, k, m }'
 done
 printf 'load average %s at the end\n' "$(cut -d' ' -f1-3 /proc/loadavg)"

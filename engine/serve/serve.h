@@ -118,7 +118,7 @@ struct srv {
 	struct srv_req *running;
 	int nqueued, nrunning;
 	int max_queue;
-	/* the paged KV cache (docs/service.md): blocks of block_tokens */
+	/* the paged KV cache (docs/serve.md): blocks of block_tokens */
 	struct kv_pool pool;
 	int nblocks, block_tokens;
 	int slot_policy;  /* reserve a whole context per sequence (the slot
@@ -126,6 +126,9 @@ struct srv {
 	int prefix_cache; /* reuse cached full blocks of equal prefixes */
 	int64_t next_seq;
 	int pp, micro; /* pipeline stages; micro-batches a step is cut into */
+	int max_seqs;    /* sequences a step (a micro-batch) holds at most; the
+			  * running set at most max_seqs x micro (vLLM's
+			  * max_num_seqs, one per PP virtual engine) */
 	int64_t max_ctx, vocab;
 	uint64_t kv_seq_bytes;   /* per card, one full-context sequence */
 	uint64_t kv_block_bytes; /* per card, one block */

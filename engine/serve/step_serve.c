@@ -1,7 +1,8 @@
 /*
  * step_serve.c - `mpirun -np N day0-engine serve`: the model behind an
  * OpenAI-compatible HTTP endpoint, with continuous batching over a paged
- * KV cache (serve.h, docs/service.md).
+ * KV cache (serve.h; the block layout and the scheduler's rules:
+ * docs/serve.md).
  *
  * Every rank runs the same loop: receive one batch description from rank
  * 0 (segments: first position, length, the sequence's block table; then
@@ -23,7 +24,11 @@
  * With --pp the batches are micro-batches kept in flight across the
  * stages (loop_pipe): rank 0 sends each one's description point-to-point
  * and plans the next while the later stages work; a micro-batch's
- * sequences go again as soon as its logits are back.
+ * sequences go again as soon as its logits are back.  The decodes are cut
+ * only where each micro-batch gets --micro-batch-tokens of them (a stage
+ * reads all its weights once per micro-batch, so a few rows more cost
+ * little and a second read of the weights a lot), each micro-batch at
+ * most --max-seqs sequences (vLLM's max_num_seqs per virtual engine).
  */
 #include "rt_batch.h"
 #include "serve.h"
@@ -48,7 +53,7 @@ const struct step_entry step_serve = {
 		 "[--host 127.0.0.1] [--port 8000] [--port-file FILE] "
 		 "[--max-ctx N] [--kv-seqs N | --kv-mem BYTES | --kv-blocks N] "
 		 "[--block-tokens N] [--kv-policy paged|slots] [--no-prefix-cache] "
-		 "[--micro-batches M] [--micro-batch-tokens N] "
+		 "[--micro-batches M] [--micro-batch-tokens N] [--max-seqs N] "
 		 "[--card-mem BYTES] "
 		 "[--max-queue N] [--max-batch-tokens N] [--max-body BYTES] "
 		 "[--served-model-name NAME] [--events]  (under mpirun -np T*P*E)\n"
@@ -70,8 +75,13 @@ const struct step_entry step_serve = {
 		 "  --micro-batches M     with --pp: up to M micro-batches in flight "
 		 "across the stages, each with an M-th of the decodes (default P; 1: "
 		 "one batch at a time)\n"
-		 "  --micro-batch-tokens N  a micro-batch takes at least N decodes "
-		 "(default 1; the running count: decodes stay one batch)\n"
+		 "  --micro-batch-tokens N  the decodes are cut into micro-batches "
+		 "only where each gets at least N of them (default 16: fewer rows do "
+		 "not pay for a second read of a stage's weights; 1: always cut; "
+		 "prompt chunks are cut whatever N)\n"
+		 "  --max-seqs N          sequences a step (with --pp: each micro-"
+		 "batch) holds at most; at most N x M run at once (default 256, "
+		 "vLLM's max_num_seqs)\n"
 		 "  --card-mem BYTES      the card budget for weights + KV (as run)\n"
 		 "  --max-queue N         requests waiting for a slot before 503 "
 		 "(default 1024)\n"
@@ -97,7 +107,7 @@ struct serve_opts {
 	const char *dir, *host, *port_file, *name;
 	struct layout_dims d;
 	int port, kv_seqs, kv_blocks, block_tokens, slot_policy, no_prefix;
-	int max_queue, max_batch, events, micro, micro_tokens;
+	int max_queue, max_batch, events, micro, micro_tokens, max_seqs;
 	int64_t max_ctx;
 	uint64_t kv_mem, card_mem, max_body;
 };
@@ -117,6 +127,7 @@ static int parse(int argc, char **argv, struct serve_opts *o, int rank)
 		{"kv-blocks", 1, 0, 'K'}, {"block-tokens", 1, 0, 'T'},
 		{"kv-policy", 1, 0, 'L'}, {"no-prefix-cache", 0, 0, 'X'},
 		{"micro-batches", 1, 0, 'M'}, {"micro-batch-tokens", 1, 0, 'U'},
+		{"max-seqs", 1, 0, 'S'},
 		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const struct step_entry *S = &step_serve;
 	int ch;
@@ -130,7 +141,8 @@ static int parse(int argc, char **argv, struct serve_opts *o, int rank)
 	o->max_batch = 4096;
 	o->max_body = 1 << 20;
 	o->block_tokens = 16;
-	o->micro_tokens = 1;
+	o->micro_tokens = 16;
+	o->max_seqs = 256;
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -205,6 +217,11 @@ static int parse(int argc, char **argv, struct serve_opts *o, int rank)
 			if (parse_long(optarg, 1, 1 << 20, &v) < 0)
 				BAD("--micro-batch-tokens: expected a token count >= 1");
 			o->micro_tokens = (int)v;
+			break;
+		case 'S':
+			if (parse_long(optarg, 1, 1 << 20, &v) < 0)
+				BAD("--max-seqs: expected a sequence count >= 1");
+			o->max_seqs = (int)v;
 			break;
 		case 'n': o->name = optarg; break;
 		case 'E': o->events = 1; break;
@@ -580,7 +597,8 @@ static void admit(struct srv *s, struct batch *b, int *budget)
 {
 	int bt = s->block_tokens;
 	int64_t *tk = malloc((size_t)bt * sizeof *tk);
-	while (s->queue_head && *budget > 0) {
+	while (s->queue_head && *budget > 0 && b->nseg < s->max_seqs &&
+	       s->nrunning < s->max_seqs * s->micro) {
 		struct srv_req *q = s->queue_head;
 		int L = seq_len(q), hits = 0, cached = 0, need, reserve;
 		uint64_t key = 0;
@@ -671,7 +689,7 @@ static void schedule(struct srv *s, struct batch *b, int max_batch, int dcap)
 			int todo = seq_len(q) - (int)q->spos, k;
 			if (q->state != SRV_RUNNING || q->in_step == b->step ||
 			    todo <= 0 || (pass == 0) != (todo == 1) ||
-			    (pass == 0 && dec >= dcap))
+			    (pass == 0 && dec >= dcap) || b->nseg >= s->max_seqs)
 				continue;
 			k = todo < budget ? todo : budget;
 			if (grow(s, q, q->spos + k, b->step) < 0)
@@ -1109,7 +1127,7 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 /* ------------------------------------------------ pipeline micro-batches */
 
 /*
- * PP: micro-batches kept in flight across the stages (docs/service.md,
+ * PP: micro-batches kept in flight across the stages (docs/serve.md,
  * "Pipeline micro-batches").  Rank 0 (stage 0) plans a micro-batch from
  * what is not on its way already, sends its description to every other
  * rank, forwards it through stage 0 (the hidden state handed to stage 1
@@ -1311,10 +1329,15 @@ static int loop_pipe(struct srv *s, struct rt *r, const struct serve_opts *o,
 		/* fill the pipeline: up to m micro-batches in flight */
 		while (nin < m) {
 			struct mbatch *x = &mb[(head + nin) % m];
-			/* a micro-batch's decodes: an m-th of the running ones
-			 * (whole decodes come back together), at least
-			 * --micro-batch-tokens of them */
-			int dcap;
+			/* a micro-batch's decodes: the running ones cut in
+			 * k <= m parts of at least --micro-batch-tokens each
+			 * (whole decodes come back together), none above
+			 * --max-seqs.  Uncut (k = 1), the decodes go only in a
+			 * micro-batch planned with nothing in flight, so
+			 * sequences admitted behind it rejoin the one batch
+			 * instead of forming a second, smaller one; prompt
+			 * chunks still fill the other slots. */
+			int dcap, parts;
 			MPI_Waitall(world, x->rq_desc, MPI_STATUSES_IGNORE);
 			pthread_mutex_lock(&s->lock);
 			if (stop_signal)
@@ -1323,9 +1346,15 @@ static int loop_pipe(struct srv *s, struct rt *r, const struct serve_opts *o,
 				pthread_mutex_unlock(&s->lock);
 				break;
 			}
-			dcap = (s->nrunning + m - 1) / m;
-			if (dcap < o->micro_tokens)
-				dcap = o->micro_tokens;
+			parts = s->nrunning / o->micro_tokens;
+			if (parts < (s->nrunning + s->max_seqs - 1) / s->max_seqs)
+				parts = (s->nrunning + s->max_seqs - 1) / s->max_seqs;
+			parts = parts < 1 ? 1 : parts > m ? m : parts;
+			dcap = (s->nrunning + parts - 1) / parts;
+			if (dcap > s->max_seqs)
+				dcap = s->max_seqs;
+			if (parts == 1 && nin > 0)
+				dcap = 0;
 			plan_batch(s, &x->b, o->max_batch, dcap, nin == 0);
 			emit_samples(s, 0);
 			pthread_mutex_unlock(&s->lock);
@@ -1527,6 +1556,7 @@ static int serve(int argc, char **argv)
 	s.prefix_cache = !o.no_prefix && !o.slot_policy;
 	s.pp = o.d.pp;
 	s.micro = o.d.pp > 1 ? (o.micro ? o.micro : o.d.pp) : 1;
+	s.max_seqs = o.max_seqs;
 	s.max_queue = o.max_queue;
 	s.max_ctx = o.max_ctx;
 	s.vocab = rt_config(r)->vocab;

@@ -1,4 +1,4 @@
-# serve's paged KV cache (docs/service.md): answers identical to the
+# serve's paged KV cache (docs/serve.md): answers identical to the
 # one-at-a-time reference (a slot server holding one sequence, whole
 # prompts) and to run --generate, under chunked prefill and preemption in
 # a cache smaller than the load; prefix reuse hit and missed; a request
@@ -199,11 +199,14 @@ start_serve k 2 "$T/ds" --tp 2 --max-ctx 64 --block-tokens 4 --kv-mem 7680
 check "MLA: --kv-mem 7680 at tp 2 holds 10 latent blocks of 4 tokens ($(metric "$URL_k" day0_kv_blocks_total))" \
 	test "$(metric "$URL_k" day0_kv_blocks_total)" = 10
 stop_serve k
-# PP: 2 micro-batches in flight (default), 3, and TP 2 x PP 2 (the stage's
-# second rank takes rank 0's descriptions too); prompts of up to 25 tokens
-# in chunks of 12: a prompt's next chunk enters the pipeline before the
-# last one is back
-for lay in "--tp 2" "--tp 1 --pp 2" "--tp 1 --pp 2 --micro-batches 3" "--tp 2 --pp 2" "--tp 1 --ep 2"; do
+# PP: 2 micro-batches in flight under the default policy (8 decodes stay
+# one batch, prompt chunks are cut), 3 with every decode cut
+# (--micro-batch-tokens 1), and TP 2 x PP 2 (the stage's second rank takes
+# rank 0's descriptions too) with --max-seqs 3 (each micro-batch 3
+# sequences at most, 6 running); prompts of up to 25 tokens in chunks of
+# 12: a prompt's next chunk enters the pipeline before the last one is back
+for lay in "--tp 2" "--tp 1 --pp 2" "--tp 1 --pp 2 --micro-batches 3 --micro-batch-tokens 1" \
+	"--tp 2 --pp 2 --max-seqs 3" "--tp 1 --ep 2"; do
 	np=$(set -- $lay; echo $(( $2 * ${4:-1} )))
 	start_serve l "$np" "$T/ds" $lay --max-ctx 64 --block-tokens 4 --kv-blocks 14 --max-batch-tokens 12
 	ask "$URL_l" "$P4" "$T/l.json" together
@@ -219,11 +222,17 @@ for lay in "--tp 2" "--tp 1 --pp 2" "--tp 1 --pp 2 --micro-batches 3" "--tp 2 --
 	check "$lay: … preempted and recomputed (${n:-no metrics}), none differently" \
 		test "$(( ${n:-0} >= 1 )) $(metric "$URL_l" 'day0_recompute_checks_total{result="different"}')" = "1 0"
 	case $lay in *"--pp 2"*)
-		M=$(set -- $lay; echo "${6:-2}")
+		M=$(echo "$lay" | sed -n 's/.*--micro-batches \([0-9]*\).*/\1/p')
+		M=${M:-2}
 		mb=$(metric "$URL_l" day0_pp_micro_batches_mean)
 		bub=$(metric "$URL_l" day0_pp_bubble_fraction) exp=$(metric "$URL_l" day0_pp_bubble_expected)
 		check "$lay: more than one micro-batch in flight, at most $M (mean $mb), the bubble measured ($bub) beside (p-1)/(m+p-1) ($exp)" \
 			python3 -c "import sys; M, m, b, e = map(float, sys.argv[1:]); sys.exit(not (1 < m <= M and 0 < b < 1 and abs(e - 1 / (m + 1)) < 1e-3))" "$M" "$mb" "$bub" "$exp"
+		case $lay in *"--max-seqs 3"*)
+			pk=$(metric "$URL_l" day0_kv_sequences_peak)
+			check "$lay: at most 3 x 2 sequences running at once (peak ${pk:-no metric}) though 8 were asked" \
+				test "${pk:-99}" -ge 3 -a "${pk:-99}" -le 6
+		esac
 	esac
 	stop_serve l
 done
