@@ -235,8 +235,11 @@ static int parse_qwen_tower(json_t *vc, const char *path,
 			    struct vision_config *v, struct d0_err *err)
 {
 	json_t *fa;
-	if (vget_int(vc, path, "depth", 1, 0, &v->depth, err) < 0 ||
-	    vget_int(vc, path, "num_heads", 1, 0, &v->heads, err) < 0 ||
+	/* transformers' Qwen2VLVisionConfig / Qwen2_5_VLVisionConfig defaults
+	 * (depth 32, num_heads 16): a config saved with them left out (the
+	 * 72B's) means these */
+	if (vget_int(vc, path, "depth", 0, 32, &v->depth, err) < 0 ||
+	    vget_int(vc, path, "num_heads", 0, 16, &v->heads, err) < 0 ||
 	    vget_int(vc, path, "patch_size", 0, 14, &v->patch, err) < 0 ||
 	    vget_int(vc, path, "temporal_patch_size", 0, 2, &v->temporal_patch,
 		     err) < 0 ||

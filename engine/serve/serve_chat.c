@@ -9,6 +9,11 @@
  *       Qwen2/2.5(-VL)'s template does), "<|im_start|>assistant\n" last; an
  *       image part is "<|vision_start|><|image_pad|><|vision_end|>".
  *   LLaVA (llava*):  "USER: <image>\nTEXT ASSISTANT:" (llava-1.5's form).
+ *   Kimi-VL (kimi*): "<|im_ROLE|>ROLE<|im_middle|>TEXT<|im_end|>" per
+ *       message after a default system turn, an image part the media block
+ *       "<|media_start|>image<|media_content|><|media_pad|><|media_end|>"
+ *       in the content's order, "<|im_assistant|>assistant<|im_middle|>"
+ *       last (the release's chat_template); 1-D positions (no M-RoPE).
  *   anything else:   "ROLE: TEXT\n" per message, then "assistant:".
  * The text goes through the model's tokenizer (the same call as a string
  * prompt), each image's one placeholder is expanded to its token count
@@ -36,7 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TPL_QWEN, TPL_LLAVA, TPL_PLAIN };
+enum { TPL_QWEN, TPL_LLAVA, TPL_KIMI, TPL_PLAIN };
 
 int srv_chat_setup(struct srv *s, const char *dir, int world, int pp,
 		   struct d0_err *err)
@@ -57,7 +62,7 @@ int srv_chat_setup(struct srv *s, const char *dir, int world, int pp,
 			 c->model_type);
 	else if (c->vision.kind != VISION_QWEN2_VL &&
 		 c->vision.kind != VISION_QWEN2_5_VL &&
-		 c->vision.kind != VISION_CLIP)
+		 c->vision.kind != VISION_CLIP && c->vision.kind != VISION_KIMI)
 		snprintf(s->vl_why, sizeof s->vl_why, "%.200s",
 			 c->vision.missing);
 	else if (pp != 1)
@@ -96,8 +101,17 @@ static int tpl_of(const struct model_config *c)
 		return TPL_QWEN;
 	if (!strncmp(t, "llava", 5))
 		return TPL_LLAVA;
+	if (!strncmp(t, "kimi", 4))
+		return TPL_KIMI;
 	return TPL_PLAIN;
 }
+
+/* Kimi-VL's chat_template (tokenizer_config.json): a default system turn,
+ * each turn <|im_ROLE|>ROLE<|im_middle|>...<|im_end|>, an image as the
+ * media block in the content's order */
+#define KIMI_SYSTEM \
+	"<|im_system|>system<|im_middle|>You are a helpful assistant<|im_end|>"
+#define KIMI_IMAGE "<|media_start|>image<|media_content|><|media_pad|><|media_end|>"
 
 static int tpl_kind(const struct srv *s) { return tpl_of(s->vl); }
 
@@ -114,6 +128,12 @@ char *srv_chat_image_prompt(const struct model_config *c, const char *text)
 		break;
 	case TPL_LLAVA:
 		if (asprintf(&t, "USER: <image>\n%s ASSISTANT:", text) < 0)
+			abort();
+		break;
+	case TPL_KIMI:
+		if (asprintf(&t, KIMI_SYSTEM "<|im_user|>user<|im_middle|>" KIMI_IMAGE
+			     "%s<|im_end|><|im_assistant|>assistant<|im_middle|>",
+			     text) < 0)
 			abort();
 		break;
 	default:
@@ -239,6 +259,14 @@ json_t *srv_chat_request(struct srv *s, json_t *doc, struct srv_chat_img **img,
 			put(&text, &tn, &tcap, "<|im_start|>");
 			put(&text, &tn, &tcap, role);
 			put(&text, &tn, &tcap, "\n");
+		} else if (tpl == TPL_KIMI) {
+			if (i == 0 && strcmp(role, "system"))
+				put(&text, &tn, &tcap, KIMI_SYSTEM);
+			put(&text, &tn, &tcap, "<|im_");
+			put(&text, &tn, &tcap, role);
+			put(&text, &tn, &tcap, "|>");
+			put(&text, &tn, &tcap, role);
+			put(&text, &tn, &tcap, "<|im_middle|>");
 		} else if (tpl == TPL_LLAVA) {
 			put(&text, &tn, &tcap, !strcmp(role, "user") ? "USER: "
 					       : !strcmp(role, "assistant")
@@ -316,7 +344,8 @@ json_t *srv_chat_request(struct srv *s, json_t *doc, struct srv_chat_img **img,
 					put(&text, &tn, &tcap,
 					    tpl == TPL_QWEN ? "<|vision_start|><|image_pad|>"
 							      "<|vision_end|>"
-					    : tpl == TPL_LLAVA ? "<image>\n" : "<image>");
+					    : tpl == TPL_LLAVA ? "<image>\n"
+					    : tpl == TPL_KIMI ? KIMI_IMAGE : "<image>");
 				} else {
 					REFUSE(400, "messages", "%s.type: '%.40s' (this "
 					       "server takes text and image_url)", where,
@@ -329,12 +358,16 @@ json_t *srv_chat_request(struct srv *s, json_t *doc, struct srv_chat_img **img,
 		}
 		if (tpl == TPL_QWEN)
 			put(&text, &tn, &tcap, "<|im_end|>\n");
+		else if (tpl == TPL_KIMI)
+			put(&text, &tn, &tcap, "<|im_end|>");
 		else
 			put(&text, &tn, &tcap, tpl == TPL_LLAVA ? " " : "\n");
 	}
 	(void)has_system;
 	put(&text, &tn, &tcap, tpl == TPL_QWEN ? "<|im_start|>assistant\n"
-			       : tpl == TPL_LLAVA ? "ASSISTANT:" : "assistant:");
+			       : tpl == TPL_LLAVA ? "ASSISTANT:"
+			       : tpl == TPL_KIMI ? "<|im_assistant|>assistant<|im_middle|>"
+			       : "assistant:");
 	if (s->tokenize(s->tokenize_ctx, text, &tok, &ntok, &e) < 0)
 		REFUSE(400, "messages", "messages: %.400s", e.msg);
 	if (im->vp.n_img || (s->vl && s->vl->vision.kind != VISION_NONE &&

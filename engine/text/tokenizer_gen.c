@@ -101,7 +101,8 @@ static const struct family families[] = {
 	/* Kimi-VL ships tiktoken.model; this is a byte-level tokenizer.json
 	 * with its special tokens (the chat's and the media placeholders) */
 	{"kimi_vl", 0, {"[BOS]", "[EOS]", "<|im_end|>", "<|im_user|>",
-			"<|im_assistant|>", "<|im_middle|>", "<|media_start|>",
+			"<|im_assistant|>", "<|im_system|>", "<|im_middle|>",
+			"<|media_start|>",
 			"<|media_content|>", "<|media_end|>", "<|media_pad|>"}, 0,
 	 "[BOS]", "<|im_end|>", "[EOS]", 0, 0, 0, 1, 1, {QWEN_RE}},
 };

@@ -71,16 +71,21 @@ done
 # save: its vision_config leaves out the keys at Qwen2_5_VLVisionConfig's
 # defaults, which transformers reads back as those defaults (depth 32,
 # num_heads 16, window 112, fullatt 7/15/23/31, patch 14, merge 2, 2
-# frames).  day0 reads the others' defaults but still asks for depth and
-# num_heads (model_vision.c), so this copy spells those two out.
+# frames); day0 reads them the same way (model_vision.c), so the release's
+# file is inspected as it is, and a copy spelling them out says the same.
 Q72="$VL/qwen2.5-vl-72b-instruct"
-mkdir -p "$T/q72"
+mkdir -p "$T/q72" "$T/q72x"
 cp "$Q72/preprocessor_config.json" "$T/q72/"
+cp "$Q72/config.json" "$T/q72/"
+cp "$Q72/preprocessor_config.json" "$T/q72x/"
 $PY -c "import json,sys; c=json.load(open(sys.argv[1])); assert 'depth' not in c['vision_config']; c['vision_config'].update(depth=32, num_heads=16); json.dump(c, open(sys.argv[2], 'w'), indent=2)" \
-	"$Q72/config.json" "$T/q72/config.json"
+	"$Q72/config.json" "$T/q72x/config.json"
 expect_rc 0 "inspect Qwen2.5-VL-72B (every operator covered)" "$ENGINE" inspect --json "$T/q72"
 cp "$OUT" "$T/q72.json"
-$PY - "$T/q72/config.json" "$T/q72.json" >"$T/q72.cmp" <<'PY2'
+"$ENGINE" inspect --json "$T/q72x" >"$T/q72x.json" 2>/dev/null
+check "... depth and num_heads left out read as transformers' defaults (32, 16): the same counts as spelled out" \
+	test "$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['vision'])" "$T/q72.json")" = "$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['vision'])" "$T/q72x.json")"
+$PY - "$T/q72x/config.json" "$T/q72.json" >"$T/q72.cmp" <<'PY2'
 import json, sys
 c = json.load(open(sys.argv[1])); got = json.load(open(sys.argv[2]))
 v = c["vision_config"]; D, F, m = v["hidden_size"], v["intermediate_size"], 2

@@ -196,3 +196,29 @@ expect_rc 2 "pad_input false: refused by name (the crop path is not implemented)
 	"$ENGINE" image-prep "$T/a.png" --preprocessor "$T/nopad.json"
 contains "... says so" "pad_input false" "$ERR"
 
+
+# --- serve: a chat with an image (Kimi-VL's template, 1-D positions) answers
+# the greedy tokens of run --image on the same templated prompt, at EP 2
+rm -f "$T/port"
+timeout 120 $MPI -np 2 "$ENGINE" serve "$T/k" --tp 1 --ep 2 --port 0 --port-file "$T/port" \
+	--max-ctx 256 --block-tokens 16 >"$T/serve.out" 2>"$T/serve.err" &
+SPID=$!
+for _ in $(seq 600); do [ -s "$T/port" ] && break; sleep 0.1; done
+URL="http://127.0.0.1:$(cat "$T/port" 2>/dev/null)"
+printf '{"messages":[{"role":"user","content":[{"type":"text","text":"Look:"},{"type":"image_url","image_url":{"url":"data:image/png;base64,%s"}},{"type":"text","text":"what is it?"}]}],"max_tokens":5,"temperature":0}' \
+	"$(base64 -w0 "$T/a.png")" >"$T/req.json"
+st=$(curl -s -o "$T/ans.json" -w '%{http_code}' "$URL/v1/chat/completions" \
+	-H 'Content-Type: application/json' --data-binary @"$T/req.json")
+check "serve kimi_vl at EP 2: a chat with a PNG data URL: 200" test "$st" = 200
+printf '%s' "<|im_system|>system<|im_middle|>You are a helpful assistant<|im_end|><|im_user|>user<|im_middle|>Look:${IMG}what is it?<|im_end|><|im_assistant|>assistant<|im_middle|>" >"$T/chat.txt"
+"$ENGINE" run "$T/k" --prompt-file "$T/chat.txt" --image "$T/a.png" --generate 5 \
+	--dump-generated "$T/cgen.json" >/dev/null 2>"$T/crun.err"
+want=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['generated'])" "$T/cgen.json" 2>&1)
+got=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['choices'][0]['token_ids'])" "$T/ans.json" 2>&1)
+check "... the greedy tokens of run --image on Kimi-VL's chat template ($want)" test "$got" = "$want"
+printf '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/x.png"}}]}]}' >"$T/req2.json"
+st=$(curl -s -o "$T/ans2.json" -w '%{http_code}' "$URL/v1/chat/completions" --data-binary @"$T/req2.json")
+check "... an http URL: 400" test "$st" = 400
+contains "... saying the server fetches nothing" "fetches nothing" "$T/ans2.json"
+kill -TERM $SPID 2>/dev/null
+wait $SPID 2>/dev/null || true
