@@ -12,8 +12,10 @@
  *   gradients  the same width, the same slice;
  *   optimizer  f32 master weights + Adam's two moments, 12 bytes a
  *              parameter of the slice, divided under ZeRO-1 by the ranks
- *              that hold the same slice (DP x EP for the dense part,
- *              DP for the experts, which EP shards);
+ *              that hold the same slice (DP x EP for the dense part when
+ *              EP is carved out of DP, DP alone when EP ranks share their
+ *              replica's sequences, day0's engine; DP for the experts,
+ *              which EP shards);
  *   activations what backward keeps (struct train_mem_model says at which
  *              width, whether sequence parallelism divides the residual
  *              stream by TP, whether the attention scores and SwiGLU's
@@ -25,7 +27,13 @@
  *              time (the widest layer, one micro-batch);
  *   f32 views  trainers that multiply in f32 (day0) hold an f32 copy of
  *              a 16-bit weight and its gradient's f32 sum: twice the
- *              largest tensor slice, 4 bytes each.
+ *              largest tensor slice, 4 bytes each;
+ *   pp buffers a [T, H] send buffer a micro-batch in flight on every stage
+ *              but the last, a [T, H] gradient receive buffer on every
+ *              stage but the first.
+ * The terms are summed per (stage, EP) cell and the largest sum is the
+ * card's figure (the busiest stage's weights beside another stage's
+ * activations would count a card no rank is).
  * EP is carved out of data parallelism, as Megatron-LM and DeepSeek train
  * (not plan's serving layout, where an EP group shares its tokens): each
  * EP rank runs its own micro-batches through attention and trades tokens
@@ -55,7 +63,8 @@ void train_mem_megatron(struct train_mem_model *m)
 	*m = (struct train_mem_model){.trainer = "megatron", .weight_bytes = 2,
 				      .act_bytes = 2, .grad_bytes = 2,
 				      .seq_parallel = 1, .flash = 1,
-				      .keep_products = 1, .f32_views = 0};
+				      .keep_products = 1, .f32_views = 0,
+				      .ep_data = 1};
 }
 
 void train_mem_day0(struct train_mem_model *m, int weight_bytes)
@@ -65,7 +74,8 @@ void train_mem_day0(struct train_mem_model *m, int weight_bytes)
 				      .act_bytes = 4, .grad_bytes = 4,
 				      .seq_parallel = 0, .flash = 0,
 				      .keep_products = 0,
-				      .f32_views = weight_bytes < 4};
+				      .f32_views = weight_bytes < 4,
+				      .ep_data = 0};
 }
 
 int train_mem_by_name(const char *name, int weight_bytes,
@@ -81,17 +91,21 @@ int train_mem_by_name(const char *name, int weight_bytes,
 	return 0;
 }
 
-void train_layout_params(const struct model_config *c,
-			 const struct tensor_spec *t, size_t n,
-			 const struct layout_dims *d, int weight_bytes,
-			 struct train_layout *l)
+/* The trained parameters (all, experts'), f32 buffers and largest
+ * tensor of each (stage, EP) cell, stage-major; calloc'd, NULL on no
+ * memory. */
+static int cell_params(const struct model_config *c,
+		       const struct tensor_spec *t, size_t n,
+		       const struct layout_dims *d, uint64_t **all,
+		       uint64_t **exp, uint64_t **buf, uint64_t **big)
 {
 	size_t cells = (size_t)d->pp * (size_t)d->ep;
-	uint64_t *all = calloc(cells, sizeof *all);
-	uint64_t *exp = calloc(cells, sizeof *exp);
-	uint64_t *buf = calloc(cells, sizeof *buf);
-	uint64_t *big = calloc(cells, sizeof *big);
-	uint64_t best = 0;
+	*all = calloc(cells, sizeof **all);
+	*exp = calloc(cells, sizeof **exp);
+	*buf = calloc(cells, sizeof **buf);
+	*big = calloc(cells, sizeof **big);
+	if (!*all || !*exp || !*buf || !*big)
+		return -1;
 	for (size_t i = 0; i < n; i++) {
 		struct tensor_split sp;
 		int st[2], ns;
@@ -108,17 +122,40 @@ void train_layout_params(const struct model_config *c,
 				    layout_expert_owner(c, d, t[i].expert) != e)
 					continue;
 				if (t[i].role == ROLE_ROUTER_BIAS) {
-					buf[cell] += 4 * k;
+					(*buf)[cell] += 4 * k;
 					continue;
 				}
-				all[cell] += k;
+				(*all)[cell] += k;
 				if (t[i].expert >= 0)
-					exp[cell] += k;
-				if (k > big[cell])
-					big[cell] = k;
+					(*exp)[cell] += k;
+				if (k > (*big)[cell])
+					(*big)[cell] = k;
 			}
 	}
+	return 0;
+}
+
+static void cells_free(uint64_t *all, uint64_t *exp, uint64_t *buf,
+		       uint64_t *big)
+{
+	free(all);
+	free(exp);
+	free(buf);
+	free(big);
+}
+
+void train_layout_params(const struct model_config *c,
+			 const struct tensor_spec *t, size_t n,
+			 const struct layout_dims *d, int weight_bytes,
+			 struct train_layout *l)
+{
+	size_t cells = (size_t)d->pp * (size_t)d->ep;
+	uint64_t *all, *exp, *buf, *big, best = 0;
 	l->params = l->expert_params = l->buffers = l->max_tensor = 0;
+	if (cell_params(c, t, n, d, &all, &exp, &buf, &big) < 0) {
+		cells_free(all, exp, buf, big);
+		return;
+	}
 	for (size_t cell = 0; cell < cells; cell++) {
 		uint64_t b = all[cell] * (uint64_t)weight_bytes + buf[cell];
 		if (b > best || cell == 0) {
@@ -129,10 +166,7 @@ void train_layout_params(const struct model_config *c,
 			l->max_tensor = big[cell];
 		}
 	}
-	free(all);
-	free(exp);
-	free(buf);
-	free(big);
+	cells_free(all, exp, buf, big);
 }
 
 /* What the tensor table says about a layer beyond the config's sizes. */
@@ -224,69 +258,62 @@ static void parts_add(struct train_act_parts *o, const struct lay_parts *p,
 }
 
 /*
- * Activations of the busiest stage, without and with full recompute, and
- * the parts of the one counted (recompute); bwd: backward's working set
- * (the widest layer's activation gradients, one micro-batch).
+ * Activations of stage s, without and with full recompute, and the parts
+ * of the one counted (recompute); bwd: backward's working set (the
+ * stage's widest layer's activation gradients, one micro-batch); pp: the
+ * pipeline's buffers (a slot's [T, H] send on all but the last stage, its
+ * [T, H] gradient receive on all but the first).
  */
 static void stage_acts(const struct model_config *c,
 		       const struct layer_shape *sh,
 		       const struct train_layout *l,
 		       const struct train_mem_model *m, int64_t S,
-		       double tokens, int64_t micros, int recompute,
-		       double *none, double *full, double *bwd,
+		       double tokens, int64_t micros, int s, int recompute,
+		       double *none, double *full, double *bwd, double *pp,
 		       int64_t *in_flight, struct train_act_parts *parts)
 {
 	double ab = m->act_bytes, R = m->seq_parallel ? l->tp : 1;
-	double best = -1;
-	*none = *full = *bwd = 0;
-	for (int s = 0; s < l->pp; s++) {
-		int64_t first, count, fly;
-		double kept = 0, inputs = 0, widest = 0, fin = 0, a, b;
-		struct lay_parts lp, wide = {0};
-		layout_stage_layers(c->layers, l->pp, s, &first, &count);
-		for (int64_t i = first; i < first + count; i++) {
-			double x, g;
-			layer_act(c, sh, i, l->tp, S, m, ab, &lp);
-			x = lay_sum(&lp);
-			kept += x;
-			inputs += (double)c->hidden * ab / R;
-			if (x > widest) {
-				widest = x;
-				wide = lp;
-			}
-			layer_act(c, sh, i, l->tp, S, m, m->grad_bytes, &lp);
-			g = lay_sum(&lp);
-			if (tokens * g > *bwd)
-				*bwd = tokens * g;
+	int64_t first, count, fly;
+	double kept = 0, inputs = 0, widest = 0, fin = 0;
+	struct lay_parts lp, wide = {0};
+	*bwd = 0;
+	layout_stage_layers(c->layers, l->pp, s, &first, &count);
+	for (int64_t i = first; i < first + count; i++) {
+		double x, g;
+		layer_act(c, sh, i, l->tp, S, m, ab, &lp);
+		x = lay_sum(&lp);
+		kept += x;
+		inputs += (double)c->hidden * ab / R;
+		if (x > widest) {
+			widest = x;
+			wide = lp;
 		}
-		fly = l->pp - s < micros ? l->pp - s : micros;
-		/* the final norm's input and output and its statistics, and
-		 * the f32 logits for the loss's backward */
-		if (s == l->pp - 1)
-			fin = (2 * (double)c->hidden * ab + 4.0) / R +
-			      4.0 * (double)c->vocab / l->tp;
-		a = tokens * (kept * (double)fly + fin);
-		b = tokens * (inputs * (double)fly + widest + fin);
-		if (a > *none)
-			*none = a;
-		if (b > *full)
-			*full = b;
-		/* the parts of the stage that counts */
-		if ((recompute ? b : a) > best) {
-			best = recompute ? b : a;
-			*in_flight = fly;
-			memset(parts, 0, sizeof *parts);
-			if (recompute) {
-				parts->inputs = (uint64_t)(tokens * inputs * (double)fly);
-				parts_add(parts, &wide, tokens);
-			} else
-				for (int64_t i = first; i < first + count; i++) {
-					layer_act(c, sh, i, l->tp, S, m, ab, &lp);
-					parts_add(parts, &lp, tokens * (double)fly);
-				}
-			parts->final = (uint64_t)(tokens * fin);
-		}
+		layer_act(c, sh, i, l->tp, S, m, m->grad_bytes, &lp);
+		g = lay_sum(&lp);
+		if (tokens * g > *bwd)
+			*bwd = tokens * g;
 	}
+	fly = l->pp - s < micros ? l->pp - s : micros;
+	/* the final norm's input and output and its statistics, and the f32
+	 * logits for the loss's backward */
+	if (s == l->pp - 1)
+		fin = (2 * (double)c->hidden * ab + 4.0) / R +
+		      4.0 * (double)c->vocab / l->tp;
+	*none = tokens * (kept * (double)fly + fin);
+	*full = tokens * (inputs * (double)fly + widest + fin);
+	*pp = tokens * (double)c->hidden * (double)fly *
+	      ((s < l->pp - 1 ? ab : 0) + (s > 0 ? m->grad_bytes : 0));
+	*in_flight = fly;
+	memset(parts, 0, sizeof *parts);
+	if (recompute) {
+		parts->inputs = (uint64_t)(tokens * inputs * (double)fly);
+		parts_add(parts, &wide, tokens);
+	} else
+		for (int64_t i = first; i < first + count; i++) {
+			layer_act(c, sh, i, l->tp, S, m, ab, &lp);
+			parts_add(parts, &lp, tokens * (double)fly);
+		}
+	parts->final = (uint64_t)(tokens * fin);
 }
 
 int train_need_layout(const struct model_config *c,
@@ -302,20 +329,19 @@ int train_need_layout(const struct model_config *c,
 	} f;
 	struct param_count pc;
 	struct layer_shape sh = {0};
-	struct train_act_parts pn, pf;
 	double tokens = (double)(load->micro * load->seq), H = (double)c->hidden;
-	double none, full, bwd, ring, stage_layers, moe_layers = 0, flops_tok, att;
+	double ring, stage_layers, moe_layers = 0, flops_tok, att;
 	double tp_s, pp_s, ep_s, dp_s, bwd_s, slot;
-	int64_t first, count, streams = (int64_t)l->dp * l->ep, fly_n, fly_f;
+	int64_t first, count, streams = (int64_t)l->dp * (mm->ep_data ? l->ep : 1);
 	int64_t micros = load->global / load->micro;
-	uint64_t fixed, dense = l->params - l->expert_params;
+	uint64_t dense = l->params - l->expert_params;
 
 	memset(out, 0, sizeof *out);
 	if (load->global % load->micro || micros % streams) {
 		snprintf(reason, reason_len, "a global batch of %lld sequences "
 			 "in micro-batches of %lld does not split over DP %d x "
 			 "EP %d", (long long)load->global,
-			 (long long)load->micro, l->dp, l->ep);
+			 (long long)load->micro, l->dp, mm->ep_data ? l->ep : 1);
 		return -1;
 	}
 	out->micro_batches = micros / streams;
@@ -323,30 +349,85 @@ int train_need_layout(const struct model_config *c,
 		if (strstr(t[i].name, "self_attn.q_norm."))
 			sh.qk_norm = 1;
 
-	/* memory: 2 + 2 + 12 (/DP) bytes a parameter, then activations */
-	out->weights = l->params * (uint64_t)mm->weight_bytes + l->buffers;
-	out->grads = l->params * (uint64_t)mm->weight_bytes;
-	out->optim = load->zero1 ? 12 * (dense / (uint64_t)streams +
-					 l->expert_params / (uint64_t)l->dp)
-				 : 12 * l->params;
-	out->views = mm->f32_views && mm->weight_bytes < 4 ? 8 * l->max_tensor : 0;
-	stage_acts(c, &sh, l, mm, load->seq, tokens, out->micro_batches, 0,
-		   &none, &full, &bwd, &fly_n, &pn);
-	stage_acts(c, &sh, l, mm, load->seq, tokens, out->micro_batches, 1,
-		   &none, &full, &bwd, &fly_f, &pf);
-	out->act_none = (uint64_t)none;
-	out->act_full = (uint64_t)full;
-	out->bwd = (uint64_t)bwd;
-	fixed = out->weights + out->grads + out->optim + out->bwd + out->views +
-		other;
-	out->recompute = load->recompute == RECOMPUTE_FULL ||
-			 (load->recompute == RECOMPUTE_AUTO &&
-			  fixed + out->act_none > budget);
-	out->act = out->recompute ? out->act_full : out->act_none;
-	out->parts = out->recompute ? pf : pn;
-	out->in_flight = out->recompute ? fly_f : fly_n;
-	out->total = out->weights + out->grads + out->optim + out->act +
-		     out->bwd + out->views;
+	/* memory per (stage, EP) cell: 2 + 2 + 12 (/DP) bytes a parameter,
+	 * the stage's activations, working set and pipeline buffers; the
+	 * cell whose sum is largest is the busiest card (its terms are
+	 * shown, not each term's largest over the stages) */
+	{
+		struct layout_dims d = {.tp = l->tp, .pp = l->pp, .ep = l->ep};
+		uint64_t *all, *exp, *buf, *big, best_n = 0, best_f = 0;
+		uint64_t zshard = (uint64_t)(mm->ep_data ? streams : l->dp);
+		int pass;
+		if (cell_params(c, t, n, &d, &all, &exp, &buf, &big) < 0) {
+			cells_free(all, exp, buf, big);
+			snprintf(reason, reason_len, "out of memory");
+			return -1;
+		}
+		/* pass 0: the largest totals without and with recomputation
+		 * (which one counts); pass 1: fill the counted cell's terms */
+		for (pass = 0; pass < 2; pass++) {
+			uint64_t best = 0;
+			if (pass == 1)
+				out->recompute =
+					load->recompute == RECOMPUTE_FULL ||
+					(load->recompute == RECOMPUTE_AUTO &&
+					 best_n + other > budget);
+			for (int s = 0; s < l->pp; s++) {
+				double none, full, bwd, pp;
+				int64_t fly;
+				struct train_act_parts pa;
+				stage_acts(c, &sh, l, mm, load->seq, tokens,
+					   out->micro_batches, s,
+					   pass ? out->recompute : 0, &none,
+					   &full, &bwd, &pp, &fly, &pa);
+				for (int e = 0; e < l->ep; e++) {
+					size_t k = (size_t)s * (size_t)l->ep + (size_t)e;
+					uint64_t w = all[k] * (uint64_t)mm->weight_bytes;
+					uint64_t dn = all[k] - exp[k];
+					uint64_t o = load->zero1
+						? 12 * (dn / zshard + exp[k] / (uint64_t)l->dp)
+						: 12 * all[k];
+					uint64_t v = mm->f32_views && mm->weight_bytes < 4
+						? 8 * big[k] : 0;
+					uint64_t base = 2 * w + buf[k] + o + v +
+							(uint64_t)bwd + (uint64_t)pp;
+					uint64_t tn = base + (uint64_t)none;
+					uint64_t tf = base + (uint64_t)full;
+					uint64_t tc = out->recompute ? tf : tn;
+					if (pass == 0) {
+						if (tn > best_n)
+							best_n = tn;
+						if (tf > best_f)
+							best_f = tf;
+						continue;
+					}
+					if (tc <= best && !(s == 0 && e == 0))
+						continue;
+					best = tc;
+					out->stage = s;
+					out->cell = *l;
+					out->cell.params = all[k];
+					out->cell.expert_params = exp[k];
+					out->cell.buffers = buf[k];
+					out->cell.max_tensor = big[k];
+					out->weights = w + buf[k];
+					out->grads = w;
+					out->optim = o;
+					out->views = v;
+					out->bwd = (uint64_t)bwd;
+					out->pp_bufs = (uint64_t)pp;
+					out->act_none = (uint64_t)none;
+					out->act_full = (uint64_t)full;
+					out->act = out->recompute ? out->act_full
+								  : out->act_none;
+					out->parts = pa;
+					out->in_flight = fly;
+					out->total = tc;
+				}
+			}
+		}
+		cells_free(all, exp, buf, big);
+	}
 
 	/* traffic per rank per step */
 	layout_stage_layers(c->layers, l->pp, 0, &first, &count);
@@ -427,9 +508,11 @@ void train_need_lines(const struct train_need *nd,
 		      const struct train_layout *l, const char *indent,
 		      char *buf, size_t len)
 {
-	char w[32], g[32], o[32], a[32], bw[32], v[32], bf[32];
+	char w[32], g[32], o[32], a[32], bw[32], v[32], bf[32], pb[32];
 	char ps[400] = "";
 	const struct train_act_parts *p = &nd->parts;
+	(void)l; /* the counted cell's figures are nd->cell's */
+	l = &nd->cell;
 	const char *wd = mm->weight_bytes == 4 ? "f32" : "16-bit";
 	part(ps, sizeof ps, "residual stream", p->residual);
 	part(ps, sizeof ps, "attention", p->attention);
@@ -448,7 +531,8 @@ void train_need_lines(const struct train_need *nd,
 		 "flight on %s%s: %s\n"
 		 "%sbackward     %10s  working set: one layer's activation "
 		 "gradients (%s)\n"
-		 "%sf32 views    %10s  %s\n",
+		 "%sf32 views    %10s  %s\n"
+		 "%spp buffers   %10s  %s\n",
 		 indent, fmt_bytes(nd->weights, w), wd,
 		 (double)l->params / 1e6, l->buffers ? " + f32 buffers " : "",
 		 l->buffers ? fmt_bytes(l->buffers, bf) : "",
@@ -470,5 +554,9 @@ void train_need_lines(const struct train_need *nd,
 		 indent, fmt_bytes(nd->views, v),
 		 nd->views ? "an f32 copy of the largest 16-bit tensor and its "
 			     "gradient's f32 sum"
-			   : "none (products read the working weights)");
+			   : "none (products read the working weights)",
+		 indent, fmt_bytes(nd->pp_bufs, pb),
+		 nd->pp_bufs ? "pipeline send and gradient receive buffers, "
+			       "[T, H] a micro-batch in flight"
+			     : "none (no pipeline neighbour)");
 }

@@ -49,6 +49,11 @@ struct train_mem_model {
 	int f32_views;        /* 16-bit weights: every product reads an f32
 			       * copy of its weight and sums its gradient in
 			       * f32 (two buffers of the largest tensor) */
+	int ep_data;          /* 1: EP carved out of DP (Megatron): each EP
+			       * rank runs its own micro-batches, ZeRO-1
+			       * shards the dense state over DP x EP; 0: the
+			       * EP ranks share their replica's sequences as
+			       * TP ranks do, ZeRO-1 over DP only (day0) */
 };
 
 /* Megatron-LM's mixed precision on a cluster (bf16 weights, gradients and
@@ -89,7 +94,7 @@ struct train_hw {
 	double flops, intra_Bps, inter_Bps;
 };
 
-/* The counted activations of the busiest stage, by what keeps them. */
+/* The counted activations of the counted stage, by what keeps them. */
 struct train_act_parts {
 	uint64_t residual;  /* norm inputs/outputs and their statistics */
 	uint64_t attention; /* Q, K, V, the attention output (qk-norm's
@@ -113,7 +118,17 @@ struct train_need {
 	struct train_act_parts parts;    /* act, split */
 	uint64_t bwd;                    /* backward's working set */
 	uint64_t views;                  /* f32 views of 16-bit weights */
-	uint64_t total;                  /* all of the above (not other) */
+	uint64_t pp_bufs;                /* PP send ([T, H] a slot, all but
+					  * the last stage) and gradient
+					  * receive buffers (all but the
+					  * first) */
+	uint64_t total;                  /* all of the above (not other):
+					  * the terms of the stage (and EP
+					  * cell) whose sum is largest */
+	int stage;                       /* that stage */
+	struct train_layout cell;        /* l with that cell's params,
+					  * expert_params, buffers and
+					  * max_tensor */
 	int recompute;                   /* 1: full recomputation counted */
 	int64_t micro_batches;           /* per replica per step */
 	int64_t in_flight;               /* micro-batches the busiest stage
@@ -140,7 +155,8 @@ int train_need_layout(const struct model_config *c,
 		      char *reason, size_t reason_len);
 
 /* The memory terms as lines for an operator ("  weights  8.5 GiB  bf16
- * working copy of ...\n" ...), each prefixed with indent. */
+ * working copy of ...\n" ...), each prefixed with indent (the counted
+ * cell's, nd->cell; l unused). */
 void train_need_lines(const struct train_need *nd,
 		      const struct train_mem_model *mm,
 		      const struct train_layout *l, const char *indent,

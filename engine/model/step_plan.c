@@ -385,6 +385,7 @@ static void evaluate_train(const struct model_config *c,
 		p->total = 0;
 		return;
 	}
+	p->tl = p->train.cell; /* the counted (stage, EP) cell's */
 	p->weights = p->train.weights;
 	p->act = p->train.act;
 	p->total = p->train.total + p->comm;
@@ -557,9 +558,10 @@ static json_t *plan_json(const struct plan *p, int with_ranks)
 		/* the terms plan_train.c adds, and the activations' parts */
 		json_object_update_new(
 			json_object_get(o, "train"),
-			json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+			json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
 				  "backward_bytes", (json_int_t)t->bwd,
 				  "views_bytes", (json_int_t)t->views,
+				  "pp_buffer_bytes", (json_int_t)t->pp_bufs,
 				  "buffer_bytes", (json_int_t)p->tl.buffers,
 				  "total_bytes", (json_int_t)t->total,
 				  "params", (json_int_t)p->tl.params,

@@ -30,11 +30,10 @@ static int plan_figure(const struct model_config *c,
 {
 	const struct train_cfg *k = run->cfg;
 	int micro = run->micro > 0 ? run->micro : 1;
-	/* plan counts EP ranks as data streams (Megatron carves them out of
-	 * DP); day0's EP ranks share their replica's sequences: the same
-	 * tokens a rank a micro-batch either way */
+	/* the day0 model's EP ranks share their replica's sequences
+	 * (ep_data 0), as train.c's do: a step is batch x DP sequences */
 	struct train_load ld = {.seq = run->seq, .micro = run->batch / micro,
-				.global = (int64_t)run->batch * k->dp * k->ep,
+				.global = (int64_t)run->batch * k->dp,
 				.zero1 = k->zero1,
 				.recompute = k->recompute ? RECOMPUTE_FULL
 							  : RECOMPUTE_NONE};
@@ -92,30 +91,32 @@ int train_memcheck(const char *dir, const struct train_memcheck_run *run,
 	out->plan = nd.total;
 	out->rel = fabs((double)peak - (double)nd.total) / (double)nd.total;
 	out->ok = out->rel <= TRAIN_MEMCHECK_BOUND;
-	train_need_lines(&nd, &mm, &tl, "", lines, sizeof lines);
+	train_need_lines(&nd, &mm, &nd.cell, "", lines, sizeof lines);
 	snprintf(out->detail, sizeof out->detail,
 		 "peak %llu B on the busiest card against plan --train --trainer "
 		 "day0's %llu B (weights %llu, gradients %llu, optimizer %llu, "
 		 "activations %llu%s, backward's working set %llu, f32 views "
-		 "%llu): %.1f%% apart, bound %.0f%%; the accountant's weights "
+		 "%llu, pp buffers %llu): %.1f%% apart, bound %.0f%%; the accountant's weights "
 		 "%llu, gradients %llu, optimizer %llu, activations %llu, "
 		 "buffers %llu (working set, views, tables)",
 		 (unsigned long long)peak, (unsigned long long)nd.total,
 		 (unsigned long long)nd.weights, (unsigned long long)nd.grads,
 		 (unsigned long long)nd.optim, (unsigned long long)nd.act,
 		 nd.recompute ? " recomputed" : "", (unsigned long long)nd.bwd,
-		 (unsigned long long)nd.views, out->rel * 100,
+		 (unsigned long long)nd.views, (unsigned long long)nd.pp_bufs,
+		 out->rel * 100,
 		 TRAIN_MEMCHECK_BOUND * 100, (unsigned long long)mem->weights,
 		 (unsigned long long)mem->grads, (unsigned long long)mem->optim,
 		 (unsigned long long)mem->act, (unsigned long long)mem->scratch);
 	out->value = json_pack(
-		"{s:I, s:I, s:f, s:{s:I, s:I, s:I, s:I, s:I, s:I}, "
+		"{s:I, s:I, s:f, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, "
 		"s:{s:I, s:I, s:I, s:I, s:I}, s:s}",
 		"peak", (json_int_t)peak, "plan", (json_int_t)nd.total, "rel",
 		out->rel, "plan_terms", "weights", (json_int_t)nd.weights,
 		"grads", (json_int_t)nd.grads, "optimizer", (json_int_t)nd.optim,
 		"activations", (json_int_t)nd.act, "backward",
-		(json_int_t)nd.bwd, "views", (json_int_t)nd.views, "measured",
+		(json_int_t)nd.bwd, "views", (json_int_t)nd.views, "pp_buffers",
+		(json_int_t)nd.pp_bufs, "measured",
 		"weights", (json_int_t)mem->weights, "grads",
 		(json_int_t)mem->grads, "optimizer", (json_int_t)mem->optim,
 		"activations", (json_int_t)mem->act, "buffers",

@@ -152,6 +152,8 @@ run mpi 3 train "$T/deepseek_v3" --pp 3 --micro-batches 4 --steps 3 --batch 4 --
 	--reference-losses "$T/deepseek_v3.1"
 want "deepseek_v3 pp3 m4: gradients vs float64" training.gradients pass
 want "deepseek_v3 pp3 m4: loss curve against 1 rank" training.layouts pass
+want "deepseek_v3 pp3 m4: peak memory within 5% of plan --train (the largest stage's sum)" training.memory pass
+[ "$RC" -eq 0 ] && ok "deepseek_v3 pp3 m4: exit 0 (every check passes)" || fail "deepseek_v3 pp3 m4 exit" "exit $RC: $(head -c 300 "$ERR")"
 contains "deepseek_v3 pp3: stage 0 warms up with two forwards" "stage 0: F0 F1 F2 B0 F3 B1 B2 B3; stage 1: F0 F1 B0 F2 B1 F3 B2 B3; stage 2: F0 B0" "$OUT"
 # PP 2 x TP 2 (4 ranks): a TP group inside each stage
 run mpi 4 train "$T/qwen2_moe" --pp 2 --tp 2 --micro-batches 2 --steps 3 --batch 4 --check-grads --events \
