@@ -1062,7 +1062,7 @@ static int run(int argc, char **argv)
 		if (o.train)
 			json_object_set_new(
 				json_object_get(doc, "settings"), "memory_model",
-				json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:b, s:b}",
+				json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:b, s:b, s:b}",
 					  "trainer", o.mm.trainer, "weights",
 					  o.wname, "activations",
 					  o.mm.act_bytes == 4 ? "f32" : "bf16",
@@ -1071,7 +1071,8 @@ static int run(int argc, char **argv)
 					  "sequence_parallel", o.mm.seq_parallel,
 					  "flash_attention", o.mm.flash,
 					  "products_kept", o.mm.keep_products,
-					  "f32_views", o.mm.f32_views));
+					  "f32_views", o.mm.f32_views,
+					  "ep_carved_from_dp", o.mm.ep_data));
 		json_object_set_new(doc, "feasible", ok);
 		json_object_set_new(doc, "rejected", rej);
 		json_object_set_new(doc, "vision",
@@ -1098,7 +1099,7 @@ static int run(int argc, char **argv)
 			       "         memory model: %s (activations %s, "
 			       "sequence parallelism %s, FlashAttention %s, "
 			       "SwiGLU products %s, f32 views of 16-bit weights "
-			       "%s)\n\n",
+			       "%s, EP carved out of DP %s)\n\n",
 			       o.wname, o.tl.zero1 ? " (ZeRO-1 over DP)" : "",
 			       (long long)o.tl.global, (long long)o.ctx,
 			       (long long)o.tl.micro,
@@ -1110,7 +1111,8 @@ static int run(int argc, char **argv)
 			       o.mm.seq_parallel ? "on" : "off",
 			       o.mm.flash ? "on" : "off",
 			       o.mm.keep_products ? "kept" : "rebuilt",
-			       o.mm.f32_views ? "on" : "off");
+			       o.mm.f32_views ? "on" : "off",
+			       o.mm.ep_data ? "on" : "off");
 		else
 			printf("         weights %s (norms f32), kv %s, context %lld x %lld "
 			       "sequences, %lld tokens a step, margin %.0f%%\n\n",

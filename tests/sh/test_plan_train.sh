@@ -83,7 +83,7 @@ fi
 # what an operator reads: the first layout's memory term by term (the
 # table) and every term in --json, with the memory model named
 run "$ENGINE" plan "$CFG/llama-3.1-70b.json" --inventory "$INV" --train --top 3
-if grep -q "memory model: megatron (activations bf16, sequence parallelism on, FlashAttention on, SwiGLU products kept, f32 views of 16-bit weights off)" "$OUT" &&
+if grep -q "memory model: megatron (activations bf16, sequence parallelism on, FlashAttention on, SwiGLU products kept, f32 views of 16-bit weights off, EP carved out of DP on)" "$OUT" &&
 	grep -qE "^      memory  weights +[0-9.]+ GiB  16-bit working copy of [0-9]+ M parameters$" "$OUT" &&
 	grep -qE "^      memory  activations +[0-9.]+ GiB  bf16, sequence parallel, FlashAttention, SwiGLU products kept; [0-9]+ micro-batches in flight on the busiest stage: residual stream .*, attention .*, softmax statistics .*, MLP [0-9.]+ GiB$" "$OUT" &&
 	grep -qE "^      memory  backward +[0-9.]+ [MG]iB  working set: one layer's activation gradients \(bf16\)$" "$OUT" &&
@@ -96,7 +96,7 @@ run "$ENGINE" plan "$CFG/llama-3.1-70b.json" --inventory "$INV" --train --json
 check "--json: the memory model and every term; total = the terms + comm buffers; ranked by the step" \
 	jq -e '.settings.memory_model == {"trainer": "megatron", "weights": "bf16", "activations": "bf16",
 		"activation_gradients": "bf16", "sequence_parallel": true, "flash_attention": true,
-		"products_kept": true, "f32_views": false} and
+		"products_kept": true, "f32_views": false, "ep_carved_from_dp": true} and
 	(.feasible | all(.train | .total_bytes == .weights_bytes + .grads_bytes + .optimizer_bytes +
 		(if .recompute then .activation_recompute_bytes else .activation_bytes end) + .backward_bytes + .views_bytes +
 		.pp_buffer_bytes)) and
