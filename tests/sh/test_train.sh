@@ -111,6 +111,14 @@ else
 	fail "f16 scale history" "$(grep -E 'train|overflow' "$OUT" | head -c 600)"
 fi
 
+# 16-bit working weights: the check's bounds are the rounding's (a bf16
+# run's gradients are 5e-3 off the differences, not 1e-4), and a wrong
+# backward still fails it
+run "$ENGINE" train "$T/llama" --dtype bf16 --steps 1 --check-grads --events
+want "bf16 --check-grads: training.gradients passes at its 16-bit bounds" training.gradients pass
+run "$ENGINE" train "$T/llama" --dtype bf16 --steps 1 --check-grads --events --inject transpose-grad
+want "bf16 with transpose-grad: training.gradients fails" training.gradients fail
+
 # each injected fault fails its check by name (exit 1)
 run "$ENGINE" train "$T/llama" --steps 1 --check-grads --events --inject transpose-grad
 want "inject transpose-grad fails training.gradients" training.gradients fail
