@@ -46,3 +46,16 @@ awk -v ov="$ov" -v bl="$bl" -v bo="$bo" -v bb="$bb" -v k="$BUCKET" 'BEGIN {
 	printf "DP 2 (1 thread a rank): all-reduce waited %.4f s with %d-byte buckets during backward, %.4f s blocking after it\n", ov, k, bl
 	printf "  backward incl. the wait: %.4f s overlapped, %.4f s blocking\n", bo, bb
 	printf "  share of the DP all-reduce hidden behind backward = %.2f   (target >= 0.5)\n", (bl > 0 ? 1 - ov / bl : 0) }'
+
+# PP 2 with the 1F1B schedule (docs/training.md): each stage's idle share
+# of the step (the train event's bubble, the mean over the stages) against
+# (p-1)/(m+p-1), for m = 1, 2, 4 micro-batches of the same global batch
+echo "PP 2, 1F1B (1 thread a rank), bubble measured / (p-1)/(m+p-1):"
+for m in 1 2 4; do
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 mpi 2 "$E" train "$T/m" --pp 2 --micro-batches "$m" \
+		--steps "$STEPS" --seq "$SEQ" --batch "$BATCH" --events >"$T/pp$m.json" || exit 1
+	bu=$(steps .bubble "$T/pp$m.json"); th=$(steps .bubble_theory "$T/pp$m.json")
+	st=$(jq -r 'select(.type == "train" and .step > 1) | .bubble_stages | map(. * 100 | round / 100) | tostring' "$T/pp$m.json" | tail -1)
+	awk -v m="$m" -v bu="$bu" -v th="$th" -v st="$st" 'BEGIN {
+		printf "  m %d: %.2f / %.2f = %.2fx of theory (stages %s)\n", m, bu, th, (th > 0 ? bu / th : 0), st }'
+done
