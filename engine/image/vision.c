@@ -443,6 +443,30 @@ static void block_mlp(const struct vis *v, const struct vis_block *b, float *y,
 }
 
 /*
+ * The rest of a pre-LN tower block once q, k, v are in qkv (rows of 3D,
+ * rotary applied where the family has one): attention over the segments
+ * [bounds[i], bounds[i+1]), the output projection and the residual, the
+ * second norm, the MLP and its residual.  Every tower runs this tail.
+ */
+static void block_rest(const struct vis *v, const struct vis_block *b,
+		       float *x, float *y, float *at, const float *qkv,
+		       int64_t N, const int64_t *bounds, int nb, float *sc,
+		       float *f1, float *f2)
+{
+	const struct vision_config *vc = &v->c->vision;
+	int64_t D = vc->hidden, H = vc->heads, hd = D / H;
+	op_attention_segments(at, D, qkv, qkv + D, qkv + 2 * D, 3 * D, (int)H,
+			      (int)hd, bounds, nb, sc);
+	linear(y, D, at, b->proj, b->proj_b, N, D, D);
+	for (int64_t i = 0; i < N * D; i++)
+		x[i] += y[i];
+	norm_rows(v, y, x, b->n2w, b->n2b, N, D);
+	block_mlp(v, b, y, N, f1, f2);
+	for (int64_t i = 0; i < N * D; i++)
+		x[i] += y[i];
+}
+
+/*
  * Qwen2.5-VL's get_window_index for one image: merged units (t, uh, uw)
  * into windows of vws x vws units (the grid padded to whole windows, empty
  * windows dropped); order[u] the unit at window position u, bounds in
@@ -549,16 +573,8 @@ static int qwen_encode(struct vis *v, const struct image_pixels *px, float *out,
 			op_rope_2d(qkv + r * 3 * D + D, (int)H, (int)hd,
 				   prow[2 * r], prow[2 * r + 1], v->inv);
 		}
-		op_attention_segments(at, D, qkv, qkv + D, qkv + 2 * D, 3 * D,
-				      (int)H, (int)hd, full ? fb : wb,
-				      full ? (int)gt + 1 : nwin, sc);
-		linear(y, D, at, b->proj, b->proj_b, N, D, D);
-		for (int64_t i = 0; i < N * D; i++)
-			x[i] += y[i];
-		norm_rows(v, y, x, b->n2w, b->n2b, N, D);
-		block_mlp(v, b, y, N, f1, f2);
-		for (int64_t i = 0; i < N * D; i++)
-			x[i] += y[i];
+		block_rest(v, b, x, y, at, qkv, N, full ? fb : wb,
+			   full ? (int)gt + 1 : nwin, sc, f1, f2);
 		if (trace)
 			trace(ctx, l, x, N, D);
 	}
@@ -585,7 +601,7 @@ static int clip_encode(struct vis *v, const struct image_pixels *px, float *out,
 		       vis_trace_fn trace, void *ctx, struct d0_err *err)
 {
 	const struct vision_config *vc = &v->c->vision;
-	int64_t D = vc->hidden, F = vc->ffn, H = vc->heads, hd = D / H;
+	int64_t D = vc->hidden, F = vc->ffn;
 	int64_t S = vc->image_size, P = vc->patch, G = S / P, L = G * G + 1;
 	int64_t C = vc->in_chans, O = vc->out_hidden, K = C * P * P;
 	int drop = strcmp(vc->select_strategy, "full") != 0;
@@ -624,15 +640,7 @@ static int clip_encode(struct vis *v, const struct image_pixels *px, float *out,
 		linear(qkv, 3 * D, y, b->q, b->q_b, L, D, D);
 		linear(qkv + D, 3 * D, y, b->k, b->k_b, L, D, D);
 		linear(qkv + 2 * D, 3 * D, y, b->v, b->v_b, L, D, D);
-		op_attention_segments(at, D, qkv, qkv + D, qkv + 2 * D, 3 * D,
-				      (int)H, (int)hd, bounds, 2, sc);
-		linear(y, D, at, b->proj, b->proj_b, L, D, D);
-		for (int64_t i = 0; i < L * D; i++)
-			x[i] += y[i];
-		norm_rows(v, y, x, b->n2w, b->n2b, L, D);
-		block_mlp(v, b, y, L, f1, f2);
-		for (int64_t i = 0; i < L * D; i++)
-			x[i] += y[i];
+		block_rest(v, b, x, y, at, qkv, L, bounds, 2, sc, f1, f2);
 		if (trace)
 			trace(ctx, l, x, L, D);
 	}
@@ -692,15 +700,7 @@ static int kimi_encode(struct vis *v, const struct image_pixels *px,
 			op_rope_2d_pairs(qkv + r * 3 * D + D, (int)H, (int)hd,
 					 r / gw, r % gw, v->inv);
 		}
-		op_attention_segments(at, D, qkv, qkv + D, qkv + 2 * D, 3 * D,
-				      (int)H, (int)hd, bounds, 2, sc);
-		linear(y, D, at, b->proj, b->proj_b, N, D, D);
-		for (int64_t i = 0; i < N * D; i++)
-			x[i] += y[i];
-		norm_rows(v, y, x, b->n2w, b->n2b, N, D);
-		block_mlp(v, b, y, N, f1, NULL);
-		for (int64_t i = 0; i < N * D; i++)
-			x[i] += y[i];
+		block_rest(v, b, x, y, at, qkv, N, bounds, 2, sc, f1, NULL);
 		if (trace)
 			trace(ctx, l, x, N, D);
 	}
