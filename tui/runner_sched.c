@@ -30,6 +30,28 @@ int is_final(const struct task *t)
 	return t->st == T_DONE || t->st == T_FAILED;
 }
 
+/* Tests only (tests/sh/test_console.sh): DAY0_TEST_CRASH_AFTER_SEND=SID
+ * makes the console SIGKILL itself once the run command of stage id SID
+ * has left and the agent's start of it came back (read, not committed):
+ * the moment the write-ahead rule in send_task covers. */
+static void test_crash_after_send(struct run *r, struct node *nd,
+				  struct task *t)
+{
+	const char *want = getenv("DAY0_TEST_CRASH_AFTER_SEND");
+	(void)r;
+	if (!want || strcmp(want, t->sid))
+		return;
+	for (int i = 0; i < 500 && t->st == T_SENT && nd->link &&
+			link_phase(nd->link) == LINK_UP;
+	     i++) {
+		struct pollfd p[16];
+		int n = link_pollfds(nd->link, p, 16);
+		poll(p, (nfds_t)n, 10);
+		link_service(nd->link, p, n);
+	}
+	raise(SIGKILL);
+}
+
 void send_task(struct run *r, struct task *t)
 {
 	struct node *nd = &r->nodes[t->node];
@@ -46,10 +68,23 @@ void send_task(struct run *r, struct task *t)
 		console_log(r, "error", "%s: %s", nd->inv->name, err.msg);
 		return;
 	}
+	/* Write-ahead: what led to this command (the console's stage start,
+	 * the agent event that ended the last attempt) is on disk before the
+	 * agent acts on it.  A console killed after the send but before its
+	 * loop's commit would otherwise, resumed, not know the command went
+	 * out and send it again under the same stage id: the agent, which
+	 * ran it already, runs it twice into one id (the resume soak's
+	 * "160 of 150 lines").  Stalled store: the task waits (T_WAIT) and
+	 * goes when the store writes again. */
+	if (r->intake && intake_commit(r->intake, now_ns()) < 0) {
+		json_decref(cmd);
+		return;
+	}
 	send_json(r, nd, cmd);
 	json_decref(cmd);
 	t->st = T_SENT;
 	t->sent_order = ++nd->sends;
+	test_crash_after_send(r, nd, t);
 }
 
 /* Check a finished task against the stage's declared items and

@@ -125,6 +125,18 @@ contains "the resumed run reaches a verdict" "verdict: GO" "$OUT"
 expect_rc 0 "the resumed session has every event once" "$STORE" audit "$T/r.db"
 check "the resumed session holds one 'after' stage" test "$(sqlite3 "$T/r.db" "select count(*) from events where node='console' and type='stage' and json_extract(body,'$.stage_id')='after'")" = 2
 
+# A console killed right after a run command left (before its loop's
+# commit): the stage start it stored is on disk before the send, so the
+# resumed console knows the command went out, settles the agent's first
+# attempt from the spool and runs the stage again under a new id, never a
+# second run into the same one (bench/resume_soak.sh's "160 of 150").
+DAY0_TEST_CRASH_AFTER_SEND=long "$DAY0" run "$T/long.json" --inventory "$T/inv.json" --session "$T/w.db" --headless >"$T/w.out" 2>&1
+check "the test hook kills the console after the send" test $? = 137
+check "the console's stage start was on disk before the send" test "$(sqlite3 "$T/w.db" "select count(*) from events where node='console' and type='stage' and json_extract(body,'$.stage_id')='long' and json_extract(body,'$.state')='start'")" = 1
+expect_rc 0 "--resume after a crash right after the send finishes GO" timeout 60 "$DAY0" run --resume "$T/w.db" --headless
+check "no stage id was started twice on the agent" test "$(sqlite3 "$T/w.db" "select count(*) from (select json_extract(body,'$.stage_id') s, count(*) c from events where node='local' and type='stage' and json_extract(body,'$.state')='start' group by s having c > 1)")" = 0
+expect_rc 0 "the crashed-and-resumed session has every event once" "$STORE" audit "$T/w.db"
+
 # Ctrl-C: once shows what runs, twice cancels.
 ("$DAY0" run "$T/long.json" --inventory "$T/inv.json" --session "$T/c.db" --headless >"$T/c.out" 2>&1; echo $? >"$T/c.rc") &
 for i in $(seq 600); do grep -q "stage long .*start" "$T/c.out" 2>/dev/null && break; sleep 0.1; done
