@@ -201,13 +201,12 @@ static void print_groups(struct host *hs, size_t n, int ok)
 	free(used);
 }
 
-/* facts.compat over the nodes that answered (compat_matrix.h); model:
- * the checkpoint whose family's minimums apply (NULL: none). */
-static json_t *hosts_matrix(struct host *hs, size_t n, const char *model)
+/* facts.compat over the nodes that answered (compat_matrix.h); family:
+ * the model family whose minimums apply ("": those of every family). */
+static json_t *hosts_matrix(struct host *hs, size_t n, const char *family)
 {
 	struct compat_node *cn = calloc(n + 1, sizeof *cn);
 	size_t k = 0;
-	char family[64];
 	json_t *m;
 	if (!cn)
 		abort();
@@ -216,7 +215,6 @@ static json_t *hosts_matrix(struct host *hs, size_t n, const char *model)
 			cn[k].name = hs[i].nd->name;
 			cn[k++].facts = hs[i].facts;
 		}
-	compat_family(model, family, sizeof family);
 	m = compat_matrix(cn, k, family);
 	free(cn);
 	return m;
@@ -393,7 +391,7 @@ static const struct option opts[] = {
 static int run_hosts(int argc, char **argv)
 {
 	const char *inv_path = NULL, *known = NULL, *model = NULL;
-	char agent[PATH_MAX] = "";
+	char agent[PATH_MAX] = "", family[64];
 	json_t *matrix;
 	int accept = 0, json = 0, c, rc = EXIT_OK;
 	long timeout = 10;
@@ -453,6 +451,12 @@ static int run_hosts(int argc, char **argv)
 	if (access(agent, X_OK)) {
 		fprintf(stderr, "day0 hosts: %s: not an executable (--agent)\n",
 			agent);
+		return EXIT_USAGE;
+	}
+	/* --model named by hand must be read: a typo would otherwise hold
+	 * the nodes to no family's minimums and pass. */
+	if (compat_family(model, family, sizeof family, &err)) {
+		fprintf(stderr, "day0 hosts: --model: %s\n", err.msg);
 		return EXIT_USAGE;
 	}
 	if (inventory_load(inv_path, &inv, &err)) {
@@ -515,7 +519,7 @@ static int run_hosts(int argc, char **argv)
 		else
 			rc = EXIT_CHECK_FAILED;
 	}
-	matrix = hosts_matrix(hs, inv.n, model);
+	matrix = hosts_matrix(hs, inv.n, family);
 	/* A node that must match and does not fails the probe as a node that
 	 * did not answer does. */
 	if (!strcmp(json_string_value(json_object_get(matrix, "status")),
@@ -546,7 +550,7 @@ static int run_hosts(int argc, char **argv)
 const struct console_cmd cmd_hosts = {
     "hosts",
     "--inventory INV [--known-hosts FILE] [--accept-new-host-keys] "
-    "[--timeout SECS] [--json] [--agent PATH] [--model DIR]\n\n"
+    "[--timeout SECS] [--json] [--agent PATH] [--model DIR|CONFIG]\n\n"
     "Reaches every node of the inventory in parallel (ssh or local), "
     "deploys the\nagent where it is missing or stale, and prints the "
     "facts folded by node set, then the compatibility matrix (fields x "
@@ -562,8 +566,10 @@ const struct console_cmd cmd_hosts = {
     "  --json                   one JSON object per node\n"
     "  --agent PATH             the local day0-agent to deploy (default: "
     "next to day0)\n"
-    "  --model DIR              hold the nodes to this checkpoint's "
-    "family minimums\n\n"
+    "  --model DIR|CONFIG       hold the nodes to this checkpoint's "
+    "family minimums\n"
+    "                           (its config.json's model_type; exit 2 "
+    "when unreadable)\n\n"
     "Example:\n  day0 hosts --inventory cluster.json --known-hosts "
     "~/.ssh/known_hosts",
     "reach every node (ssh/local), deploy the agent, show facts folded "

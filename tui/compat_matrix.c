@@ -10,6 +10,7 @@
  */
 #include "compat_matrix.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -281,25 +282,37 @@ json_t *compat_matrix(const struct compat_node *nodes, size_t n,
 	return m;
 }
 
-void compat_family(const char *model, char *out, size_t cap)
+int compat_family(const char *model, char *out, size_t cap,
+		  struct d0_err *err)
 {
 	char path[4096];
 	struct stat st;
-	json_t *doc;
-	const char *t;
+	json_t *doc, *t;
+	json_error_t je;
 	out[0] = 0;
 	if (!model || !*model)
-		return;
+		return 0;
 	/* a directory holds config.json; a file is the config itself */
 	snprintf(path, sizeof path, "%s", model);
 	if (stat(model, &st) == 0 && S_ISDIR(st.st_mode))
 		snprintf(path, sizeof path, "%s/config.json", model);
-	doc = json_load_file(path, 0, NULL);
-	t = json_string_value(json_object_get(doc, "model_type"));
-	if (t)
-		snprintf(out, cap, "%s",
-			 !strcmp(t, "kimi_k2") ? "deepseek_v3" : t);
+	if (stat(path, &st))
+		return d0_errf(err, "%s: %s", path, strerror(errno));
+	doc = json_load_file(path, 0, &je);
+	if (!doc)
+		return d0_errf(err, "%s: line %d: %s", path, je.line, je.text);
+	t = json_object_get(doc, "model_type");
+	if (!json_is_string(t)) {
+		json_decref(doc);
+		return d0_errf(err, "%s: model_type: expected a string",
+			       path);
+	}
+	snprintf(out, cap, "%s",
+		 !strcmp(json_string_value(t), "kimi_k2")
+		     ? "deepseek_v3"
+		     : json_string_value(t));
 	json_decref(doc);
+	return 0;
 }
 
 void compat_print(FILE *f, json_t *m, int width)

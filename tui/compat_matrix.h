@@ -15,6 +15,8 @@
 
 #include <jansson.h>
 
+#include "util.h" /* struct d0_err */
+
 /* One node's facts (the facts event's fields; not owned). */
 struct compat_node {
 	const char *name;
@@ -42,8 +44,12 @@ json_t *compat_matrix(const struct compat_node *nodes, size_t n,
 		      const char *family);
 
 /* The family of a model directory or config.json (model_type; kimi_k2
- * reads as deepseek_v3), into out ("" when it cannot be read). */
-void compat_family(const char *model, char *out, size_t cap);
+ * reads as deepseek_v3), into out: 0, or -1 with out "" and err naming
+ * the file and what is wrong when it cannot be read (a release day's
+ * facts stage runs before the download: the runner and the report pass
+ * NULL and go on with the "*" minimums; `hosts --model` refuses). */
+int compat_family(const char *model, char *out, size_t cap,
+		  struct d0_err *err);
 
 /* The matrix as a plain-text table (fields x node sets), odd cells
  * marked with '*' ; width: the terminal's columns (0: no limit). */

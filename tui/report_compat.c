@@ -31,8 +31,9 @@ json_t *report_compat(json_t *manifest)
 		cn[n].name = k;
 		cn[n++].facts = v;
 	}
-	compat_family(json_string_value(json_object_get(manifest, "model")),
-		      family, sizeof family);
+	(void)compat_family(
+	    json_string_value(json_object_get(manifest, "model")), family,
+	    sizeof family, NULL);
 	m = compat_matrix(cn, n, family);
 	free(cn);
 	return m;

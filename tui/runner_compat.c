@@ -40,7 +40,8 @@ int compat_stage_end(struct run *r, int s, char *msg, size_t max)
 		nodes[n].name = nd->inv->name;
 		nodes[n++].facts = nd->facts;
 	}
-	compat_family(lookup_var(r, "model"), family, sizeof family);
+	(void)compat_family(lookup_var(r, "model"), family, sizeof family,
+			    NULL);
 	m = compat_matrix(nodes, n, family);
 	status = json_string_value(json_object_get(m, "status"));
 	console_event(r, "check",

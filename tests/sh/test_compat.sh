@@ -208,3 +208,12 @@ expect_rc 0 "minimums: the same nodes meet llama's (bf16)" \
 	env "$OLD_GPU" timeout 60 "$DAY0" hosts --inventory "$T/inv-local.json" \
 	--model "$DAY0_ROOT/assets/configs/llama-3.1-405b.json"
 contains "minimums: ... and say which family" "minimums of llama met" "$OUT"
+# --model named by hand must be read: a typo would hold the nodes to no
+# family's minimums and pass (exit 2 before any node is reached)
+echo '{"hidden_size": 8}' >"$T/no-type.json"
+expect_rc 2 "minimums: a missing --model is a usage error" \
+	"$DAY0" hosts --inventory "$T/inv-local.json" --model "$T/nowhere.json"
+contains "minimums: ... naming the file" "--model: $T/nowhere.json: No such file" "$ERR"
+expect_rc 2 "minimums: a --model without model_type is refused" \
+	"$DAY0" hosts --inventory "$T/inv-local.json" --model "$T/no-type.json"
+contains "minimums: ... naming the file and the field" "no-type.json: model_type: expected a string" "$ERR"
