@@ -28,9 +28,10 @@
  * hold a product up.  Workers spin a little for the next job (a decode
  * step is ~100 short products), then sleep.  While workers call OpenBLAS
  * it is told to use one thread, and oneDNN always is.  DAY0_KERNEL=
- * portable|avx2|avx512|avx512-stream|avx512-vbmi forces a GEMV and the
- * sgemm prefill (tests, A/B; avx512-vbmi: avx512 with FP8's e4m3 decode by
- * the VBMI tables instead of GFNI, ops_fp8.c),
+ * portable|avx2|avx512|avx512-stream|avx512-vbmi|avx512-gfx4 forces a
+ * GEMV and the sgemm prefill (tests, A/B; avx512-vbmi and avx512-gfx4:
+ * avx512 with FP8's e4m3 decode by the VBMI tables or by GFNI with the
+ * zero-exponent patch instead of the default gf4, ops_fp8.c),
  * DAY0_KERNEL=onednn the oneDNN prefill.
  *
  * op_linear_w also takes block-scaled FP8 W (ops_fp8.c's kernels) through
@@ -602,9 +603,8 @@ typedef void (*gemv_fn)(float *, int, const float *, const uint16_t *, int,
 			int, int, int);
 
 static gemv_fn fn;
-/* DAY0_KERNEL=avx512-vbmi: fn the AVX-512 GEMV, FP8 e4m3 by the VBMI
- * tables of before instead of GFNI (ops_fp8.c) */
-static int vbmi_named;
+/* (DAY0_KERNEL=avx512-vbmi or avx512-gfx4: fn the AVX-512 GEMV, FP8 e4m3
+ * by the VBMI tables or GFNI with the patch; ops_fp8.c remembers which) */
 
 /* An AVX-512 GEMV (four streams or one): x permuted per block of 32, the
  * AVX-512 widening and FP8 kernels. */
@@ -645,8 +645,9 @@ static gemv_fn kernel_named(const char *name)
 #ifdef HAVE_X86
 	if ((any || !strcmp(name, "avx512")) && have_avx512())
 		return gemv_rows_avx512;
-	/* the AVX-512 GEMV with FP8 (e4m3) by the VBMI tables, not GFNI */
-	if (!any && !strcmp(name, "avx512-vbmi") && have_avx512() && op_fp8_vbmi())
+	/* the AVX-512 GEMV with FP8 (e4m3) by another kernel than the best:
+	 * avx512-vbmi the VBMI tables, avx512-gfx4 GFNI with the patch */
+	if (!any && op_fp8_named(name) && have_avx512())
 		return gemv_rows_avx512;
 	if (!any && !strcmp(name, "avx512-stream") && have_avx512())
 		return gemv_rows_avx512_stream;
@@ -678,8 +679,7 @@ static gemv_fn pick_gemv(void)
 			name = NULL;
 		gemv_fn f = kernel_named(name);
 		fn = f ? f : kernel_named(NULL);
-		vbmi_named = f && name && !strcmp(name, "avx512-vbmi");
-		op_fp8_use_tables(vbmi_named);
+		op_fp8_select(f ? name : NULL);
 	}
 	return fn;
 }
@@ -705,8 +705,7 @@ int op_bf16_set_kernel(const char *name)
 		return -1;
 	fn = f;
 	prefill_onednn = on;
-	vbmi_named = name && !strcmp(name, "avx512-vbmi");
-	op_fp8_use_tables(vbmi_named);
+	op_fp8_select(name);
 	return 0;
 }
 
@@ -739,8 +738,9 @@ const char *op_kernels(void)
 {
 	static char name[96];
 	if (!use_onednn())
-		return vbmi_named && pick_gemv() == gemv_rows_avx512 ? "avx512-vbmi"
-								      : op_bf16_kernel();
+		return op_fp8_named_kernel() && pick_gemv() == gemv_rows_avx512
+			       ? op_fp8_named_kernel()
+			       : op_bf16_kernel();
 	snprintf(name, sizeof name, "%s+%s", op_bf16_kernel(), op_prefill_kernel());
 	return name;
 }

@@ -27,9 +27,19 @@
  * are ops_bf16.c's (op_linear_w): it calls op_fp8_gemv_rows for up to four
  * rows of x over a range of W's rows, op_fp8_widen_rows to widen a panel
  * of W to f32 for sgemm (prefill).
+ *
+ * e4m3 weights the runtime loads have their subnormal codes taken out
+ * (op_fp8_take_subnormals: a zero of the same sign in the codes, the code
+ * in a sparse per-row list, ~1e-4 of a real checkpoint's codes), so that
+ * the one-row GFNI kernel (gf) can read every code as the bf16 bits of
+ * its value times 2^-120 without meeting an f32 denormal; every kernel,
+ * the widening too, adds the list back (sub_gemv, sub_widen), so each
+ * reads the original values.
  */
 #include "engine.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -350,6 +360,8 @@ gemv512_body(float *y, int ldy, const float *x, const struct wmat *w, const int 
  * DAY0_KERNEL=avx512-stream.
  */
 static uint8_t tab16[2][2][128]; /* [e5m2][high, low byte][code & 0x7f] */
+static float tabg[256]; /* e4m3's value times 2^-120 (gf's tails; exact but
+			 * for the subnormal codes, which gf never meets) */
 static int tab16_ready;
 
 /* The GFNI kernel's patches: the bf16 bytes of e4m3's codes 0-7 (zero
@@ -368,6 +380,8 @@ static void fp8_tab16(void)
 				tab16[e][1][c] = (uint8_t)(u >> 16);
 			}
 		}
+		for (int c = 0; c < 256; c++) /* exact: normal codes and zero */
+			tabg[c] = (float)((double)fp8_to_f32(DT_F8_E4M3, (uint8_t)c) * 0x1p-120);
 		memcpy(fixtab[0], tab16[0][0], 64); /* codes 0-63; 0-7 are read */
 		memcpy(fixtab[1], tab16[0][1], 64);
 		__atomic_store_n(&tab16_ready, 1, __ATOMIC_RELEASE);
@@ -451,8 +465,8 @@ gemv_tab_body(float *y, const float *xp, const struct wmat *w, const int e5, int
  * block's scaled into the row's total.  The rows past the quarters go
  * through gemv_tab_body.
  *
- * gfx (e4m3 where the CPU has GFNI, the default; DAY0_KERNEL=avx512-vbmi
- * keeps the lookups): the same two bytes of each code's bf16 without
+ * gfx (e4m3 where the CPU has GFNI and the codes may hold subnormals, or
+ * DAY0_KERNEL=avx512-gfx4; DAY0_KERNEL=avx512-vbmi keeps the lookups): the same two bytes of each code's bf16 without
  * vpermi2b, which Sapphire Rapids runs as 3 uops, 2 of them on port 5 (2
  * cycles a lookup; the tables kernel's 17 uops a 64-byte line bounded it
  * at ~18 GB/s a core from L2 against ~17 GB/s from memory).  A normal
@@ -554,6 +568,122 @@ gemv_tab4_body(float *y, const float *xp, const struct wmat *w, const int e5, co
 		gemv_tab_body(y, xp, w, e5, j0 + 4 * q, j1, k);
 }
 
+/*
+ * gf (e4m3 without subnormal codes, the default where the CPU has GFNI):
+ * one GF2P8AFFINEQB a byte of the bf16 bits of value times 2^-120, high
+ * byte S 0 0 0 0 E3 E2 E1, low byte E0 M2 M1 M0 0 0 0 0: a pure bit move
+ * for every normal code and for zero, no patch, no sign merge (12 uops a
+ * 64-byte line against gfx's 16; 21-24 GB/s a core from L2 against 17-20,
+ * bench/README.md).  A subnormal code would become an f32 denormal, which
+ * costs the FMA a microcode assist each (50x slower on a block of them):
+ * the runtime takes them out of the resident codes at load
+ * (op_fp8_take_subnormals, w->nosub) and op_fp8_gemv_rows adds their
+ * products back from the sparse list.  x is read times 2^64 (xs, a copy
+ * per call) so that the products v x 2^-56 stay normal; the row's sum is
+ * scaled back by 2^48 (the scales carry e4m3's 2^8).  NS streams: the
+ * range's NS parts side by side (4; the rows past the quarters one at a
+ * time).
+ */
+
+__attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline)) static inline void
+gemv_gf_body(float *y, const float *xs, const struct wmat *w, const int NS, int j0,
+	     int j1, int k)
+{
+	const int bc = w->bc, kk = k - k % 64, q = (j1 - j0) / NS;
+	const __m512i gh = _mm512_set1_epi64((long long)GF_HI), gl = _mm512_set1_epi64((long long)GF_LO);
+	const __m512i mask = _mm512_set1_epi32((int)0xffff0000u);
+	for (int j = j0; j < j0 + q; j++) {
+		const uint8_t *wr[4];
+		const float *sr[4];
+		__m512 tot[4];
+		float tail[4] = {0, 0, 0, 0};
+#pragma GCC unroll 4
+		for (int s = 0; s < NS; s++) {
+			wr[s] = (const uint8_t *)w->p + (size_t)(j + s * q) * k;
+			sr[s] = scale_row(w, j + s * q);
+			tot[s] = _mm512_setzero_ps();
+		}
+		for (int c0 = 0, b = 0; c0 < k; c0 += bc, b++) {
+			int c1 = c0 + bc < k ? c0 + bc : k, c = c0;
+			__m512 a[4], d[4];
+#pragma GCC unroll 4
+			for (int s = 0; s < NS; s++)
+				a[s] = d[s] = _mm512_setzero_ps();
+			for (; c + 64 <= c1 && c < kk; c += 64) {
+				__m512 x0 = _mm512_loadu_ps(xs + c), x1 = _mm512_loadu_ps(xs + c + 16);
+				__m512 x2 = _mm512_loadu_ps(xs + c + 32), x3 = _mm512_loadu_ps(xs + c + 48);
+#pragma GCC unroll 4
+				for (int s = 0; s < NS; s++) {
+					__m512i v = _mm512_loadu_si512((const void *)(wr[s] + c));
+					_mm_prefetch((const char *)(wr[s] + c) + PREFETCH, _MM_HINT_T0);
+					__m512i hi = GF_AFFINE(v, gh, 0), lo = GF_AFFINE(v, gl, 0);
+					__m512i w0 = _mm512_unpacklo_epi8(lo, hi), w1 = _mm512_unpackhi_epi8(lo, hi);
+					a[s] = _mm512_fmadd_ps(x0, _mm512_castsi512_ps(_mm512_slli_epi32(w0, 16)), a[s]);
+					d[s] = _mm512_fmadd_ps(x1, _mm512_castsi512_ps(_mm512_and_si512(w0, mask)), d[s]);
+					a[s] = _mm512_fmadd_ps(x2, _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16)), a[s]);
+					d[s] = _mm512_fmadd_ps(x3, _mm512_castsi512_ps(_mm512_and_si512(w1, mask)), d[s]);
+				}
+			}
+#pragma GCC unroll 4
+			for (int s = 0; s < NS; s++) {
+				float part = 0;
+				for (int cc = c; cc < c1; cc++) /* past the last whole 64 */
+					part += xs[cc] * tabg[wr[s][cc]];
+				tot[s] = _mm512_fmadd_ps(_mm512_set1_ps(sr[s][b]), _mm512_add_ps(a[s], d[s]),
+							 tot[s]);
+				tail[s] += sr[s][b] * part;
+			}
+		}
+#pragma GCC unroll 4
+		for (int s = 0; s < NS; s++)
+			y[j + s * q] = (_mm512_reduce_add_ps(tot[s]) + tail[s]) * 0x1p48f;
+	}
+}
+
+/* x (permuted) times 2^64 into xs; 0 where some |x| is 2^60 or more, NaN,
+ * or below 2^-60 but not zero (a product could overflow, or be a denormal
+ * and cost an assist): that call takes gfx instead. */
+__attribute__((target("avx512f,avx512bw"))) static int gf_scale_x(float *xs, const float *xp,
+								    int k)
+{
+	const __m512 big = _mm512_set1_ps(0x1p60f), tiny = _mm512_set1_ps(0x1p-60f);
+	const __m512 mul = _mm512_set1_ps(0x1p64f), zero = _mm512_setzero_ps();
+	__mmask16 bad = 0;
+	int c = 0;
+	for (; c + 16 <= k; c += 16) {
+		__m512 v = _mm512_loadu_ps(xp + c), a = _mm512_abs_ps(v);
+		bad |= _mm512_cmp_ps_mask(a, big, _CMP_NLT_UQ) |
+		       (_mm512_cmp_ps_mask(a, tiny, _CMP_LT_OQ) & _mm512_cmp_ps_mask(a, zero, _CMP_NEQ_OQ));
+		_mm512_storeu_ps(xs + c, _mm512_mul_ps(v, mul));
+	}
+	for (; c < k; c++) {
+		float a = fabsf(xp[c]);
+		bad |= !(a < 0x1p60f) || (a < 0x1p-60f && a != 0);
+		xs[c] = xp[c] * 0x1p64f;
+	}
+	return !bad;
+}
+
+/* 1: y = x W^T by gf for rows [j0, j1); 0: x does not fit (gf_scale_x). */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static int
+gemv_gf4(float *y, const float *xp, const struct wmat *w, int j0, int j1, int k)
+{
+	_Alignas(64) float buf[4096];
+	float *xs = k <= 4096 ? buf : aligned_alloc(64, ((size_t)k * 4 + 63) & ~(size_t)63);
+	int q = (j1 - j0) / 4, ok;
+	if (!xs)
+		return 0;
+	ok = gf_scale_x(xs, xp, k);
+	if (ok) {
+		gemv_gf_body(y, xs, w, 4, j0, j1, k);
+		if (j0 + 4 * q < j1)
+			gemv_gf_body(y, xs, w, 1, j0 + 4 * q, j1, k);
+	}
+	if (xs != buf)
+		free(xs);
+	return ok;
+}
+
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void
 gemv_tab4_0(float *y, const float *xp, const struct wmat *w, int j0, int j1, int k)
 {
@@ -644,27 +774,162 @@ int op_fp8_vector(void)
 #endif
 }
 
-/* FP8's one-row e4m3 kernel with four streams: -1 not yet decided, 1 the
- * GFNI bit moves, 0 the VBMI tables (op_fp8_use_tables). */
-static int use_gfni = -1;
+/* FP8's one-row e4m3 kernel with four streams (vec 4): -1 not yet
+ * decided, else an enum e4m3_kind; fp8_named: the DAY0_KERNEL name that
+ * forced one (op_fp8_select), NULL for the best. */
+enum e4m3_kind { E4M3_TABLES, E4M3_GFX, E4M3_GF };
+static int e4m3_kind = -1;
+static const char *fp8_named;
 
-void op_fp8_use_tables(int on)
+static int have_gfni(void)
 {
-	__atomic_store_n(&use_gfni, on ? 0 : -1, __ATOMIC_RELAXED);
+#ifdef HAVE_X86
+	return op_fp8_vbmi() && __builtin_cpu_supports("gfni");
+#else
+	return 0;
+#endif
+}
+
+int op_fp8_named(const char *name)
+{
+	if (!name)
+		return 0;
+	if (!strcmp(name, "avx512-vbmi"))
+		return op_fp8_vbmi();
+	if (!strcmp(name, "avx512-gfx4"))
+		return have_gfni();
+	return 0;
+}
+
+void op_fp8_select(const char *name)
+{
+	int k = -1;
+	const char *n = NULL;
+	if (op_fp8_named(name)) {
+		n = !strcmp(name, "avx512-vbmi") ? "avx512-vbmi" : "avx512-gfx4";
+		k = !strcmp(name, "avx512-vbmi") ? E4M3_TABLES : E4M3_GFX;
+	}
+	__atomic_store_n(&fp8_named, n, __ATOMIC_RELAXED);
+	__atomic_store_n(&e4m3_kind, k, __ATOMIC_RELAXED);
+}
+
+const char *op_fp8_named_kernel(void)
+{
+	return __atomic_load_n(&fp8_named, __ATOMIC_RELAXED);
+}
+
+static int e4m3_kernel(void)
+{
+	int h = __atomic_load_n(&e4m3_kind, __ATOMIC_RELAXED);
+	if (h < 0) {
+		h = have_gfni() ? E4M3_GF : E4M3_TABLES;
+		__atomic_store_n(&e4m3_kind, h, __ATOMIC_RELAXED);
+	}
+	return h;
 }
 
 int op_fp8_gfni(void)
 {
-#ifdef HAVE_X86
-	int h = __atomic_load_n(&use_gfni, __ATOMIC_RELAXED);
-	if (h < 0) {
-		h = op_fp8_vbmi() && __builtin_cpu_supports("gfni");
-		__atomic_store_n(&use_gfni, h, __ATOMIC_RELAXED);
+	return op_fp8_vbmi() && e4m3_kernel() >= E4M3_GFX;
+}
+
+const char *op_fp8_e4m3_kernel(void)
+{
+	if (!op_fp8_vbmi())
+		return op_fp8_vector() ? "f16c" : "portable";
+	return e4m3_kernel() == E4M3_GF ? "gf4" : e4m3_kernel() == E4M3_GFX ? "gfx4" : "vbmi";
+}
+
+/* ------------------------------------------- subnormal codes taken out */
+
+/* e4m3's subnormals: exponent field 0, mantissa not */
+static inline int e4m3_sub(uint8_t c)
+{
+	return !(c & 0x78) && (c & 7);
+}
+
+/* Where the table kernels read x's column col (op_fp8_permute_x's lanes:
+ * the inverse of lane_code). */
+static inline int lane_pos(int col, int kk)
+{
+	if (col >= kk)
+		return col;
+	int u = col & 63, lane = u / 16, half = u % 16 / 8, r = u % 8;
+	return (col & ~63) + half * 32 + r % 2 * 16 + lane * 4 + r / 2;
+}
+
+uint64_t op_fp8_subnormals(const struct wmat *w, int rows, int k)
+{
+	const uint8_t *p = w->p;
+	uint64_t n = (uint64_t)rows * (uint64_t)k, i = 0, count = 0;
+	if (w->dtype != DT_F8_E4M3)
+		return 0;
+	/* eight codes a step: a byte of (exponent == 0) and (mantissa != 0) */
+	for (; i + 8 <= n; i += 8) {
+		const uint64_t lo7 = 0x7f7f7f7f7f7f7f7full, hi = 0x8080808080808080ull;
+		uint64_t u, e, z, nz;
+		memcpy(&u, p + i, 8);
+		e = u & 0x7878787878787878ull;
+		z = ~(((e & lo7) + lo7) | e) & hi;
+		nz = ((u & 0x0707070707070707ull) + lo7) & hi;
+		count += (uint64_t)__builtin_popcountll(z & nz);
 	}
-	return h;
-#else
-	return 0;
-#endif
+	for (; i < n; i++)
+		count += (uint64_t)e4m3_sub(p[i]);
+	return count;
+}
+
+void op_fp8_take_subnormals(struct wmat *w, int rows, int k, uint32_t *sub)
+{
+	uint8_t *p = w->p;
+	uint32_t at = (uint32_t)rows + 1;
+	for (int j = 0; sub && j < rows; j++) {
+		uint8_t *wr = p + (size_t)j * (size_t)k;
+		sub[j] = at;
+		for (int c = 0; c < k; c++)
+			if (e4m3_sub(wr[c])) {
+				sub[at++] = (uint32_t)c << 8 | wr[c];
+				wr[c] &= 0x80; /* a zero of its sign */
+			}
+	}
+	if (sub)
+		sub[rows] = at;
+	w->sub = sub;
+	w->nosub = 1;
+}
+
+/* y[i][j] += each taken-out code's weight times x[i] at its column, rows
+ * [j0, j1) (x in the table kernels' lanes where perm); the weight is the
+ * widened one (the code's value times its block's scale, rounded once). */
+static void sub_gemv(float *y, int ldy, const float *x, const struct wmat *w, int m, int j0,
+		     int j1, int k, int perm)
+{
+	const uint32_t *sub = w->sub;
+	const float *t = fp8_tab(w->dtype);
+	int kk = perm ? k - k % 64 : 0;
+	for (int j = j0; j < j1; j++) {
+		const float *s = scale_row(w, j);
+		for (uint32_t e = sub[j]; e < sub[j + 1]; e++) {
+			int col = (int)(sub[e] >> 8), at = lane_pos(col, kk);
+			float wv = t[sub[e] & 0xff] * s[col / w->bc];
+			for (int i = 0; i < m; i++)
+				y[(size_t)i * ldy + j] += wv * x[(size_t)i * k + at];
+		}
+	}
+}
+
+/* The same for rows widened: each taken-out code's weight put back. */
+static void sub_widen(float *out, const struct wmat *w, int j0, int n, int k)
+{
+	const uint32_t *sub = w->sub;
+	const float *t = fp8_tab(w->dtype);
+	for (int j = j0; j < j0 + n; j++) {
+		const float *s = scale_row(w, j);
+		for (uint32_t e = sub[j]; e < sub[j + 1]; e++) {
+			int col = (int)(sub[e] >> 8);
+			out[(size_t)(j - j0) * k + col] = t[sub[e] & 0xff] * s[col / w->bc];
+		}
+	}
 }
 
 int op_fp8_vbmi(void)
@@ -695,33 +960,39 @@ void op_fp8_gemv_rows(float *y, int ldy, const float *x, const struct wmat *w,
 			{{gemv512_1_0, gemv512_2_0, gemv512_3_0, gemv512_4_0},
 			 {gemv512_1_1, gemv512_2_1, gemv512_3_1, gemv512_4_1}}};
 		if (vec == 4 && m == 1) {
+			int kind = e4m3_kernel();
 			fp8_tab16();
-			(w->dtype == DT_F8_E5M2 ? gemv_tab4_1 : op_fp8_gfni() ? gemv_gfx4 : gemv_tab4_0)(
-				y, x, w, j0, j1, k);
-			return;
-		}
-		if (vec == 3 && m == 1) {
+			if (w->dtype == DT_F8_E5M2)
+				gemv_tab4_1(y, x, w, j0, j1, k);
+			else if (!(kind == E4M3_GF && w->nosub && gemv_gf4(y, x, w, j0, j1, k)))
+				(kind >= E4M3_GFX ? gemv_gfx4 : gemv_tab4_0)(y, x, w, j0, j1, k);
+		} else if (vec == 3 && m == 1) {
 			fp8_tab16();
 			(w->dtype == DT_F8_E5M2 ? gemv_tab_1 : gemv_tab_0)(y, x, w, j0, j1, k);
-			return;
+		} else {
+			f[vec >= 2][w->dtype == DT_F8_E5M2][(m > 4 ? 4 : m) - 1](y, ldy, x, w, j0,
+										  j1, k);
 		}
-		f[vec >= 2][w->dtype == DT_F8_E5M2][(m > 4 ? 4 : m) - 1](y, ldy, x, w, j0,
-									  j1, k);
+		if (w->sub)
+			sub_gemv(y, ldy, x, w, m > 4 ? 4 : m, j0, j1, k, vec >= 3 && m == 1);
 		return;
 	}
 #endif
 	(void)vec;
 	gemv_portable(y, ldy, x, w, m > 4 ? 4 : m, j0, j1, k);
+	if (w->sub)
+		sub_gemv(y, ldy, x, w, m > 4 ? 4 : m, j0, j1, k, 0);
 }
 
 void op_fp8_widen_rows(float *out, const struct wmat *w, int j0, int n, int k, int vec)
 {
 #ifdef HAVE_X86
-	if (vec) {
+	if (vec)
 		(vec >= 2 ? widen_avx512 : widen_avx2)(out, w, j0, n, k);
-		return;
-	}
+	else
 #endif
+		widen_portable(out, w, j0, n, k);
 	(void)vec;
-	widen_portable(out, w, j0, n, k);
+	if (w->sub)
+		sub_widen(out, w, j0, n, k);
 }

@@ -283,6 +283,13 @@ struct wmat {
 	int dtype;
 	const float *scale;
 	int br, bc, sc_cols;
+	/* e4m3 whose subnormal codes load took out (op_fp8_take_subnormals):
+	 * nosub 1, each such code a zero of its sign in p and kept in sub
+	 * (NULL where there were none; the owner frees it): rows + 1 offsets
+	 * into sub, then row j's entries sub[sub[j]] .. sub[sub[j + 1] - 1],
+	 * each column << 8 | code.  Every FP8 kernel adds them back. */
+	int nosub;
+	uint32_t *sub;
 };
 /* op_linear for a resident weight of either dtype; products in f32. */
 void op_linear_w(float *y, const float *x, const struct wmat *w,
@@ -308,12 +315,26 @@ void op_fp8_widen_rows(float *out, const struct wmat *w, int j0, int n, int k,
 		       int vec);
 int op_fp8_vector(void);
 int op_fp8_vbmi(void);
-/* vec 4's e4m3 kernel: 1 where it moves the codes' bits by GFNI (the
- * default where the CPU has GFNI too), 0 the VBMI tables;
- * op_fp8_use_tables(1) forces the tables (DAY0_KERNEL=avx512-vbmi), 0 the
- * best again. */
+/* vec 4's e4m3 kernel: op_fp8_gfni() 1 where it moves the codes' bits by
+ * GFNI (the default where the CPU has GFNI too: "gf4", value x 2^-120,
+ * on weights whose subnormals load took out, else "gfx4", value x 2^-8
+ * with the zero-exponent codes patched), 0 the VBMI tables ("vbmi");
+ * op_fp8_e4m3_kernel() names it.  op_fp8_named(name): 1 if name is
+ * DAY0_KERNEL's name of an e4m3 kernel this CPU has ("avx512-vbmi": the
+ * tables, "avx512-gfx4": gfx4 for every weight); op_fp8_select(name)
+ * forces it, any other name (or NULL) the best; op_fp8_named_kernel()
+ * the name forced, or NULL. */
 int op_fp8_gfni(void);
-void op_fp8_use_tables(int on);
+const char *op_fp8_e4m3_kernel(void);
+int op_fp8_named(const char *name);
+void op_fp8_select(const char *name);
+const char *op_fp8_named_kernel(void);
+/* e4m3's subnormal codes in rows x k codes of w (0 for e5m2), and taking
+ * them out: each set to a zero of its sign and listed in sub (rows + 1 +
+ * op_fp8_subnormals() entries; NULL when there are none, k < 2^24), which
+ * becomes w->sub; w->nosub set. */
+uint64_t op_fp8_subnormals(const struct wmat *w, int rows, int k);
+void op_fp8_take_subnormals(struct wmat *w, int rows, int k, uint32_t *sub);
 void op_fp8_permute_x(float *xp, const float *x, int k);
 /* What the runtime multiplies an FP8 dtype's block scales by (2^8 for
  * e4m3, whose codes the kernels read as f16: the value times 2^-8). */

@@ -346,6 +346,129 @@ int main(void)
 			printf("# no GFNI + AVX-512 VBMI on this CPU: the GFNI kernel is not run\n");
 		}
 	}
+	{ /* e4m3 with its subnormal codes taken out at load (the runtime's
+	   * op_fp8_take_subnormals: each a zero of its sign in the codes, kept
+	   * in a sparse list that every kernel adds back), which the default
+	   * GFNI kernel (gf4: value x 2^-120, no patch) needs: every kernel,
+	   * 1..8 and 12/20 (prefill) rows of x, every finite code in every
+	   * position, blocks of 128 and 64 (partial last blocks, tails past
+	   * the last 64), rows past the four streams' quarters, and a matrix
+	   * of subnormals and zeros only (were they dropped, y would be the
+	   * bias alone), against float64 of the ORIGINAL codes; rows widen to
+	   * load's f32 exactly; gf4 = the tables bit for bit on one row */
+		static const int shapes[][5] = {
+			{1, 1031, 1024, 128, 128}, {1, 70, 200, 128, 128}, {1, 9, 136, 64, 64},
+			{2, 33, 300, 128, 128},    {3, 64, 256, 64, 64},   {4, 130, 1040, 128, 128},
+			{5, 17, 64, 64, 64},       {8, 40, 200, 128, 128}, {6, 9, 130, 32, 64},
+			{7, 300, 37, 16, 16},      {12, 70, 300, 128, 128}, {20, 257, 512, 128, 128},
+			{1, 300, 1024, 128, 128}, /* subnormals and zeros only */
+			{16, 200, 256, 128, 128}, {1, 64, 1040, 128, 128}, {1, 1024, 2816, 128, 128}};
+		const char *kern[] = {"portable", "avx2+fma", "avx512", "avx512-stream",
+				      "avx512-vbmi", "avx512-gfx4", NULL};
+		int nsub_all = 0, listed_all = 0, left = 0, eq_bad = 0, eq_n = 0;
+		for (size_t q = 0; q < sizeof kern / sizeof *kern; q++) {
+			char name[160];
+			int bad = 0, bad_w = 0, ran = 0;
+			if (op_bf16_set_kernel(kern[q]) < 0)
+				continue;
+			for (size_t z = 0; z < sizeof shapes / sizeof *shapes; z++) {
+				int m = shapes[z][0], n = shapes[z][1], k = shapes[z][2];
+				int br = shapes[z][3], bc = shapes[z][4], only_sub = z == 12;
+				int gr = (n + br - 1) / br, gc = (k + bc - 1) / bc;
+				float *x = malloc((size_t)m * k * 4), *y = malloc((size_t)m * n * 4);
+				float *b = malloc((size_t)n * 4), *row = malloc((size_t)k * 4);
+				float *sraw = malloc((size_t)gr * gc * 4), *sk = malloc((size_t)gr * gc * 4);
+				uint8_t *w = malloc((size_t)n * k), *orig = malloc((size_t)n * k);
+				struct wmat wm = {.p = w, .dtype = DT_F8_E4M3, .scale = sk, .br = br,
+						  .bc = bc, .sc_cols = gc};
+				uint64_t ns;
+				uint32_t *sub;
+				for (int i = 0; i < m * k; i++) x[i] = frand(&r);
+				for (int i = 0; i < n; i++) b[i] = frand(&r);
+				for (int i = 0; i < gr * gc; i++) {
+					sraw[i] = (float)ldexp(0.5 + rng_uniform(&r), -6);
+					sk[i] = sraw[i] * op_fp8_scale_factor(DT_F8_E4M3);
+				}
+				/* every code but the NaNs in turn, shifted by one a
+				 * row; or subnormals and zeros of both signs only */
+				for (size_t i = 0; i < (size_t)n * k; i++) {
+					uint8_t c = (uint8_t)((i + i / (size_t)k) % 254);
+					c = c >= 0x7f ? (uint8_t)(c + 1) : c;
+					w[i] = orig[i] = only_sub ? (uint8_t)(c & 0x87) : c;
+				}
+				ns = op_fp8_subnormals(&wm, n, k);
+				sub = ns ? malloc(((size_t)n + 1 + ns) * 4) : NULL;
+				op_fp8_take_subnormals(&wm, n, k, sub);
+				if (q == 0) {
+					nsub_all += (int)ns;
+					listed_all += sub ? (int)(sub[n] - (uint32_t)n - 1) : 0;
+					left += (int)op_fp8_subnormals(&wm, n, k);
+				}
+				op_linear_w(y, x, &wm, b, m, n, k);
+				for (int i = 0; i < m; i++)
+					for (int j = 0; j < n; j++) {
+						double sm = b[j], mag = fabs(b[j]);
+						for (int c = 0; c < k; c++) {
+							double wv = (double)fp8_to_f32(DT_F8_E4M3, orig[(size_t)j * k + c]) *
+								    sraw[(j / br) * gc + c / bc];
+							sm += x[i * k + c] * wv;
+							mag += fabs(x[i * k + c] * wv);
+						}
+						/* prefill on oneDNN rounds W and x to bf16
+						 * (its own test below); sgemm and the GEMVs
+						 * are f32 sums */
+						bad += fabs(sm - y[i * n + j]) >
+						       (m > 8 && op_onednn_ready() && !kern[q] ? ldexp(mag, -7)
+											       : 1e-6 * mag + 1e-6);
+						ran++;
+					}
+				for (int j = 0; j < n; j += n / 3 + 1) {
+					op_embedding_w(row, &wm, j, k);
+					for (int c = 0; c < k; c++)
+						bad_w += row[c] != (float)((double)fp8_to_f32(DT_F8_E4M3, orig[(size_t)j * k + c]) *
+									   sraw[(j / br) * gc + c / bc]);
+				}
+				if (!kern[q] && m == 1 && n % 4 == 0 && op_fp8_gfni()) {
+					/* the default gf4 against the tables on the same
+					 * taken-out codes and list: the same products
+					 * (value x 2^-120 times x x 2^64 is value x 2^-8
+					 * times x, scaled by 2^-48 exactly), summed in
+					 * the same order where every row is in one of
+					 * the four streams (n % 4 == 0 and the chunks'
+					 * rows multiples of 8; the rows past them are
+					 * summed in another order by each) */
+					float *ya = malloc((size_t)n * 4);
+					const struct wmat *wp = &wm;
+					const float *bp = NULL;
+					CHECK(op_bf16_set_kernel("avx512-vbmi") == 0);
+					op_linear_many(1, &ya, &wp, &bp, &n, x, 1, k);
+					CHECK(op_bf16_set_kernel(NULL) == 0 && !strcmp(op_fp8_e4m3_kernel(), "gf4"));
+					op_linear_many(1, &y, &wp, &bp, &n, x, 1, k);
+					for (int j = 0; j < n; j++)
+						eq_bad += memcmp(&ya[j], &y[j], 4) != 0, eq_n++;
+					free(ya);
+				}
+				free(x); free(y); free(b); free(row); free(sraw); free(sk); free(w);
+				free(orig); free(sub);
+			}
+			snprintf(name, sizeof name, "e4m3 with subnormals taken out (%s%s%s) matches "
+				 "float64 of the original codes (%d outputs)", kern[q] ? kern[q] : "default: ",
+				 kern[q] ? "" : op_fp8_e4m3_kernel(), kern[q] ? "" : " + prefill", ran);
+			CHECKN(name, bad == 0 && ran > 0);
+			snprintf(name, sizeof name, "e4m3 with subnormals taken out (%s): rows widen "
+				 "to load's f32 exactly", kern[q] ? kern[q] : "default");
+			CHECKN(name, bad_w == 0);
+		}
+		printf("# subnormal codes taken out: %d, listed %d, left %d\n", nsub_all, listed_all, left);
+		CHECKN("every subnormal code listed, none left in the codes",
+		       nsub_all > 10000 && listed_all == nsub_all && left == 0);
+#if defined(__x86_64__)
+		if (__builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx512vbmi"))
+			CHECKN("gf4 (the default) = the VBMI tables bit for bit on taken-out codes",
+			       eq_n > 1000 && eq_bad == 0);
+#endif
+		op_bf16_set_kernel(NULL);
+	}
 	{ /* prefill on oneDNN (bf16 and FP8 W): x rounded to bf16 (and FP8's
 	   * scaled codes), f32 sums: against the float64 product of those
 	   * rounded values (1e-5 of the magnitude: f32 accumulation), and
