@@ -209,6 +209,8 @@ int overview_checklist(struct tui *ui, const struct view *v, WINDOW *w, int y,
 				: !strcmp(st, "pass") ? ui->g->pass
 				: !strcmp(st, "fail") ? ui->g->fail
 				: !strcmp(st, "warn") ? "!"
+				: !strcmp(st, "not run") ? "!"
+				: !strcmp(st, "skip") ? "-"
 						      : "~";
 		enum tui_role role = *st ? tui_status_role(st) : ROLE_DIM;
 		char where[128];
@@ -363,7 +365,15 @@ int overview_summary(struct tui *ui, const struct view *v, WINDOW *w, int y,
 			    (c->detail[nl] == ' ' || c->detail[nl] == ':');
 		snprintf(b, sizeof b, "%s%s%s", named ? "" : c->node,
 			 named ? "" : ": ", c->detail);
-		overview_put_fit(ui, w, y, x, cols - x, A_NORMAL, b);
+		/* Shortened: the whole text is one key away ('e': the
+		 * Checklist screen at this item), and the line says so. */
+		if (fit_cols(b) > cols - x && cols - x > 5 + 8) {
+			x += overview_put_fit(ui, w, y, x, cols - x - 5,
+					      A_NORMAL, b);
+			tui_put(w, y, x, cols - x, tui_attr(ui, ROLE_DIM),
+				"  [e]");
+		} else
+			overview_put_fit(ui, w, y, x, cols - x, A_NORMAL, b);
 	}
 	return 3;
 }

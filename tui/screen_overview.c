@@ -13,6 +13,7 @@
 #include "tui.h"
 #include "checklist.h"
 #include "console.h"
+#include "fit.h"
 #include "glance.h"
 
 #include <math.h>
@@ -84,6 +85,25 @@ static enum tui_role node_activity(const struct view *v,
 	}
 	snprintf(out, max, n->state[0] ? "done" : "idle");
 	return ROLE_OK;
+}
+
+/* A running node's state in w columns, words and numbers whole: "run
+ * comm 45%", else "comm 45%" (the colour says it runs), else "run 45%"
+ * (the stage is on the verdict line); the progress is never the part
+ * that goes. */
+static void running_fit(char *state, size_t max, int w)
+{
+	const char *pct = strrchr(state, ' ');
+	char b[96];
+	if (fit_cols(state) <= w || strncmp(state, "run ", 4) ||
+	    strchr(state, ',') || !pct || pct[strlen(pct) - 1] != '%')
+		return;
+	if (fit_cols(state + 4) <= w) {
+		memmove(state, state + 4, strlen(state + 4) + 1);
+		return;
+	}
+	snprintf(b, sizeof b, "run%s", pct);
+	snprintf(state, max, "%s", b);
 }
 
 /* One character per checklist item, in contract order. */
@@ -451,6 +471,8 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 			tui_printf(w, y, namew0 + 1, labw + 2,
 				   tui_attr(ui, ROLE_MARK), "[%s]",
 				   view_node_labels(v, n0->name));
+		if (role == ROLE_HEAD)
+			running_fit(state, sizeof state, statew);
 		overview_put_fit(ui, w, y, namew + 1, statew, tui_attr(ui, role),
 				 state);
 		/* Per card: this node's, or per card index the group's
@@ -508,9 +530,40 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	alerts(ui, v, w, rows - 1, cols);
 }
 
+/* 'e': the first failing item's whole evidence, one key away: the
+ * Checklist screen with that item and its worst evidence's node selected
+ * (the Overview's summary row shortens it). */
+static int show_first_evidence(struct tui *ui, const struct view *v)
+{
+	struct glance_checklist g;
+	glance_checklist(v, &g);
+	if (!g.first) {
+		snprintf(ui->status, sizeof ui->status,
+			 "no item fails, warns or was not run");
+		return 1;
+	}
+	for (int s = 0; s < TUI_NSCREENS; s++)
+		if (tui_screens[s] == &screen_checklist)
+			ui->screen = s;
+	for (int i = 0; i < TUI_NITEMS; i++)
+		if (!strcmp(tui_items(i), g.first))
+			ui->sel_item = i;
+	if (g.first_check) {
+		/* The Checklist screen's columns: the nodes, the console's
+		 * own last. */
+		ui->sel_col = (int)v->nnodes;
+		for (size_t i = 0; i < v->nnodes; i++)
+			if (!strcmp(v->nodes[i].name, g.first_check->node))
+				ui->sel_col = (int)i;
+	}
+	ui->scroll = 0;
+	return 1;
+}
+
 static int on_key(struct tui *ui, const struct view *v, int key)
 {
 	switch (key) {
+	case 'e': return show_first_evidence(ui, v);
 	case KEY_UP: ui->sel_node--; return 1;
 	case KEY_DOWN: ui->sel_node++; return 1;
 	case KEY_PPAGE: ui->sel_node -= 10; return 1;

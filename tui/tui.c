@@ -464,6 +464,7 @@ static const char *const help_text[] = {
     "             Service",
     "  Up/Down PgUp/PgDn   move, scroll     Enter  drill into a node",
     "  /          filter (Log)              Esc  clear",
+    "  e          Overview: the first failing item's whole evidence",
     "  a          cancel the running stage (asks y/n)",
     "  r          rerun the failed stage",
     "  m          add a marker with a note",

@@ -101,12 +101,17 @@ checklist_line() {
 q "SELECT replace(detail, char(10), ' ') FROM checks UNION ALL SELECT replace(msg, char(10), ' ') FROM stages WHERE msg != ''" >"$T/full.txt"
 "$DAY0" report "$DB" --format json -o "$T/report.json" 2>/dev/null
 sqlite3 -batch -noheader :memory: "SELECT replace(value, char(10), ' ') FROM json_tree(readfile('$T/report.json')) WHERE key='detail' AND type='text'" >>"$T/full.txt"
-# cut_ok FILE: each "…" in FILE ends a piece of some whole text at a word
-# or number boundary: the 12 characters before it are in a whole text and
-# the whole text goes on there with a space or punctuation, never with a
-# digit or a number's point (so "+0.…" or "40…" of "400" fail).
-cut_ok() {
-	LC_ALL=C awk -v ell="…" '
+# The same as curses draws them (a control character as ^X).
+perl -pe 's/([\x00-\x08\x0b-\x1f\x7f])/"^".chr((ord($1)+64)%128)/ge' "$T/full.txt" >"$T/full_tty.txt"
+# cut_ok FILE [WHOLE]: each "…" in FILE ends a piece of some whole text
+# (WHOLE: $T/full.txt) at a word or number boundary: the 12 characters
+# before it are in a whole text and the whole text goes on there with a
+# space or punctuation, never with a digit or a number's point (so "+0.…"
+# or "40…" of "400" fail).  And no text is cut without one: a line
+# COLS wide (the screen's edge) that ends inside a whole text (one that
+# starts on it: its first 16 characters) is a hard cut.
+cut_ok() { # FILE [WHOLE [COLS]]
+	LC_ALL=C awk -v ell="…" -v cols="${3:-0}" '
 	NR == FNR { full[NR] = $0; nf = NR; next }
 	{
 		line = $0
@@ -126,12 +131,29 @@ cut_ok() {
 			}
 			if (!good) { print (seen ? "cut inside: " : "not a whole text: ") tail ell; bad = 1 }
 		}
+		t = $0
+		w = length($0) - gsub(/[\200-\277]/, "", t) # columns
+		if (!cols || w < cols) next
+		split("", at_ok); split("", at_seen)
+		for (i = 1; i <= nf; i++) {
+			f = full[i]
+			if (length(f) < 24) continue
+			p = index($0, substr(f, 1, 16))
+			if (!p) continue
+			rest = substr($0, p)
+			for (j = 0; j < length(f) && substr(rest, j + 1, 1) == substr(f, j + 1, 1); j++);
+			at_seen[p] = substr(rest, 1, 60)
+			if (j < length(rest) || j == length(f) || substr(f, j + 1) ~ /^ *$/)
+				at_ok[p] = 1
+		}
+		for (p in at_seen)
+			if (!(p in at_ok)) { print "cut at the edge without an ellipsis: " at_seen[p]; bad = 1 }
 	}
-	END { exit bad }' "$T/full.txt" "$1"
+	END { exit bad }' "${2:-$T/full.txt}" "$1"
 }
 
 # ------------------------------------------------------ the screens, replayed
-shot() { # AT WxH [DB] -> $T/screen.txt
+shot() { # AT WxH [DB [KEY]] -> $T/screen.txt (KEY: pressed, then captured)
 	local x=${2%x*} y=${2#*x}
 	tm kill-session -t r 2>/dev/null
 	tm new-session -d -s r -x "$x" -y "$y" \
@@ -143,6 +165,10 @@ shot() { # AT WxH [DB] -> $T/screen.txt
 		sleep 0.1
 	done
 	sleep 0.3
+	if [ -n "${4:-}" ]; then
+		tm send-keys -t r "$4"
+		sleep 0.5
+	fi
 	tm capture-pane -p -t r >"$T/screen.txt"
 }
 show() { sed 's/^/    | /' "$T/screen.txt"; }
@@ -196,7 +222,7 @@ $(show)"; fi
 			fail "$what: node state row" "$(show)"
 		# No number cut: an ellipsis never follows a digit or a
 		# number's point.
-		if why=$(cut_ok "$T/screen.txt"); then ok "$what: shortened at words, no number cut"
+		if why=$(cut_ok "$T/screen.txt" "$T/full_tty.txt" "${size%x*}"); then ok "$what: shortened at words, no number cut"
 		else fail "$what: no number cut" "$why"; fi
 		if [ $when = comm ]; then
 			line=$(grep -E '^  local +rx ' "$T/screen.txt")
@@ -209,8 +235,51 @@ $(show)"; fi
 			else fail "$what: sparkline moves" "'$spark' in '$line'"; fi
 		fi
 		[ $size = 80x24 ] && [ $when = end ] && cp "$T/screen.txt" "$T/end80.txt"
+		if [ $size = 160x48 ] && [ $when = end ]; then
+			# The checklist panel's glyph says the item's status.
+			bad=$(awk '/^CHECKLIST [0-9]+\/[0-9]+ with evidence/ { on = 1; next }
+				on && /^  \.\.\. / { exit }
+				on && /^  / { g = $1; st = $3; if ($3 == "not") st = "not run"
+					want = st == "pass" ? "✔" : st == "fail" ? "✖" : st == "skip" ? "-" :
+					       (st == "warn" || st == "not run") ? "!" : "~"
+					if (g != want) print }
+				on && !/^  / { exit }' "$T/screen.txt")
+			[ -z "$bad" ] && ok "$what: checklist panel glyphs match the statuses" ||
+				fail "$what: checklist panel glyphs" "$bad"
+		fi
 	done
 done
+
+# ------------------------------- the whole text one key away ('e' on the Overview)
+# The first item to warn or fail (before the verdict: its evidence is a
+# check's detail): at 80x24 its evidence line is shortened with "…" and
+# says [e]; e opens the Checklist screen at that item and node, its detail
+# whole in the evidence pane.
+AT_E=$(q "SELECT min(ts) FROM checks WHERE status IN ('warn','fail') AND item NOT LIKE 'rehearsal.%'")
+want=$(checklist_line "$AT_E")
+fitem=${want##*: } fst=${want#*  first } fst=${fst%%: *}
+IFS='|' read -r enode edetail < <(q "SELECT node, replace(detail, char(10), ' ') FROM checks WHERE item='$fitem' AND ts<=$AT_E
+	ORDER BY CASE status WHEN 'fail' THEN 2 WHEN 'warn' THEN 1 ELSE 0 END DESC, ts DESC LIMIT 1")
+if [ -z "$AT_E" ] || [ -z "$edetail" ] || [ ${#edetail} -lt 70 ]; then
+	fail "evidence one key away" "no warn or fail with a long detail in the session ($fitem: '$edetail')"
+else
+	shot "$AT_E" 80x24
+	row=$(grep -E "^  . $fitem $fst  " "$T/screen.txt")
+	if echo "$row" | grep -qE '…  \[e\]$' && why=$(cut_ok "$T/screen.txt" "$T/full_tty.txt" 80); then
+		ok "80x24: $fitem's evidence shortened at a word, [e] for the whole text"
+	else fail "80x24: $fitem's evidence shortened" "'$row' ${why:-}:
+$(show)"; fi
+	shot "$AT_E" 80x24 "$DB" e
+	# The pane: "ITEM: STATUS   on NODE:", then each stage's evidence
+	# wrapped at words (joined here with single spaces).
+	pane=$(awk -v h="$fitem: $fst   on $enode:" 'index($0, h) == 1 { on = 1; next }
+		on && /^\[/ { exit } on { print }' "$T/screen.txt" | tr -s ' \n' '  ')
+	whole=$(printf '%s' "$edetail" | perl -pe 's/([\x00-\x08\x0b-\x1f\x7f])/"^".chr((ord($1)+64)%128)/ge' | tr -s ' ' ' ')
+	if [ -n "$pane" ] && [[ "$pane" == *"$whole"* ]]; then
+		ok "e: the Checklist screen at $fitem on $enode, its evidence whole"
+	else fail "e: $fitem's whole evidence" "want '$whole' in '$pane':
+$(show)"; fi
+fi
 
 # ----------------------------------------- headless table and report agree
 while IFS='|' read -r c u p h; do
@@ -220,7 +289,7 @@ done < <(card_numbers "$END")
 want=$(checklist_line "$END" | sed 's/^CHECKLIST/checklist:/')
 contains "headless: $want" "$want" "$T/headless.txt"
 # The DETAIL column (COLUMNS=100): shortened at a word, never in a number.
-if why=$(cut_ok "$T/headless.txt"); then ok "headless: shortened at words, no number cut"
+if why=$(cut_ok "$T/headless.txt" "$T/full.txt" 100); then ok "headless: shortened at words, no number cut"
 else fail "headless: no number cut" "$why"; fi
 grep -q '…$' "$T/headless.txt" && ok "headless: long details shortened with …" ||
 	fail "headless: long details shortened" "$(sed -n '/^CHECK /,/^$/p' "$T/headless.txt")"
@@ -232,6 +301,17 @@ while IFS='|' read -r c u p h; do
 	if grep -qF -- "<td>$u</td><td>$h</td>" "$T/report.html"; then ok "report html: card $c"
 	else fail "report html: card $c" "want '<td>$u</td><td>$h</td>'"; fi
 done < <(card_numbers "$END")
+# The report's checklist: the same counts and first item as the screen.
+rline=$(sqlite3 -batch -noheader :memory: "SELECT json_extract(value,'\$.item'), json_extract(value,'\$.status')
+	FROM json_each(readfile('$T/report.json'), '\$.checklist') WHERE json_extract(value,'\$.rehearsal') = 0" |
+	awk -F'|' '{ n[$2]++; if (!first[$2]) first[$2] = $1 }
+	END { line = "checklist:"
+		split("pass|warn|fail|not run|running|pending|skip|no evidence", S, "|")
+		for (i = 1; i <= 8; i++) if (n[S[i]] || S[i] == "pass" || S[i] == "fail") line = line " " (n[S[i]] + 0) " " S[i]
+		split("fail|not run|warn", B, "|")
+		for (i = 1; i <= 3; i++) if (n[B[i]]) { line = line "  first " B[i] ": " first[B[i]]; break }
+		print line }')
+[ "$rline" = "$want" ] && ok "report: $rline" || fail "report: checklist counts" "report '$rline', screen '$want'"
 # The full evidence text the screens shorten is in the report.
 full=$(q "SELECT detail FROM checks WHERE item='stability.soak' ORDER BY ts DESC LIMIT 1")
 sed 's/&gt;/>/g; s/&lt;/</g; s/&quot;/"/g; s/&#39;/'"'"'/g; s/&amp;/\&/g' "$T/report.html" >"$T/report.txt"
