@@ -45,9 +45,9 @@ json_t *compat_matrix(const struct compat_node *nodes, size_t n,
 
 /* The family of a model directory or config.json (model_type; kimi_k2
  * reads as deepseek_v3), into out: 0, or -1 with out "" and err naming
- * the file and what is wrong when it cannot be read (a release day's
- * facts stage runs before the download: the runner and the report pass
- * NULL and go on with the "*" minimums; `hosts --model` refuses). */
+ * the file and what is wrong when it cannot be read (the runner and the
+ * report pass NULL and go on with the "*" minimums, which the check's
+ * detail names; `hosts --model`, typed by hand, refuses). */
 int compat_family(const char *model, char *out, size_t cap,
 		  struct d0_err *err);
 
