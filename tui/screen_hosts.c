@@ -15,7 +15,7 @@
 #include "compat_matrix.h"
 #include "console.h"
 
-#define CELL_MAX 30 /* a column's widest cell (the OpenBLAS line is long) */
+#define CELL_MAX 30 /* a column's widest cell when the sets do not fit */
 
 static const char *cell(json_t *row, size_t k)
 {
@@ -76,7 +76,18 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 			if (l > wd)
 				wd = l;
 		}
-		widths[k] = wd > CELL_MAX ? CELL_MAX : wd;
+		widths[k] = wd > 150 ? 150 : wd;
+	}
+	/* Whole values when the node sets in view fit the screen (one set:
+	 * the CPU flags, the OpenBLAS line); cut to CELL_MAX when not. */
+	{
+		int need = tw;
+		for (k = (size_t)ui->sel_col; k < nc && k < 64; k++)
+			need += widths[k] + 1;
+		if (need > cols)
+			for (k = 0; k < nc && k < 64; k++)
+				if (widths[k] > CELL_MAX)
+					widths[k] = CELL_MAX;
 	}
 	y++;
 	if (y >= rows)

@@ -187,6 +187,18 @@ expect_rc 0 "run: the nodes that agree are GO" timeout "$RUN_LIMIT" "$DAY0" run 
 check "run: facts.compat passes for node[1-2]" \
 	grep -qE '^facts\.compat +pass +facts +console +node\[1-2\] \(2\): one engine build' "$OUT"
 contains "run: verdict GO" "verdict: GO" "$OUT"
+# one node set fits the screen: the Hosts screen shows whole values
+if command -v tmux >/dev/null; then
+	tm -u new-session -d -s g -x 160 -y 40 \
+		"env LANG=C.UTF-8 TERM=screen-256color $DAY0 replay $T/s2.db --at 3600; sleep 60"
+	for i in $(seq 50); do tm capture-pane -p -t g | grep -q '9 Hosts' && break; sleep 0.1; done
+	tm send-keys -t g 9
+	for i in $(seq 50); do tm capture-pane -p -t g | grep -q '^CPU flags' && break; sleep 0.1; done
+	flags=$(sqlite3 "$T/s2.db" "SELECT json_extract(value, '$.cpu_flags') FROM session WHERE key = 'facts/node1'")
+	check "tmux: one node set, the CPU flags whole ($flags)" \
+		bash -c "[ -n '$flags' ] && tmux -L '$SOCK' capture-pane -p -t g | grep -qxE 'CPU flags +$flags *'"
+	tm kill-session -t g 2>/dev/null
+fi
 expect_rc 0 "hosts: the agreeing nodes pass the probe" \
 	timeout 120 "$DAY0" hosts --inventory "$T/inv-even.json" "${KH[@]}"
 contains "hosts: facts.compat passes" "facts.compat: pass: node[1-2] (2)" "$OUT"
