@@ -381,11 +381,15 @@ static int decode(const struct quant_config *q, const struct quant_view *v,
  * Tables are memoised per thread by column block (a block row of a 4096-
  * wide weight needs 32 of them, built once per 128 rows), keyed by the
  * scale's bits; runs too short to repay a table are computed directly.
+ * The lookup is the kernel the CPU has (fp8_kernel): AVX-512 VBMI 64 codes
+ * a step, AVX-512 F+BW 32, a scalar loop 8 a word; on AVX2 alone the
+ * arithmetic fp8_bf16_avx2 (16 codes a step) does bf16 without tables.
  */
 #define MEMO_SLOTS 256
 #define MEMO_MIN_RUN 48
 static __thread struct {
-	int combo; /* 1 + fp8 dtype index * 2 + (to == DT_F16); 0: empty */
+	int combo; /* 1 + fp8 dtype index * 2 + (to == DT_F16) + 4 * VBMI's
+		    * split form (lookup16_vbmi); 0: empty */
 	uint64_t key[MEMO_SLOTS]; /* 1 + the scale's double bits; 0: empty */
 	uint16_t tab[MEMO_SLOTS][256];
 } memo;
@@ -480,20 +484,255 @@ fp8_bf16_avx2(const float *tab, int e5, float s, const uint8_t *b, size_t n,
 	return i;
 }
 
-/* Read each call (once a chunk): DAY0_KERNEL=portable takes the tables. */
-static int use_avx2(void)
+/*
+ * FP8 -> 16-bit through a per-scale table with AVX-512 (F+BW+VL): the
+ * 256-entry table (the exact results code_to16 or fp8_bf16_avx2 compute,
+ * so the output is bit-identical by construction) sits in eight zmm
+ * registers; 32 codes a step are widened to 16-bit indices, looked up in
+ * the four 64-entry quarters with vpermt2w (index bits 0-5) and picked
+ * by bits 6 and 7 with two mask blends.  It serves bf16 and f16, e4m3 and
+ * e5m2 alike (NaN and Inf codes are table entries like the others); the
+ * tail is a masked load and store.  One call does a block's segment of
+ * `rows` rows `stride` elements apart, so the table is loaded into the
+ * registers once a block, not once a row segment.  The codes come from
+ * the source mapping's page-cache pages, i.e. from memory, and a row
+ * segment is a 4 KiB page away from the next: the hardware prefetcher
+ * does not follow that, so the rows PREFETCH_ROWS ahead are prefetched.
+ */
+#define PREFETCH_ROWS 4
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void
+lookup16_avx512(const uint16_t *t, const uint8_t *codes, uint16_t *out,
+		size_t n, size_t rows, size_t stride)
+{
+	const __m512i t0 = _mm512_loadu_si512(t), t1 = _mm512_loadu_si512(t + 32),
+		      t2 = _mm512_loadu_si512(t + 64), t3 = _mm512_loadu_si512(t + 96),
+		      t4 = _mm512_loadu_si512(t + 128),
+		      t5 = _mm512_loadu_si512(t + 160),
+		      t6 = _mm512_loadu_si512(t + 192),
+		      t7 = _mm512_loadu_si512(t + 224);
+	const __m512i b6 = _mm512_set1_epi16(0x40), b7 = _mm512_set1_epi16(0x80);
+	for (size_t r = 0; r < rows; r++, codes += stride, out += stride)
+		for (size_t i = 0; i < n; i += 32) {
+			__mmask32 live = n - i >= 32
+					 ? ~(__mmask32)0
+					 : (__mmask32)((1ull << (n - i)) - 1);
+			__m512i c, r0, r1, r2, r3, lo, hi;
+			__mmask32 m6, m7;
+			_mm_prefetch((const char *)codes + i + PREFETCH_ROWS * stride,
+				     _MM_HINT_T0);
+			c = _mm512_cvtepu8_epi16(
+				n - i >= 32
+					? _mm256_loadu_si256((const __m256i *)(codes + i))
+					: _mm256_maskz_loadu_epi8(live, codes + i));
+			m6 = _mm512_test_epi16_mask(c, b6);
+			m7 = _mm512_test_epi16_mask(c, b7);
+			r0 = _mm512_permutex2var_epi16(t0, c, t1);
+			r1 = _mm512_permutex2var_epi16(t2, c, t3);
+			r2 = _mm512_permutex2var_epi16(t4, c, t5);
+			r3 = _mm512_permutex2var_epi16(t6, c, t7);
+			lo = _mm512_mask_blend_epi16(m6, r0, r1);
+			hi = _mm512_mask_blend_epi16(m6, r2, r3);
+			_mm512_mask_storeu_epi16(out + i, live,
+						 _mm512_mask_blend_epi16(m7, lo, hi));
+		}
+}
+
+/*
+ * The same lookup with AVX-512 VBMI, 64 codes a step: the table is kept
+ * split into its 256 low bytes and 256 high bytes (split16), four zmm
+ * each; vpermi2b looks a code's low seven bits up in 128 bytes at once
+ * (one uop where vpermt2w is three), bit 7 picks the half (vpmovb2m),
+ * and the low and high bytes are interleaved into the 16-bit results.
+ * The interleave works inside 128-bit lanes, so the codes are first put
+ * in the order that makes its output contiguous (one vpermb).
+ */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) static void
+lookup16_vbmi(const uint8_t *t, const uint8_t *codes, uint16_t *out,
+	      size_t n, size_t rows, size_t stride)
+{
+	const __m512i l0 = _mm512_loadu_si512(t), l1 = _mm512_loadu_si512(t + 64),
+		      l2 = _mm512_loadu_si512(t + 128),
+		      l3 = _mm512_loadu_si512(t + 192),
+		      h0 = _mm512_loadu_si512(t + 256),
+		      h1 = _mm512_loadu_si512(t + 320),
+		      h2 = _mm512_loadu_si512(t + 384),
+		      h3 = _mm512_loadu_si512(t + 448);
+	/* byte 16j + b of the permuted codes: code 8j + b (b < 8), else
+	 * code 32 + 8j + b - 8: unpacklo then yields codes 0-31 in order,
+	 * unpackhi codes 32-63 */
+	const __m512i order = _mm512_set_epi8(
+		63, 62, 61, 60, 59, 58, 57, 56, 31, 30, 29, 28, 27, 26, 25, 24,
+		55, 54, 53, 52, 51, 50, 49, 48, 23, 22, 21, 20, 19, 18, 17, 16,
+		47, 46, 45, 44, 43, 42, 41, 40, 15, 14, 13, 12, 11, 10, 9, 8,
+		39, 38, 37, 36, 35, 34, 33, 32, 7, 6, 5, 4, 3, 2, 1, 0);
+	for (size_t r = 0; r < rows; r++, codes += stride, out += stride)
+		for (size_t i = 0; i < n; i += 64) {
+			__mmask64 live = n - i >= 64
+					 ? ~(__mmask64)0
+					 : (((__mmask64)1 << (n - i)) - 1);
+			__m512i c, lo, hi;
+			__mmask64 top;
+			_mm_prefetch((const char *)codes + i + PREFETCH_ROWS * stride,
+				     _MM_HINT_T0);
+			c = _mm512_permutexvar_epi8(
+				order, n - i >= 64
+					       ? _mm512_loadu_si512(codes + i)
+					       : _mm512_maskz_loadu_epi8(live, codes + i));
+			top = _mm512_movepi8_mask(c);
+			lo = _mm512_mask_blend_epi8(top,
+						    _mm512_permutex2var_epi8(l0, c, l1),
+						    _mm512_permutex2var_epi8(l2, c, l3));
+			hi = _mm512_mask_blend_epi8(top,
+						    _mm512_permutex2var_epi8(h0, c, h1),
+						    _mm512_permutex2var_epi8(h2, c, h3));
+			_mm512_mask_storeu_epi16(out + i, (__mmask32)live,
+						 _mm512_unpacklo_epi8(lo, hi));
+			if (n - i > 32)
+				_mm512_mask_storeu_epi16(out + i + 32,
+							 (__mmask32)(live >> 32),
+							 _mm512_unpackhi_epi8(lo, hi));
+		}
+}
+
+/* A 16-bit table as lookup16_vbmi keeps it: low bytes, then high bytes. */
+static void split16(const uint16_t *t, uint8_t *split)
+{
+	for (int c = 0; c < 256; c++) {
+		split[c] = (uint8_t)(t[c] & 0xff);
+		split[256 + c] = (uint8_t)(t[c] >> 8);
+	}
+}
+
+/*
+ * The kernel, read each call (once a chunk): DAY0_KERNEL=portable takes
+ * the scalar tables, avx2 the AVX2 arithmetic, anything else the best the
+ * CPU has (AVX-512 F+BW+VL tables, else AVX2, else portable).
+ */
+enum { K_PORTABLE, K_AVX2, K_AVX512, K_VBMI };
+static int fp8_kernel(void)
 {
 	const char *e = getenv("DAY0_KERNEL");
-	return !(e && !strcmp(e, "portable")) && __builtin_cpu_supports("avx2");
+	if (e && !strcmp(e, "portable"))
+		return K_PORTABLE;
+	if (!__builtin_cpu_supports("avx2"))
+		return K_PORTABLE;
+	if (e && !strcmp(e, "avx2"))
+		return K_AVX2;
+	if (!__builtin_cpu_supports("avx512f") ||
+	    !__builtin_cpu_supports("avx512bw") ||
+	    !__builtin_cpu_supports("avx512vl"))
+		return K_AVX2;
+	if (e && !strcmp(e, "avx512"))
+		return K_AVX512;
+	return __builtin_cpu_supports("avx512vbmi") ? K_VBMI : K_AVX512;
+}
+#else
+enum { K_PORTABLE };
+static int fp8_kernel(void)
+{
+	return K_PORTABLE;
 }
 #endif
+
+/* The 256 results of one scale: with AVX2 (bf16) 16 codes a step over the
+ * identity codes, else code_to16; the same bits either way. */
+static void build16(const float *tab, int e5, double s, int to, int k,
+		    uint16_t *t)
+{
+#ifdef HAVE_AVX2_PATH
+	if (to == DT_BF16 && k != K_PORTABLE) {
+		uint8_t id[256];
+		for (int c = 0; c < 256; c++)
+			id[c] = (uint8_t)c;
+		fp8_bf16_avx2(tab, e5, (float)s, id, 256, t);
+		return;
+	}
+#endif
+	(void)e5;
+	(void)k;
+	code_to16(tab, s, to, 256, NULL, t);
+}
+
+/* out[i] = t[codes[i]] for n codes of each of rows rows, stride elements
+ * apart, with the kernel's lookup (t in split16's form for K_VBMI). */
+static void lookup_k(int k, const uint16_t *t, const uint8_t *codes,
+		     uint16_t *out, size_t n, size_t rows, size_t stride)
+{
+#ifdef HAVE_AVX2_PATH
+	if (k == K_VBMI) {
+		lookup16_vbmi((const uint8_t *)t, codes, out, n, rows, stride);
+		return;
+	}
+	if (k == K_AVX512) {
+		lookup16_avx512(t, codes, out, n, rows, stride);
+		return;
+	}
+#endif
+	(void)k;
+	for (size_t r = 0; r < rows; r++)
+		lookup16(t, codes + r * stride, out + r * stride, n);
+}
+
+/* The memoised table of scale s for column block cb (built if the slot
+ * holds another scale's). */
+static const uint16_t *memo_table(const float *tab, int e5, double s, int to,
+				  int k, uint64_t cb)
+{
+	uint64_t bits, slot = cb % MEMO_SLOTS;
+	memcpy(&bits, &s, sizeof bits);
+	if (memo.key[slot] != bits + 1) {
+		build16(tab, e5, s, to, k, memo.tab[slot]);
+#ifdef HAVE_AVX2_PATH
+		if (k == K_VBMI) {
+			uint16_t w[256];
+			memcpy(w, memo.tab[slot], sizeof w);
+			split16(w, (uint8_t *)memo.tab[slot]);
+		}
+#endif
+		memo.key[slot] = bits + 1;
+	}
+	return memo.tab[slot];
+}
+
+/*
+ * Whole rows [el0 / cols, + n / cols) block by block: each block's
+ * segment of up to block[0] rows in one lookup call, so the scale, the
+ * table and the loop set-up come once a block (16 K codes for 128 x 128)
+ * instead of once a 128-code row segment (FOR_SCALE_RUNS's divisions
+ * and the table load cost as much as the lookup itself there).
+ */
+static void decode16_blocks(const struct quant_config *q,
+			    const struct quant_view *v, uint64_t el0, size_t n,
+			    int to, int k, const float *tab, int e5,
+			    uint16_t *out)
+{
+	const uint8_t *b = v->values;
+	uint64_t cols = v->cols, r0 = el0 / cols, r1 = r0 + n / cols;
+	uint64_t br = (uint64_t)q->block[0], bc = (uint64_t)q->block[1];
+	for (uint64_t r = r0; r < r1;) {
+		uint64_t rb = r / br, rend = (rb + 1) * br;
+		size_t off = (size_t)((r - r0) * cols);
+		if (rend > r1)
+			rend = r1;
+		for (uint64_t cb = 0; cb * bc < cols; cb++) {
+			uint64_t c0 = cb * bc, len = cols - c0 < bc ? cols - c0 : bc;
+			double s = scale_at(v, rb * v->scale_cols + cb);
+			lookup_k(k, memo_table(tab, e5, s, to, k, cb),
+				 b + off + c0, out + off + c0, (size_t)len,
+				 (size_t)(rend - r), (size_t)cols);
+		}
+		r = rend;
+	}
+}
 
 static int decode16(const struct quant_config *q, const struct quant_view *v,
 		    uint64_t el0, size_t n, int to, uint16_t *out)
 {
 	const uint8_t *b = v->values;
 	int e5 = q->fp8_dtype == DT_F8_E5M2;
-	int combo = 1 + e5 * 2 + (to == DT_F16);
+	int k = fp8_kernel();
+	/* what the memoised tables hold: K_VBMI's are split16's form */
+	int combo = 1 + e5 * 2 + (to == DT_F16) + 4 * (k == K_VBMI);
 	const float *tab;
 	if (to != DT_BF16 && to != DT_F16)
 		return -1;
@@ -504,31 +743,38 @@ static int decode16(const struct quant_config *q, const struct quant_view *v,
 		memo.combo = combo;
 	}
 #ifdef HAVE_AVX2_PATH
-	if (to == DT_BF16 && use_avx2()) {
+	/* AVX2: arithmetic on every run (no tables: 16 codes a step cost
+	 * about what a table lookup costs without vpermt2w) */
+	if (to == DT_BF16 && k == K_AVX2) {
 		FOR_SCALE_RUNS(q, v, el0, n, {
-			size_t k = i0 + fp8_bf16_avx2(tab, e5, (float)s, b + i0,
+			size_t j = i0 + fp8_bf16_avx2(tab, e5, (float)s, b + i0,
 						      i1 - i0, out + i0);
-			if (k < i1)
-				code_to16(tab, s, to, i1 - k, b + k, out + k);
+			if (j < i1)
+				code_to16(tab, s, to, i1 - j, b + j, out + j);
 		});
 		return 0;
 	}
 #endif
+	if (k >= K_AVX512 && v->cols && el0 % v->cols == 0 &&
+	    n % v->cols == 0) {
+		decode16_blocks(q, v, el0, n, to, k, tab, e5, out);
+		return 0;
+	}
 	FOR_SCALE_RUNS(q, v, el0, n, {
 		size_t len = i1 - i0;
 		if (len < MEMO_MIN_RUN) {
-			for (size_t k = i0; k < i1; k += 256)
-				code_to16(tab, s, to, i1 - k < 256 ? i1 - k : 256,
-					  b + k, out + k);
+			size_t j = i0;
+#ifdef HAVE_AVX2_PATH
+			if (to == DT_BF16 && k != K_PORTABLE)
+				j += fp8_bf16_avx2(tab, e5, (float)s, b + i0,
+						   len, out + i0);
+#endif
+			for (; j < i1; j += 256)
+				code_to16(tab, s, to, i1 - j < 256 ? i1 - j : 256,
+					  b + j, out + j);
 		} else {
-			uint64_t bits, slot = cb_ % MEMO_SLOTS;
-			const uint16_t *t = memo.tab[slot];
-			memcpy(&bits, &s, sizeof bits);
-			if (memo.key[slot] != bits + 1) {
-				code_to16(tab, s, to, 256, NULL, memo.tab[slot]);
-				memo.key[slot] = bits + 1;
-			}
-			lookup16(t, b + i0, out + i0, len);
+			lookup_k(k, memo_table(tab, e5, s, to, k, cb_), b + i0,
+				 out + i0, len, 1, 0);
 		}
 	});
 	return 0;

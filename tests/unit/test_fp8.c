@@ -220,9 +220,9 @@ static void decode16_checks(void)
 	const float scales[] = {1.0f, 0.0037f, 0x1p-140f, 3e35f, -2.5f, NAN,
 				1.5e-3f};
 	const int nsc = (int)(sizeof scales / sizeof scales[0]);
-	const char *modes[] = {"", "portable"};
+	const char *modes[] = {"", "portable", "avx2", "avx512"};
 	uint32_t x = 12345;
-	int bad[2][2][2] = {{{0}}};
+	int bad[2][4][2] = {{{0}}};
 	for (int i = 0; i < N; i++) {
 		x = x * 1103515245u + 12345u;
 		codes[i] = (uint8_t)(i < 256 ? (uint32_t)i : x >> 24);
@@ -238,7 +238,7 @@ static void decode16_checks(void)
 		struct quant_view v = {.rows = R, .cols = C, .values = codes,
 				       .scale = sc, .scale_dtype = DT_F32,
 				       .scale_cols = 3};
-		for (int m = 0; m < 2; m++) {
+		for (int m = 0; m < 4; m++) {
 			if (*modes[m])
 				setenv("DAY0_KERNEL", modes[m], 1);
 			else
@@ -259,16 +259,94 @@ static void decode16_checks(void)
 		}
 	}
 	unsetenv("DAY0_KERNEL");
-	CHECKN("decode16 e4m3 -> bf16 (AVX2 where the CPU has it) == decode + convert",
+	CHECKN("decode16 e4m3 -> bf16 (the CPU's best: AVX-512 VBMI tables, ...) == decode + convert",
 	       bad[0][0][0] == 0);
 	CHECKN("decode16 e4m3 -> bf16 (tables) == decode + convert", bad[0][1][0] == 0);
+	CHECKN("decode16 e4m3 -> bf16 (DAY0_KERNEL=avx2, avx512) == decode + convert",
+	       bad[0][2][0] + bad[0][3][0] == 0);
 	CHECKN("decode16 e4m3 -> f16 == decode + convert",
-	       bad[0][0][1] + bad[0][1][1] == 0);
-	CHECKN("decode16 e5m2 -> bf16 (AVX2 where the CPU has it) == decode + convert",
+	       bad[0][0][1] + bad[0][1][1] + bad[0][2][1] + bad[0][3][1] == 0);
+	CHECKN("decode16 e5m2 -> bf16 (the CPU's best: AVX-512 VBMI tables, ...) == decode + convert",
 	       bad[1][0][0] == 0);
 	CHECKN("decode16 e5m2 -> bf16 (tables) == decode + convert", bad[1][1][0] == 0);
+	CHECKN("decode16 e5m2 -> bf16 (DAY0_KERNEL=avx2, avx512) == decode + convert",
+	       bad[1][2][0] + bad[1][3][0] == 0);
 	CHECKN("decode16 e5m2 -> f16 == decode + convert",
-	       bad[1][0][1] + bad[1][1][1] == 0);
+	       bad[1][0][1] + bad[1][1][1] + bad[1][2][1] + bad[1][3][1] == 0);
+}
+
+/*
+ * The run-time kernels of decode16 (AVX-512 tables: VBMI's vpermi2b where
+ * the CPU has it, else F+BW+VL's vpermt2w; AVX2 arithmetic) against DAY0_KERNEL=portable's scalar tables,
+ * bit for bit: runs of every length 1..300 (one scale a row, so each row
+ * is one run: the vector loop's tails of 1..31 codes and the short runs
+ * below the tables' threshold), codes i * 7 + len (a run of 256 or more
+ * holds all 256 codes, each row in other vector positions), both FP8 dtypes,
+ * bf16 and f16, and scales whose products are subnormal, overflow or NaN.
+ */
+static void decode16_kernels_checks(void)
+{
+	enum { L = 300 };
+	static uint8_t codes[L];
+	static uint16_t want[L], got[L];
+	const float scales[] = {1.0f, 0.0037f, 0x1p-140f, 3e35f, -2.5f, NAN};
+	const char *kernels[] = {"", "avx2", "avx512"};
+	int bad[2][3] = {{0}}, runs = 0;
+	for (int e5 = 0; e5 < 2; e5++)
+		for (int len = 1; len <= L; len++) {
+			float sc = scales[len % 6];
+			struct quant_config q = {.kind = QUANT_FP8_BLOCK,
+						 .fp8_dtype = e5 ? DT_F8_E5M2
+								 : DT_F8_E4M3,
+						 .block = {1, 1024}};
+			struct quant_view v = {.rows = 1, .cols = (uint64_t)len,
+					       .values = codes, .scale = &sc,
+					       .scale_dtype = DT_F32,
+					       .scale_cols = 1};
+			for (int i = 0; i < len; i++)
+				codes[i] = (uint8_t)(i * 7 + len);
+			for (int to16 = 0; to16 < 2; to16++) {
+				int to = to16 ? DT_F16 : DT_BF16;
+				setenv("DAY0_KERNEL", "portable", 1);
+				if (format_fp8.decode16(&q, &v, 0, (size_t)len, to,
+							want) < 0)
+					bad[e5][0]++;
+				for (int k = 0; k < 3; k++) {
+					if (*kernels[k])
+						setenv("DAY0_KERNEL", kernels[k], 1);
+					else
+						unsetenv("DAY0_KERNEL");
+					memset(got, 0xa5, sizeof got);
+					if (format_fp8.decode16(&q, &v, 0, (size_t)len,
+								to, got) < 0 ||
+					    memcmp(want, got, (size_t)len * 2) ||
+					    got[len < L ? len : L - 1] !=
+						    (len < L ? 0xa5a5 : got[L - 1]))
+						bad[e5][k]++;
+				}
+				runs++;
+			}
+		}
+	unsetenv("DAY0_KERNEL");
+#if defined(__x86_64__) && defined(__GNUC__)
+	printf("# decode16 kernels: %d runs compared, the CPU's best kernel: %s\n",
+	       runs, __builtin_cpu_supports("avx512vbmi") ? "AVX-512 VBMI tables"
+		     : __builtin_cpu_supports("avx512bw") ? "AVX-512 tables"
+		     : __builtin_cpu_supports("avx2")   ? "AVX2"
+							: "portable");
+#else
+	printf("# decode16 kernels: %d runs compared (portable only)\n", runs);
+#endif
+	CHECKN("decode16 e4m3 runs of 1..300: the CPU's best kernel == portable (no write past the run)",
+	       bad[0][0] == 0);
+	CHECKN("decode16 e4m3 runs of 1..300: DAY0_KERNEL=avx2 == portable", bad[0][1] == 0);
+	CHECKN("decode16 e4m3 runs of 1..300: DAY0_KERNEL=avx512 (vpermt2w) == portable",
+	       bad[0][2] == 0);
+	CHECKN("decode16 e5m2 runs of 1..300: the CPU's best kernel == portable (no write past the run)",
+	       bad[1][0] == 0);
+	CHECKN("decode16 e5m2 runs of 1..300: DAY0_KERNEL=avx2 == portable", bad[1][1] == 0);
+	CHECKN("decode16 e5m2 runs of 1..300: DAY0_KERNEL=avx512 (vpermt2w) == portable",
+	       bad[1][2] == 0);
 }
 
 static void packed_checks(void)
@@ -370,6 +448,7 @@ int main(void)
 	table_checks();
 	encoder_checks();
 	decode16_checks();
+	decode16_kernels_checks();
 	packed_checks();
 	config_checks();
 	return unit_done();
