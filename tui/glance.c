@@ -216,3 +216,21 @@ int glance_moved(const struct view *v, const struct view_node *n,
 	}
 	return m;
 }
+
+int glance_moved_set(const struct view *v, size_t first, size_t last,
+		     double *vals, int max)
+{
+	double sum[GLANCE_MOVED_MAX] = {0}, one[GLANCE_MOVED_MAX];
+	int m = 0;
+	if (max > GLANCE_MOVED_MAX)
+		max = GLANCE_MOVED_MAX;
+	for (size_t i = first; i <= last && i < v->nnodes; i++) {
+		int k = glance_moved(v, &v->nodes[i], one, max);
+		for (int j = 0; j < k; j++)
+			sum[max - k + j] += one[j];
+		if (k > m)
+			m = k;
+	}
+	memcpy(vals, sum + (max - m), (size_t)m * sizeof *vals);
+	return m;
+}

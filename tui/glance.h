@@ -81,5 +81,11 @@ void glance_net(const struct view *v, size_t first, size_t last,
  * ticks (bytes/s); returns how many. */
 int glance_moved(const struct view *v, const struct view_node *n,
 		 double *vals, int max);
+/* The same summed over nodes first..last (a folded node set: the line
+ * beside the set's summed rx/tx), the nodes' ticks lined up at the
+ * newest; max <= GLANCE_MOVED_MAX. */
+#define GLANCE_MOVED_MAX 64
+int glance_moved_set(const struct view *v, size_t first, size_t last,
+		     double *vals, int max);
 
 #endif

@@ -441,7 +441,11 @@ int overview_memory(struct tui *ui, const struct view *v, WINDOW *w, int y,
 	struct glance_card g[GLINES];
 	char ub[GLINES][48], pk[GLINES][32], hr[GLINES][16], worst[GLINES][96];
 	int lw = 0, ubw = 0, pkw = 0, hrw = 0, wsw = 0, n, rows = 0;
-	int head = h >= 2 && h > overview_memory_need(v);
+	/* The heading when the caller gave it a row: every line fits
+	 * under it, or the lines fold (8 rows and up: the caller's roomy
+	 * layout, 30 screen rows). */
+	int need = overview_memory_need(v);
+	int head = h >= 2 && (h > need || h >= 8);
 	n = glance_lines(v, h - head, 1, l, GLINES);
 	if (!n)
 		return 0;
@@ -549,7 +553,7 @@ int overview_net(struct tui *ui, const struct view *v, WINDOW *w, int y, int h,
 {
 	struct gline l[GLINES];
 	int need = overview_net_need(v);
-	int head = h >= 2 && h > need;
+	int head = h >= 2 && (h > need || h >= 5); /* as in memory */
 	int n = 0, lw = 0, rows = 0;
 	if (!need)
 		return 0;
@@ -617,15 +621,14 @@ int overview_net(struct tui *ui, const struct view *v, WINDOW *w, int y, int h,
 					tui_attr(ui, ROLE_OK), bus[i]);
 			x += 2 + bw;
 		}
-		/* The data moved per sample tick, of the set's first node
-		 * (the grid's sparkline is the same line). */
+		/* The data moved per sample tick, summed over the set like
+		 * its rx/tx (the grid's sparkline is the same line). */
 		int sw = cols - x - 2;
 		if (sw > 30)
 			sw = 30;
 		if (sw < 4)
 			continue;
-		m = glance_moved(v, &v->nodes[l[i].first], vals,
-				 sw < 64 ? sw : 64);
+		m = glance_moved_set(v, l[i].first, l[i].last, vals, sw);
 		overview_spark(ui, w, yy, x + 2, sw, vals, m,
 			       tui_attr(ui, ROLE_BAR));
 	}

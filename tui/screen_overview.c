@@ -506,10 +506,13 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 			   "%3.0f%%", maxfrac * 100);
 		{
 			/* NIC rx + tx, or the collectives' bus bandwidth
-			 * (glance.h): not flat while a collective runs. */
-			double vals[64];
-			int m = glance_moved(v, n0, vals,
-					     sparkw < 64 ? sparkw : 64);
+			 * (glance.h): not flat while a collective runs;
+			 * a folded set's summed over its nodes. */
+			double vals[GLANCE_MOVED_MAX];
+			int m = glance_moved_set(v, gi * group, last, vals,
+						 sparkw < GLANCE_MOVED_MAX
+						     ? sparkw
+						     : GLANCE_MOVED_MAX);
 			overview_spark(ui, w, y, rx, sparkw, vals, m,
 				       tui_attr(ui, dim ? ROLE_DIM : ROLE_BAR));
 		}
@@ -522,7 +525,12 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		y += overview_summary(ui, v, w, y, sum, cols);
 		y += overview_memory(ui, v, w, y, memh, cols);
 		y += overview_net(ui, v, w, y, neth, cols) + 1;
-		if (panels > 0)
+		/* The rows memory and net were given but did not use (a
+		 * folded set's lines fill fewer) go to the panels too. */
+		int left = rows - 1 - (v->perf.n ? 1 : 0) - y;
+		if (left > panels)
+			panels = left;
+		if (panels >= 2)
 			draw_panels(ui, v, w, y, panels, cols);
 	}
 	if (v->perf.n)

@@ -362,6 +362,22 @@ while read -r label rest; do
 	else fail "fold 80x24: $label" "want '$u' '$p' '$h': $(show)"; fi
 	nsets=$((nsets + 1))
 done < <(grep -E '^  n\[' "$T/screen.txt" | grep -v ' rx \| no NIC')
+# A set's network line: rx/tx the sums of its nodes' last samples.
+nnet=0
+while read -r label rest; do
+	pre=${label%%[*}; range=${label#*[}; range=${range%]}
+	want=$(sqlite3 -batch -noheader "$FDB" "SELECT sum(rx), sum(tx) FROM (SELECT
+		(SELECT value FROM samples s WHERE s.node=n.node AND metric='net.rx_bps' ORDER BY ts DESC LIMIT 1) rx,
+		(SELECT value FROM samples s WHERE s.node=n.node AND metric='net.tx_bps' ORDER BY ts DESC LIMIT 1) tx
+		FROM (SELECT DISTINCT node FROM samples WHERE node BETWEEN '$pre${range%-*}' AND '$pre${range#*-}') n)" |
+		awk -F'|' "$FMT"'{ print "rx " bytes($1) "/s  tx " bytes($2) "/s" }')
+	case "$rest" in
+	"$want"*) ok "fold 80x24: $label $want" ;;
+	*) fail "fold 80x24: $label's network" "want '$want': $(show)" ;;
+	esac
+	nnet=$((nnet + 1))
+done < <(grep -E '^  n\[[0-9]+-[0-9]+\] +rx ' "$T/screen.txt")
+[ "$nnet" -ge 1 ] || fail "fold 80x24: a node set's network line" "$(show)"
 [ "$nsets" -ge 2 ] && ok "fold 80x24: memory folded into $nsets node sets" ||
 	fail "fold 80x24: node sets" "$(show)"
 # Every node's state: the grid's node set rows ("n[01-02] done x2") cover
