@@ -28,10 +28,11 @@
  * hold a product up.  Workers spin a little for the next job (a decode
  * step is ~100 short products), then sleep.  While workers call OpenBLAS
  * it is told to use one thread, and oneDNN always is.  DAY0_KERNEL=
- * portable|avx2|avx512|avx512-stream|avx512-vbmi|avx512-gfx4 forces a
- * GEMV and the sgemm prefill (tests, A/B; avx512-vbmi and avx512-gfx4:
- * avx512 with FP8's e4m3 decode by the VBMI tables or by GFNI with the
- * zero-exponent patch instead of the default gf4, ops_fp8.c),
+ * portable|avx2|avx512|avx512-stream|avx512-vbmi|avx512-gfx4|avx512-gf4
+ * forces a GEMV and the sgemm prefill (tests, A/B; avx512-vbmi,
+ * avx512-gfx4: avx512 with FP8's e4m3 decode by the VBMI tables or by
+ * GFNI with the zero-exponent patch instead of the default gf4,
+ * avx512-gf4 the default named; perf's kernel says which, ops_fp8.c),
  * DAY0_KERNEL=onednn the oneDNN prefill.
  *
  * op_linear_w also takes block-scaled FP8 W (ops_fp8.c's kernels) through
@@ -603,8 +604,8 @@ typedef void (*gemv_fn)(float *, int, const float *, const uint16_t *, int,
 			int, int, int);
 
 static gemv_fn fn;
-/* (DAY0_KERNEL=avx512-vbmi or avx512-gfx4: fn the AVX-512 GEMV, FP8 e4m3
- * by the VBMI tables or GFNI with the patch; ops_fp8.c remembers which) */
+/* (DAY0_KERNEL=avx512-vbmi, avx512-gfx4 or avx512-gf4: fn the AVX-512
+ * GEMV, FP8 e4m3 by the kernel named; ops_fp8.c remembers which) */
 
 /* An AVX-512 GEMV (four streams or one): x permuted per block of 32, the
  * AVX-512 widening and FP8 kernels. */
@@ -645,8 +646,8 @@ static gemv_fn kernel_named(const char *name)
 #ifdef HAVE_X86
 	if ((any || !strcmp(name, "avx512")) && have_avx512())
 		return gemv_rows_avx512;
-	/* the AVX-512 GEMV with FP8 (e4m3) by another kernel than the best:
-	 * avx512-vbmi the VBMI tables, avx512-gfx4 GFNI with the patch */
+	/* the AVX-512 GEMV with FP8 (e4m3) by a named kernel: avx512-vbmi
+	 * the VBMI tables, avx512-gfx4 GFNI with the patch, avx512-gf4 */
 	if (!any && op_fp8_named(name) && have_avx512())
 		return gemv_rows_avx512;
 	if (!any && !strcmp(name, "avx512-stream") && have_avx512())

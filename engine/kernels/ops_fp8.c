@@ -796,19 +796,19 @@ int op_fp8_named(const char *name)
 		return 0;
 	if (!strcmp(name, "avx512-vbmi"))
 		return op_fp8_vbmi();
-	if (!strcmp(name, "avx512-gfx4"))
+	if (!strcmp(name, "avx512-gfx4") || !strcmp(name, "avx512-gf4"))
 		return have_gfni();
 	return 0;
 }
 
 void op_fp8_select(const char *name)
 {
+	static const char *const names[] = {"avx512-vbmi", "avx512-gfx4", "avx512-gf4"};
 	int k = -1;
 	const char *n = NULL;
-	if (op_fp8_named(name)) {
-		n = !strcmp(name, "avx512-vbmi") ? "avx512-vbmi" : "avx512-gfx4";
-		k = !strcmp(name, "avx512-vbmi") ? E4M3_TABLES : E4M3_GFX;
-	}
+	for (int i = 0; i < 3 && op_fp8_named(name); i++)
+		if (!strcmp(name, names[i]))
+			n = names[i], k = i; /* enum e4m3_kind's order */
 	__atomic_store_n(&fp8_named, n, __ATOMIC_RELAXED);
 	__atomic_store_n(&e4m3_kind, k, __ATOMIC_RELAXED);
 }
@@ -858,78 +858,98 @@ static inline int lane_pos(int col, int kk)
 	return (col & ~63) + half * 32 + r % 2 * 16 + lane * 4 + r / 2;
 }
 
+/* The high bit of each byte of the eight codes at p that is subnormal. */
+static inline uint64_t sub8(const uint8_t *p)
+{
+	const uint64_t lo7 = 0x7f7f7f7f7f7f7f7full, hi = 0x8080808080808080ull;
+	uint64_t u, e, z, nz;
+	memcpy(&u, p, 8);
+	e = u & 0x7878787878787878ull;
+	z = ~(((e & lo7) + lo7) | e) & hi;        /* exponent == 0 */
+	nz = ((u & 0x0707070707070707ull) + lo7) & hi; /* mantissa != 0 */
+	return z & nz;
+}
+
 uint64_t op_fp8_subnormals(const struct wmat *w, int rows, int k)
 {
 	const uint8_t *p = w->p;
 	uint64_t n = (uint64_t)rows * (uint64_t)k, i = 0, count = 0;
 	if (w->dtype != DT_F8_E4M3)
 		return 0;
-	/* eight codes a step: a byte of (exponent == 0) and (mantissa != 0) */
-	for (; i + 8 <= n; i += 8) {
-		const uint64_t lo7 = 0x7f7f7f7f7f7f7f7full, hi = 0x8080808080808080ull;
-		uint64_t u, e, z, nz;
-		memcpy(&u, p + i, 8);
-		e = u & 0x7878787878787878ull;
-		z = ~(((e & lo7) + lo7) | e) & hi;
-		nz = ((u & 0x0707070707070707ull) + lo7) & hi;
-		count += (uint64_t)__builtin_popcountll(z & nz);
-	}
+	for (; i + 8 <= n; i += 8)
+		count += (uint64_t)__builtin_popcountll(sub8(p + i));
 	for (; i < n; i++)
 		count += (uint64_t)e4m3_sub(p[i]);
 	return count;
 }
 
-void op_fp8_take_subnormals(struct wmat *w, int rows, int k, uint32_t *sub)
+size_t op_fp8_sub_bytes(int rows, uint64_t count)
 {
-	uint8_t *p = w->p;
-	uint32_t at = (uint32_t)rows + 1;
-	for (int j = 0; sub && j < rows; j++) {
-		uint8_t *wr = p + (size_t)j * (size_t)k;
-		sub[j] = at;
-		for (int c = 0; c < k; c++)
-			if (e4m3_sub(wr[c])) {
-				sub[at++] = (uint32_t)c << 8 | wr[c];
-				wr[c] &= 0x80; /* a zero of its sign */
-			}
+	return ((size_t)rows + 1) * sizeof(uint32_t) + (size_t)count * sizeof(struct fp8_sub);
+}
+
+/* Code c of row wr into the list if subnormal: its widened weight (the
+ * kernels' value x 2^-8 times the scale x 2^8, rounded once), and a zero
+ * of its sign in its place. */
+static inline void take_code(uint8_t *wr, int c, struct fp8_sub *sw, uint32_t *at,
+			     const float *t, const float *s, int bc)
+{
+	if (e4m3_sub(wr[c])) {
+		sw[(*at)++] = (struct fp8_sub){(uint32_t)c, t[wr[c]] * s[c / bc]};
+		wr[c] &= 0x80;
 	}
-	if (sub)
-		sub[rows] = at;
-	w->sub = sub;
+}
+
+void op_fp8_take_subnormals(struct wmat *w, int rows, int k, void *mem)
+{
+	uint32_t *row = mem, at = 0;
+	struct fp8_sub *sw = mem ? (struct fp8_sub *)(row + rows + 1) : NULL;
+	const float *t = fp8_tab(w->dtype);
+	for (int j = 0; mem && j < rows; j++) {
+		uint8_t *wr = (uint8_t *)w->p + (size_t)j * (size_t)k;
+		const float *s = scale_row(w, j);
+		int c = 0;
+		row[j] = at;
+		for (; c + 8 <= k; c += 8) /* eight codes without one skipped */
+			if (sub8(wr + c))
+				for (int cc = c; cc < c + 8; cc++)
+					take_code(wr, cc, sw, &at, t, s, w->bc);
+		for (; c < k; c++)
+			take_code(wr, c, sw, &at, t, s, w->bc);
+	}
+	if (mem)
+		row[rows] = at;
+	w->sub_row = row;
+	w->sub_w = sw;
 	w->nosub = 1;
 }
 
 /* y[i][j] += each taken-out code's weight times x[i] at its column, rows
- * [j0, j1) (x in the table kernels' lanes where perm); the weight is the
- * widened one (the code's value times its block's scale, rounded once). */
+ * [j0, j1) (x in the table kernels' lanes where perm). */
 static void sub_gemv(float *y, int ldy, const float *x, const struct wmat *w, int m, int j0,
 		     int j1, int k, int perm)
 {
-	const uint32_t *sub = w->sub;
-	const float *t = fp8_tab(w->dtype);
+	const uint32_t *row = w->sub_row;
+	const struct fp8_sub *sw = w->sub_w;
 	int kk = perm ? k - k % 64 : 0;
-	for (int j = j0; j < j1; j++) {
-		const float *s = scale_row(w, j);
-		for (uint32_t e = sub[j]; e < sub[j + 1]; e++) {
-			int col = (int)(sub[e] >> 8), at = lane_pos(col, kk);
-			float wv = t[sub[e] & 0xff] * s[col / w->bc];
+	if (row[j0] == row[j1])
+		return;
+	for (int j = j0; j < j1; j++)
+		for (uint32_t e = row[j]; e < row[j + 1]; e++) {
+			int at = lane_pos((int)sw[e].col, kk);
 			for (int i = 0; i < m; i++)
-				y[(size_t)i * ldy + j] += wv * x[(size_t)i * k + at];
+				y[(size_t)i * ldy + j] += sw[e].w * x[(size_t)i * k + at];
 		}
-	}
 }
 
 /* The same for rows widened: each taken-out code's weight put back. */
 static void sub_widen(float *out, const struct wmat *w, int j0, int n, int k)
 {
-	const uint32_t *sub = w->sub;
-	const float *t = fp8_tab(w->dtype);
-	for (int j = j0; j < j0 + n; j++) {
-		const float *s = scale_row(w, j);
-		for (uint32_t e = sub[j]; e < sub[j + 1]; e++) {
-			int col = (int)(sub[e] >> 8);
-			out[(size_t)(j - j0) * k + col] = t[sub[e] & 0xff] * s[col / w->bc];
-		}
-	}
+	const uint32_t *row = w->sub_row;
+	const struct fp8_sub *sw = w->sub_w;
+	for (int j = j0; j < j0 + n; j++)
+		for (uint32_t e = row[j]; e < row[j + 1]; e++)
+			out[(size_t)(j - j0) * k + sw[e].col] = sw[e].w;
 }
 
 int op_fp8_vbmi(void)
@@ -973,14 +993,14 @@ void op_fp8_gemv_rows(float *y, int ldy, const float *x, const struct wmat *w,
 			f[vec >= 2][w->dtype == DT_F8_E5M2][(m > 4 ? 4 : m) - 1](y, ldy, x, w, j0,
 										  j1, k);
 		}
-		if (w->sub)
+		if (w->sub_row)
 			sub_gemv(y, ldy, x, w, m > 4 ? 4 : m, j0, j1, k, vec >= 3 && m == 1);
 		return;
 	}
 #endif
 	(void)vec;
 	gemv_portable(y, ldy, x, w, m > 4 ? 4 : m, j0, j1, k);
-	if (w->sub)
+	if (w->sub_row)
 		sub_gemv(y, ldy, x, w, m > 4 ? 4 : m, j0, j1, k, 0);
 }
 
@@ -993,6 +1013,6 @@ void op_fp8_widen_rows(float *out, const struct wmat *w, int j0, int n, int k, i
 #endif
 		widen_portable(out, w, j0, n, k);
 	(void)vec;
-	if (w->sub)
+	if (w->sub_row)
 		sub_widen(out, w, j0, n, k);
 }

@@ -278,18 +278,24 @@ void op_rms_norm(float *y, const float *x, const float *w, int n, double eps);
  * scale one f32 per br x bc block of the matrix (rows of sc_cols), e4m3's
  * times 2^8 (op_fp8_scale_factor), in the same allocation as p.
  */
+struct fp8_sub {
+	uint32_t col;
+	float w;
+};
 struct wmat {
 	void *p;
 	int dtype;
 	const float *scale;
 	int br, bc, sc_cols;
 	/* e4m3 whose subnormal codes load took out (op_fp8_take_subnormals):
-	 * nosub 1, each such code a zero of its sign in p and kept in sub
-	 * (NULL where there were none; the owner frees it): rows + 1 offsets
-	 * into sub, then row j's entries sub[sub[j]] .. sub[sub[j + 1] - 1],
-	 * each column << 8 | code.  Every FP8 kernel adds them back. */
+	 * nosub 1, each such code a zero of its sign in p, its column and
+	 * weight (value times its block's scale, as widened) kept: row j's
+	 * are sub_w[sub_row[j]] .. sub_w[sub_row[j + 1] - 1] (sub_row NULL
+	 * where there were none; one allocation, the owner frees sub_row).
+	 * Every FP8 kernel adds them back. */
 	int nosub;
-	uint32_t *sub;
+	uint32_t *sub_row;
+	const struct fp8_sub *sub_w;
 };
 /* op_linear for a resident weight of either dtype; products in f32. */
 void op_linear_w(float *y, const float *x, const struct wmat *w,
@@ -321,7 +327,8 @@ int op_fp8_vbmi(void);
  * with the zero-exponent codes patched), 0 the VBMI tables ("vbmi");
  * op_fp8_e4m3_kernel() names it.  op_fp8_named(name): 1 if name is
  * DAY0_KERNEL's name of an e4m3 kernel this CPU has ("avx512-vbmi": the
- * tables, "avx512-gfx4": gfx4 for every weight); op_fp8_select(name)
+ * tables, "avx512-gfx4": gfx4 for every weight, "avx512-gf4": the default
+ * named, with the sgemm prefill); op_fp8_select(name)
  * forces it, any other name (or NULL) the best; op_fp8_named_kernel()
  * the name forced, or NULL. */
 int op_fp8_gfni(void);
@@ -329,12 +336,13 @@ const char *op_fp8_e4m3_kernel(void);
 int op_fp8_named(const char *name);
 void op_fp8_select(const char *name);
 const char *op_fp8_named_kernel(void);
-/* e4m3's subnormal codes in rows x k codes of w (0 for e5m2), and taking
- * them out: each set to a zero of its sign and listed in sub (rows + 1 +
- * op_fp8_subnormals() entries; NULL when there are none, k < 2^24), which
- * becomes w->sub; w->nosub set. */
+/* e4m3's subnormal codes in rows x k codes of w (0 for e5m2), the bytes
+ * of their list, and taking them out (w->scale set): each set to a zero
+ * of its sign and listed in mem (op_fp8_sub_bytes(rows, count) bytes;
+ * NULL when there are none), which becomes w->sub_row; w->nosub set. */
 uint64_t op_fp8_subnormals(const struct wmat *w, int rows, int k);
-void op_fp8_take_subnormals(struct wmat *w, int rows, int k, uint32_t *sub);
+size_t op_fp8_sub_bytes(int rows, uint64_t count);
+void op_fp8_take_subnormals(struct wmat *w, int rows, int k, void *mem);
 void op_fp8_permute_x(float *xp, const float *x, int k);
 /* What the runtime multiplies an FP8 dtype's block scales by (2^8 for
  * e4m3, whose codes the kernels read as f16: the value times 2^-8). */

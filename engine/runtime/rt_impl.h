@@ -73,6 +73,9 @@ struct rt {
 	int rank_fd;
 	struct ckpt ck;
 	struct rt_stats stats;
+	/* FP8 e4m3 codes resident, the subnormal ones load took out, and
+	 * the bytes of their lists (load_fp8; rt_fp8_subnormals) */
+	uint64_t fp8_codes, fp8_sub, fp8_sub_bytes;
 };
 
 /* bytes for `what`, 64-byte aligned, counted against the card's budget

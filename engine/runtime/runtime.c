@@ -73,6 +73,13 @@ void *rt_alloc(struct rt *r, size_t bytes, const char *what, int zero)
 
 uint64_t rt_mem_used(const struct rt *r) { return r->used; }
 uint64_t rt_mem_peak(const struct rt *r) { return r->peak; }
+void rt_fp8_subnormals(const struct rt *r, uint64_t *codes, uint64_t *sub,
+		       uint64_t *bytes)
+{
+	*codes = r->fp8_codes;
+	*sub = r->fp8_sub;
+	*bytes = r->fp8_sub_bytes;
+}
 const struct rt_stats *rt_stats(const struct rt *r) { return &r->stats; }
 int rt_rank(const struct rt *r) { return r->rank; }
 const struct model_config *rt_config(const struct rt *r) { return &r->c; }
@@ -268,6 +275,41 @@ static int fp8_nan(int dtype, const uint8_t *b, uint64_t n)
 }
 
 /*
+ * e4m3's subnormal codes out of w's resident codes (lr x lc), each into
+ * a sparse list the accountant counts (rows + 1 offsets, 8 bytes a code):
+ * the default GFNI kernel reads codes as value x 2^-120, which makes a
+ * subnormal an f32 denormal and costs the FMA a microcode assist each
+ * (ops_fp8.c); every FP8 kernel adds the list back.  A real checkpoint
+ * has ~1e-4 of its codes subnormal (128 x 128 blocks scaled to 448).
+ * Left in place (the kernels patch them) for e5m2, or a list that does
+ * not fit.
+ */
+static void take_subnormals(struct rt *r, const struct tensor_spec *t, struct wmat *w,
+			    uint64_t lr, uint64_t lc)
+{
+	uint64_t ns;
+	void *sub = NULL;
+	size_t bytes;
+	char what[300];
+	if (w->dtype != DT_F8_E4M3 || lc >= INT32_MAX || lr >= INT32_MAX)
+		return;
+	ns = op_fp8_subnormals(w, (int)lr, (int)lc);
+	if (ns >= UINT32_MAX)
+		return;
+	if (ns) {
+		bytes = op_fp8_sub_bytes((int)lr, ns);
+		snprintf(what, sizeof what, "the subnormal FP8 codes of %s", t->name);
+		sub = rt_alloc(r, bytes, what, 0);
+		if (!sub)
+			return; /* r->over says why */
+		r->fp8_sub_bytes += bytes;
+	}
+	op_fp8_take_subnormals(w, (int)lr, (int)lc, sub);
+	r->fp8_codes += lr * lc;
+	r->fp8_sub += ns;
+}
+
+/*
  * Block-scaled FP8 weight t kept as stored (ops_fp8.c): this rank's codes
  * and, in the same allocation, the f32 scales of its blocks (times
  * op_fp8_scale_factor).  Returns 1 when *w is settled: filled, this rank
@@ -381,6 +423,7 @@ static int load_fp8(struct rt *r, const struct tensor_spec *t, struct wmat *w)
 	w->br = (int)br;
 	w->bc = (int)bc;
 	w->sc_cols = (int)lbc;
+	take_subnormals(r, t, w, lr, lc);
 out:
 	if (buf) {
 		r->used -= bytes;
@@ -1554,12 +1597,17 @@ void rt_close(struct rt *r)
 				     &y->sh_up, &y->sh_down, &y->sh_gate_w};
 		for (size_t k = 0; k < sizeof fs / sizeof *fs; k++)
 			free(*fs[k]);
-		for (size_t k = 0; k < sizeof ws / sizeof *ws; k++)
+		for (size_t k = 0; k < sizeof ws / sizeof *ws; k++) {
 			free(ws[k]->p);
+			free(ws[k]->sub_row);
+		}
 		for (int e = 0; y->e_gate && e < r->c.experts; e++) {
 			free(y->e_gate[e].p);
 			free(y->e_up[e].p);
 			free(y->e_down[e].p);
+			free(y->e_gate[e].sub_row);
+			free(y->e_up[e].sub_row);
+			free(y->e_down[e].sub_row);
 		}
 		free(y->e_gate);
 		free(y->e_up);
@@ -1568,6 +1616,8 @@ void rt_close(struct rt *r)
 	free(r->L);
 	free(r->embed.p);
 	free(r->lm_head.p);
+	free(r->embed.sub_row);
+	free(r->lm_head.sub_row);
 	free(r->final_norm);
 	free(r->inv_freq);
 	if (r->tp_comm != MPI_COMM_NULL && r->tp_comm)

@@ -54,6 +54,12 @@ int rt_rank(const struct rt *r);
 const struct model_config *rt_config(const struct rt *r);
 uint64_t rt_mem_used(const struct rt *r);
 uint64_t rt_mem_peak(const struct rt *r);
+/* This rank's resident FP8 e4m3 codes, how many of them were subnormal
+ * (taken out at load into sparse lists that every FP8 kernel adds back,
+ * so the GFNI kernel meets no f32 denormal), and the lists' bytes (the
+ * accountant counts them). */
+void rt_fp8_subnormals(const struct rt *r, uint64_t *codes, uint64_t *sub,
+		       uint64_t *bytes);
 const struct rt_stats *rt_stats(const struct rt *r);
 /* Start a new sequence: forget the KV cache (the weights stay). */
 void rt_reset(struct rt *r);

@@ -74,6 +74,18 @@ int main(void)
 		      !strcmp(op_bf16_kernel(), best));
 		printf("# FP8 e4m3 decode kernel: %s\n", gfni ? "gfni" : vbmi ? "vbmi" : "f16c");
 		CHECK(op_fp8_gfni() == gfni);
+		/* the e4m3 kernels by name, each named in perf's kernel field */
+		CHECK((op_bf16_set_kernel("avx512-gfx4") == 0) == gfni);
+		CHECK(!gfni || (!strcmp(op_fp8_e4m3_kernel(), "gfx4") &&
+				!strcmp(op_kernels(), "avx512-gfx4")));
+		CHECK((op_bf16_set_kernel("avx512-gf4") == 0) == gfni);
+		CHECK(!gfni || (!strcmp(op_fp8_e4m3_kernel(), "gf4") &&
+				!strcmp(op_kernels(), "avx512-gf4")));
+		CHECK(!vbmi || (op_bf16_set_kernel("avx512-vbmi") == 0 &&
+				!strcmp(op_fp8_e4m3_kernel(), "vbmi") &&
+				!strcmp(op_kernels(), "avx512-vbmi")));
+		CHECK(op_bf16_set_kernel(NULL) == 0 &&
+		      !strcmp(op_fp8_e4m3_kernel(), gfni ? "gf4" : vbmi ? "vbmi" : a2 ? "f16c" : "portable"));
 	}
 #endif
 
@@ -361,10 +373,10 @@ int main(void)
 			{2, 33, 300, 128, 128},    {3, 64, 256, 64, 64},   {4, 130, 1040, 128, 128},
 			{5, 17, 64, 64, 64},       {8, 40, 200, 128, 128}, {6, 9, 130, 32, 64},
 			{7, 300, 37, 16, 16},      {12, 70, 300, 128, 128}, {20, 257, 512, 128, 128},
-			{1, 300, 1024, 128, 128}, /* subnormals and zeros only */
-			{16, 200, 256, 128, 128}, {1, 64, 1040, 128, 128}, {1, 1024, 2816, 128, 128}};
+			/* subnormals and zeros only: decode, prefill */
+			{1, 300, 1024, 128, 128}, {16, 200, 256, 128, 128}, {1, 64, 1040, 128, 128}, {1, 1024, 2816, 128, 128}};
 		const char *kern[] = {"portable", "avx2+fma", "avx512", "avx512-stream",
-				      "avx512-vbmi", "avx512-gfx4", NULL};
+				      "avx512-vbmi", "avx512-gfx4", "avx512-gf4", NULL};
 		int nsub_all = 0, listed_all = 0, left = 0, eq_bad = 0, eq_n = 0;
 		for (size_t q = 0; q < sizeof kern / sizeof *kern; q++) {
 			char name[160];
@@ -373,7 +385,7 @@ int main(void)
 				continue;
 			for (size_t z = 0; z < sizeof shapes / sizeof *shapes; z++) {
 				int m = shapes[z][0], n = shapes[z][1], k = shapes[z][2];
-				int br = shapes[z][3], bc = shapes[z][4], only_sub = z == 12;
+				int br = shapes[z][3], bc = shapes[z][4], only_sub = z == 12 || z == 13;
 				int gr = (n + br - 1) / br, gc = (k + bc - 1) / bc;
 				float *x = malloc((size_t)m * k * 4), *y = malloc((size_t)m * n * 4);
 				float *b = malloc((size_t)n * 4), *row = malloc((size_t)k * 4);
@@ -382,7 +394,7 @@ int main(void)
 				struct wmat wm = {.p = w, .dtype = DT_F8_E4M3, .scale = sk, .br = br,
 						  .bc = bc, .sc_cols = gc};
 				uint64_t ns;
-				uint32_t *sub;
+				void *sub;
 				for (int i = 0; i < m * k; i++) x[i] = frand(&r);
 				for (int i = 0; i < n; i++) b[i] = frand(&r);
 				for (int i = 0; i < gr * gc; i++) {
@@ -397,11 +409,11 @@ int main(void)
 					w[i] = orig[i] = only_sub ? (uint8_t)(c & 0x87) : c;
 				}
 				ns = op_fp8_subnormals(&wm, n, k);
-				sub = ns ? malloc(((size_t)n + 1 + ns) * 4) : NULL;
+				sub = ns ? malloc(op_fp8_sub_bytes(n, ns)) : NULL;
 				op_fp8_take_subnormals(&wm, n, k, sub);
 				if (q == 0) {
 					nsub_all += (int)ns;
-					listed_all += sub ? (int)(sub[n] - (uint32_t)n - 1) : 0;
+					listed_all += sub ? (int)wm.sub_row[n] : 0;
 					left += (int)op_fp8_subnormals(&wm, n, k);
 				}
 				op_linear_w(y, x, &wm, b, m, n, k);
