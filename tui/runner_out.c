@@ -342,15 +342,20 @@ void print_summary(struct run *r, FILE *f)
 	size_t unreachable = 0;
 	struct d0_err err = {{0}};
 	json_t *verdict;
+	/* NOTE: shortened at a word like DETAIL (to the terminal, else 300
+	 * columns; never inside a number); the report has it whole. */
+	int ncols = detail_cols(f) ? detail_cols(f) + 65 - 28 : 300;
 	print_checklist(r, f);
 	print_glance(r, f);
 	fprintf(f, "\n%-18s %-8s %s\n", "STAGE", "RESULT", "NOTE");
 	for (size_t k = 0; k < r->pb.n; k++) {
 		int s = (int)r->pb.order[k];
 		struct stage_rt *sr = &r->stages[s];
-		fprintf(f, "%-18s %-8s %.300s\n", r->pb.stages[s].id,
-			stage_state_names[sr->st],
-			sr->st == S_DONE && !strcmp(sr->msg, "ok") ? "" : sr->msg);
+		char note[1024];
+		fit_text(sr->st == S_DONE && !strcmp(sr->msg, "ok") ? "" : sr->msg,
+			 ncols > 20 ? ncols : 20, "\u2026", note, sizeof note);
+		fprintf(f, "%-18s %-8s %s\n", r->pb.stages[s].id,
+			stage_state_names[sr->st], note);
 	}
 	for (size_t i = 0; i < r->n_nodes; i++)
 		if (r->nodes[i].failed) {

@@ -237,10 +237,18 @@ static void alerts(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		return;
 	}
 	int x = tui_put(w, y, 0, cols, tui_attr(ui, ROLE_FAIL), "ALERTS:");
-	tui_printf(w, y, x, cols - x, tui_attr(ui, ROLE_WARN), " %s%s", b,
-		   nmem + nfail + nstale + nref > 9 ? "..." : "");
+	char line[sizeof b + 8];
+	while (off > 0 && b[off - 1] == ' ')
+		b[--off] = 0;
+	snprintf(line, sizeof line, " %s%s", b,
+		 nmem + nfail + nstale + nref > 9 ? " ..." : "");
+	/* Shortened at a word: "mem n01/3 9" never reads as 9%. */
+	overview_put_fit(ui, w, y, x, cols - x, tui_attr(ui, ROLE_WARN), line);
 }
 
+/* The perf line: each figure and its change against the baseline whole
+ * or not at all (a narrow screen drops the last ones, never half of a
+ * number). */
 static void perf_line(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		      int cols)
 {
@@ -249,19 +257,30 @@ static void perf_line(struct tui *ui, const struct view *v, WINDOW *w, int y,
 	    ui->base && ui->base->perf.n
 		? VIEW_AT(ui->base->perf, ui->base->perf.n - 1)
 		: NULL;
-	int x = tui_printf(w, y, 0, cols, A_NORMAL,
-			   "perf: ttft %.1f ms", p->ttft_ms);
-	if (b)
-		x += tui_delta(ui, w, y, x, cols - x, p->ttft_ms, b->ttft_ms, 0);
-	x += tui_printf(w, y, x, cols - x, A_NORMAL, "  tpot %.1f ms",
-			p->tpot_ms);
-	if (b)
-		x += tui_delta(ui, w, y, x, cols - x, p->tpot_ms, b->tpot_ms, 0);
-	x += tui_printf(w, y, x, cols - x, A_NORMAL, "  %.1f tok/s",
-			p->tokens_per_s);
-	if (b)
-		tui_delta(ui, w, y, x, cols - x, p->tokens_per_s,
-			  b->tokens_per_s, 1);
+	const double cur[3] = {p->ttft_ms, p->tpot_ms, p->tokens_per_s};
+	const double base[3] = {b ? b->ttft_ms : NAN, b ? b->tpot_ms : NAN,
+				b ? b->tokens_per_s : NAN};
+	int x = 0;
+	for (int k = 0; k < 3; k++) {
+		char s[64], d[32];
+		if (k == 0)
+			snprintf(s, sizeof s, "perf: ttft %.1f ms", cur[k]);
+		else if (k == 1)
+			snprintf(s, sizeof s, "  tpot %.1f ms", cur[k]);
+		else
+			snprintf(s, sizeof s, "  %.1f tok/s", cur[k]);
+		if (fit_cols(s) > cols - x)
+			return;
+		x += tui_put(w, y, x, cols - x, A_NORMAL, s);
+		if (isnan(base[k]) || base[k] == 0 || isnan(cur[k]))
+			continue;
+		/* tui_delta's own words */
+		snprintf(d, sizeof d, " %+.1f%%",
+			 (cur[k] - base[k]) / fabs(base[k]) * 100);
+		if (fit_cols(d) > cols - x)
+			return;
+		x += tui_delta(ui, w, y, x, cols - x, cur[k], base[k], k == 2);
+	}
 }
 
 /* The panels share h rows.  Each drawn panel takes at least a heading and
