@@ -1,7 +1,9 @@
 /*
  * simulate.c - `day0-agent --simulate N`: what a busy node with N cards
  * looks like to the console, without the node.  Every sampler tick emits,
- * for every card i, `mem.used` and `rank.rss` (and `mem.budget` on the
+ * for every card i, `mem.used`, `mem.peak` (its high-water mark, as a
+ * real agent's card units keep it: the console's "peak" is the last one)
+ * and `rank.rss` (and `mem.budget` on the
  * first tick and every 10 s after, since it does not change) as `sample`
  * events of the `values` form (one per metric and 512 cards), plus the
  * host's `net.rx_bps` and `net.tx_bps`.  Events are real events: they go
@@ -157,9 +159,13 @@ static double used_frac(int i, int n, double t, uint64_t k)
 	return f < 0 ? 0 : f > 1 ? 1 : f;
 }
 
+/* Cards whose high-water mark is kept (past them mem.peak is mem.used). */
+#define SIM_PEAK_CARDS 65536
+
 void simulate_tick(struct agent *a)
 {
 	static double t0 = -1, last_budget = -1e9;
+	static double peak[SIM_PEAK_CARDS];
 	static uint64_t tick;
 	double now = agent_now(), t;
 	uint64_t budget = a->cfg.card_mem; /* main.c: 80 GiB by default */
@@ -172,14 +178,21 @@ void simulate_tick(struct agent *a)
 		last_budget = now;
 	tick++;
 	/* One event per metric and block of SIM_BLOCK cards (the `values`
-	 * form): 1024 cards at 10 Hz are 40 lines a second, not 20000. */
+	 * form): 1024 cards at 10 Hz are 60 lines a second (used, peak, rss), not 30000. */
 	for (int first = 0; first < n; first += SIM_BLOCK) {
 		int m = n - first < SIM_BLOCK ? n - first : SIM_BLOCK;
 		json_t *vu = json_array(), *vr = json_array(), *vb = NULL;
+		json_t *vp = json_array();
 		if (budget_now)
 			vb = json_array();
 		for (int i = first; i < first + m; i++) {
 			double used = used_frac(i, n, t, tick) * (double)budget;
+			if (i < SIM_PEAK_CARDS && used > peak[i])
+				peak[i] = used;
+			json_array_append_new(
+			    vp, json_integer((json_int_t)(i < SIM_PEAK_CARDS
+							       ? peak[i]
+							       : used)));
 			/* the rank's host memory: runtime, pinned staging
 			 * buffers */
 			double rss = 1.5 * (1 << 30) + 0.04 * used +
@@ -198,6 +211,10 @@ void simulate_tick(struct agent *a)
 		agent_emit(a, "sample",
 			   json_pack("{s:i, s:s, s:o}", "card", first, "metric",
 				     "mem.used", "values", vu),
+			   0);
+		agent_emit(a, "sample",
+			   json_pack("{s:i, s:s, s:o}", "card", first, "metric",
+				     "mem.peak", "values", vp),
 			   0);
 		agent_emit(a, "sample",
 			   json_pack("{s:i, s:s, s:o}", "card", first, "metric",

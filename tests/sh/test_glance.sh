@@ -333,10 +333,12 @@ FDB="$T/fleet/s.db"
 timeout $RUN_LIMIT "$DAY0" run "$DAY0_ROOT/playbooks/release-day.json" --inventory "$T/fleet/inv.json" \
 	--session "$FDB" --headless --model "$T/fleet/model" -e tp=8 -e pp=1 -e ep=10 >"$T/fleet.out" 2>&1
 FEND=$(sqlite3 "$FDB" "SELECT max(ts) FROM events")
-# node|card|used|peak|budget at the end, as the screen folds them.
+# node|card|used|peak|budget at the end; the peak the highest mem.used or
+# mem.peak sample of the whole session (the report's; the screen's last
+# high-water mark must be that).
 sqlite3 -batch -noheader "$FDB" "SELECT s.node, s.card,
      (SELECT value FROM samples WHERE node=s.node AND card=s.card AND metric='mem.used' ORDER BY ts DESC LIMIT 1),
-     (SELECT value FROM samples WHERE node=s.node AND card=s.card AND metric='mem.peak' ORDER BY ts DESC LIMIT 1),
+     (SELECT max(value) FROM samples WHERE node=s.node AND card=s.card AND metric IN ('mem.peak', 'mem.used')),
      (SELECT value FROM samples WHERE node=s.node AND card=s.card AND metric='mem.budget' ORDER BY ts DESC LIMIT 1)
    FROM series s WHERE s.metric='mem.used' AND s.card>=0 ORDER BY s.node, s.card" >"$T/fleet.cards"
 [ "$(wc -l <"$T/fleet.cards")" -eq 80 ] && ok "fold: 80 cards in the session" ||
@@ -390,3 +392,12 @@ for n in n01 n05 n10; do
 	if grep -qE "^$n +$u +$p +$h +$n/[0-9]+ of 8 cards\$" "$T/fleet.out"; then ok "fold headless: $n $u $p $h"
 	else fail "fold headless: $n" "want '$u $p $h': $(sed -n '/^MEMORY/,/^$/p' "$T/fleet.out")"; fi
 done
+# The report's peak and headroom per card: the same numbers.
+"$DAY0" report "$FDB" --format md -o "$T/fleet.md" 2>/dev/null
+nbad=0
+while IFS='|' read -r node c used peak budget; do
+	want=$(echo "$used|$peak|$budget" | awk -F'|' "$FMT"'{ print bytes($2) " .* " ub($1, $3) " \\| " hr($2, $3) }')
+	grep -qE "^\| $node \| $c \| [0-9]+ \| $want \|\$" "$T/fleet.md" || { nbad=$((nbad + 1)); [ $nbad = 1 ] && echo "# $node/$c: want '$want'"; }
+done <"$T/fleet.cards"
+[ "$nbad" = 0 ] && ok "fold report: 80 cards' peak, used/budget, headroom as the screen's" ||
+	fail "fold report" "$nbad cards differ: $(grep -m3 '^| n01 |' "$T/fleet.md")"
