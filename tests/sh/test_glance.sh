@@ -42,12 +42,13 @@ function ub(used, budget) {
 function hr(peak, budget) { return sprintf("%.0f%%", (budget - peak) / budget * 100) }
 '
 
-# Each card's numbers at time $1 (ns): "CARD|used/budget|peak|headroom".
+# Each card's numbers at time $1 (ns): "CARD|used/budget|peak|headroom";
+# the peak the highest mem.used or mem.peak sample up to then.
 card_numbers() {
 	local at=$1
 	q "SELECT s.card,
 	     (SELECT value FROM samples WHERE node=s.node AND card=s.card AND metric='mem.used' AND ts<=$at ORDER BY ts DESC LIMIT 1),
-	     (SELECT value FROM samples WHERE node=s.node AND card=s.card AND metric='mem.peak' AND ts<=$at ORDER BY ts DESC LIMIT 1),
+	     (SELECT max(value) FROM samples WHERE node=s.node AND card=s.card AND metric IN ('mem.peak', 'mem.used') AND ts<=$at),
 	     (SELECT value FROM samples WHERE node=s.node AND card=s.card AND metric='mem.budget' AND ts<=$at ORDER BY ts DESC LIMIT 1)
 	   FROM series s WHERE s.node='local' AND s.metric='mem.used' AND s.card>=0 ORDER BY s.card" |
 		awk -F'|' "$FMT"'{ peak = $3 > $2 ? $3 : $2; print $1 "|" ub($2, $4) "|" bytes(peak) "|" hr(peak, $4) }'
