@@ -162,6 +162,9 @@ $(cap | sed 's/^/    | /')"
 	screen_has "tmux: ... the node sets as columns" "node4 (1)"
 	screen_has "tmux: ... node4's engine build, marked odd" "$ODD*"
 	screen_has "tmux: ... node3's Open MPI, marked odd" "Open MPI v9.9.9*"
+	tm capture-pane -e -p -t r >"$T/screen-esc.txt"
+	check "tmux: ... in red (a field that must match)" \
+		grep -qP '\x1b\[(1;)?31m[^\x1b]*Open MPI v9\.9\.9\*' "$T/screen-esc.txt"
 	cap >"$T/screen.txt"
 	check "tmux: the screen's verdict is the session file's detail" python3 - "$T/s1.db" "$T/screen.txt" <<'PY'
 import sqlite3, sys
