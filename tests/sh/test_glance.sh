@@ -235,7 +235,7 @@ $(show)"; fi
 			if echo "$spark" | grep -q '[▂▃▄▅▆▇█]'; then ok "$what: sparkline moves ($spark)"
 			else fail "$what: sparkline moves" "'$spark' in '$line'"; fi
 		fi
-		[ $size = 80x24 ] && [ $when = end ] && cp "$T/screen.txt" "$T/end80.txt"
+		[ $when = end ] && cp "$T/screen.txt" "$T/end$size.txt"
 		if [ $size = 160x48 ] && [ $when = end ]; then
 			# The checklist panel's glyph says the item's status.
 			bad=$(awk '/^CHECKLIST [0-9]+\/[0-9]+ with evidence/ { on = 1; next }
@@ -249,6 +249,21 @@ $(show)"; fi
 				fail "$what: checklist panel glyphs" "$bad"
 		fi
 	done
+done
+
+# docs/screens.md's captures at the end still have the screen's shape:
+# line by line the same first two words (digits, bars and sparklines aside).
+shape() {
+	sed 's/[0-9]/9/g; s/[─◆✖┃█▇▆▅▄▃▂▁·]\+/#/g' | awk '{ print $1, $2 }'
+}
+for size in 80x24 160x48; do
+	awk -v h="### ${size/x/x}, at the end" '$0 == h { on = 1; next }
+		on && /^```/ { if (in_) exit; in_ = 1; next } in_ { print }' \
+		"$DAY0_ROOT/docs/screens.md" | shape >"$T/doc.shape"
+	shape <"$T/end$size.txt" >"$T/screen.shape"
+	if [ -s "$T/doc.shape" ] && diff "$T/doc.shape" "$T/screen.shape" >"$T/shape.diff"; then
+		ok "docs/screens.md: the $size capture at the end has today's layout"
+	else fail "docs/screens.md: $size capture at the end is stale" "$(cat "$T/shape.diff")"; fi
 done
 
 # ------------------------------- the whole text one key away ('e' on the Overview)
