@@ -55,7 +55,7 @@
  * it is handed over once it holds this many bytes. */
 #define MAP_AHEAD (2u << 20)
 #define MAP_DROP (4u << 20)
-#define BATCH_BYTES (4u << 20)
+#define BATCH_BYTES (2u << 20)
 
 static int run(int argc, char **argv);
 
@@ -127,6 +127,9 @@ struct conv {
 	const unsigned char *map;
 	size_t map_len;
 	uint64_t pop_end, drop_end, pos;
+	/* reading several parts in turn: the lowest offset still to be read
+	 * (nothing at or above it is dropped); UINT64_MAX otherwise */
+	uint64_t keep_from;
 	int no_populate; /* the kernel lacks MADV_POPULATE_READ */
 	/* the chunk buffer (set[fill]'s) and the f32 scratch of decode */
 	unsigned char *cv_buf;
@@ -138,20 +141,27 @@ struct conv {
 
 /*
  * The writer threads.  The main thread adds the writes of one chunk to
- * batch[fill], whose data live in buffer fill or in the source mapping;
- * wq_submit waits until the threads have written the previous batch,
- * hands them batch[fill] and flips fill, so the buffer the main thread
- * fills next is one whose writes are done.  Writes straight from the
- * mapping need no buffer: they gather into one batch of up to BATCH_BYTES
- * before it is handed over (a hand-off per 1 MiB chunk cost more than the
- * chunk's copy when the lanes woke for each).  Rank r's file is written by lane r % nlanes only, so each
- * file still sees its writes in order (st_writer hashes sequential
- * writes on the way).  Two lanes: the kernel's copy into the page cache
- * is the largest cost of an FP8 -> bf16 convert, and one thread doing it
- * leaves the second core to the decode and the writeback.  The first
- * write error stops the writing and is returned by the next submit.
+ * batch[fill], whose data live in buffer fill or in the source mapping,
+ * and hands it over (wq_submit); the batches form a ring of WQ_RING, each
+ * lane working through them in order, so a lane can still be writing one
+ * batch while the other writes the next and the main thread fills a
+ * third.  The main thread waits only for the slot it is about to fill
+ * (its buffer is then free again).  Writes straight from the mapping
+ * need no buffer: they gather into one batch of up to BATCH_BYTES before
+ * it is handed over (a hand-off per 1 MiB chunk cost more than the
+ * chunk's copy when the lanes woke for each).  Rank r's file is written
+ * by lane r % nlanes only: ext4 takes a file's inode lock for a buffered
+ * write, so two lanes in one file would only take turns; two files at a
+ * time is what runs the two copies side by side (and each file sees its
+ * writes in order).  Two lanes: the kernel's copy into the page cache is
+ * the largest cost of a convert, as large as dd's.  The ring matters when
+ * consecutive batches are for one lane each (a tensor split on its first
+ * axis sends a run of chunks to one rank): with two batches and a barrier
+ * between them (before 2026-12-03) the lanes took turns instead.  The
+ * first write error stops the writing and is returned by the next submit.
  */
 #define WQ_LANES 2
+#define WQ_RING 3
 
 struct put { /* count segments of n bytes, buf + i * stride each */
 	struct st_writer *w;
@@ -168,7 +178,7 @@ struct wq_lane {
 	int id;
 	pthread_t th;
 	int started;
-	unsigned seen; /* the last generation written */
+	unsigned next; /* the next batch (count of handed-over batches) */
 };
 
 struct write_queue {
@@ -177,14 +187,14 @@ struct write_queue {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int sync_ok;  /* mu and cv initialised */
-	struct put *batch[2];
-	size_t n[2], cap[2];
-	uint64_t bytes[2]; /* bytes a batch writes */
-	uint64_t lo[2];    /* its lowest source offset read from the mapping */
-	unsigned char *buf[2];
+	struct put *batch[WQ_RING];
+	size_t n[WQ_RING], cap[WQ_RING];
+	uint64_t bytes[WQ_RING]; /* bytes a batch writes */
+	uint64_t lo[WQ_RING];    /* its lowest source offset read from the mapping */
+	int left[WQ_RING];       /* lanes still to write a handed-over batch */
+	unsigned char *buf[WQ_RING];
 	int fill;     /* the batch the main thread adds to */
 	unsigned gen; /* batches handed over so far */
-	int pending;  /* lanes still writing batch[!fill] */
 	int stop, failed;
 	struct d0_err err;
 };
@@ -195,12 +205,11 @@ static void *wq_main(void *arg)
 	struct write_queue *q = ln->q;
 	pthread_mutex_lock(&q->mu);
 	for (;;) {
-		while (ln->seen == q->gen && !q->stop)
+		while (ln->next == q->gen && !q->stop)
 			pthread_cond_wait(&q->cv, &q->mu);
-		if (ln->seen == q->gen)
+		if (ln->next == q->gen)
 			break;
-		ln->seen = q->gen;
-		int b = !q->fill, failed = q->failed;
+		int b = (int)(ln->next % WQ_RING), failed = q->failed;
 		struct d0_err e = {0};
 		pthread_mutex_unlock(&q->mu);
 		for (size_t i = 0; !failed && i < q->n[b]; i++) {
@@ -216,7 +225,8 @@ static void *wq_main(void *arg)
 			q->failed = 1;
 			q->err = e;
 		}
-		if (--q->pending == 0)
+		ln->next++;
+		if (--q->left[b] == 0)
 			pthread_cond_broadcast(&q->cv);
 	}
 	pthread_mutex_unlock(&q->mu);
@@ -251,13 +261,21 @@ static int wq_add(struct conv *c, int rank, size_t slot, uint64_t off,
 	return 0;
 }
 
-/* Wait for the handed-over batch; its error, if any. */
-static int wq_wait(struct write_queue *q, struct d0_err *err)
+/* Wait until the lanes have written batch slot b (every batch when b is
+ * -1); the first write error, if any. */
+static int wq_wait_slot(struct write_queue *q, int b, struct d0_err *err)
 {
 	int failed;
 	pthread_mutex_lock(&q->mu);
-	while (q->pending)
+	for (;;) {
+		int busy = 0;
+		for (int k = 0; k < WQ_RING; k++)
+			if ((b < 0 || k == b) && q->left[k])
+				busy = 1;
+		if (!busy)
+			break;
 		pthread_cond_wait(&q->cv, &q->mu);
+	}
 	failed = q->failed;
 	pthread_mutex_unlock(&q->mu);
 	if (failed)
@@ -265,37 +283,56 @@ static int wq_wait(struct write_queue *q, struct d0_err *err)
 	return failed ? -1 : 0;
 }
 
-/* Hand the chunk's writes over; the next chunk goes to the other set. */
+static int wq_wait(struct write_queue *q, struct d0_err *err)
+{
+	return wq_wait_slot(q, -1, err);
+}
+
+/* Hand the chunk's writes over; the next chunk goes to the next slot of
+ * the ring, once the lanes are done with what it held. */
 static int wq_submit(struct conv *c, struct d0_err *err)
 {
 	struct write_queue *q = c->wq;
-	if (wq_wait(q, err) < 0)
-		return -1;
-	if (q->n[q->fill] == 0)
-		return 0;
+	int next, failed;
+	if (q->n[q->fill] == 0) { /* nothing to hand over: only the errors */
+		pthread_mutex_lock(&q->mu);
+		failed = q->failed;
+		pthread_mutex_unlock(&q->mu);
+		if (failed)
+			*err = q->err;
+		return failed ? -1 : 0;
+	}
 	pthread_mutex_lock(&q->mu);
-	q->fill = !q->fill;
-	q->n[q->fill] = 0;
-	q->bytes[q->fill] = 0;
-	q->lo[q->fill] = UINT64_MAX;
-	q->pending = q->nlanes;
+	q->left[q->fill] = q->nlanes;
 	q->gen++;
 	pthread_cond_broadcast(&q->cv);
 	pthread_mutex_unlock(&q->mu);
-	c->cv_buf = q->buf[q->fill];
+	next = (q->fill + 1) % WQ_RING;
+	if (wq_wait_slot(q, next, err) < 0)
+		return -1;
+	q->fill = next;
+	q->n[next] = 0;
+	q->bytes[next] = 0;
+	q->lo[next] = UINT64_MAX;
+	c->cv_buf = q->buf[next];
 	return 0;
 }
 
 /*
- * After submit: drop the mapped pages below both the batch being written
- * (the previous one is done) and the chunk just read, in MAP_DROP steps,
- * so the mapping's resident part stays a window.
+ * After submit: drop the mapped pages below every batch still being
+ * written and the chunk just read, in MAP_DROP steps, so the mapping's
+ * resident part stays a window.
  */
 static void map_drop_behind(struct conv *c)
 {
 	struct write_queue *q = c->wq;
-	uint64_t safe = q->lo[!q->fill] < c->pos ? q->lo[!q->fill] : c->pos;
+	uint64_t safe = c->pos < c->keep_from ? c->pos : c->keep_from;
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	pthread_mutex_lock(&q->mu);
+	for (int k = 0; k < WQ_RING; k++)
+		if (q->left[k] && q->lo[k] < safe)
+			safe = q->lo[k];
+	pthread_mutex_unlock(&q->mu);
 	safe -= safe % page;
 	if (!c->map || safe < c->drop_end + MAP_DROP)
 		return;
@@ -306,7 +343,7 @@ static void map_drop_behind(struct conv *c)
 
 /*
  * A chunk is queued: hand the batch over when the chunk used the buffer
- * (the next chunk needs the other one) or the batch is large enough.
+ * (the next chunk needs another) or the batch is large enough.
  */
 static int chunk_done(struct conv *c, int used_buf, struct d0_err *err)
 {
@@ -325,7 +362,7 @@ static int wq_start(struct conv *c, struct d0_err *err)
 	if (!q)
 		return d0_errf(err, "convert: out of memory");
 	c->wq = q;
-	for (int b = 0; b < 2; b++) {
+	for (int b = 0; b < WQ_RING; b++) {
 		q->buf[b] = malloc(c->chunk_bytes);
 		q->lo[b] = UINT64_MAX;
 		if (!q->buf[b])
@@ -365,7 +402,7 @@ static int wq_finish(struct conv *c, int ok, struct d0_err *err)
 		pthread_mutex_destroy(&q->mu);
 		pthread_cond_destroy(&q->cv);
 	}
-	for (int b = 0; b < 2; b++) {
+	for (int b = 0; b < WQ_RING; b++) {
 		free(q->batch[b]);
 		free(q->buf[b]);
 	}
@@ -748,7 +785,7 @@ static int convert_tensor(struct conv *c, EVP_MD_CTX *sha, struct item *it,
 {
 	uint64_t numel = it->shape[0] * (it->ndim == 2 ? it->shape[1] : 1);
 	uint64_t outer = 1, seg, row;
-	int parts = it->split.axis < 0 ? 1 : it->split.parts;
+	int parts = it->split.axis < 0 ? 1 : it->split.parts, group;
 	size_t es = dtype_size(it->to);
 
 	for (int a = 0; a < it->split.axis; a++)
@@ -775,21 +812,42 @@ static int convert_tensor(struct conv *c, EVP_MD_CTX *sha, struct item *it,
 		}
 		return 0;
 	}
-	/* A row larger than a chunk: outer is 1 (split on axis 0). */
+	/*
+	 * A row larger than a chunk: outer is 1 (split on axis 0), each
+	 * chunk goes to one part.  Parts are taken WQ_LANES at a time, chunk
+	 * by chunk in turn (part 0's first, part 1's first, part 0's second,
+	 * ...), so that consecutive chunks go to the ranks of different
+	 * writer lanes and both copy at once; part after part, one lane
+	 * wrote while the other waited.  The source is then read in two
+	 * streams (the mapping's window spans the pair's parts); when this
+	 * shard is hashed on the way (sha), in file order as before.
+	 */
+	group = sha ? 1 : WQ_LANES;
 	for (uint64_t o = 0; o < outer; o++)
-		for (int p = 0; p < parts; p++)
+		for (int p0 = 0; p0 < parts; p0 += group)
 			for (uint64_t k = 0; k < seg; k += CONV_CHUNK) {
-				size_t n = (size_t)(seg - k < CONV_CHUNK ? seg - k
-									 : CONV_CHUNK);
-				const unsigned char *src = read_src(
-					c, sha, it, o * row + (uint64_t)p * seg + k,
-					n, err);
-				if (!src ||
-				    emit(c, it, p, o * seg + k, src, n, n, 1,
-					 err) < 0 ||
-				    chunk_done(c, src == c->cv_buf, err) < 0)
-					return -1;
+				c->keep_from = c->ck.shards[it->shard].st.data_off +
+					       it->src->begin +
+					       src_bytes(it, o * row +
+							     (uint64_t)p0 * seg + k);
+				for (int p = p0; p < p0 + group && p < parts; p++) {
+					size_t n = (size_t)(seg - k < CONV_CHUNK
+								    ? seg - k
+								    : CONV_CHUNK);
+					const unsigned char *src = read_src(
+						c, sha, it,
+						o * row + (uint64_t)p * seg + k, n,
+						err);
+					if (!src ||
+					    emit(c, it, p, o * seg + k, src, n, n,
+						 1, err) < 0 ||
+					    chunk_done(c, src == c->cv_buf, err) < 0) {
+						c->keep_from = UINT64_MAX;
+						return -1;
+					}
+				}
 			}
+	c->keep_from = UINT64_MAX;
 	return 0;
 }
 
@@ -835,6 +893,7 @@ static int map_shard(struct conv *c, const struct ckpt_shard *sh, int fd,
 	c->map = m;
 	c->map_len = (size_t)st.st_size;
 	c->pop_end = c->drop_end = c->pos = 0;
+	c->keep_from = UINT64_MAX;
 	c->shard_path = sh->path;
 	return 0;
 }

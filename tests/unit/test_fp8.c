@@ -349,6 +349,55 @@ static void decode16_kernels_checks(void)
 	       bad[1][2] == 0);
 }
 
+/*
+ * verify's NaN-code count (format check) with the CPU's kernel (AVX-512
+ * BW where it has it) against DAY0_KERNEL=portable and a plain loop:
+ * lengths 0..300 (every tail of the 64-byte steps) and a 70000-byte
+ * buffer (past the SSE2 loop's 255-step fold), e4m3 and e5m2, random
+ * codes with the NaN codes (and their neighbours) planted densely.
+ */
+static void nan_count_checks(void)
+{
+	enum { BIG = 70000 };
+	static uint8_t b[BIG];
+	const char *kernels[] = {"", "portable"};
+	uint32_t x = 777;
+	int bad = 0, cases = 0;
+	for (int i = 0; i < BIG; i++) {
+		x = x * 1103515245u + 12345u;
+		b[i] = (uint8_t)(x >> 24);
+		if ((x >> 8) % 5 == 0)
+			b[i] = (uint8_t)((x >> 16) & 1 ? 0xfd + (x >> 20) % 3
+						       : 0x7c + (x >> 20) % 4);
+	}
+	for (int e5 = 0; e5 < 2; e5++) {
+		int dt = e5 ? DT_F8_E5M2 : DT_F8_E4M3;
+		struct quant_config q = {.kind = QUANT_FP8_BLOCK, .fp8_dtype = dt,
+					 .block = {128, 128}};
+		struct stored_part part = {.kind = PART_VALUES, .dtype = dt};
+		for (int len = 0; len <= 301; len++) {
+			uint64_t n = len == 301 ? BIG : (uint64_t)len, want = 0;
+			const uint8_t *at = b + (len == 301 ? 0 : len % 7);
+			for (uint64_t i = 0; i < n; i++)
+				want += fp8_is_nan(dt, at[i]);
+			for (int k = 0; k < 2; k++) {
+				struct part_check c = {0};
+				if (*kernels[k])
+					setenv("DAY0_KERNEL", kernels[k], 1);
+				else
+					unsetenv("DAY0_KERNEL");
+				format_fp8.check(&q, &part, dt, at, n, 0, &c);
+				bad += c.bad != want;
+				cases++;
+			}
+		}
+	}
+	unsetenv("DAY0_KERNEL");
+	printf("# NaN-code count: %d cases\n", cases);
+	CHECKN("verify's NaN-code count (the CPU's kernel and portable) == a plain loop, "
+	       "lengths 0..300 and 70000, e4m3 and e5m2", bad == 0);
+}
+
 static void packed_checks(void)
 {
 	struct quant_config q;
@@ -449,6 +498,7 @@ int main(void)
 	encoder_checks();
 	decode16_checks();
 	decode16_kernels_checks();
+	nan_count_checks();
 	packed_checks();
 	config_checks();
 	return unit_done();
