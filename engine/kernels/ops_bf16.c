@@ -30,9 +30,10 @@
  * it is told to use one thread, and oneDNN always is.  DAY0_KERNEL=
  * portable|avx2|avx512|avx512-stream|avx512-vbmi|avx512-gfx4|avx512-gf4
  * forces a GEMV and the sgemm prefill (tests, A/B; avx512-vbmi,
- * avx512-gfx4: avx512 with FP8's e4m3 decode by the VBMI tables or by
- * GFNI with the zero-exponent patch instead of the default gf4,
- * avx512-gf4 the default named; perf's kernel says which, ops_fp8.c),
+ * avx512-gf4: avx512 with FP8's e4m3 decode by the VBMI tables or by
+ * GFNI on codes whose subnormals load took out instead of the default
+ * gfx4, avx512-gfx4 the default named; perf's kernel says which,
+ * ops_fp8.c),
  * DAY0_KERNEL=onednn the oneDNN prefill.
  *
  * op_linear_w also takes block-scaled FP8 W (ops_fp8.c's kernels) through

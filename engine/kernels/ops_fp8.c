@@ -28,13 +28,13 @@
  * rows of x over a range of W's rows, op_fp8_widen_rows to widen a panel
  * of W to f32 for sgemm (prefill).
  *
- * e4m3 weights the runtime loads have their subnormal codes taken out
- * (op_fp8_take_subnormals: a zero of the same sign in the codes, the code
- * in a sparse per-row list, ~1e-4 of a real checkpoint's codes), so that
- * the one-row GFNI kernel (gf) can read every code as the bf16 bits of
- * its value times 2^-120 without meeting an f32 denormal; every kernel,
- * the widening too, adds the list back (sub_gemv, sub_widen), so each
- * reads the original values.
+ * With DAY0_KERNEL=avx512-gf4 the runtime takes e4m3's subnormal codes
+ * out at load (op_fp8_wants_nosub, op_fp8_take_subnormals: a zero of the
+ * same sign in the codes, the code's weight in a sparse per-row list,
+ * ~1e-4 of a real checkpoint's codes), so that the one-row GFNI kernel gf
+ * can read every code as the bf16 bits of its value times 2^-120 without
+ * meeting an f32 denormal; every kernel, the widening too, adds such a
+ * list back (sub_gemv, sub_widen), so each reads the original values.
  */
 #include "engine.h"
 
@@ -465,8 +465,9 @@ gemv_tab_body(float *y, const float *xp, const struct wmat *w, const int e5, int
  * block's scaled into the row's total.  The rows past the quarters go
  * through gemv_tab_body.
  *
- * gfx (e4m3 where the CPU has GFNI and the codes may hold subnormals, or
- * DAY0_KERNEL=avx512-gfx4; DAY0_KERNEL=avx512-vbmi keeps the lookups): the same two bytes of each code's bf16 without
+ * gfx (e4m3 where the CPU has GFNI, the default, and where gf is named
+ * but a weight's codes hold subnormals; DAY0_KERNEL=avx512-vbmi keeps the
+ * lookups): the same two bytes of each code's bf16 without
  * vpermi2b, which Sapphire Rapids runs as 3 uops, 2 of them on port 5 (2
  * cycles a lookup; the tables kernel's 17 uops a 64-byte line bounded it
  * at ~18 GB/s a core from L2 against ~17 GB/s from memory).  A normal
@@ -569,7 +570,7 @@ gemv_tab4_body(float *y, const float *xp, const struct wmat *w, const int e5, co
 }
 
 /*
- * gf (e4m3 without subnormal codes, the default where the CPU has GFNI):
+ * gf (e4m3 without subnormal codes, DAY0_KERNEL=avx512-gf4):
  * one GF2P8AFFINEQB a byte of the bf16 bits of value times 2^-120, high
  * byte S 0 0 0 0 E3 E2 E1, low byte E0 M2 M1 M0 0 0 0 0: a pure bit move
  * for every normal code and for zero, no patch, no sign merge (12 uops a
@@ -818,11 +819,15 @@ const char *op_fp8_named_kernel(void)
 	return __atomic_load_n(&fp8_named, __ATOMIC_RELAXED);
 }
 
+/* The best: gfx where the CPU has GFNI.  gf only by name: from L2 it is
+ * 1.19x gfx (with the lists), but in the engine, where the GEMV reads
+ * memory, it measured no faster (bench/README.md, "FP8 decode: gf4 on
+ * codes without subnormals"), and it needs the lists. */
 static int e4m3_kernel(void)
 {
 	int h = __atomic_load_n(&e4m3_kind, __ATOMIC_RELAXED);
 	if (h < 0) {
-		h = have_gfni() ? E4M3_GF : E4M3_TABLES;
+		h = have_gfni() ? E4M3_GFX : E4M3_TABLES;
 		__atomic_store_n(&e4m3_kind, h, __ATOMIC_RELAXED);
 	}
 	return h;
@@ -831,6 +836,12 @@ static int e4m3_kernel(void)
 int op_fp8_gfni(void)
 {
 	return op_fp8_vbmi() && e4m3_kernel() >= E4M3_GFX;
+}
+
+int op_fp8_wants_nosub(void)
+{
+	(void)op_bf16_kernel(); /* DAY0_KERNEL read: it may name gf4 */
+	return op_fp8_vbmi() && e4m3_kernel() == E4M3_GF;
 }
 
 const char *op_fp8_e4m3_kernel(void)
@@ -876,8 +887,8 @@ uint64_t op_fp8_subnormals(const struct wmat *w, int rows, int k)
 	uint64_t n = (uint64_t)rows * (uint64_t)k, i = 0, count = 0;
 	if (w->dtype != DT_F8_E4M3)
 		return 0;
-	for (; i + 8 <= n; i += 8)
-		count += (uint64_t)__builtin_popcountll(sub8(p + i));
+	for (; i + 8 <= n; i += 8) /* the bytes' 0/1 summed into the top one */
+		count += (sub8(p + i) >> 7) * 0x0101010101010101ull >> 56;
 	for (; i < n; i++)
 		count += (uint64_t)e4m3_sub(p[i]);
 	return count;

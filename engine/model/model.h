@@ -322,17 +322,19 @@ void op_fp8_widen_rows(float *out, const struct wmat *w, int j0, int n, int k,
 int op_fp8_vector(void);
 int op_fp8_vbmi(void);
 /* vec 4's e4m3 kernel: op_fp8_gfni() 1 where it moves the codes' bits by
- * GFNI (the default where the CPU has GFNI too: "gf4", value x 2^-120,
- * on weights whose subnormals load took out, else "gfx4", value x 2^-8
- * with the zero-exponent codes patched), 0 the VBMI tables ("vbmi");
- * op_fp8_e4m3_kernel() names it.  op_fp8_named(name): 1 if name is
- * DAY0_KERNEL's name of an e4m3 kernel this CPU has ("avx512-vbmi": the
- * tables, "avx512-gfx4": gfx4 for every weight, "avx512-gf4": the default
- * named, with the sgemm prefill); op_fp8_select(name)
+ * GFNI ("gfx4", value x 2^-8 with the zero-exponent codes patched, the
+ * default where the CPU has GFNI too; "gf4", value x 2^-120, on weights
+ * whose subnormals load took out, by name), 0 the VBMI tables ("vbmi");
+ * op_fp8_e4m3_kernel() names it, op_fp8_wants_nosub() says whether load
+ * should take the subnormals out (gf4 in use).  op_fp8_named(name): 1 if
+ * name is DAY0_KERNEL's name of an e4m3 kernel this CPU has
+ * ("avx512-vbmi": the tables, "avx512-gfx4": the default named,
+ * "avx512-gf4"; with the sgemm prefill); op_fp8_select(name)
  * forces it, any other name (or NULL) the best; op_fp8_named_kernel()
  * the name forced, or NULL. */
 int op_fp8_gfni(void);
 const char *op_fp8_e4m3_kernel(void);
+int op_fp8_wants_nosub(void);
 int op_fp8_named(const char *name);
 void op_fp8_select(const char *name);
 const char *op_fp8_named_kernel(void);

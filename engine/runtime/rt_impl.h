@@ -73,9 +73,11 @@ struct rt {
 	int rank_fd;
 	struct ckpt ck;
 	struct rt_stats stats;
-	/* FP8 e4m3 codes resident, the subnormal ones load took out, and
-	 * the bytes of their lists (load_fp8; rt_fp8_subnormals) */
+	/* FP8 e4m3 codes resident, the subnormal ones, the bytes of their
+	 * lists, and whether load took them out (gf4 in use; load_fp8,
+	 * rt_fp8_subnormals) */
 	uint64_t fp8_codes, fp8_sub, fp8_sub_bytes;
+	int fp8_taken;
 };
 
 /* bytes for `what`, 64-byte aligned, counted against the card's budget

@@ -73,12 +73,13 @@ void *rt_alloc(struct rt *r, size_t bytes, const char *what, int zero)
 
 uint64_t rt_mem_used(const struct rt *r) { return r->used; }
 uint64_t rt_mem_peak(const struct rt *r) { return r->peak; }
-void rt_fp8_subnormals(const struct rt *r, uint64_t *codes, uint64_t *sub,
-		       uint64_t *bytes)
+int rt_fp8_subnormals(const struct rt *r, uint64_t *codes, uint64_t *sub,
+		      uint64_t *bytes)
 {
 	*codes = r->fp8_codes;
 	*sub = r->fp8_sub;
 	*bytes = r->fp8_sub_bytes;
+	return r->fp8_taken;
 }
 const struct rt_stats *rt_stats(const struct rt *r) { return &r->stats; }
 int rt_rank(const struct rt *r) { return r->rank; }
@@ -275,14 +276,15 @@ static int fp8_nan(int dtype, const uint8_t *b, uint64_t n)
 }
 
 /*
- * e4m3's subnormal codes out of w's resident codes (lr x lc), each into
- * a sparse list the accountant counts (rows + 1 offsets, 8 bytes a code):
- * the default GFNI kernel reads codes as value x 2^-120, which makes a
+ * e4m3's subnormal codes counted, and with the gf4 kernel in use
+ * (DAY0_KERNEL=avx512-gf4) taken out of w's resident codes (lr x lc),
+ * each into a sparse list the accountant counts (rows + 1 offsets, 8
+ * bytes a code): gf4 reads codes as value x 2^-120, which makes a
  * subnormal an f32 denormal and costs the FMA a microcode assist each
  * (ops_fp8.c); every FP8 kernel adds the list back.  A real checkpoint
  * has ~1e-4 of its codes subnormal (128 x 128 blocks scaled to 448).
- * Left in place (the kernels patch them) for e5m2, or a list that does
- * not fit.
+ * Left in place (the kernels patch them) otherwise, for e5m2, or for a
+ * list that does not fit.
  */
 static void take_subnormals(struct rt *r, const struct tensor_spec *t, struct wmat *w,
 			    uint64_t lr, uint64_t lc)
@@ -294,8 +296,10 @@ static void take_subnormals(struct rt *r, const struct tensor_spec *t, struct wm
 	if (w->dtype != DT_F8_E4M3 || lc >= INT32_MAX || lr >= INT32_MAX)
 		return;
 	ns = op_fp8_subnormals(w, (int)lr, (int)lc);
-	if (ns >= UINT32_MAX)
-		return;
+	r->fp8_codes += lr * lc;
+	r->fp8_sub += ns;
+	if (ns >= UINT32_MAX || !op_fp8_wants_nosub())
+		return; /* the kernels read them in place (gfx4 patches them) */
 	if (ns) {
 		bytes = op_fp8_sub_bytes((int)lr, ns);
 		snprintf(what, sizeof what, "the subnormal FP8 codes of %s", t->name);
@@ -305,8 +309,7 @@ static void take_subnormals(struct rt *r, const struct tensor_spec *t, struct wm
 		r->fp8_sub_bytes += bytes;
 	}
 	op_fp8_take_subnormals(w, (int)lr, (int)lc, sub);
-	r->fp8_codes += lr * lc;
-	r->fp8_sub += ns;
+	r->fp8_taken = 1;
 }
 
 /*

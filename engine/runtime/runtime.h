@@ -54,12 +54,13 @@ int rt_rank(const struct rt *r);
 const struct model_config *rt_config(const struct rt *r);
 uint64_t rt_mem_used(const struct rt *r);
 uint64_t rt_mem_peak(const struct rt *r);
-/* This rank's resident FP8 e4m3 codes, how many of them were subnormal
- * (taken out at load into sparse lists that every FP8 kernel adds back,
- * so the GFNI kernel meets no f32 denormal), and the lists' bytes (the
- * accountant counts them). */
-void rt_fp8_subnormals(const struct rt *r, uint64_t *codes, uint64_t *sub,
-		       uint64_t *bytes);
+/* This rank's resident FP8 e4m3 codes, how many of them are subnormal,
+ * and the bytes of the sparse lists they went into (the accountant counts
+ * them); returns 1 if load took them out of the codes (DAY0_KERNEL=
+ * avx512-gf4, so that kernel meets no f32 denormal; every FP8 kernel adds
+ * the lists back), 0 if they stay in place. */
+int rt_fp8_subnormals(const struct rt *r, uint64_t *codes, uint64_t *sub,
+		      uint64_t *bytes);
 const struct rt_stats *rt_stats(const struct rt *r);
 /* Start a new sequence: forget the KV cache (the weights stay). */
 void rt_reset(struct rt *r);

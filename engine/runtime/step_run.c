@@ -123,7 +123,7 @@ static void emit_mem(struct rt *r, uint64_t budget)
 	{ /* FP8 e4m3's subnormal codes, taken out at load into sparse
 	   * lists (counted in alloc.*, their bytes here) */
 		uint64_t codes, sub, bytes;
-		rt_fp8_subnormals(r, &codes, &sub, &bytes);
+		(void)rt_fp8_subnormals(r, &codes, &sub, &bytes);
 		if (codes) {
 			events_emit("sample", json_pack("{s:i, s:s, s:I}", "card", rank, "metric",
 							"fp8.subnormal_codes", "value", (json_int_t)sub));
@@ -460,15 +460,19 @@ static int run(int argc, char **argv)
 		emit_comm(r, &o.lay.d, "decode");
 	emit_mem(r, o.lay.card_mem);
 	{ /* every rank's FP8 e4m3 codes and subnormals, for rank 0's line */
-		uint64_t v[3];
-		rt_fp8_subnormals(r, &v[0], &v[1], &v[2]);
-		MPI_Reduce(rank == 0 ? MPI_IN_PLACE : v, v, 3, MPI_UINT64_T, MPI_SUM, 0,
+		uint64_t v[4];
+		v[3] = (uint64_t)rt_fp8_subnormals(r, &v[0], &v[1], &v[2]);
+		MPI_Reduce(rank == 0 ? MPI_IN_PLACE : v, v, 4, MPI_UINT64_T, MPI_SUM, 0,
 			   MPI_COMM_WORLD);
-		if (rank == 0 && !o.events && v[0])
+		if (rank == 0 && !o.events && v[0] && v[3])
 			printf("fp8: %llu of %llu e4m3 codes subnormal (%.2g), taken out at "
-			       "load: %llu bytes of sparse lists\n", (unsigned long long)v[1],
+			       "load for %s: %llu bytes of sparse lists\n", (unsigned long long)v[1],
 			       (unsigned long long)v[0], (double)v[1] / (double)v[0],
-			       (unsigned long long)v[2]);
+			       op_fp8_e4m3_kernel(), (unsigned long long)v[2]);
+		else if (rank == 0 && !o.events && v[0])
+			printf("fp8: %llu of %llu e4m3 codes subnormal (%.2g), kept in place "
+			       "(%s)\n", (unsigned long long)v[1], (unsigned long long)v[0],
+			       (double)v[1] / (double)v[0], op_fp8_e4m3_kernel());
 	}
 	if (rank == 0) {
 		const struct model_config *c = rt_config(r);

@@ -77,16 +77,23 @@ qn=$((16 * (4 * 512 * 512 + 3 * 512 * 1536)))
 qs=$((16 * (4 * 4 * 4 + 3 * 4 * 12) * 4))
 p8=$(alloc_peak "$T/ev.fp8.fp8")
 p32=$(alloc_peak "$T/ev.fp8.f32")
-# e4m3's subnormal codes are taken out at load into sparse lists (the
-# GFNI kernel, ops_fp8.c): counted too, 4 bytes a row of each weight that
-# has any plus 8 a code
-sb=$(sed -n 's/.*"card":0,"metric":"fp8.subnormal_bytes","value":\([0-9]*\).*/\1/p' "$T/ev.fp8.fp8" | tail -1)
-sn=$(sed -n 's/.*"card":0,"metric":"fp8.subnormal_codes","value":\([0-9]*\).*/\1/p' "$T/ev.fp8.fp8" | tail -1)
-echo "fp8: $sn subnormal codes of $qn, lists $sb bytes"
-check "the accountant counts FP8 weights at 1 byte + scales + the subnormal lists: $p8 = $p32 - 3 x $qn + $qs + $sb bytes" \
-	test "${p8:-0}" -eq $(( ${p32:-0} - 3 * qn + qs + ${sb:--1000000000} ))
-check "… the lists hold every subnormal code ($sn, 8 bytes each) and at most one offset a row" \
-	test "${sn:-0}" -gt 0 -a "${sb:-0}" -ge $((8 * ${sn:-0})) -a "${sb:-0}" -le $((8 * ${sn:-0} + 4 * 16 * (4 * 512 + 2 * 1536 + 512 + 7)))
+check "the accountant counts FP8 weights at 1 byte + scales: $p8 = $p32 - 3 x $qn + $qs bytes" \
+	test "${p8:-0}" -eq $(( ${p32:-0} - 3 * qn + qs ))
+# with DAY0_KERNEL=avx512-gf4 (GFNI + AVX-512 VBMI) e4m3's subnormal
+# codes are taken out at load into sparse lists (ops_fp8.c): counted too,
+# 4 bytes a row of each weight that has any plus 8 a code
+if grep -qw gfni /proc/cpuinfo && grep -qw avx512vbmi /proc/cpuinfo; then
+	DAY0_KERNEL=avx512-gf4 "$ENGINE" run "$T/m.fp8" --tokens "$TOK" --generate 4 --events \
+		>"$T/ev.fp8.gf4" 2>/dev/null
+	pg=$(alloc_peak "$T/ev.fp8.gf4")
+	sb=$(sed -n 's/.*"card":0,"metric":"fp8.subnormal_bytes","value":\([0-9]*\).*/\1/p' "$T/ev.fp8.gf4" | tail -1)
+	sn=$(sed -n 's/.*"card":0,"metric":"fp8.subnormal_codes","value":\([0-9]*\).*/\1/p' "$T/ev.fp8.gf4" | tail -1)
+	echo "fp8 (gf4): $sn subnormal codes of $qn, lists $sb bytes"
+	check "gf4: the accountant counts the subnormal lists too: $pg = $p8 + $sb bytes" \
+		test "${pg:-0}" -eq $(( ${p8:-0} + ${sb:--1000000000} ))
+	check "… the lists hold every subnormal code ($sn, 8 bytes each) and at most one offset a row" \
+		test "${sn:-0}" -gt 0 -a "${sb:-0}" -ge $((8 * ${sn:-0})) -a "${sb:-0}" -le $((8 * ${sn:-0} + 4 * 16 * (4 * 512 + 2 * 1536 + 512 + 7)))
+fi
 want=$("$ENGINE" run "$T/m.fp8" --tokens "$TOK" --generate 6 | sed -n 's/^generated: //p')
 got=$(DAY0_FP8=f32 "$ENGINE" run "$T/m.fp8" --tokens "$TOK" --generate 6 | sed -n 's/^generated: //p')
 check "FP8 resident gives dequantise-on-load's greedy tokens [$got] = [$want]" test -n "$want" -a "$want" = "$got"
@@ -124,17 +131,18 @@ c8f=$(alloc_peak "$T/ev.c8f")
 check "… held as FP8 from the rank files too: card 0's accountant $c8 <= 0.4 x dequantised $c8f" \
 	awk -v a="${c8:-0}" -v b="${c8f:-0}" 'BEGIN { exit !(a > 0 && b > 0 && a <= 0.4 * b) }'
 
-# e4m3's subnormal codes are taken out of the resident codes at load and
-# added back from sparse lists by every kernel (ops_fp8.c: the default
-# GFNI kernel reads codes as value x 2^-120, where a subnormal would be an
-# f32 denormal).  A model with two weights of layer 0 made of subnormals
+# With DAY0_KERNEL=avx512-gf4, e4m3's subnormal codes are taken out of
+# the resident codes at load and added back from sparse lists by every
+# kernel (ops_fp8.c: gf4 reads codes as value x 2^-120, where a subnormal
+# would be an f32 denormal); by default they stay in place.  A model with two weights of layer 0 made of subnormals
 # and zeros only (their exponent bits cleared in the file, their block
 # scales times 2^12 so that they weigh as much as normal codes): were the
 # subnormals dropped, q and down would vanish.  Logits against float64 of
-# the file's codes: one token (the decode kernels, gf4 by default), eight
-# (the GEMV of 8 rows), 24 (prefill: sgemm panels, or oneDNN's at bf16's
-# bound), tp 2 (each rank's own lists); greedy tokens against the model
-# dequantised on load (DAY0_FP8=f32, which keeps the codes as they are).
+# the file's codes under every kernel: one token (the decode kernels),
+# eight (the GEMV of 8 rows), 24 (prefill: sgemm panels with gf4's lists,
+# or oneDNN's at bf16's bound), tp 2 with gf4 (each rank's own lists);
+# greedy tokens with gf4 against the model dequantised on load
+# (DAY0_FP8=f32, which keeps the codes as they are).
 "$ENGINE" gen-model --arch llama --layers 4 --hidden 256 --heads 4 --kv-heads 2 \
 	--ffn 640 --vocab 512 --quant fp8 --block 64 "$T/m.sub" >/dev/null
 python3 - "$T/m.sub" <<'PY'
@@ -163,11 +171,15 @@ sys.exit(0 if hit == 2 else 1)
 PY
 check "planted: layer 0's q_proj and down_proj hold subnormal codes only" test $? = 0
 "$ENGINE" run "$T/m.sub" --tokens 7 >"$T/sub.out" 2>&1
-share=$(sed -n 's/^fp8: .* subnormal (\([0-9.e+-]*\)).*/\1/p' "$T/sub.out")
-check "run prints the share of subnormal codes taken out ($share, planted ~0.07)" \
+share=$(sed -n 's/^fp8: .* subnormal (\([0-9.e+-]*\)), kept in place.*/\1/p' "$T/sub.out")
+check "run prints the share of subnormal codes, kept in place by default ($share, planted ~0.07)" \
 	awk -v s="${share:-0}" 'BEGIN { exit !(s > 0.05 && s < 0.2) }'
+if grep -qw gfni /proc/cpuinfo && grep -qw avx512vbmi /proc/cpuinfo; then
+	DAY0_KERNEL=avx512-gf4 "$ENGINE" run "$T/m.sub" --tokens 7 >"$T/sub.out" 2>&1
+	contains "… taken out at load for gf4 (DAY0_KERNEL=avx512-gf4)" "taken out at load for gf4: " "$T/sub.out"
+fi
 TOK24=3,17,42,5,99,1,64,23,7,300,11,250,4,18,77,402,9,3,17,42,5,99,1,64
-for kern in best avx512-gfx4 avx512-vbmi avx2 portable; do
+for kern in best avx512-gf4 avx512-gfx4 avx512-vbmi avx2 portable; do
 	kv=$kern; [ "$kern" = best ] && kv=
 	for tk in 7 "$TOK"; do
 		expect_rc 0 "subnormal codes ($kern kernel, tokens $tk): logits within 1e-5 of float64" \
@@ -175,18 +187,20 @@ for kern in best avx512-gfx4 avx512-vbmi avx2 portable; do
 			'$ENGINE' validate '$T/m.sub' --tokens $tk --logits '$T/lg.sub.st' --levels e2e --max-rel 1e-5 --kl-max 1e-6"
 	done
 done
-expect_rc 0 "subnormal codes, prefill of 24 by sgemm panels (DAY0_KERNEL=avx512): within 1e-5" \
-	sh -c "DAY0_KERNEL=avx512 '$ENGINE' run '$T/m.sub' --tokens $TOK24 --dump-logits '$T/lg.sub.st' >/dev/null &&
+expect_rc 0 "subnormal codes, prefill of 24 by sgemm panels (DAY0_KERNEL=avx512-gf4, else the best): within 1e-5" \
+	sh -c "DAY0_KERNEL=avx512-gf4 '$ENGINE' run '$T/m.sub' --tokens $TOK24 --dump-logits '$T/lg.sub.st' >/dev/null &&
 	'$ENGINE' validate '$T/m.sub' --tokens $TOK24 --logits '$T/lg.sub.st' --levels e2e --max-rel 1e-5 --kl-max 1e-6"
+# (oneDNN's prefill with the lists is test_ops's: a GEMV named by
+# DAY0_KERNEL prefills by sgemm)
 expect_rc 0 "subnormal codes, prefill of 24 by the default (oneDNN where it runs): within bf16's bound" \
 	sh -c "'$ENGINE' run '$T/m.sub' --tokens $TOK24 --dump-logits '$T/lg.sub.st' >/dev/null &&
 	'$ENGINE' validate '$T/m.sub' --tokens $TOK24 --logits '$T/lg.sub.st' --levels e2e --max-rel 2e-2 --kl-max 1e-3"
-expect_rc 0 "subnormal codes, tp 2 (one token): within 1e-5" \
-	sh -c "timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 '$ENGINE' run '$T/m.sub' --tp 2 --tokens 7 --dump-logits '$T/lg.sub.st' >/dev/null &&
+expect_rc 0 "subnormal codes, tp 2 (one token, DAY0_KERNEL=avx512-gf4): within 1e-5" \
+	sh -c "timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -x DAY0_KERNEL=avx512-gf4 -np 2 '$ENGINE' run '$T/m.sub' --tp 2 --tokens 7 --dump-logits '$T/lg.sub.st' >/dev/null &&
 	'$ENGINE' validate '$T/m.sub' --tokens 7 --logits '$T/lg.sub.st' --levels e2e --max-rel 1e-5 --kl-max 1e-6"
 want=$(DAY0_FP8=f32 "$ENGINE" run "$T/m.sub" --tokens "$TOK24" --generate 8 | sed -n 's/^generated: //p')
-got=$("$ENGINE" run "$T/m.sub" --tokens "$TOK24" --generate 8 | sed -n 's/^generated: //p')
-check "subnormal codes: greedy tokens [$got] = dequantised on load's [$want]" test -n "$want" -a "$want" = "$got"
+got=$(DAY0_KERNEL=avx512-gf4 "$ENGINE" run "$T/m.sub" --tokens "$TOK24" --generate 8 | sed -n 's/^generated: //p')
+check "subnormal codes (avx512-gf4): greedy tokens [$got] = dequantised on load's [$want]" test -n "$want" -a "$want" = "$got"
 
 # perf prefills as a server does (the lm_head at the last position only):
 # its greedy answer is run's, which computes every position

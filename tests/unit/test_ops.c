@@ -84,8 +84,10 @@ int main(void)
 		CHECK(!vbmi || (op_bf16_set_kernel("avx512-vbmi") == 0 &&
 				!strcmp(op_fp8_e4m3_kernel(), "vbmi") &&
 				!strcmp(op_kernels(), "avx512-vbmi")));
-		CHECK(op_bf16_set_kernel(NULL) == 0 &&
-		      !strcmp(op_fp8_e4m3_kernel(), gfni ? "gf4" : vbmi ? "vbmi" : a2 ? "f16c" : "portable"));
+		CHECK(op_bf16_set_kernel(NULL) == 0 && !op_fp8_wants_nosub() &&
+		      !strcmp(op_fp8_e4m3_kernel(), gfni ? "gfx4" : vbmi ? "vbmi" : a2 ? "f16c" : "portable"));
+		CHECK(op_bf16_set_kernel("avx512-gf4") < 0 || op_fp8_wants_nosub());
+		op_bf16_set_kernel(NULL);
 	}
 #endif
 
@@ -360,8 +362,9 @@ int main(void)
 	}
 	{ /* e4m3 with its subnormal codes taken out at load (the runtime's
 	   * op_fp8_take_subnormals: each a zero of its sign in the codes, kept
-	   * in a sparse list that every kernel adds back), which the default
-	   * GFNI kernel (gf4: value x 2^-120, no patch) needs: every kernel,
+	   * in a sparse list that every kernel adds back), which the GFNI
+	   * kernel gf4 (value x 2^-120, no patch; DAY0_KERNEL=avx512-gf4)
+	   * needs: every kernel,
 	   * 1..8 and 12/20 (prefill) rows of x, every finite code in every
 	   * position, blocks of 128 and 64 (partial last blocks, tails past
 	   * the last 64), rows past the four streams' quarters, and a matrix
@@ -440,8 +443,8 @@ int main(void)
 						bad_w += row[c] != (float)((double)fp8_to_f32(DT_F8_E4M3, orig[(size_t)j * k + c]) *
 									   sraw[(j / br) * gc + c / bc]);
 				}
-				if (!kern[q] && m == 1 && n % 4 == 0 && op_fp8_gfni()) {
-					/* the default gf4 against the tables on the same
+				if (kern[q] && !strcmp(kern[q], "avx512-gf4") && m == 1 && n % 4 == 0) {
+					/* gf4 against the tables on the same
 					 * taken-out codes and list: the same products
 					 * (value x 2^-120 times x x 2^64 is value x 2^-8
 					 * times x, scaled by 2^-48 exactly), summed in
@@ -454,7 +457,7 @@ int main(void)
 					const float *bp = NULL;
 					CHECK(op_bf16_set_kernel("avx512-vbmi") == 0);
 					op_linear_many(1, &ya, &wp, &bp, &n, x, 1, k);
-					CHECK(op_bf16_set_kernel(NULL) == 0 && !strcmp(op_fp8_e4m3_kernel(), "gf4"));
+					CHECK(op_bf16_set_kernel(kern[q]) == 0 && !strcmp(op_fp8_e4m3_kernel(), "gf4"));
 					op_linear_many(1, &y, &wp, &bp, &n, x, 1, k);
 					for (int j = 0; j < n; j++)
 						eq_bad += memcmp(&ya[j], &y[j], 4) != 0, eq_n++;
@@ -476,7 +479,7 @@ int main(void)
 		       nsub_all > 10000 && listed_all == nsub_all && left == 0);
 #if defined(__x86_64__)
 		if (__builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx512vbmi"))
-			CHECKN("gf4 (the default) = the VBMI tables bit for bit on taken-out codes",
+			CHECKN("gf4 = the VBMI tables bit for bit on taken-out codes",
 			       eq_n > 1000 && eq_bad == 0);
 #endif
 		op_bf16_set_kernel(NULL);
