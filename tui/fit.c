@@ -119,6 +119,42 @@ int fit_text(const char *s, int cols, const char *ell, char *out,
 	return fit_cols(out);
 }
 
+int fit_name(const char *s, int cols, const char *ell, char *out,
+	     size_t max)
+{
+	int n = fit_cols(s), ec = fit_cols(ell);
+	size_t b, sep;
+	if (!max)
+		return 0;
+	out[0] = 0;
+	if (cols < 1)
+		return 0;
+	if (n <= cols) {
+		snprintf(out, max, "%s", s);
+		return fit_cols(out);
+	}
+	if (cols <= ec) {
+		snprintf(out, max, "%.*s", (int)bytes_of(ell, cols), ell);
+		return fit_cols(out);
+	}
+	/* The first byte that leaves at most cols - ec columns after it. */
+	b = bytes_of(s, n - (cols - ec));
+	/* From the next separator on (its word whole), else from the
+	 * first character boundary outside a number. */
+	for (sep = b; s[sep] && !strchr("-_./: ", s[sep]); sep++)
+		;
+	if (b > 0 && strchr("-_./: ", s[b - 1]))
+		; /* a word starts here */
+	else if (s[sep] && s[sep + 1])
+		b = sep + 1;
+	else
+		while (s[b] && ((((unsigned char)s[b]) & 0xc0) == 0x80 ||
+				inside_number(s, b)))
+			b++;
+	snprintf(out, max, "%s%s", ell, s + b);
+	return fit_cols(out);
+}
+
 int fit_wrap(const char *s, size_t *pos, int cols, char *out, size_t max)
 {
 	const char *p = s + *pos;

@@ -30,6 +30,15 @@ int fit_text(const char *s, int cols, const char *ell, char *out,
 	     size_t max);
 
 /*
+ * A name (node, card, node set) in cols columns: its end is what tells
+ * one from the next ("gpu-h200-rack07-node-0017/3"), so a long one keeps
+ * its end after ell, from a separator (- _ . / : space) on, else from a
+ * character outside any number: "…node-0017/3".  Returns the columns.
+ */
+int fit_name(const char *s, int cols, const char *ell, char *out,
+	     size_t max);
+
+/*
  * The line of s that starts at byte *pos and fits cols columns, broken at
  * a space like fit_text (a word longer than cols is split); *pos moves to
  * the next line's start.  Returns 0 when s is used up.  For wrapping full

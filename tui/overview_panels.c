@@ -385,6 +385,18 @@ int overview_summary_need(const struct view *v)
 	return g.first ? 3 : 2;
 }
 
+/* "  LABEL " in lw columns at the line's start, a long one keeping its
+ * end (fit_name: "…node-0017/3", never a cut "rack07-node-001"); returns
+ * the columns written. */
+static int overview_label(struct tui *ui, WINDOW *w, int y, int cols,
+			  attr_t a, int lw, const char *label)
+{
+	char b[128];
+	fit_name(label, lw, ui->ascii ? "..." : "\u2026", b, sizeof b);
+	return tui_printf(w, y, 0, cols, a, "  %s%*s ", b, lw - fit_cols(b),
+			  "");
+}
+
 /* One line of the memory or network panel: a card, a node or a node set. */
 struct gline {
 	char label[96];
@@ -515,8 +527,7 @@ int overview_memory(struct tui *ui, const struct view *v, WINDOW *w, int y,
 				  : ROLE_OK;
 		for (size_t k = l[i].first; k <= l[i].last; k++)
 			dim |= view_node_stale(v, &v->nodes[k], NULL);
-		x += tui_printf(w, yy, x, cols - x, A_NORMAL, "  %-*.*s ", lw,
-				lw, l[i].label);
+		x += overview_label(ui, w, yy, cols, A_NORMAL, lw, l[i].label);
 		if (bw) {
 			tui_membar(ui, w, yy, x, bw, g[i].used, g[i].peak,
 				   g[i].budget, dim);
@@ -609,8 +620,8 @@ int overview_net(struct tui *ui, const struct view *v, WINDOW *w, int y, int h,
 	for (int i = 0; i < n && i < h; i++, rows++) {
 		double vals[64];
 		int yy = y + i, x = 0, m;
-		x += tui_printf(w, yy, x, cols - x, tui_attr(ui, ROLE_HEAD),
-				"  %-*.*s ", lw, lw, l[i].label);
+		x += overview_label(ui, w, yy, cols, tui_attr(ui, ROLE_HEAD), lw,
+				    l[i].label);
 		if (x + fit_cols(t[i]) > cols)
 			continue; /* numbers whole or not at all */
 		tui_put(w, yy, x, cols - x, A_NORMAL, t[i]);

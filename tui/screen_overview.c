@@ -481,11 +481,19 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 			snprintf(state, sizeof state, "%s x%zu", word,
 				 last - gi * group + 1);
 		}
-		tui_printf(w, y, 0, namew0,
-			   tui_attr(ui, (int)gi == ui->sel_node ? ROLE_SEL
-					: dim			 ? ROLE_DIM
-								 : ROLE_NORMAL),
-			   "%-*s", namew0, name);
+		{
+			/* A name wider than its column keeps its end after
+			 * "…" (fit_name): "…node-0017", never a cut
+			 * "gpu-h200-rack07-node-00". */
+			char nm[128];
+			fit_name(name, namew0, ui->ascii ? "..." : "\u2026", nm,
+				 sizeof nm);
+			tui_printf(w, y, 0, namew0,
+				   tui_attr(ui, (int)gi == ui->sel_node ? ROLE_SEL
+						: dim ? ROLE_DIM
+						      : ROLE_NORMAL),
+				   "%s%*s", nm, namew0 - fit_cols(nm), "");
+		}
 		if (labw && group == 1 && *view_node_labels(v, n0->name))
 			tui_printf(w, y, namew0 + 1, labw + 2,
 				   tui_attr(ui, ROLE_MARK), "[%s]",

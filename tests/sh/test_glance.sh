@@ -424,3 +424,24 @@ while IFS='|' read -r node c used peak budget; do
 done <"$T/fleet.cards"
 [ "$nbad" = 0 ] && ok "fold report: 80 cards' peak, used/budget, headroom as the screen's" ||
 	fail "fold report" "$nbad cards differ: $(grep -m3 '^| n01 |' "$T/fleet.md")"
+
+# ------------------------------------------ names wider than their column
+# Two nodes named like a big cluster's (25 characters, 16 for the grid's
+# name at 80 columns): each row keeps the end that tells them apart
+# ("…node-0017"), never a cut inside the number ("gpu-h200-rack07-n").
+mkdir -p "$T/long"
+cat >"$T/long/inv.json" <<JSON
+{"name": "long", "defaults": {"transport": "local", "cards": 2, "card_mem": "80GiB"},
+ "nodes": [{"name": "gpu-h200-rack07-node-[0017-0018]"}],
+ "agent_args": ["--simulate", "2", "--sim-model", "$T/fleet/model", "--sim-scale", "20"]}
+JSON
+timeout $RUN_LIMIT "$DAY0" run "$DAY0_ROOT/playbooks/release-day.json" --inventory "$T/long/inv.json" \
+	--session "$T/long/s.db" --headless --model "$T/fleet/model" -e tp=2 -e pp=1 -e ep=2 >"$T/long.out" 2>&1
+shot "$(sqlite3 "$T/long/s.db" "SELECT max(ts) FROM events")" 80x24 "$T/long/s.db"
+for n in 0017 0018; do
+	if grep -qE "^…node-$n +done " "$T/screen.txt" &&
+		[ "$(grep -cE "^  …[a-z0-9-]*node-$n/[01] .* peak " "$T/screen.txt")" = 2 ] &&
+		grep -qE "^  …[a-z0-9-]*node-$n +rx " "$T/screen.txt"; then
+		ok "80x24: node $n named by its end in the grid, memory and net lines"
+	else fail "80x24: long node name $n" "$(show)"; fi
+done

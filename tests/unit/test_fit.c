@@ -53,6 +53,20 @@ int main(void)
 	/* One long word: cut at a character, never inside a number. */
 	fit_text("abcdefgh12345678", 12, "…", out, sizeof out);
 	CHECK(!strcmp(out, "abcdefgh…"));
+	/* A node name in a narrow column: its number whole or gone. */
+	fit_text("gpu-h200-node-0017", 16, "…", out, sizeof out);
+	CHECK(!strcmp(out, "gpu-h200-node…"));
+	fit_text("gpu-h200-node-0017/3", 19, "…", out, sizeof out);
+	CHECK(!strcmp(out, "gpu-h200-node-0017…"));
+	/* Names keep their end: what tells them apart. */
+	c = fit_name("gpu-h200-rack07-node-0017", 16, "…", out, sizeof out);
+	CHECK(c <= 16 && !strcmp(out, "…node-0017"));
+	c = fit_name("gpu-h200-rack07-node-0017/3", 24, "…", out, sizeof out);
+	CHECK(c <= 24 && !strcmp(out, "…h200-rack07-node-0017/3"));
+	c = fit_name("n[0001-1024]", 20, "…", out, sizeof out);
+	CHECK(!strcmp(out, "n[0001-1024]"));
+	c = fit_name("abcdefgh12345678", 6, "...", out, sizeof out);
+	CHECK(c <= 6 && !strcmp(out, "...")); /* the number whole or gone */
 	fit_text("/very/long/path/without/spaces", 10, "…", out, sizeof out);
 	CHECK(fit_cols(out) == 10);
 	/* UTF-8 counts columns, not bytes. */
