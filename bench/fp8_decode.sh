@@ -6,14 +6,21 @@
 # generated; for each thread count in THREADS ("1 2"), ROUNDS (5) rounds
 # of: membw (the read bound's bandwidth, 3 passes, the best of its
 # patterns), then `perf --repeat 1` once per kernel in KERNELS (default
-# "gfni vbmi": the default e4m3 kernel by GFNI bit moves, and
-# DAY0_KERNEL=avx512-vbmi, the VBMI tables of before), the order of the
-# kernels alternating from round to round.  Each (membw, perf) pair gives
+# "gf4 gfx4": DAY0_KERNEL=avx512-gf4, the candidate e4m3 kernel (GFNI to
+# value x 2^-120 on codes whose subnormals load took out, their products
+# added from a sparse list), against DAY0_KERNEL=avx512-gfx4, the default
+# (GFNI with the zero-exponent codes patched); "vbmi" is
+# DAY0_KERNEL=avx512-vbmi, the VBMI tables, "default" DAY0_KERNEL unset
+# (gfx4's GEMV, prefill on oneDNN; the named ones prefill by sgemm, which
+# TPOT does not see)),
+# the order of the kernels alternating from round to round.  Each
+# (membw, perf) pair gives
 # a fraction of the bound (forward.sh's bytes: codes, scales, lm_head and
 # norms f32, the KV cache at the mean generated position, over the
 # bandwidth, over TPOT); a kernel's figure is the median over the rounds,
 # min-max beside it, and each round's TPOT ratio of the two kernels is
-# printed (vbmi / gfni: > 1 is the GFNI kernel faster).  `uptime`'s load
+# printed (the second over the first: > 1 is the first faster; perf's
+# kernel field is printed beside each: it names the kernel).  `uptime`'s load
 # is printed with each thread count: the machine is shared.
 #   BUILD=build-x THREADS="1 2" ROUNDS=5 bash bench/fp8_decode.sh
 set -euo pipefail
@@ -27,7 +34,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 $CC -O2 -pthread -o "$W/membw" bench/membw.c
 THREADS=${THREADS:-1 2}
 ROUNDS=${ROUNDS:-5}
-KERNELS=${KERNELS:-gfni vbmi}
+KERNELS=${KERNELS:-gf4 gfx4}
 L=12 H=1024 F=2816 V=8192 NH=16 P=${PROMPT:-512} G=${GEN:-16}
 load() { uptime | sed 's/.*load average/load average/'; }
 echo "cpu: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) cores; $(load)"
@@ -36,7 +43,7 @@ echo "cpu: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(npro
 params=$("$E" inspect --json "$W/m" | grep -o '"total": [0-9]*' | head -1 | awk '{print $2}')
 get() { echo "$1" | grep -o "\"$2\":[0-9.e+-]*" | cut -d: -f2; }
 gets() { echo "$1" | grep -o "\"$2\":\"[^\"]*\"" | cut -d'"' -f4; }
-envof() { case $1 in vbmi) echo avx512-vbmi ;; *) echo onednn ;; esac; }
+envof() { case $1 in gf4 | gfx4 | vbmi) echo "avx512-$1" ;; *) echo onednn ;; esac; }
 tpot() { # KERNEL THREADS
 	DAY0_KERNEL=$(envof "$1") OPENBLAS_NUM_THREADS=$2 mpirun --oversubscribe --bind-to none \
 		-x OPENBLAS_NUM_THREADS -x DAY0_KERNEL -np 1 "$E" perf "$W/m" --tp 1 \

@@ -22,9 +22,19 @@
  *   gf4   two GF2P8AFFINEQB bit-matrix moves a step (e4m3 -> the bf16
  *         bits of its value times 2^-120, subnormal codes as bf16
  *         denormals), x scaled by 2^64 to keep the products normal;
- *   gf4pfN the same with a prefetch N bytes ahead.
- * Prints each kernel's median ratio (min-max) and checks that gf4's y
- * equals tab4's bit for bit.
+ *   gf4pfN the same with a prefetch N bytes ahead;
+ *   gfx4  gf4's moves to value times 2^-8 with the 16 zero-exponent codes
+ *         patched by a masked vpermb (the default of 2026-12-03 14:00);
+ *   gf4s  gf4 plus each row's products of the subnormal codes from a
+ *         sparse list (the engine's default since 2026-12-03 17:00: the
+ *         runtime takes e4m3's subnormal codes out of the resident codes
+ *         at load, so gf4 meets no f32 denormal).
+ * Unless SUBNORMAL=1, the codes' subnormals are taken out after the
+ * checks (each a zero of its sign, listed per row) and every kernel reads
+ * those codes; the share is printed.  Prints each kernel's median ratio
+ * (min-max), that gf4's and gfx4's y equal tab4's bit for bit on the
+ * original codes, and gf4s's largest difference from tab4's (the sums'
+ * order), relative to the product's largest |y|.
  */
 #include <math.h>
 #include <pthread.h>
@@ -79,10 +89,14 @@ static uint8_t to_e4m3(float f)
 }
 
 struct prod {
-	const uint8_t *w;
+	uint8_t *w;
 	const float *scale; /* [n/128][k/128], times 2^8 as the runtime keeps them */
 	int n, k;
 	float *y;
+	/* gf4s: row j's subnormal codes sw[row[j]] .. sw[row[j + 1] - 1]
+	 * (row NULL: none), as the engine's struct wmat */
+	uint32_t *row;
+	struct sub { uint32_t col; float w; } *sw;
 };
 
 static float tab[256];         /* e4m3 value times 2^-8 */
@@ -268,6 +282,25 @@ T512 static void gf2(float *y, const float *xp, const struct prod *p, int j0, in
 
 
 
+/* ---- gf4s: gf4 on codes without subnormals, then each row's taken-out
+ * codes from the list (as ops_fp8.c's sub_gemv: the weight widened, times
+ * x at its permuted place; xp here is x times 2^64) ---- */
+static inline int lane_pos(int col)
+{
+	int u = col & 63, lane = u / 16, half = u % 16 / 8, r = u % 8;
+	return (col & ~63) + half * 32 + r % 2 * 16 + lane * 4 + r / 2;
+}
+
+T512 static void gf4s(float *y, const float *xp, const struct prod *p, int j0, int j1, int pf)
+{
+	gf_body(y, xp, p, j0, j1, pf, 4);
+	if (!p->row || p->row[j0] == p->row[j1])
+		return;
+	for (int j = j0; j < j1; j++)
+		for (uint32_t e = p->row[j]; e < p->row[j + 1]; e++)
+			y[j] += p->sw[e].w * (xp[lane_pos((int)p->sw[e].col)] * 0x1p-64f);
+}
+
 /* ---- gfx4: the same bf16 values as tab4's tables (value * 2^-8), normal
  * codes by two GF(2) bit moves (the exponent's +112 is an XOR: E < 16),
  * the 16 codes with a zero exponent (zero, subnormals) patched from a
@@ -431,7 +464,7 @@ int main(int argc, char **argv)
 			}
 		}
 		free(wf);
-		prods[i] = (struct prod){w, s, n, k, aligned_alloc(64, (size_t)n * 4)};
+		prods[i] = (struct prod){w, s, n, k, aligned_alloc(64, (size_t)n * 4), NULL, NULL};
 		total += (size_t)n * k;
 	}
 	for (int c = 0; c < 4096; c++) {
@@ -450,7 +483,7 @@ int main(int argc, char **argv)
 	static const struct kern ks[] = {
 		{"sum4", sum4, 1024, 0},     {"tab4", tab4, 1024, 0},     {"gf4", gf4, 1024, 1},
 		{"gf4pf0", gf4, 0, 1},       {"gf4pfL2-4k", gf4, -4096, 1}, {"gf2", gf2, 1024, 1},
-		{"gfx4", gfx4, 1024, 0},
+		{"gfx4", gfx4, 1024, 0},     {"gf4s", gf4s, 1024, 1},
 	};
 	enum { NK = sizeof ks / sizeof *ks };
 	/* bit-identity of gf4 and tab4 */
@@ -473,6 +506,54 @@ int main(int argc, char **argv)
 				diffx += memcmp(&ya[j], &p->y[j], 4) != 0;
 		}
 		printf("gf4 against tab4 (one layer): %d outputs differ in any bit; gfx4: %d\n", diff, diffx);
+		free(ya);
+	}
+	if (!subn) { /* take the subnormal codes out, as the runtime's load */
+		uint64_t nsub = 0;
+		double worst = 0;
+		float *ya = malloc(2816 * 4);
+		for (int i = 0; i < NPROD; i++) {
+			struct prod *p = &prods[i];
+			size_t nk = (size_t)p->n * p->k, ns = 0;
+			int rows = 262144 / p->k;
+			for (size_t o = 0; o < nk; o++)
+				ns += !(p->w[o] & 0x78) && (p->w[o] & 7);
+			if (i < 7)
+				for (int c = 0; c < p->n / rows; c++)
+					tab4(p->y, xps[0], p, c * rows, (c + 1) * rows, 1024);
+			if (i < 7)
+				memcpy(ya, p->y, (size_t)p->n * 4);
+			nsub += ns;
+			if (ns) {
+				uint32_t at = 0;
+				p->row = malloc(((size_t)p->n + 1) * 4);
+				p->sw = malloc(ns * sizeof *p->sw);
+				for (int j = 0; j < p->n; j++) {
+					uint8_t *wr = p->w + (size_t)j * p->k;
+					const float *sc = p->scale + (size_t)(j / 128) * (p->k / 128);
+					p->row[j] = at;
+					for (int c = 0; c < p->k; c++)
+						if (!(wr[c] & 0x78) && (wr[c] & 7)) {
+							p->sw[at++] = (struct sub){(uint32_t)c, tab[wr[c]] * sc[c / 128]};
+							wr[c] &= 0x80;
+						}
+				}
+				p->row[p->n] = at;
+			}
+			if (i < 7) {
+				for (int c = 0; c < p->n / rows; c++)
+					gf4s(p->y, xps[1], p, c * rows, (c + 1) * rows, 1024);
+				double big = 0, d = 0;
+				for (int j = 0; j < p->n; j++) {
+					big = fmax(big, fabs((double)ya[j]));
+					d = fmax(d, fabs((double)p->y[j] - ya[j]));
+				}
+				worst = fmax(worst, d / big);
+			}
+		}
+		printf("subnormal codes taken out: %llu of %zu (%.2g); gf4s against tab4 on the "
+		       "original codes (one layer): largest |difference| / largest |y| %.2g\n",
+		       (unsigned long long)nsub, total, (double)nsub / (double)total, worst);
 		free(ya);
 	}
 	pthread_barrier_t go;
