@@ -5,6 +5,7 @@
  * global keys, prompts, help, and redraw timing.
  */
 #include "tui.h"
+#include "fit.h"
 
 #include <locale.h>
 #include <math.h>
@@ -330,9 +331,21 @@ static void draw_header(struct tui *ui, const struct view *v)
 	clrtoeol();
 	x += tui_printf(stdscr, 0, x, COLS - x, h, "day0 %s",
 			*v->name ? v->name : "session");
-	if (*v->model)
-		x += tui_printf(stdscr, 0, x, COLS - x, A_NORMAL,
-				"  model %s", v->model);
+	tui_dur(view_elapsed(v), el, sizeof el);
+	if (*v->model) {
+		/* The path keeps its end (the model's name, fit_name) and
+		 * leaves room for the clock, the stage and the verdict. */
+		int room = COLS - x - 8 - 10 - (int)strlen(el) -
+			   (cur ? 14 + (int)strlen(cur->id) : 0) -
+			   (v->verdict >= 0 ? 7 : 0);
+		char m[256];
+		if (room >= 12) {
+			fit_name(v->model, room, ui->ascii ? "..." : "\u2026", m,
+				 sizeof m);
+			x += tui_printf(stdscr, 0, x, COLS - x, A_NORMAL,
+					"  model %s", m);
+		}
+	}
 	if (*v->playbook && strcmp(v->playbook, v->name))
 		x += tui_printf(stdscr, 0, x, COLS - x, A_NORMAL,
 				"  playbook %s", v->playbook);
@@ -340,8 +353,9 @@ static void draw_header(struct tui *ui, const struct view *v)
 		x += tui_printf(stdscr, 0, x, COLS - x,
 				tui_attr(ui, ROLE_FAIL), "  SIMULATED (%d nodes)",
 				v->sim_nodes);
-	tui_dur(view_elapsed(v), el, sizeof el);
-	x += tui_printf(stdscr, 0, x, COLS - x, A_NORMAL, "  elapsed %s", el);
+	snprintf(buf, sizeof buf, "  elapsed %s", el);
+	if (x + (int)strlen(buf) <= COLS)
+		x += tui_put(stdscr, 0, x, COLS - x, A_NORMAL, buf);
 	if (cur) {
 		/* The agents' progress (the console's stage events carry
 		 * none while the stage runs). */

@@ -119,6 +119,9 @@ cut_ok() { # FILE [WHOLE [COLS]]
 		while ((k = index(line, ell)) > 0) {
 			before = substr(line, 1, k - 1)
 			line = substr(line, k + length(ell))
+			# A name'"'"'s leading "…" (fit_name: "…node-0017") starts
+			# a word; a shortened text'"'"'s ends one.
+			if ((before == "" || before ~ / $/) && line ~ /^[^ ]/) continue
 			tail = substr(before, length(before) > 12 ? length(before) - 11 : 1)
 			sub(/^ +/, "", tail)
 			if (tail == "") continue
@@ -217,6 +220,12 @@ $(show)"
 			ok "$what: $counts, then $fitem $fst on the next line"
 		else fail "$what: checklist counts" "want '$want':
 $(show)"; fi
+		# The header: the clock and the stage (or the verdict) whole,
+		# the model's path shortened to leave them room.
+		if [ $when = comm ]; then hw='elapsed [0-9.]+[a-z]+  stage [a-z0-9.-]+ [0-9]+%'
+		else hw='elapsed [0-9.]+[a-z]+  (GO|NO-GO)$'; fi
+		head -1 "$T/screen.txt" | grep -qE -- "$hw" && ok "$what: header" ||
+			fail "$what: header" "want /$hw/: $(head -1 "$T/screen.txt")"
 		grep -qE '^VERDICT (GO|NO-GO|pending|held)' "$T/screen.txt" &&
 			ok "$what: verdict line" || fail "$what: verdict line" "$(show)"
 		grep -qE '^local +' "$T/screen.txt" && ok "$what: node state row" ||
@@ -254,7 +263,8 @@ done
 # docs/screens.md's captures at the end still have the screen's shape:
 # line by line the same first two words (digits, bars and sparklines aside).
 shape() {
-	sed 's/[0-9]/9/g; s/[─◆✖┃█▇▆▅▄▃▂▁·]\+/#/g' | awk '{ print $1, $2 }'
+	sed 's/[0-9]/9/g; s/[─◆✖┃█▇▆▅▄▃▂▁·]\+/#/g; s/^ALERTS:.*/alerts:/; s/^alerts: none/alerts:/' |
+		awk '{ print $1, $2 }'
 }
 # The captures are of a GO day: a run that ends otherwise (the sanitizer
 # build's soak can fail its memory growth) has another shape, said so.
