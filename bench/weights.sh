@@ -36,8 +36,10 @@
 # Environment: BUILD (build dir, default build), REPS (default 3),
 # WARMUP=0 to skip the warm-up run (not in the ratio) before each cp and
 # convert run, PLAIN=0 to skip the f32 part, FP8=0 to skip the FP8 part,
-# BASE=PATH/day0-engine (an older build) to time its converts too, in the
-# same rounds right after the current build's (an A/B on the same floor).
+# BASE=PATH/day0-engine (an older build) to time its converts (and its FP8
+# verifies) too, in the same rounds right after the current build's (an A/B
+# on the same floor).  Each FP8 round prints the load average at its start;
+# each FP8 figure lists its runs' wall times and CPU seconds (user + system).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -87,7 +89,7 @@ declare -A OUT # convert mode -> its output's bytes (the write floor's size)
 out_bytes() { find "$TMP/out" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f", s }'; }
 
 # Result store: per key, the list of times and the max RSS (KiB).
-declare -A TIMES RSS
+declare -A TIMES RSS CPU
 best() { tr ' ' '\n' <<<"${TIMES[$1]}" | grep . | sort -g | head -1; }
 median() {
 	tr ' ' '\n' <<<"${TIMES[$1]}" | grep . | sort -g |
@@ -114,6 +116,8 @@ timed() {
 		exit 1
 	fi
 	TIMES[$key]="${TIMES[$key]:-} $(fsub "$t1" "$t0")"
+	# CPU seconds of the run (user + system, all its threads)
+	CPU[$key]="${CPU[$key]:-} $(awk -F': ' '/User time|System time/ { s += $2 } END { printf "%.2f", s }' "$TMP/time.out")"
 	rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$TMP/time.out")
 	[ -n "$rss" ] || die "no RSS in GNU time output for: $*"
 	if [ -z "${RSS[$key]:-}" ] || [ "$rss" -gt "${RSS[$key]}" ]; then
@@ -142,6 +146,7 @@ echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 104857
 echo "engine:  $ENGINE"
 [ -z "$BASE" ] || echo "base:    $BASE (its converts timed in the same rounds)"
 echo "cpu:     $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
+echo "isa:     $(grep -m1 -o -w -E 'avx2|avx512bw|avx512vbmi|sha_ni' /proc/cpuinfo | sort -u | tr '\n' ' ')(FP8 decode: AVX-512 VBMI, else AVX-512 BW, else AVX2; SHA-256: OpenSSL's)"
 echo "load:    $(uptime | sed 's/.*load average/load average/') (at the start; the machine is shared)"
 
 PLAIN=${PLAIN:-1}
@@ -295,6 +300,8 @@ if [ "$FP8" != 0 ]; then
 	LABEL[f_dd]="dd of the bf16 output's size"
 	LABEL[f_dd_keep]="dd of the keep output's size"
 	LABEL[f_keep_base]="BASE convert keep tp$TP"
+	LABEL[f_verify_t1_base]="BASE verify --threads 1"
+	LABEL[f_verify_t2_base]="BASE verify --threads 2"
 	LABEL[f_bf16_base]="BASE convert fp8->bf16 tp$TP"
 	command -v openssl >/dev/null || die "openssl not found (the FP8 hashing reference)"
 	echo "fp8 hashing and converting: $REPS rounds (interleaved)"
@@ -309,9 +316,14 @@ if [ "$FP8" != 0 ]; then
 		rm -rf "$TMP/out" && sync
 	}
 	for ((r = 1; r <= REPS; r++)); do
+		echo "  round $r: $(cut -d' ' -f1-3 /proc/loadavg) (load average 1/5/15 min at its start)"
 		timed f_openssl openssl dgst -sha256 "${FSHARDS[@]}"
 		timed f_verify_t1 "$ENGINE" verify "$FMODEL" --threads 1
 		timed f_verify_t2 "$ENGINE" verify "$FMODEL" --threads 2
+		if [ -n "$BASE" ]; then
+			timed f_verify_t1_base "$BASE" verify "$FMODEL" --threads 1
+			timed f_verify_t2_base "$BASE" verify "$FMODEL" --threads 2
+		fi
 		if [ "$WARMUP" != 0 ]; then f_cp_run f_cp_warmup; fi
 		f_cp_run f_cp
 		if [ "$WARMUP" != 0 ]; then f_conv_run f_keep_warmup keep; fi
@@ -383,13 +395,17 @@ if [ "$FP8" != 0 ]; then
 		local k=$1 ref=${2:-} b extra=""
 		b=$(best "$k")
 		[ -n "$ref" ] && extra="  ratio $(ratio "$(best "$ref")" "$b")x vs ${LABEL[$ref]}"
-		printf '  %-28s %7.2f s %8s MB/s  (runs%s)%s\n' "${LABEL[$k]}" "$b" \
-			"$(mbps "$FBYTES" "$b")" "$(runs_of "$k")" "$extra"
+		printf '  %-28s %7.2f s %8s MB/s  (runs%s; CPU s%s)%s\n' "${LABEL[$k]}" "$b" \
+			"$(mbps "$FBYTES" "$b")" "$(runs_of "$k")" "${CPU[$k]:-}" "$extra"
 	}
 	echo "fp8: hashing $FBYTES shard bytes:"
 	fline f_openssl
 	fline f_verify_t1 f_openssl
 	fline f_verify_t2 f_openssl
+	if [ -n "$BASE" ]; then
+		fline f_verify_t1_base f_openssl
+		fline f_verify_t2_base f_openssl
+	fi
 	echo "fp8: converting $FBYTES source bytes:"
 	fline f_cp
 	fline f_keep f_cp
@@ -477,6 +493,7 @@ if [ "$FP8" != 0 ]; then
 	row "fp8 convert keep / its write floor" "${fdk}x" ">= 0.85x" "$(mark "$fdk" 0.85)"
 	row "fp8 convert fp8->bf16 / its write floor" "${fd}x" ">= 0.85x" "$(mark "$fd" 0.85)"
 	if [ -n "$BASE" ]; then
+		row "  (BASE: verify 1 / 2 threads / openssl)" "$(ratio "$(best f_openssl)" "$(best f_verify_t1_base)")x $(ratio "$(best f_openssl)" "$(best f_verify_t2_base)")x" "" ""
 		row "  (BASE: keep / floor)" "$(ratio "$(best f_dd_keep)" "$(best f_keep_base)")x" "" ""
 		row "  (BASE: fp8->bf16 / floor)" "$(ratio "$(best f_dd)" "$(best f_bf16_base)")x" "" ""
 	fi

@@ -3,7 +3,8 @@
 # populated ahead and dropped behind, kept tensors go from the mapping to
 # the rank files as strided writes, and writes are batched.  The other
 # convert tests use models of a few KiB, which never leave the first
-# window; this one uses a ~200 MB FP8 shard and ~34 MB f32 shards.
+# window; this one uses a ~200 MB FP8 shard and ~34 MB f32 shards (and
+# checks that every FP8 decode kernel writes the same bf16 files).
 . "$(dirname "$0")/../lib.sh"
 GNU_TIME=/usr/bin/time
 [ -x "$GNU_TIME" ] || { fail "GNU time" "$GNU_TIME not found (make deps installs it)"; exit 0; }
@@ -43,6 +44,15 @@ expect_rc 0 "merge of the bf16 tp 4 files" "$ENGINE" merge "$T/bf4" "$T/bf4.m"
 expect_rc 0 "merge of the bf16 tp 1 file" "$ENGINE" merge "$T/bf1" "$T/bf1.m"
 check "bf16 tp 4 (column slices written strided) merged = tp 1, byte for byte" \
 	cmp "$T/bf4.m/$(basename "$shard")" "$T/bf1.m/$(basename "$shard")"
+# The decode kernels (the CPU's best: AVX-512 VBMI / BW tables where it
+# has them; AVX2 arithmetic; the portable tables) write the same files.
+for k in portable avx2; do
+	expect_rc 0 "convert FP8 -> bf16 --tp 4 with DAY0_KERNEL=$k" \
+		env DAY0_KERNEL=$k "$ENGINE" convert "$T/fp8" "$T/bf4.$k" --dtype bf16 --tp 4
+	check "DAY0_KERNEL=$k: every rank file and layout.json = the default kernel's, byte for byte" \
+		bash -c "for f in '$T'/bf4/*; do cmp \"\$f\" '$T'/bf4.$k/\$(basename \"\$f\") || exit 1; done"
+	rm -rf "$T/bf4.$k"
+done
 rm -rf "$T/keep" "$T/keep.m" "$T/bf4" "$T/bf4.m" "$T/bf1" "$T/bf1.m"
 
 # --verify-source hashes the mapped bytes in file order.
