@@ -222,8 +222,8 @@ $(show)"
 $(show)"; fi
 		# The header: the clock and the stage (or the verdict) whole,
 		# the model's path shortened to leave them room.
-		if [ $when = comm ]; then hw='elapsed [0-9.]+[a-z]+  stage [a-z0-9.-]+ [0-9]+%'
-		else hw='elapsed [0-9.]+[a-z]+  (GO|NO-GO)$'; fi
+		if [ $when = comm ]; then hw='elapsed [0-9.:]+[a-z]*  stage [a-z0-9.-]+ [0-9]+%'
+		else hw='elapsed [0-9.:]+[a-z]*  (GO|NO-GO)$'; fi
 		head -1 "$T/screen.txt" | grep -qE -- "$hw" && ok "$what: header" ||
 			fail "$what: header" "want /$hw/: $(head -1 "$T/screen.txt")"
 		grep -qE '^VERDICT (GO|NO-GO|pending|held)' "$T/screen.txt" &&
