@@ -12,6 +12,7 @@
  */
 #include "engine.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -163,6 +164,26 @@ int sha256_file(const char *path, char out[65], uint64_t *bytes_done,
 	return rc;
 }
 
+/*
+ * OpenBLAS (pthreads build) starts its worker threads when the library
+ * is loaded, before main, and each spins on sched_yield for ~0.1 s before
+ * it sleeps (strace: ~8000 calls from process start).  On two cores that
+ * takes a core's share from verify's hashing threads and convert's
+ * writers at their start.  Neither uses BLAS: stop the workers (OpenBLAS
+ * starts them again if a BLAS call ever wants them).  The symbol is looked
+ * up at run time, as another BLAS (or another OpenBLAS build) lacks it.
+ */
+void blas_threads_quiet(void)
+{
+	static int done;
+	int (*shutdown)(void);
+	if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
+		return;
+	*(void **)&shutdown = dlsym(RTLD_DEFAULT, "blas_thread_shutdown_");
+	if (shutdown)
+		shutdown();
+}
+
 struct pool {
 	struct hash_job *jobs;
 	size_t n, next;
@@ -206,6 +227,7 @@ void hash_files(struct hash_job *jobs, size_t n, int threads,
 	struct pool p = {.jobs = jobs, .n = n, .progress = progress};
 	pthread_t *tid;
 	int t;
+	blas_threads_quiet();
 	if (threads < 1)
 		threads = 1;
 	if ((size_t)threads > n)

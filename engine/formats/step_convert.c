@@ -987,6 +987,7 @@ static int convert_all(struct conv *c, struct d0_err *err)
 			most = numel;
 	}
 	c->chunk_bytes = (size_t)(most < CONV_CHUNK ? most : CONV_CHUNK) * 4;
+	blas_threads_quiet(); /* its spinning threads would take a core */
 	c->f32_buf = malloc(c->chunk_bytes);
 	if (!c->f32_buf)
 		return d0_errf(err, "convert: out of memory");

@@ -155,6 +155,9 @@ int hf_snapshot_blob(const struct hf_snapshot *s, const char *dir,
 		     const char *name, char sha[65], struct d0_err *err);
 
 /* SHA-256 of a file, read in bounded chunks; hex written to out[65]. */
+/* Stop OpenBLAS's spinning worker threads, where the library has them
+ * (verify and convert use no BLAS; hash.c says why). */
+void blas_threads_quiet(void);
 int sha256_file(const char *path, char out[65], uint64_t *bytes_done,
 		struct d0_err *err);
 
