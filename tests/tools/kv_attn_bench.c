@@ -2,13 +2,17 @@
  * kv_attn_bench - attention over the paged KV cache, three ways in the
  * same run (bench/kv_attention.sh prints the ratios):
  *
- *   kv_attn_bench CTX BLOCK_TOKENS ROUNDS
+ *   kv_attn_bench CTX BLOCK_TOKENS ROUNDS [HEADS KV_HEADS HEAD_DIM]
  *
  * decode (one query row) at CTX positions, GQA 32 query / 8 kv heads of
- * 128 (a Llama-3-8B card): in place through a scattered block table
+ * 128 (a Llama-3-8B card; the optional arguments give another shape,
+ * e.g. 16 16 64 for bench/forward.sh's model): in place through a
+ * scattered block table
  * (op_attention_paged), the design before it (each kv head's blocks
  * gathered into one buffer, then the same kernel), and one contiguous
- * block (the ideal); a 256-row prefill chunk at the end of the context:
+ * block (the ideal), and a plain AVX-512 read of the same keys and values
+ * through the same table (decode_read: the rate attention could read at);
+ * a 256-row prefill chunk at the end of the context:
  * in place against the sgemm kernel the gather fed before (QK^T, softmax,
  * PV by sgemm per head); MLA decode (DeepSeek-V3 at TP 8: 16 heads): the
  * absorbed attention on the latent cache (one row of 512 + 64 shared by
@@ -24,6 +28,9 @@
 #include <time.h>
 
 #include <cblas.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 static double now(void)
 {
@@ -81,12 +88,63 @@ static void old_head(void *ctx, int h, int slot)
 		    a->out + (size_t)h * a->d, a->nh * a->d);
 }
 
+/* A plain read of kv heads x n positions of d floats through the table,
+ * as decode attention reads them (each kv head's keys, then its values);
+ * the sum is returned so the loads are not thrown away. */
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static float
+read_kv(const float *kc, const float *vc, const int32_t *tab, int n, int bt,
+	int nkv, int d, size_t kbs)
+{
+	__m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
+	for (int h = 0; h < nkv; h++)
+		for (int pass = 0; pass < 2; pass++)
+			for (int i = 0; i * bt < n; i++) {
+				int m = n - i * bt < bt ? n - i * bt : bt;
+				const float *r = (pass ? vc : kc) + tab[i] * kbs +
+						 (size_t)h * bt * d;
+				size_t len = (size_t)m * d, c = 0;
+				for (; c + 32 <= len; c += 32) {
+					a = _mm512_add_ps(a, _mm512_loadu_ps(r + c));
+					b = _mm512_add_ps(b, _mm512_loadu_ps(r + c + 16));
+				}
+				for (; c < len; c++)
+					a = _mm512_add_ps(a, _mm512_set1_ps(r[c]));
+			}
+	return _mm512_reduce_add_ps(_mm512_add_ps(a, b));
+}
+#else
+static float read_kv(const float *kc, const float *vc, const int32_t *tab,
+		     int n, int bt, int nkv, int d, size_t kbs)
+{
+	float s = 0;
+	for (int h = 0; h < nkv; h++)
+		for (int i = 0; i * bt < n; i++) {
+			int m = n - i * bt < bt ? n - i * bt : bt;
+			for (size_t c = 0; c < (size_t)m * d; c++)
+				s += kc[tab[i] * kbs + (size_t)h * bt * d + c] +
+				     vc[tab[i] * kbs + (size_t)h * bt * d + c];
+		}
+	return s;
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 4096,
 	    bt = argc > 2 ? atoi(argv[2]) : 16;
 	int rounds = argc > 3 ? atoi(argv[3]) : 5;
-	int nh = 32, nkv = 8, d = 128, nb = (n + bt - 1) / bt, nq = 256;
+	int nh = argc > 4 ? atoi(argv[4]) : 32,
+	    nkv = argc > 5 ? atoi(argv[5]) : 8,
+	    d = argc > 6 ? atoi(argv[6]) : 128, nq = 256;
+	if (n < nq || bt < 1 || rounds < 1 || nh < 1 || nkv < 1 || nh % nkv ||
+	    d < 1) { /* before any allocation: a bad argument leaks nothing */
+		fprintf(stderr, "usage: kv_attn_bench CTX>=256 BLOCK_TOKENS>=1 "
+				"ROUNDS>=1 [HEADS KV_HEADS(dividing HEADS) "
+				"HEAD_DIM]\n");
+		return 2;
+	}
+	int nb = (n + bt - 1) / bt;
 	size_t kbs = (size_t)nkv * bt * d;
 	float *kc = rnd((size_t)nb * kbs), *vc = rnd((size_t)nb * kbs);
 	float *kf = malloc((size_t)nkv * n * d * 4),
@@ -94,7 +152,8 @@ int main(int argc, char **argv)
 	float *q = rnd((size_t)nq * nh * d),
 	      *o = malloc((size_t)nq * nh * d * 4);
 	int32_t *tab = malloc((size_t)nb * sizeof *tab);
-	double best[7];
+	double best[8];
+	volatile float sink = 0;
 	/* MLA: 16 heads, latent 512 + rope 64 against keys 192 / values 128 */
 	int mh = 16, lat = 512, rope = 64, mdk = 192, mdv = 128;
 	float *lc = rnd((size_t)nb * bt * (lat + rope)),
@@ -114,11 +173,6 @@ int main(int argc, char **argv)
 				lat + rope,
 				lat + rope};
 
-	if (n < nq || bt < 1) {
-		fprintf(stderr,
-			"usage: kv_attn_bench CTX>=256 BLOCK_TOKENS ROUNDS\n");
-		return 2;
-	}
 	for (int i = 0; i < nb; i++) /* a scattered table: a permutation */
 		tab[i] = i;
 	for (int i = nb - 1; i > 0; i--) {
@@ -126,7 +180,7 @@ int main(int argc, char **argv)
 		tab[i] = tab[j];
 		tab[j] = t;
 	}
-	for (int i = 0; i < 7; i++)
+	for (int i = 0; i < 8; i++)
 		best[i] = 1e9;
 	for (int r = 0; r < rounds; r++) {
 		double t;
@@ -136,6 +190,11 @@ int main(int argc, char **argv)
 		op_attention_paged(o, q, &paged, 1, n, n - 1, nh, nkv, d, d,
 				   0.088, 0);
 		best[0] = fmin(best[0], now() - t);
+		/* a plain read of the same bytes through the same table */
+		flush();
+		t = now();
+		sink += read_kv(kc, vc, tab, n, bt, nkv, d, kbs);
+		best[7] = fmin(best[7], now() - t);
 		/* decode, gathered as before, then the kernel on one block */
 		flush();
 		t = now();
@@ -202,8 +261,10 @@ int main(int argc, char **argv)
 	printf(
 	    "decode_inplace %.6f\ndecode_gather %.6f\ndecode_contiguous %.6f\n"
 	    "prefill_inplace %.6f\nprefill_sgemm %.6f\nmla_latent "
-	    "%.6f\nmla_perhead %.6f\n",
-	    best[0], best[1], best[2], best[3], best[4], best[5], best[6]);
+	    "%.6f\nmla_perhead %.6f\ndecode_read %.6f\n",
+	    best[0], best[1], best[2], best[3], best[4], best[5], best[6],
+	    best[7]);
+	printf("kv_bytes %.0f\n", 2.0 * nkv * n * d * 4);
 	printf("kernel %s threads %d\n", op_bf16_kernel(), op_pool_threads());
 	free(kc), free(vc), free(kf), free(vf), free(q), free(o), free(tab);
 	free(lc), free(mq), free(mk), free(mv), free(mo), free(flush_buf);
