@@ -135,7 +135,8 @@ static const char *const query_sql[STORE_Q_COUNT] = {
 			 "json_extract(e.body, '$.step') AS phase, c.time_us, "
 			 "c.algbw, c.busbw, c.rank, c.ts FROM comm c JOIN events "
 			 "e ON e.node = c.node AND e.seq = c.seq WHERE "
-			 "json_extract(e.body, '$.calls') IS NOT NULL ORDER BY "
+			 "json_extract(e.body, '$.calls') IS NOT NULL AND "
+			 "json_extract(e.body, '$.interval_s') IS NULL ORDER BY "
 			 "c.stage_id, phase, c.\"group\", c.op, c.node, c.rank",
     [STORE_Q_COMM_PAIRS] =
 	"SELECT c.node, c.stage_id, json_extract(e.body, "

@@ -664,6 +664,12 @@ void overview_spark(struct tui *ui, WINDOW *w, int y, int x, int n,
 			int lvl = mx > 0 && !isnan(vals[k])
 				      ? (int)(vals[k] / mx * 7 + 0.5)
 				      : 0;
+			/* flat only when truly idle: any data moved lifts
+			 * its tick off the floor, however small beside the
+			 * window's peak (a soak's collectives beside a comm
+			 * sweep's) */
+			if (lvl < 1 && !isnan(vals[k]) && vals[k] > 0)
+				lvl = 1;
 			gl = ui->g->spark[lvl < 0 ? 0 : lvl > 7 ? 7 : lvl];
 		}
 		size_t gl_n = strlen(gl);

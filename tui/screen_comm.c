@@ -19,7 +19,8 @@ static const struct view_comm *base_row(const struct view *b, const char *op,
 		return NULL;
 	for (size_t i = b->comm.n; i-- > 0;) {
 		const struct view_comm *c = VIEW_AT(b->comm, i);
-		if (c->from < 0 && c->bytes == bytes && !strcmp(c->op, op))
+		if (!c->inrun && c->from < 0 && c->bytes == bytes &&
+		    !strcmp(c->op, op))
 			return c;
 	}
 	return NULL;
@@ -30,7 +31,8 @@ static int later_same(const struct view *v, size_t i)
 	const struct view_comm *c = VIEW_AT(v->comm, i);
 	for (size_t k = i + 1; k < v->comm.n; k++) {
 		const struct view_comm *d = VIEW_AT(v->comm, k);
-		if (d->from < 0 && d->bytes == c->bytes && !strcmp(d->op, c->op))
+		if (!d->inrun && d->from < 0 && d->bytes == c->bytes &&
+		    !strcmp(d->op, c->op))
 			return 1;
 	}
 	return 0;
@@ -48,9 +50,14 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	int rows, cols, y = 0;
 	getmaxyx(w, rows, cols);
 	double mx = 0;
-	int npairs = 0, nranks = 0;
+	int npairs = 0, nranks = 0, nrows = 0;
+	/* inrun rows (a stage's own collectives over an interval) are the
+	 * Overview's, not a sweep: this screen leaves them out */
 	for (size_t i = 0; i < v->comm.n; i++) {
 		const struct view_comm *c = VIEW_AT(v->comm, i);
+		if (c->inrun)
+			continue;
+		nrows++;
 		if (c->from >= 0 && c->to >= 0) {
 			npairs++;
 			if (c->from + 1 > nranks)
@@ -60,7 +67,7 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		} else if (c->busbw > mx)
 			mx = c->busbw;
 	}
-	if (!v->comm.n) {
+	if (!nrows) {
 		tui_put(w, 0, 0, cols, tui_attr(ui, ROLE_DIM),
 			"no comm results yet (day0-engine comm --events)");
 		return;
@@ -71,7 +78,7 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	for (size_t i = 0; i < v->comm.n && nops < 32; i++) {
 		const struct view_comm *c = VIEW_AT(v->comm, i);
 		int seen = 0;
-		if (c->from >= 0)
+		if (c->from >= 0 || c->inrun)
 			continue;
 		for (int k = 0; k < nops && !seen; k++)
 			seen = !strcmp(ops[k], c->op);
@@ -82,7 +89,8 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	for (int o = 0; o < nops && y < rows; o++) {
 		const struct view_comm *first = NULL;
 		for (size_t i = 0; i < v->comm.n && !first; i++)
-			if (!strcmp(VIEW_AT(v->comm, i)->op, ops[o]))
+			if (!VIEW_AT(v->comm, i)->inrun &&
+			    !strcmp(VIEW_AT(v->comm, i)->op, ops[o]))
 				first = VIEW_AT(v->comm, i);
 		if (skip-- <= 0)
 			tui_printf(w, y++, 0, cols, tui_attr(ui, ROLE_HEAD),
@@ -91,7 +99,7 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		for (size_t i = 0; i < v->comm.n && y < rows; i++) {
 			const struct view_comm *c = VIEW_AT(v->comm, i);
 			char sz[16];
-			if (c->from >= 0 || strcmp(c->op, ops[o]) ||
+			if (c->from >= 0 || c->inrun || strcmp(c->op, ops[o]) ||
 			    later_same(v, i))
 				continue;
 			if (skip-- > 0)

@@ -734,14 +734,20 @@ static void apply_comm(struct view *v, const struct proto_event *ev)
 	json_t *o = ev->obj;
 	struct view_comm *c;
 	/* A run's in-run totals (one row per group and op over "calls")
-	 * are not a size sweep: they stay off the bandwidth bars. */
-	if (json_object_get(o, "calls"))
+	 * are not a size sweep: they stay off the bandwidth bars.  Those
+	 * over an interval (soak) are what the stage moves now: kept for
+	 * the Overview, marked inrun. */
+	int inrun = json_object_get(o, "interval_s") != NULL;
+	if (json_object_get(o, "calls") && !inrun)
 		return;
 	c = VEC_PUSH(v->comm, VIEW_COMM);
+	c->inrun = inrun;
 	copy(c->node, sizeof c->node, ev->node);
 	copy(c->op, sizeof c->op, jstr(o, "op"));
 	copy(c->group, sizeof c->group, jstr(o, "group"));
 	c->bytes = jint(o, "bytes", 0);
+	if (inrun && jint(o, "calls", 0) > 0)
+		c->bytes /= jint(o, "calls", 0);
 	c->wrong = jint(o, "wrong", 0);
 	c->ranks = (int)jint(o, "ranks", 0);
 	c->from = (int)jint(o, "from", -1);
@@ -1250,7 +1256,8 @@ void view_dump(const struct view *v, FILE *f)
 			c->to);
 		dnum(f, "busbw", c->busbw);
 		dnum(f, "algbw", c->algbw);
-		fprintf(f, " wrong=%lld\n", (long long)c->wrong);
+		fprintf(f, " wrong=%lld%s\n", (long long)c->wrong,
+			c->inrun ? " inrun" : "");
 	}
 	for (size_t i = 0; i < v->num.n; i++) {
 		const struct view_num *x = VIEW_AT(v->num, i);

@@ -149,6 +149,10 @@ struct view_comm {
 	int64_t bytes, wrong, ts;
 	int ranks, from, to; /* from/to: a pair's ranks, -1 otherwise */
 	double time_us, algbw, busbw;
+	/* a stage's own collectives over an interval (soak's "interval_s"):
+	 * the Overview's bus bandwidth, not a sweep (the Comm screen skips
+	 * them); bytes is then the mean of one call */
+	int inrun;
 };
 
 struct view_num {

@@ -62,6 +62,11 @@ uint64_t rt_mem_peak(const struct rt *r);
 int rt_fp8_subnormals(const struct rt *r, uint64_t *codes, uint64_t *sub,
 		      uint64_t *bytes);
 const struct rt_stats *rt_stats(const struct rt *r);
+/* The collectives so far as `comm` events (rt_comm_events.c), step
+ * "prefill", "decode", "soak"...; since non-NULL: only what came after
+ * *since (then *since is set to now), with "interval_s". */
+void rt_emit_comm(struct rt *r, const struct layout_dims *d, const char *step,
+		  struct rt_stats *since, double interval_s);
 /* Start a new sequence: forget the KV cache (the weights stay). */
 void rt_reset(struct rt *r);
 void rt_close(struct rt *r);

@@ -68,47 +68,6 @@ int write_f32_tensor(const char *path, const char *name, const float *v,
 	return rc;
 }
 
-/* nccl-tests' bus bandwidth factors (docs/comm.md), by rt op. */
-static double busfactor(int op, int n)
-{
-	if (n < 2)
-		return 1.0;
-	if (op == 0) /* allreduce */
-		return 2.0 * (n - 1) / n;
-	if (op == 3) /* sendrecv */
-		return 1.0;
-	return (double)(n - 1) / n; /* allgather, alltoall */
-}
-
-static void emit_comm(struct rt *r, const struct layout_dims *d,
-		      const char *when)
-{
-	/* Ranks taking part in one call of each group's collectives. */
-	const int granks[RT_GROUPS] = {d->tp, 2, d->ep};
-	static const char *gname[RT_GROUPS] = {"tp", "pp", "ep"};
-	static const char *oname[RT_OPS] = {"allreduce", "allgather", "alltoall",
-					    "sendrecv"};
-	const struct rt_stats *s = rt_stats(r);
-	for (int g = 0; g < RT_GROUPS; g++)
-		for (int o = 0; o < RT_OPS; o++) {
-			double us;
-			if (!s->calls[g][o])
-				continue;
-			us = s->time_s[g][o] * 1e6;
-			events_emit("comm", json_pack(
-				"{s:s, s:I, s:i, s:I, s:f, s:f, s:f, s:i, s:s, s:s, s:i}",
-				"op", oname[o], "bytes", (json_int_t)s->bytes[g][o],
-				"ranks", granks[g],
-				"calls", (json_int_t)s->calls[g][o], "time_us", us,
-				"algbw", us > 0 ? (double)s->bytes[g][o] / (us * 1e3) : 0.0,
-				"busbw", us > 0 ? (double)s->bytes[g][o] / (us * 1e3) *
-						      busfactor(o, granks[g])
-						: 0.0,
-				"wrong", 0, "group", gname[g], "step", when, "rank",
-				rt_rank(r)));
-		}
-}
-
 static void emit_mem(struct rt *r, uint64_t budget)
 {
 	int rank = rt_rank(r);
@@ -394,7 +353,7 @@ static int run(int argc, char **argv)
 			fprintf(stderr, "day0-engine: rank %d: %s\n", rank, err.msg);
 		goto out;
 	}
-	emit_comm(r, &o.lay.d, "prefill");
+	rt_emit_comm(r, &o.lay.d, "prefill", NULL, 0);
 	if (rank == last && last != 0)
 		MPI_Send(logits, T * V, MPI_FLOAT, 0, 9, MPI_COMM_WORLD);
 	if (rank == 0 && last != 0)
@@ -457,7 +416,7 @@ static int run(int argc, char **argv)
 		}
 	}
 	if (o.gen)
-		emit_comm(r, &o.lay.d, "decode");
+		rt_emit_comm(r, &o.lay.d, "decode", NULL, 0);
 	emit_mem(r, o.lay.card_mem);
 	{ /* every rank's FP8 e4m3 codes and subnormals, for rank 0's line */
 		uint64_t v[4];

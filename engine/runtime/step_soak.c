@@ -278,6 +278,11 @@ static int run(int argc, char **argv)
 	double t0, next_report, fwd;
 	long mism_local = 0;
 	double diff_local = 0;
+	/* the collectives at the last report: each report sends the
+	 * interval's (rank 0: the Overview's bus bandwidth while the soak
+	 * moves data), the end every rank's totals, as run does */
+	struct rt_stats comm_last;
+	double comm_t = 0;
 	struct rt *r = NULL;
 
 	MPI_Init(&argc, &argv);
@@ -303,8 +308,11 @@ static int run(int argc, char **argv)
 		double t1;
 		/* One runtime for the whole soak: each iteration starts a new
 		 * sequence (rt_reset), so growth inside forward passes shows. */
-		if (reopen)
+		if (reopen) {
 			rc = rt_open(&r, o.dir, &o.lay.d, o.lay.card_mem, o.lay.ntok, &err);
+			memset(&comm_last, 0, sizeof comm_last);
+			comm_t = MPI_Wtime();
+		}
 		else
 			rc = (rt_reset(r), 0);
 		if (agree(rc < 0)) {
@@ -425,10 +433,19 @@ static int run(int argc, char **argv)
 			}
 			MPI_Bcast(flags, 2, MPI_INT, 0, MPI_COMM_WORLD);
 			go = flags[0];
-			if (flags[1])
+			if (flags[1]) {
 				emit_mem(rank, used, peak, o.lay.card_mem, r_now);
+				if (rank == 0 && r) {
+					double now = MPI_Wtime();
+					rt_emit_comm(r, &o.lay.d, "soak", &comm_last,
+						     now - comm_t);
+					comm_t = now;
+				}
+			}
 		}
 	}
+	if (r)
+		rt_emit_comm(r, &o.lay.d, "soak", NULL, 0);
 	rt_close(r);
 	r = NULL;
 	res.seconds = MPI_Wtime() - t0;

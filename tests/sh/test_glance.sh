@@ -260,6 +260,56 @@ $(show)"; fi
 	done
 done
 
+# During the soak: no comm sweep runs, but the soak's own collectives
+# (rank 0's comm rows over each --interval, "interval_s") are the running
+# collective on the NET line and move the sparkline; the Comm screen and
+# the report's in-run table leave them out (they are not a sweep).
+SOAK0=$(q "SELECT min(c.ts) FROM comm c JOIN events e ON e.node=c.node AND e.seq=c.seq WHERE json_extract(e.body,'\$.interval_s') IS NOT NULL")
+AT_SOAK=$(q "SELECT min(ts) FROM samples WHERE node='local' AND metric='net.rx_bps' AND ts > ${SOAK0:-0} + 2000000000")
+if [ -n "$SOAK0" ] && [ -n "$AT_SOAK" ]; then
+	ok "the soak's interval collectives are in the session"
+	SBUS=$(q "SELECT c.op, c.busbw FROM comm c JOIN events e ON e.node=c.node AND e.seq=c.seq
+		WHERE c.node='local' AND c.ts<=$AT_SOAK AND (json_extract(e.body,'\$.calls') IS NULL OR
+		json_extract(e.body,'\$.interval_s') IS NOT NULL) ORDER BY c.ts DESC LIMIT 1" |
+		awk -F'|' '{ printf "%s busbw %.3g GB/s", $1, $2 }')
+	for size in 80x24 160x48; do
+		shot "$AT_SOAK" "$size"
+		grep -qE '^day0 .*stage soak [0-9]+%' "$T/screen.txt" || fail "$size soak: the moment is in the soak" "$(show)"
+		line=$(grep -E '^  local +rx ' "$T/screen.txt")
+		if echo "$line" | grep -qF -- "$SBUS"; then ok "$size soak: $SBUS on the NET line"
+		else fail "$size soak: the soak's bus bandwidth" "want '$SBUS':
+$(show)"; fi
+		spark=$(echo "$line" | grep -oE '[▁▂▃▄▅▆▇█]+$')
+		# the ticks since the soak began: its collectives lift them
+		if echo "$spark" | tail -c 16 | grep -q '[▂▃▄▅▆▇█]'; then ok "$size soak: sparkline moves ($spark)"
+		else fail "$size soak: sparkline moves" "'$spark' in '$line'"; fi
+	done
+	# The Comm screen before the soak's first interval and during the
+	# soak: the same bars (the header lines and the replay timeline aside).
+	shot "$((SOAK0 - 1))" 160x48 "$DB" 3
+	sed '1,2d' "$T/screen.txt" | grep -v '^\[[─◆✖]' >"$T/comm_before.txt"
+	shot "$AT_SOAK" 160x48 "$DB" 3
+	sed '1,2d' "$T/screen.txt" | grep -v '^\[[─◆✖]' >"$T/comm_soak.txt"
+	if grep -q 'busbw GB/s' "$T/comm_soak.txt" && cmp -s "$T/comm_before.txt" "$T/comm_soak.txt"; then
+		ok "Comm screen: the soak's interval rows are not among the sweep's bars"
+	else fail "Comm screen during the soak" "$(diff "$T/comm_before.txt" "$T/comm_soak.txt" | head -20)"; fi
+	"$DAY0" report "$DB" --format json -o "$T/soak_report.json" >/dev/null 2>&1
+	n=$(python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+def walk(x):
+    if isinstance(x, dict):
+        if x.get("interval_s") is not None: yield x
+        for v in x.values(): yield from walk(v)
+    elif isinstance(x, list):
+        for v in x: yield from walk(v)
+print(sum(1 for _ in walk(d)))' "$T/soak_report.json")
+	rows=$(python3 -c 'import json,sys; s=json.dumps(json.load(open(sys.argv[1]))); print(s.count("\"soak\""))' "$T/soak_report.json")
+	[ "$n" = 0 ] && [ "${rows:-0}" -gt 0 ] && ok "report: the soak's totals, not its interval rows ($rows mentions)" ||
+		fail "report: soak comm rows" "interval rows $n, soak mentions $rows"
+else
+	fail "soak interval collectives" "none in the session"
+fi
+
 # docs/screens.md's captures at the end still have the screen's shape:
 # line by line the same first two words (digits, bars and sparklines aside).
 shape() {

@@ -20,15 +20,20 @@ expect_rc 0 "soak tp2 ep2 for 1.5 s passes" mpi 4 soak "$T/c" --tp 2 --ep 2 --to
 	--duration 1.5 --interval 0.5 --card-mem 64M --events
 cp "$OUT" "$T/soak.jsonl"
 # every rank numbers its own events: split the stream by rank (ranks 1-3
-# only emit their own card's samples) and check each
-grep -v '"card":[123],' "$T/soak.jsonl" >"$T/rank0.jsonl"
+# only emit their own card's samples and, at the end, their collectives'
+# totals as comm events with their rank) and check each
+grep -vE '"card":[123],|"rank":[123][,}]' "$T/soak.jsonl" >"$T/rank0.jsonl"
 check "rank 0's events are valid protocol lines" "$TOOLS/jsonl_check" "$T/rank0.jsonl" \
 	type=check,item=stability.soak,status=pass type=stage,state=progress
 for rk in 1 2 3; do
-	grep "\"card\":$rk," "$T/soak.jsonl" >"$T/rank$rk.jsonl"
+	grep -E "\"card\":$rk,|\"rank\":$rk[,}]" "$T/soak.jsonl" >"$T/rank$rk.jsonl"
 	check "rank $rk's events are valid protocol lines" "$TOOLS/jsonl_check" "$T/rank$rk.jsonl" \
 		type=sample,metric=rank.rss
 done
+# the collectives: rank 0's per --interval (interval_s), every rank's
+# totals at the end (docs/protocol.md "comm")
+check "rank 0 sends its collectives per interval" test "$(grep '"type":"comm"' "$T/rank0.jsonl" | grep -c '"interval_s"')" -ge 2
+check "every rank sends its collectives' totals at the end" test "$(grep '"type":"comm"' "$T/soak.jsonl" | grep -v interval_s | grep -o '"rank":[0-3]' | sort -u | wc -l)" = 4
 check "one stability.soak check, pass" test "$(grep -c '"item":"stability.soak","status":"pass"' "$T/soak.jsonl")" = 1
 contains "the detail says the logits are bit-identical" "logits bit-identical (0 differ, max diff 0)" "$T/soak.jsonl"
 contains "and the memory growth" "memory growth" "$T/soak.jsonl"
