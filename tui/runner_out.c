@@ -479,11 +479,24 @@ void decide(struct run *r)
 		}
 	}
 	r->go = go;
-	console_event(r, "verdict",
-		      json_pack("{s:b, s:O, s:O, s:o, s:I}", "go", go, "failed",
-				failed, "skipped", skipped, "items",
-				verdict_statuses(items), "simulated",
-				(json_int_t)run_simulated(r)));
+	{
+		/* The items this playbook does not require (no required stage
+		 * declares them: a release day's training.*): the Overview
+		 * names a "not run" one last, not as the first failing. */
+		json_t *optional = json_array(), *ev;
+		json_array_foreach(items, i, it)
+		{
+			if (!json_is_true(json_object_get(it, "required")))
+				json_array_append(optional,
+						  json_object_get(it, "item"));
+		}
+		ev = json_pack("{s:b, s:O, s:O, s:o, s:I}", "go", go, "failed",
+			       failed, "skipped", skipped, "items",
+			       verdict_statuses(items), "simulated",
+			       (json_int_t)run_simulated(r));
+		json_object_set_new(ev, "optional", optional);
+		console_event(r, "verdict", ev);
+	}
 	json_decref(items);
 	{
 		struct d0_err err = {{0}};

@@ -287,6 +287,14 @@ const char *view_item_status(const struct view *v, const char *item)
 	return worst;
 }
 
+int view_item_optional(const struct view *v, const char *item)
+{
+	for (size_t i = 0; i < v->nitems; i++)
+		if (!strcmp(v->items[i].item, item))
+			return v->items[i].optional;
+	return 0;
+}
+
 const struct view_stage *view_current_stage(const struct view *v)
 {
 	const struct view_stage *best = NULL;
@@ -661,9 +669,22 @@ static void apply_stage(struct view *v, const struct proto_event *ev)
 	if (!strcmp(s->state, "start"))
 		s->has_rc = 0;
 	if (!strcmp(s->state, "end") && s->has_rc && s->rc != 0 &&
-	    json_object_get(o, "rank") == NULL)
+	    json_object_get(o, "rank") == NULL) {
+		/* A service the console ended done (it was up) and the agent
+		 * then stopped at the playbook's end (bye: reason shutdown)
+		 * did not fail: no failure marker on a GO day's screen. */
+		if (!strcmp(jstr(o, "reason"), "shutdown") && v->stage_hcap) {
+			char csid[sizeof s->id];
+			uint32_t e;
+			copy(csid, sizeof csid, id);
+			e = *stage_slot(v, CONSOLE_NODE, csid);
+			if (e && !strcmp(v->stages[e - 1].state, "end") &&
+			    !strcmp(v->stages[e - 1].result, "done"))
+				return;
+		}
 		mark_push(v, VIEW_FAILURE, ev->ts, ev->node,
 			  "stage %s failed: %s", id, s->msg);
+	}
 }
 
 static int check_cmp(const struct view_check *a, const char *item,
@@ -1054,6 +1075,14 @@ void view_apply(struct view *v, const struct proto_event *ev)
 			copy(v->items[v->nitems].status,
 			     sizeof v->items[v->nitems].status,
 			     json_string_value(st) ? json_string_value(st) : "");
+			v->items[v->nitems].optional = 0;
+			json_array_foreach(json_object_get(ev->obj, "optional"),
+					   i, it)
+			{
+				if (json_string_value(it) &&
+				    !strcmp(json_string_value(it), key))
+					v->items[v->nitems].optional = 1;
+			}
 			v->nitems++;
 		}
 		v->verdict_failed[0] = 0;
@@ -1315,7 +1344,8 @@ void view_dump(const struct view *v, FILE *f)
 		v->verdict_failed, (long long)v->verdict_ts,
 		(long long)view_elapsed(v));
 	for (size_t i = 0; i < v->nitems; i++)
-		fprintf(f, "item %s %s\n", v->items[i].item, v->items[i].status);
+		fprintf(f, "item %s %s%s\n", v->items[i].item, v->items[i].status,
+			v->items[i].optional ? " optional" : "");
 	for (size_t i = 0; i < v->nalerts; i++)
 		fprintf(f, "alert %s %s %llu%s\n", v->alerts[i].node,
 			v->alerts[i].reason,

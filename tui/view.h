@@ -279,6 +279,7 @@ struct view {
 	/* the verdict's item statuses (verdict.h), in checklist order */
 	struct view_item {
 		char item[48], status[12];
+		int optional; /* the verdict's "optional": not required */
 	} items[VIEW_ITEMS];
 	size_t nitems;
 	/* The console's alerts: refusals per (node, reason), the store */
@@ -331,6 +332,8 @@ const struct view_check *view_check(const struct view *v, const char *node,
 /* The item's status: the verdict's once there is one, else the worst of
  * its evidence so far; NULL when there is neither. */
 const char *view_item_status(const struct view *v, const char *item);
+/* Is item one the verdict says the playbook does not require? */
+int view_item_optional(const struct view *v, const char *item);
 /* The playbook stage to show in the header: the console's latest stage
  * that has not ended, else the latest running stage of any node. */
 const struct view_stage *view_current_stage(const struct view *v);
