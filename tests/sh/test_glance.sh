@@ -129,6 +129,14 @@ cut_ok() { # FILE [WHOLE [COLS]]
 			# A name'"'"'s leading "…" (fit_name: "…node-0017") starts
 			# a word; a shortened text'"'"'s ends one.
 			if ((before == "" || before ~ / $/) && line ~ /^[^ ]/) continue
+			# The alerts line is the screen'"'"'s own list (entries
+			# "mem NODE/C P%", "fail ITEM@NODE" apart by two
+			# spaces), no stored text: shortened at a word, never
+			# after a digit or a number'"'"'s point.
+			if ($0 ~ /^ALERTS:/) {
+				if (before ~ /[0-9.]$/) { print "cut inside an alert: " substr(before, length(before) > 12 ? length(before) - 11 : 1) ell; bad = 1 }
+				continue
+			}
 			tail = substr(before, length(before) > 12 ? length(before) - 11 : 1)
 			sub(/^ +/, "", tail)
 			if (tail == "") continue
