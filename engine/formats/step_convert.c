@@ -135,6 +135,7 @@ struct conv {
 	unsigned char *cv_buf;
 	float *f32_buf;
 	struct write_queue *wq;
+	struct dec_helper *dh; /* FP8 -> 16-bit: the second half of a chunk */
 	size_t chunk_bytes; /* each buffer: min(CONV_CHUNK, largest tensor) x 4 */
 	const char *shard_path;
 };
@@ -729,6 +730,133 @@ static int map_window(struct conv *c, const struct item *it, uint64_t off,
 }
 
 /*
+ * FP8 -> bf16/f16 decodes each chunk in two halves at once: this thread
+ * the first, a helper thread the second (whole rows, cut at a block row
+ * where the chunk spans several).  One thread decoding was convert's
+ * critical path (run Z: the writer lanes waited on it, ~1.1 cores busy of
+ * 2); the halves are the same per-element lookups, so the output is the
+ * same bytes.  decode16's tables are memoised per thread.
+ * DAY0_CONVERT_DECODE_THREADS=1 decodes on one thread (A/B, and the test
+ * that the halves write the same bytes).
+ */
+struct dec_job {
+	const struct weight_format *f;
+	const struct quant_config *qc;
+	const struct quant_view *view;
+	uint64_t el_off;
+	size_t n;
+	int to;
+	uint16_t *out;
+	int rc;
+};
+
+struct dec_helper {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct dec_job job;
+	struct quant_view view; /* the job's: values at its first element */
+	int posted, done, stop;
+};
+
+static void *dec_main(void *arg)
+{
+	struct dec_helper *h = arg;
+	pthread_mutex_lock(&h->mu);
+	for (;;) {
+		while (!h->posted && !h->stop)
+			pthread_cond_wait(&h->cv, &h->mu);
+		if (!h->posted)
+			break;
+		h->posted = 0;
+		pthread_mutex_unlock(&h->mu);
+		h->job.rc = h->job.f->decode16(h->job.qc, h->job.view,
+					       h->job.el_off, h->job.n,
+					       h->job.to, h->job.out);
+		pthread_mutex_lock(&h->mu);
+		h->done = 1;
+		pthread_cond_broadcast(&h->cv);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+/* The helper, started at the first chunk worth splitting; NULL when it
+ * cannot start (then one thread decodes, as before). */
+static struct dec_helper *dec_helper(struct conv *c)
+{
+	struct dec_helper *h = c->dh;
+	if (h)
+		return h;
+	h = calloc(1, sizeof *h);
+	if (!h)
+		return NULL;
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_cond_init(&h->cv, NULL);
+	if (pthread_create(&h->th, NULL, dec_main, h)) {
+		pthread_mutex_destroy(&h->mu);
+		pthread_cond_destroy(&h->cv);
+		free(h);
+		return NULL;
+	}
+	return c->dh = h;
+}
+
+static void dec_helper_stop(struct conv *c)
+{
+	struct dec_helper *h = c->dh;
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->stop = 1;
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	pthread_join(h->th, NULL);
+	pthread_mutex_destroy(&h->mu);
+	pthread_cond_destroy(&h->cv);
+	free(h);
+	c->dh = NULL;
+}
+
+/* decode16 of [el_off, el_off + n) into out, in two halves at once when
+ * the chunk is whole rows of two block rows or more. */
+static int decode16_split(struct conv *c, const struct weight_format *f,
+			  struct item *it, uint64_t el_off, size_t n,
+			  uint16_t *out)
+{
+	uint64_t cols = it->view.cols, rows = cols ? n / cols : 0,
+		 br = (uint64_t)c->cfg.qc.block[0], half;
+	struct dec_helper *h;
+	int rc;
+	const char *one = getenv("DAY0_CONVERT_DECODE_THREADS");
+	if (!cols || el_off % cols || n % cols || br == 0 || rows < 2 * br ||
+	    (one && !strcmp(one, "1")) || !(h = dec_helper(c)))
+		return f->decode16(&c->cfg.qc, &it->view, el_off, n, it->to,
+				   out);
+	half = (rows / 2 + br - 1) / br * br; /* rows of the first half */
+	pthread_mutex_lock(&h->mu);
+	/* decode16 reads element el_off at values (read_src points it at the
+	 * chunk's first byte, one byte a code) and the scales by the global
+	 * row: the second half's view starts half rows further */
+	h->view = it->view;
+	h->view.values = (const uint8_t *)it->view.values + half * cols;
+	h->job = (struct dec_job){f, &c->cfg.qc, &h->view,
+				  el_off + half * cols, (size_t)((rows - half) * cols),
+				  it->to, out + half * cols, 0};
+	h->done = 0;
+	h->posted = 1;
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	rc = f->decode16(&c->cfg.qc, &it->view, el_off, (size_t)(half * cols),
+			 it->to, out);
+	pthread_mutex_lock(&h->mu);
+	while (!h->done)
+		pthread_cond_wait(&h->cv, &h->mu);
+	pthread_mutex_unlock(&h->mu);
+	return rc < 0 ? rc : h->job.rc;
+}
+
+/*
  * Logical elements [el_off, el_off + n) of it in the target dtype: the
  * mapped source bytes themselves when the tensor is written as stored,
  * else converted into the chunk buffer.  NULL on error.
@@ -752,8 +880,8 @@ static const unsigned char *read_src(struct conv *c, EVP_MD_CTX *sha,
 		int rc;
 		it->view.values = sb;
 		if (f->decode16 && (it->to == DT_BF16 || it->to == DT_F16)) {
-			rc = f->decode16(&c->cfg.qc, &it->view, el_off, n, it->to,
-					 (uint16_t *)c->cv_buf);
+			rc = decode16_split(c, f, it, el_off, n,
+					    (uint16_t *)c->cv_buf);
 		} else {
 			rc = f->decode(&c->cfg.qc, &it->view, el_off, n,
 				       c->f32_buf);
@@ -994,6 +1122,7 @@ static int convert_all(struct conv *c, struct d0_err *err)
 	rc = wq_start(c, err);
 	if (rc == 0)
 		rc = convert_shards(c, err);
+	dec_helper_stop(c);
 	if (wq_finish(c, rc == 0, err) < 0)
 		rc = -1;
 	for (int r = 0; rc == 0 && r < c->world; r++)

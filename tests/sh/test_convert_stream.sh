@@ -53,7 +53,14 @@ for k in portable avx2; do
 		bash -c "for f in '$T'/bf4/*; do cmp \"\$f\" '$T'/bf4.$k/\$(basename \"\$f\") || exit 1; done"
 	rm -rf "$T/bf4.$k"
 done
-rm -rf "$T/keep" "$T/keep.m" "$T/bf4" "$T/bf4.m" "$T/bf1" "$T/bf1.m"
+# Each chunk's decode is split in two halves on two threads (whole rows,
+# cut at a block row: the MLP weights' chunks here are 512 rows): the same
+# bytes as one thread decoding it.
+expect_rc 0 "convert FP8 -> bf16 --tp 4 decoded on one thread" \
+	env DAY0_CONVERT_DECODE_THREADS=1 "$ENGINE" convert "$T/fp8" "$T/bf4.one" --dtype bf16 --tp 4
+check "two decode threads: every rank file and layout.json = one thread's, byte for byte" \
+	bash -c "for f in '$T'/bf4/*; do cmp \"\$f\" '$T'/bf4.one/\$(basename \"\$f\") || exit 1; done"
+rm -rf "$T/keep" "$T/keep.m" "$T/bf4" "$T/bf4.m" "$T/bf1" "$T/bf1.m" "$T/bf4.one"
 
 # --verify-source hashes the mapped bytes in file order.
 expect_rc 0 "convert --dtype keep --verify-source of the intact shard" \
