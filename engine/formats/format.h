@@ -104,6 +104,14 @@ struct weight_format {
 	 * dtype_convert from f32; NULL where the format has no faster way. */
 	int (*decode16)(const struct quant_config *q, const struct quant_view *v,
 			uint64_t el0, size_t n, int to, uint16_t *out);
+	/* Optional: decode16 of rows [r0, r0 + nrows) x columns [c0, c0 +
+	 * ncols) (values at element (r0, c0), rows v->cols apart) into
+	 * nrows x ncols contiguous results; -1 where it cannot (the caller
+	 * then decodes row by row with decode16). */
+	int (*decode16_rect)(const struct quant_config *q,
+			     const struct quant_view *v, uint64_t r0,
+			     uint64_t nrows, uint64_t c0, uint64_t ncols, int to,
+			     uint16_t *out);
 	/* Why t cannot be stored in this format (a group that does not
 	 * divide the row, ...), or NULL. */
 	const char *(*unfit)(const struct quant_config *q,

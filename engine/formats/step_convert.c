@@ -7,9 +7,11 @@
  * tensor by tensor, a chunk of at most CONV_CHUNK elements at a time; each
  * chunk is converted to the target dtype and written to every rank that
  * holds it.  Writing overlaps converting: the writes of one chunk are
- * handed to writer threads while the next chunk is converted into the
- * other of two buffers (the kernel's copy into the page cache is the
- * largest cost of a convert, as large as dd's writing the same bytes).
+ * handed to writer threads while the next chunk is converted into another
+ * buffer (the kernel's copy into the page cache is the largest cost of a
+ * convert, as large as dd's writing the same bytes).  FP8 -> bf16/f16 is
+ * decoded by the writer threads themselves, each the slices it writes, a
+ * piece at a time (lane_decode), so both cores decode and copy.
  *
  * The source is read through a read-only mapping of each shard, not with
  * pread into a buffer: a tensor kept as stored (--dtype keep, or the
@@ -135,7 +137,8 @@ struct conv {
 	unsigned char *cv_buf;
 	float *f32_buf;
 	struct write_queue *wq;
-	struct dec_helper *dh; /* FP8 -> 16-bit: the second half of a chunk */
+	int lane_decode; /* FP8 -> 16-bit decoded by the writer lanes */
+	int deferred;    /* read_src's result: codes for the lanes to decode */
 	size_t chunk_bytes; /* each buffer: min(CONV_CHUNK, largest tensor) x 4 */
 	const char *shard_path;
 };
@@ -158,11 +161,16 @@ struct conv {
  * the largest cost of a convert, as large as dd's.  The ring matters when
  * consecutive batches are for one lane each (a tensor split on its first
  * axis sends a run of chunks to one rank): with two batches and a barrier
- * between them (before 2026-12-03) the lanes took turns instead.  The
- * first write error stops the writing and is returned by the next submit.
+ * between them (before 2026-12-03) the lanes took turns instead, and with
+ * three a lane still waited for work while the main thread waited for the
+ * other lane to free the oldest slot (FP8 -> bf16 on bench/weights.sh's
+ * model: 1.5 s at three, 1.15-1.35 s at eight; a slot's buffer is
+ * allocated when first filled, and the lanes' decoded batches use none).
+ * The first write error stops the writing and is returned by the next
+ * submit.
  */
 #define WQ_LANES 2
-#define WQ_RING 3
+#define WQ_RING 8
 
 struct put { /* count segments of n bytes, buf + i * stride each */
 	struct st_writer *w;
@@ -171,6 +179,12 @@ struct put { /* count segments of n bytes, buf + i * stride each */
 	uint64_t off;
 	const void *buf;
 	size_t n, stride, count;
+	/* dec: buf is FP8 codes in the source mapping, decoded by the lane
+	 * (lane_decode): count segments of n elements `stride` elements
+	 * apart, the first at logical element el of item it; n, stride and
+	 * count then count elements, not bytes */
+	const struct item *it;
+	uint64_t el;
 };
 
 struct write_queue;
@@ -180,6 +194,7 @@ struct wq_lane {
 	pthread_t th;
 	int started;
 	unsigned next; /* the next batch (count of handed-over batches) */
+	uint16_t *dbuf; /* lane_decode's results, a piece at a time */
 };
 
 struct write_queue {
@@ -198,7 +213,109 @@ struct write_queue {
 	unsigned gen; /* batches handed over so far */
 	int stop, failed;
 	struct d0_err err;
+	const struct quant_config *qc;    /* dec puts' format */
+	const struct ckpt_shard *shards; /* for a dec put's error */
+	size_t piece; /* lane_decode's piece: LANE_PIECE bytes */
 };
+
+/*
+ * A dec put: its codes decoded and written piece by piece, each piece of
+ * at most LANE_PIECE bytes of results decoded into the lane's buffer and
+ * written from there while it is still in this core's L2 (a whole 2 MiB
+ * chunk decoded first and then written went through memory twice more).
+ * Whole rows are decoded with decode16 (a piece whole rows too where the
+ * put is), a column slice of a chunk of rows with decode16_rect (row by
+ * row where it cannot).  The lanes decode what they write, each on its
+ * own core, so decoding and the kernel's copy into the page cache run
+ * side by side without a hand-off between them.
+ */
+#define LANE_PIECE (256u << 10)
+
+/* n contiguous elements from logical element el (codes at src), written
+ * at *done bytes past the put's offset, a piece at a time. */
+static int lane_run(struct wq_lane *ln, const struct put *p,
+		    const uint8_t *src, uint64_t el, size_t n, uint64_t *done,
+		    struct d0_err *err)
+{
+	const struct item *it = p->it;
+	const struct quant_config *qc = ln->q->qc;
+	const struct weight_format *f = format_of(qc);
+	struct quant_view v = it->view;
+	uint64_t cols = v.cols;
+	size_t es = dtype_size(it->to), max = ln->q->piece / es, step = max;
+	if (cols && el % cols == 0 && n % cols == 0 && cols <= max)
+		step = max / cols * cols; /* whole rows: decode16's block path */
+	for (size_t i = 0; i < n; i += step) {
+		size_t k = n - i < step ? n - i : step;
+		v.values = src + i;
+		if (f->decode16(qc, &v, el + i, k, it->to, ln->dbuf) < 0)
+			return -1;
+		if (st_writer_put_strided(p->w, p->slot, p->off + *done, ln->dbuf,
+					  k * es, k * es, 1, err) < 0)
+			return -1;
+		*done += k * es;
+	}
+	return 0;
+}
+
+static int lane_decode(struct wq_lane *ln, const struct put *p,
+		       struct d0_err *err)
+{
+	const struct item *it = p->it;
+	const struct quant_config *qc = ln->q->qc;
+	const struct weight_format *f = format_of(qc);
+	struct quant_view v = it->view;
+	const uint8_t *src = p->buf;
+	uint64_t cols = v.cols, done = 0;
+	size_t es = dtype_size(it->to), max = ln->q->piece / es, rows;
+	if (p->count == 1)
+		return lane_run(ln, p, src, p->el, p->n, &done, err);
+	if (p->n > max) { /* a segment larger than a piece: one at a time */
+		for (size_t r = 0; r < p->count; r++)
+			if (lane_run(ln, p, src + r * p->stride,
+				     p->el + r * p->stride, p->n, &done, err) < 0)
+				return -1;
+		return 0;
+	}
+	/* count segments of n elements, stride (the weight's columns)
+	 * apart: as many rows a piece as fit */
+	rows = max / p->n;
+	for (size_t r = 0; r < p->count; r += rows) {
+		size_t k = p->count - r < rows ? p->count - r : rows;
+		uint64_t el = p->el + r * p->stride;
+		v.values = src + r * p->stride;
+		if (!f->decode16_rect || p->stride != cols ||
+		    f->decode16_rect(qc, &v, el / cols, k, el % cols, p->n,
+				     it->to, ln->dbuf) < 0)
+			for (size_t j = 0; j < k; j++) {
+				v.values = src + (r + j) * p->stride;
+				if (f->decode16(qc, &v, el + j * p->stride, p->n,
+						it->to, ln->dbuf + j * p->n) < 0)
+					return -1;
+			}
+		if (st_writer_put_strided(p->w, p->slot, p->off + done, ln->dbuf,
+					  k * p->n * es, k * p->n * es, 1, err) < 0)
+			return -1;
+		done += k * p->n * es;
+	}
+	return 0;
+}
+
+/* A decode error (the write's error is st_writer's own). */
+static int lane_put_dec(struct wq_lane *ln, const struct put *p,
+			struct d0_err *err)
+{
+	struct d0_err e = {0};
+	if (lane_decode(ln, p, &e) == 0)
+		return 0;
+	if (e.msg[0])
+		*err = e;
+	else
+		d0_errf(err, "%s: tensor '%s': cannot decode elements from %llu",
+			ln->q->shards[p->it->shard].path, p->it->src->name,
+			(unsigned long long)p->el);
+	return -1;
+}
 
 static void *wq_main(void *arg)
 {
@@ -215,11 +332,16 @@ static void *wq_main(void *arg)
 		pthread_mutex_unlock(&q->mu);
 		for (size_t i = 0; !failed && i < q->n[b]; i++) {
 			struct put *p = &q->batch[b][i];
-			if (p->lane == ln->id &&
-			    st_writer_put_strided(p->w, p->slot, p->off, p->buf,
-						  p->n, p->stride, p->count,
-						  &e) < 0)
+			if (p->lane != ln->id)
+				continue;
+			if (p->it) {
+				if (lane_put_dec(ln, p, &e) < 0)
+					failed = 1;
+			} else if (st_writer_put_strided(p->w, p->slot, p->off,
+							 p->buf, p->n, p->stride,
+							 p->count, &e) < 0) {
 				failed = 1;
+			}
 		}
 		pthread_mutex_lock(&q->mu);
 		if (failed && !q->failed) {
@@ -234,9 +356,13 @@ static void *wq_main(void *arg)
 	return NULL;
 }
 
+/* Queue count segments of n bytes (buf + i * stride each) for rank's
+ * tensor slot at byte off; with it (a dec put), count segments of n
+ * elements, stride elements apart, from logical element el of it, whose
+ * codes are at buf, for the lane to decode. */
 static int wq_add(struct conv *c, int rank, size_t slot, uint64_t off,
 		  const void *buf, size_t n, size_t stride, size_t count,
-		  struct d0_err *err)
+		  const struct item *it, uint64_t el, struct d0_err *err)
 {
 	struct write_queue *q = c->wq;
 	const unsigned char *b = buf;
@@ -248,7 +374,7 @@ static int wq_add(struct conv *c, int rank, size_t slot, uint64_t off,
 	if (c->map && b >= c->map && b < c->map + c->map_len &&
 	    (uint64_t)(b - c->map) < q->lo[f])
 		q->lo[f] = (uint64_t)(b - c->map);
-	q->bytes[f] += (uint64_t)n * count;
+	q->bytes[f] += (uint64_t)n * count * (it ? 2 : 1);
 	if (q->n[f] == q->cap[f]) {
 		size_t cap = q->cap[f] ? 2 * q->cap[f] : 64;
 		struct put *nb = realloc(q->batch[f], cap * sizeof *nb);
@@ -258,7 +384,8 @@ static int wq_add(struct conv *c, int rank, size_t slot, uint64_t off,
 		q->cap[f] = cap;
 	}
 	q->batch[f][q->n[f]++] = (struct put){
-		c->w[rank], rank % q->nlanes, slot, off, buf, n, stride, count};
+		c->w[rank], rank % q->nlanes, slot, off, buf, n, stride, count,
+		it, el};
 	return 0;
 }
 
@@ -287,6 +414,16 @@ static int wq_wait_slot(struct write_queue *q, int b, struct d0_err *err)
 static int wq_wait(struct write_queue *q, struct d0_err *err)
 {
 	return wq_wait_slot(q, -1, err);
+}
+
+/* The buffer of the batch being filled (allocated the first time a chunk
+ * converted by the main thread needs it); NULL when out of memory. */
+static unsigned char *fill_buf(struct conv *c)
+{
+	struct write_queue *q = c->wq;
+	if (!q->buf[q->fill])
+		q->buf[q->fill] = malloc(c->chunk_bytes);
+	return c->cv_buf = q->buf[q->fill];
 }
 
 /* Hand the chunk's writes over; the next chunk goes to the next slot of
@@ -363,18 +500,25 @@ static int wq_start(struct conv *c, struct d0_err *err)
 	if (!q)
 		return d0_errf(err, "convert: out of memory");
 	c->wq = q;
-	for (int b = 0; b < WQ_RING; b++) {
-		q->buf[b] = malloc(c->chunk_bytes);
-		q->lo[b] = UINT64_MAX;
-		if (!q->buf[b])
-			return d0_errf(err, "convert: out of memory");
-	}
+	for (int b = 0; b < WQ_RING; b++)
+		q->lo[b] = UINT64_MAX; /* buffers: fill_buf, when first needed */
 	pthread_mutex_init(&q->mu, NULL);
 	pthread_cond_init(&q->cv, NULL);
 	q->sync_ok = 1;
 	q->nlanes = c->world < WQ_LANES ? c->world : WQ_LANES;
+	q->qc = &c->cfg.qc;
+	q->shards = c->ck.shards;
+	q->piece = LANE_PIECE;
+	{ /* DAY0_CONVERT_PIECE=BYTES: smaller pieces (the test's edge cases) */
+		const char *pc = getenv("DAY0_CONVERT_PIECE");
+		long v = pc ? strtol(pc, NULL, 10) : 0;
+		if (v >= 64 && (size_t)v < q->piece)
+			q->piece = (size_t)v;
+	}
 	for (int i = 0; i < q->nlanes; i++) {
 		q->lane[i] = (struct wq_lane){.q = q, .id = i};
+		if (c->lane_decode && !(q->lane[i].dbuf = malloc(q->piece)))
+			return d0_errf(err, "convert: out of memory");
 		if (pthread_create(&q->lane[i].th, NULL, wq_main, &q->lane[i]))
 			return d0_errf(err, "convert: cannot start a writer thread");
 		q->lane[i].started = 1;
@@ -407,6 +551,8 @@ static int wq_finish(struct conv *c, int ok, struct d0_err *err)
 		free(q->batch[b]);
 		free(q->buf[b]);
 	}
+	for (int i = 0; i < WQ_LANES; i++)
+		free(q->lane[i].dbuf);
 	free(q);
 	c->wq = NULL;
 	c->cv_buf = NULL;
@@ -669,23 +815,6 @@ static int open_ranks(struct conv *c, const char *out, struct d0_err *err)
  * Write part `part`'s elements from element offset `off`: count rows of
  * n converted elements, row i at buf + i * stride elements.
  */
-static int emit(struct conv *c, struct item *it, int part, uint64_t off,
-		const void *buf, size_t n, size_t stride, size_t count,
-		struct d0_err *err)
-{
-	size_t es = dtype_size(it->to);
-	for (int r = 0; r < c->world; r++) {
-		if (it->slot[r] < 0 ||
-		    layout_part_for_rank(&c->cfg, &c->d, it->spec, &it->split,
-					 r) != part)
-			continue;
-		if (wq_add(c, r, (size_t)it->slot[r], off * es, buf, n * es,
-			   stride * es, count, err) < 0)
-			return -1;
-	}
-	return 0;
-}
-
 /* Source bytes of logical elements [el_off, el_off + n) of it. */
 static uint64_t src_bytes(const struct item *it, uint64_t el)
 {
@@ -694,6 +823,37 @@ static uint64_t src_bytes(const struct item *it, uint64_t el)
 	if (!it->dequant)
 		return el * dtype_size(it->src->dtype);
 	return numel ? el * stored / numel : 0; /* FP8: 1, int4: 1/2 byte */
+}
+
+/* Part `part` of a chunk: count segments of n elements, stride apart, at
+ * element off of the part's slice, to every rank that holds the part.
+ * src is the chunk read_src returned and el the logical element of its
+ * first element; the part's first segment starts at element first of the
+ * chunk. */
+static int emit(struct conv *c, struct item *it, int part, uint64_t off,
+		const unsigned char *src, uint64_t el, uint64_t first, size_t n,
+		size_t stride, size_t count, struct d0_err *err)
+{
+	size_t es = dtype_size(it->to);
+	for (int r = 0; r < c->world; r++) {
+		int rc;
+		if (it->slot[r] < 0 ||
+		    layout_part_for_rank(&c->cfg, &c->d, it->spec, &it->split,
+					 r) != part)
+			continue;
+		if (c->deferred) /* codes: one byte an element (FP8) */
+			rc = wq_add(c, r, (size_t)it->slot[r], off * es,
+				    src + src_bytes(it, el + first) -
+					    src_bytes(it, el),
+				    n, stride, count, it, el + first, err);
+		else
+			rc = wq_add(c, r, (size_t)it->slot[r], off * es,
+				    src + first * es, n * es, stride * es, count,
+				    NULL, 0, err);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
 }
 
 /*
@@ -730,136 +890,11 @@ static int map_window(struct conv *c, const struct item *it, uint64_t off,
 }
 
 /*
- * FP8 -> bf16/f16 decodes each chunk in two halves at once: this thread
- * the first, a helper thread the second (whole rows, cut at a block row
- * where the chunk spans several).  One thread decoding was convert's
- * critical path (run Z: the writer lanes waited on it, ~1.1 cores busy of
- * 2); the halves are the same per-element lookups, so the output is the
- * same bytes.  decode16's tables are memoised per thread.
- * DAY0_CONVERT_DECODE_THREADS=1 decodes on one thread (A/B, and the test
- * that the halves write the same bytes).
- */
-struct dec_job {
-	const struct weight_format *f;
-	const struct quant_config *qc;
-	const struct quant_view *view;
-	uint64_t el_off;
-	size_t n;
-	int to;
-	uint16_t *out;
-	int rc;
-};
-
-struct dec_helper {
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct dec_job job;
-	struct quant_view view; /* the job's: values at its first element */
-	int posted, done, stop;
-};
-
-static void *dec_main(void *arg)
-{
-	struct dec_helper *h = arg;
-	pthread_mutex_lock(&h->mu);
-	for (;;) {
-		while (!h->posted && !h->stop)
-			pthread_cond_wait(&h->cv, &h->mu);
-		if (!h->posted)
-			break;
-		h->posted = 0;
-		pthread_mutex_unlock(&h->mu);
-		h->job.rc = h->job.f->decode16(h->job.qc, h->job.view,
-					       h->job.el_off, h->job.n,
-					       h->job.to, h->job.out);
-		pthread_mutex_lock(&h->mu);
-		h->done = 1;
-		pthread_cond_broadcast(&h->cv);
-	}
-	pthread_mutex_unlock(&h->mu);
-	return NULL;
-}
-
-/* The helper, started at the first chunk worth splitting; NULL when it
- * cannot start (then one thread decodes, as before). */
-static struct dec_helper *dec_helper(struct conv *c)
-{
-	struct dec_helper *h = c->dh;
-	if (h)
-		return h;
-	h = calloc(1, sizeof *h);
-	if (!h)
-		return NULL;
-	pthread_mutex_init(&h->mu, NULL);
-	pthread_cond_init(&h->cv, NULL);
-	if (pthread_create(&h->th, NULL, dec_main, h)) {
-		pthread_mutex_destroy(&h->mu);
-		pthread_cond_destroy(&h->cv);
-		free(h);
-		return NULL;
-	}
-	return c->dh = h;
-}
-
-static void dec_helper_stop(struct conv *c)
-{
-	struct dec_helper *h = c->dh;
-	if (!h)
-		return;
-	pthread_mutex_lock(&h->mu);
-	h->stop = 1;
-	pthread_cond_broadcast(&h->cv);
-	pthread_mutex_unlock(&h->mu);
-	pthread_join(h->th, NULL);
-	pthread_mutex_destroy(&h->mu);
-	pthread_cond_destroy(&h->cv);
-	free(h);
-	c->dh = NULL;
-}
-
-/* decode16 of [el_off, el_off + n) into out, in two halves at once when
- * the chunk is whole rows of two block rows or more. */
-static int decode16_split(struct conv *c, const struct weight_format *f,
-			  struct item *it, uint64_t el_off, size_t n,
-			  uint16_t *out)
-{
-	uint64_t cols = it->view.cols, rows = cols ? n / cols : 0,
-		 br = (uint64_t)c->cfg.qc.block[0], half;
-	struct dec_helper *h;
-	int rc;
-	const char *one = getenv("DAY0_CONVERT_DECODE_THREADS");
-	if (!cols || el_off % cols || n % cols || br == 0 || rows < 2 * br ||
-	    (one && !strcmp(one, "1")) || !(h = dec_helper(c)))
-		return f->decode16(&c->cfg.qc, &it->view, el_off, n, it->to,
-				   out);
-	half = (rows / 2 + br - 1) / br * br; /* rows of the first half */
-	pthread_mutex_lock(&h->mu);
-	/* decode16 reads element el_off at values (read_src points it at the
-	 * chunk's first byte, one byte a code) and the scales by the global
-	 * row: the second half's view starts half rows further */
-	h->view = it->view;
-	h->view.values = (const uint8_t *)it->view.values + half * cols;
-	h->job = (struct dec_job){f, &c->cfg.qc, &h->view,
-				  el_off + half * cols, (size_t)((rows - half) * cols),
-				  it->to, out + half * cols, 0};
-	h->done = 0;
-	h->posted = 1;
-	pthread_cond_broadcast(&h->cv);
-	pthread_mutex_unlock(&h->mu);
-	rc = f->decode16(&c->cfg.qc, &it->view, el_off, (size_t)(half * cols),
-			 it->to, out);
-	pthread_mutex_lock(&h->mu);
-	while (!h->done)
-		pthread_cond_wait(&h->cv, &h->mu);
-	pthread_mutex_unlock(&h->mu);
-	return rc < 0 ? rc : h->job.rc;
-}
-
-/*
  * Logical elements [el_off, el_off + n) of it in the target dtype: the
  * mapped source bytes themselves when the tensor is written as stored,
- * else converted into the chunk buffer.  NULL on error.
+ * else converted into the chunk buffer.  FP8 -> bf16/f16 (decode16) is
+ * decoded by the writer lanes, each what it writes (lane_decode): then
+ * the mapped codes are returned and c->deferred is set.  NULL on error.
  */
 static const unsigned char *read_src(struct conv *c, EVP_MD_CTX *sha,
 				     struct item *it, uint64_t el_off, size_t n,
@@ -873,15 +908,28 @@ static const unsigned char *read_src(struct conv *c, EVP_MD_CTX *sha,
 	if (sha)
 		EVP_DigestUpdate(sha, sb, b1 - b0);
 	c->done_bytes += b1 - b0;
+	c->deferred = 0;
 	if (!it->dequant && it->src->dtype == it->to)
 		return sb; /* stored as written */
 	if (it->dequant) {
 		const struct weight_format *f = format_of(&c->cfg.qc);
-		int rc;
 		it->view.values = sb;
+		if (f->decode16 && (it->to == DT_BF16 || it->to == DT_F16) &&
+		    c->lane_decode) {
+			c->deferred = 1;
+			return sb;
+		}
+	}
+	if (!fill_buf(c)) {
+		d0_errf(err, "convert: out of memory");
+		return NULL;
+	}
+	if (it->dequant) {
+		const struct weight_format *f = format_of(&c->cfg.qc);
+		int rc;
 		if (f->decode16 && (it->to == DT_BF16 || it->to == DT_F16)) {
-			rc = decode16_split(c, f, it, el_off, n,
-					    (uint16_t *)c->cv_buf);
+			rc = f->decode16(&c->cfg.qc, &it->view, el_off, n, it->to,
+					 (uint16_t *)c->cv_buf);
 		} else {
 			rc = f->decode(&c->cfg.qc, &it->view, el_off, n,
 				       c->f32_buf);
@@ -914,7 +962,6 @@ static int convert_tensor(struct conv *c, EVP_MD_CTX *sha, struct item *it,
 	uint64_t numel = it->shape[0] * (it->ndim == 2 ? it->shape[1] : 1);
 	uint64_t outer = 1, seg, row;
 	int parts = it->split.axis < 0 ? 1 : it->split.parts, group;
-	size_t es = dtype_size(it->to);
 
 	for (int a = 0; a < it->split.axis; a++)
 		outer *= it->shape[a];
@@ -931,8 +978,8 @@ static int convert_tensor(struct conv *c, EVP_MD_CTX *sha, struct item *it,
 			if (!src)
 				return -1;
 			for (int p = 0; p < parts; p++)
-				if (emit(c, it, p, o * seg,
-					 src + (uint64_t)p * seg * es, (size_t)seg,
+				if (emit(c, it, p, o * seg, src, o * row,
+					 (uint64_t)p * seg, (size_t)seg,
 					 (size_t)row, (size_t)nr, err) < 0)
 					return -1;
 			if (chunk_done(c, src == c->cv_buf, err) < 0)
@@ -967,8 +1014,9 @@ static int convert_tensor(struct conv *c, EVP_MD_CTX *sha, struct item *it,
 						o * row + (uint64_t)p * seg + k, n,
 						err);
 					if (!src ||
-					    emit(c, it, p, o * seg + k, src, n, n,
-						 1, err) < 0 ||
+					    emit(c, it, p, o * seg + k, src,
+						 o * row + (uint64_t)p * seg + k,
+						 0, n, n, 1, err) < 0 ||
 					    chunk_done(c, src == c->cv_buf, err) < 0) {
 						c->keep_from = UINT64_MAX;
 						return -1;
@@ -1115,6 +1163,10 @@ static int convert_all(struct conv *c, struct d0_err *err)
 			most = numel;
 	}
 	c->chunk_bytes = (size_t)(most < CONV_CHUNK ? most : CONV_CHUNK) * 4;
+	{ /* DAY0_CONVERT_LANE_DECODE=0: decode on the main thread (A/B) */
+		const char *ld = getenv("DAY0_CONVERT_LANE_DECODE");
+		c->lane_decode = !(ld && !strcmp(ld, "0"));
+	}
 	blas_threads_quiet(); /* its spinning threads would take a core */
 	c->f32_buf = malloc(c->chunk_bytes);
 	if (!c->f32_buf)
@@ -1122,7 +1174,6 @@ static int convert_all(struct conv *c, struct d0_err *err)
 	rc = wq_start(c, err);
 	if (rc == 0)
 		rc = convert_shards(c, err);
-	dec_helper_stop(c);
 	if (wq_finish(c, rc == 0, err) < 0)
 		rc = -1;
 	for (int r = 0; rc == 0 && r < c->world; r++)

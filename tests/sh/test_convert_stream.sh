@@ -53,14 +53,25 @@ for k in portable avx2; do
 		bash -c "for f in '$T'/bf4/*; do cmp \"\$f\" '$T'/bf4.$k/\$(basename \"\$f\") || exit 1; done"
 	rm -rf "$T/bf4.$k"
 done
-# Each chunk's decode is split in two halves on two threads (whole rows,
-# cut at a block row: the MLP weights' chunks here are 512 rows): the same
-# bytes as one thread decoding it.
-expect_rc 0 "convert FP8 -> bf16 --tp 4 decoded on one thread" \
-	env DAY0_CONVERT_DECODE_THREADS=1 "$ENGINE" convert "$T/fp8" "$T/bf4.one" --dtype bf16 --tp 4
-check "two decode threads: every rank file and layout.json = one thread's, byte for byte" \
+# The writer lanes decode what they write (lane_decode, a piece at a time:
+# whole rows, column slices of a chunk of rows through decode16_rect):
+# the same bytes as the main thread decoding whole chunks before the
+# lanes (DAY0_CONVERT_LANE_DECODE=0), and with pieces of 2 KiB, so that a
+# column slice of 2048 elements is larger than a piece, a piece is part of
+# a row, and a piece holds two rows of o_proj's 512-element slices.
+expect_rc 0 "convert FP8 -> bf16 --tp 4 decoded on the main thread" \
+	env DAY0_CONVERT_LANE_DECODE=0 "$ENGINE" convert "$T/fp8" "$T/bf4.one" --dtype bf16 --tp 4
+check "decoded by the writer lanes: every rank file and layout.json = the main thread's, byte for byte" \
 	bash -c "for f in '$T'/bf4/*; do cmp \"\$f\" '$T'/bf4.one/\$(basename \"\$f\") || exit 1; done"
-rm -rf "$T/keep" "$T/keep.m" "$T/bf4" "$T/bf4.m" "$T/bf1" "$T/bf1.m" "$T/bf4.one"
+expect_rc 0 "convert FP8 -> bf16 --tp 4 with pieces of 2 KiB" \
+	env DAY0_CONVERT_PIECE=2048 "$ENGINE" convert "$T/fp8" "$T/bf4.small" --dtype bf16 --tp 4
+check "pieces of 2 KiB: every rank file and layout.json = the default's, byte for byte" \
+	bash -c "for f in '$T'/bf4/*; do cmp \"\$f\" '$T'/bf4.small/\$(basename \"\$f\") || exit 1; done"
+expect_rc 0 "convert FP8 -> bf16 --tp 4, pieces of 2 KiB, DAY0_KERNEL=avx2 (decoded row by row)" \
+	env DAY0_CONVERT_PIECE=2048 DAY0_KERNEL=avx2 "$ENGINE" convert "$T/fp8" "$T/bf4.small2" --dtype bf16 --tp 4
+check "pieces of 2 KiB with AVX2: every rank file and layout.json = the default's, byte for byte" \
+	bash -c "for f in '$T'/bf4/*; do cmp \"\$f\" '$T'/bf4.small2/\$(basename \"\$f\") || exit 1; done"
+rm -rf "$T/keep" "$T/keep.m" "$T/bf4" "$T/bf4.m" "$T/bf1" "$T/bf1.m" "$T/bf4.one" "$T/bf4.small" "$T/bf4.small2"
 
 # --verify-source hashes the mapped bytes in file order.
 expect_rc 0 "convert --dtype keep --verify-source of the intact shard" \

@@ -350,6 +350,113 @@ static void decode16_kernels_checks(void)
 }
 
 /*
+ * decode16_rect (convert's writer lanes decode a column slice of a chunk
+ * of rows with it) against decode16 row by row, bit for bit: slices that
+ * start at block columns 0, 1 and 2 with widths that end mid-block, at the
+ * row's end and mid-vector, row ranges that start and end inside block
+ * rows, both FP8 dtypes, bf16 and f16, with the CPU's best kernel and
+ * DAY0_KERNEL=avx512; blocks of 2 x 1 make 300 column blocks, more than
+ * the 256 memoised tables, so the tables come in two groups.  Where it
+ * cannot (a column not at a block's start, the AVX2 and portable kernels)
+ * it says so (-1) and writes nothing.
+ */
+static void decode16_rect_checks(void)
+{
+	enum { R = 9, C = 300 };
+	static uint8_t codes[R * C];
+	static uint16_t want[R * C], got[R * C];
+	const float scales[] = {1.0f, 0.0037f, 0x1p-140f, 3e35f, -2.5f, NAN, 1.5e-3f};
+	const char *modes[] = {"", "avx512"};
+	const int blocks[][2] = {{2, 128}, {4, 64}, {2, 1}};
+	uint32_t x = 4242;
+	int bad = 0, cases = 0, refused = 0, wrote = 0;
+	float sc[R * C];
+	for (int i = 0; i < R * C; i++) {
+		x = x * 1103515245u + 12345u;
+		codes[i] = (uint8_t)(i < 256 ? (uint32_t)i : x >> 24);
+		sc[i] = scales[(uint32_t)i % 7];
+	}
+	for (int e5 = 0; e5 < 2; e5++)
+		for (int bk = 0; bk < 3; bk++) {
+			int br = blocks[bk][0], bc = blocks[bk][1];
+			struct quant_config q = {.kind = QUANT_FP8_BLOCK,
+						 .fp8_dtype = e5 ? DT_F8_E5M2 : DT_F8_E4M3,
+						 .block = {br, bc}};
+			struct quant_view v = {.rows = R, .cols = C,
+					       .scale = sc, .scale_dtype = DT_F32,
+					       .scale_cols = (uint64_t)(C + bc - 1) / (uint64_t)bc};
+			for (int m = 0; m < 2; m++) {
+				if (*modes[m])
+					setenv("DAY0_KERNEL", modes[m], 1);
+				else
+					unsetenv("DAY0_KERNEL");
+				for (int to16 = 0; to16 < 2; to16++) {
+					int to = to16 ? DT_F16 : DT_BF16;
+					const uint64_t r0s[] = {0, 1, 3}, nrs[] = {1, 2, 6};
+					for (int ri = 0; ri < 3; ri++)
+						for (uint64_t cb = 0; cb < 3; cb++) {
+							uint64_t r0 = r0s[ri], nr = nrs[ri];
+							uint64_t c0 = cb * (uint64_t)bc;
+							const uint64_t ws[] = {1, 63, 64, 65, C - c0};
+							for (int wi = 0; wi < 5; wi++) {
+								uint64_t w = ws[wi];
+								if (c0 + w > C)
+									continue;
+								for (uint64_t r = 0; r < nr; r++) {
+									v.values = codes + (r0 + r) * C + c0;
+									if (format_fp8.decode16(&q, &v, (r0 + r) * C + c0,
+												w, to, want + r * w) < 0)
+										bad++;
+								}
+								memset(got, 0xa5, sizeof got);
+								v.values = codes + r0 * C + c0;
+								if (format_fp8.decode16_rect(&q, &v, r0, nr, c0, w,
+											     to, got) < 0 ||
+								    memcmp(want, got, nr * w * 2) ||
+								    got[nr * w] != 0xa5a5)
+									bad++;
+								cases++;
+							}
+						}
+				}
+			}
+		}
+	/* refusals: a column inside a block, the kernels without block lookups */
+	{
+		struct quant_config q = {.kind = QUANT_FP8_BLOCK, .fp8_dtype = DT_F8_E4M3,
+					 .block = {2, 128}};
+		struct quant_view v = {.rows = R, .cols = C, .values = codes + 5,
+				       .scale = sc, .scale_dtype = DT_F32, .scale_cols = 3};
+		const char *none[] = {"avx2", "portable"};
+		unsetenv("DAY0_KERNEL");
+		memset(got, 0xa5, sizeof got);
+		refused += format_fp8.decode16_rect(&q, &v, 0, 2, 5, 100, DT_BF16, got) < 0;
+		for (int k = 0; k < 2; k++) {
+			setenv("DAY0_KERNEL", none[k], 1);
+			v.values = codes;
+			refused += format_fp8.decode16_rect(&q, &v, 0, 2, 0, 100, DT_BF16, got) < 0;
+		}
+		for (int i = 0; i < R * C; i++)
+			wrote += got[i] != 0xa5a5;
+	}
+	unsetenv("DAY0_KERNEL");
+	printf("# decode16_rect: %d slices compared\n", cases);
+	int has512 = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+	has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		 __builtin_cpu_supports("avx512vl");
+#endif
+	if (has512)
+		CHECKN("decode16_rect (column slices of row ranges, 300 column blocks too) == decode16 row by row",
+		       bad == 0 && cases > 100);
+	else
+		CHECKN("decode16_rect refuses every slice without AVX-512 (convert decodes row by row)",
+		       bad == cases);
+	CHECKN("decode16_rect refuses a column inside a block and the AVX2 / portable kernels, writing nothing",
+	       refused == 3 && wrote == 0);
+}
+
+/*
  * verify's NaN-code count (format check) with the CPU's kernel (AVX-512
  * BW where it has it) against DAY0_KERNEL=portable and a plain loop:
  * lengths 0..300 (every tail of the 64-byte steps) and a 70000-byte
@@ -498,6 +605,7 @@ int main(void)
 	encoder_checks();
 	decode16_checks();
 	decode16_kernels_checks();
+	decode16_rect_checks();
 	nan_count_checks();
 	packed_checks();
 	config_checks();
