@@ -136,13 +136,49 @@ float f16_to_f32(uint16_t h)
 
 /*
  * The hot path of convert: f32_to_bf16 over an array, written branch-free
- * (the NaN case is a select) so the compiler vectorises it.
+ * (the NaN case is a select) so the compiler vectorises it; with AVX-512
+ * 16 a step in the same integer arithmetic (so the same bits: not
+ * vcvtneps2bf16, which flushes denormals), the source prefetched a page
+ * ahead.  convert reads it from the page cache's pages, 4 KiB apart in
+ * memory: the hardware prefetcher stops at each page's end, and the
+ * baseline SSE2 loop took 0.8 s of CPU for the f32 bench model's 0.5 G
+ * values, two thirds of the convert.
  */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#ifndef F2B_PF
+#define F2B_PF 4096
+#endif
+__attribute__((target("avx512f"))) static size_t
+f32_to_bf16_avx512(const uint32_t *s, uint16_t *o, size_t n)
+{
+	const __m512i rnd = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1),
+		      abs = _mm512_set1_epi32(0x7fffffff),
+		      inf = _mm512_set1_epi32(0x7f800000), quiet = _mm512_set1_epi32(0x40);
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		__m512i u = _mm512_loadu_si512(s + i), hi = _mm512_srli_epi32(u, 16);
+		__m512i r = _mm512_srli_epi32(
+			_mm512_add_epi32(_mm512_add_epi32(u, rnd), _mm512_and_si512(hi, one)), 16);
+		__mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+		_mm_prefetch((const char *)(s + i) + F2B_PF, _MM_HINT_T0);
+		r = _mm512_mask_or_epi32(r, nan, hi, quiet);
+		_mm256_storeu_si256((__m256i *)(o + i), _mm512_cvtepi32_epi16(r));
+	}
+	return i;
+}
+#endif
+
 __attribute__((optimize("O3"))) static void
 f32_to_bf16_n(const void *src, uint16_t *o, size_t n)
 {
 	const uint32_t *s = src;
-	for (size_t i = 0; i < n; i++) {
+	size_t i = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (__builtin_cpu_supports("avx512f"))
+		i = f32_to_bf16_avx512(s, o, n);
+#endif
+	for (; i < n; i++) {
 		uint32_t u = s[i];
 		uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 		uint32_t q = (u >> 16) | 0x40u;

@@ -194,7 +194,7 @@ struct wq_lane {
 	pthread_t th;
 	int started;
 	unsigned next; /* the next batch (count of handed-over batches) */
-	uint16_t *dbuf; /* lane_decode's results, a piece at a time */
+	unsigned char *dbuf; /* lane_decode's results, a piece at a time */
 };
 
 struct write_queue {
@@ -233,22 +233,40 @@ struct write_queue {
 
 /* n contiguous elements from logical element el (codes at src), written
  * at *done bytes past the put's offset, a piece at a time. */
+/* n elements of p's item from logical element el (its stored bytes at
+ * src) converted into out: FP8 decoded (decode16), else dtype_convert. */
+static int lane_conv(struct wq_lane *ln, const struct put *p, const uint8_t *src,
+		     uint64_t el, size_t n, void *out)
+{
+	const struct item *it = p->it;
+	struct quant_view v;
+	if (!it->dequant)
+		return dtype_convert(it->src->dtype, src, it->to, out, n);
+	v = it->view;
+	v.values = src;
+	return format_of(ln->q->qc)->decode16(ln->q->qc, &v, el, n, it->to, out);
+}
+
+/* Stored bytes of n elements of it (FP8: one a code). */
+static size_t in_bytes(const struct item *it, uint64_t n)
+{
+	return it->dequant ? (size_t)n : (size_t)n * dtype_size(it->src->dtype);
+}
+
+/* n contiguous elements from logical element el (stored at src), written
+ * at *done bytes past the put's offset, a piece at a time. */
 static int lane_run(struct wq_lane *ln, const struct put *p,
 		    const uint8_t *src, uint64_t el, size_t n, uint64_t *done,
 		    struct d0_err *err)
 {
 	const struct item *it = p->it;
-	const struct quant_config *qc = ln->q->qc;
-	const struct weight_format *f = format_of(qc);
-	struct quant_view v = it->view;
-	uint64_t cols = v.cols;
+	uint64_t cols = it->dequant ? it->view.cols : 0;
 	size_t es = dtype_size(it->to), max = ln->q->piece / es, step = max;
 	if (cols && el % cols == 0 && n % cols == 0 && cols <= max)
 		step = max / cols * cols; /* whole rows: decode16's block path */
 	for (size_t i = 0; i < n; i += step) {
 		size_t k = n - i < step ? n - i : step;
-		v.values = src + i;
-		if (f->decode16(qc, &v, el + i, k, it->to, ln->dbuf) < 0)
+		if (lane_conv(ln, p, src + in_bytes(it, i), el + i, k, ln->dbuf) < 0)
 			return -1;
 		if (st_writer_put_strided(p->w, p->slot, p->off + *done, ln->dbuf,
 					  k * es, k * es, 1, err) < 0)
@@ -263,16 +281,17 @@ static int lane_decode(struct wq_lane *ln, const struct put *p,
 {
 	const struct item *it = p->it;
 	const struct quant_config *qc = ln->q->qc;
-	const struct weight_format *f = format_of(qc);
+	const struct weight_format *f = it->dequant ? format_of(qc) : NULL;
 	struct quant_view v = it->view;
 	const uint8_t *src = p->buf;
 	uint64_t cols = v.cols, done = 0;
 	size_t es = dtype_size(it->to), max = ln->q->piece / es, rows;
+	size_t sstride = in_bytes(it, p->stride); /* source bytes row to row */
 	if (p->count == 1)
 		return lane_run(ln, p, src, p->el, p->n, &done, err);
 	if (p->n > max) { /* a segment larger than a piece: one at a time */
 		for (size_t r = 0; r < p->count; r++)
-			if (lane_run(ln, p, src + r * p->stride,
+			if (lane_run(ln, p, src + r * sstride,
 				     p->el + r * p->stride, p->n, &done, err) < 0)
 				return -1;
 		return 0;
@@ -283,16 +302,15 @@ static int lane_decode(struct wq_lane *ln, const struct put *p,
 	for (size_t r = 0; r < p->count; r += rows) {
 		size_t k = p->count - r < rows ? p->count - r : rows;
 		uint64_t el = p->el + r * p->stride;
-		v.values = src + r * p->stride;
-		if (!f->decode16_rect || p->stride != cols ||
+		v.values = src + r * sstride;
+		if (!f || !f->decode16_rect || p->stride != cols ||
 		    f->decode16_rect(qc, &v, el / cols, k, el % cols, p->n,
-				     it->to, ln->dbuf) < 0)
-			for (size_t j = 0; j < k; j++) {
-				v.values = src + (r + j) * p->stride;
-				if (f->decode16(qc, &v, el + j * p->stride, p->n,
-						it->to, ln->dbuf + j * p->n) < 0)
+				     it->to, (uint16_t *)ln->dbuf) < 0)
+			for (size_t j = 0; j < k; j++)
+				if (lane_conv(ln, p, src + (r + j) * sstride,
+					      el + j * p->stride, p->n,
+					      ln->dbuf + j * p->n * es) < 0)
 					return -1;
-			}
 		if (st_writer_put_strided(p->w, p->slot, p->off + done, ln->dbuf,
 					  k * p->n * es, k * p->n * es, 1, err) < 0)
 			return -1;
@@ -374,7 +392,7 @@ static int wq_add(struct conv *c, int rank, size_t slot, uint64_t off,
 	if (c->map && b >= c->map && b < c->map + c->map_len &&
 	    (uint64_t)(b - c->map) < q->lo[f])
 		q->lo[f] = (uint64_t)(b - c->map);
-	q->bytes[f] += (uint64_t)n * count * (it ? 2 : 1);
+	q->bytes[f] += (uint64_t)n * count * (it ? dtype_size(it->to) : 1);
 	if (q->n[f] == q->cap[f]) {
 		size_t cap = q->cap[f] ? 2 * q->cap[f] : 64;
 		struct put *nb = realloc(q->batch[f], cap * sizeof *nb);
@@ -841,7 +859,7 @@ static int emit(struct conv *c, struct item *it, int part, uint64_t off,
 		    layout_part_for_rank(&c->cfg, &c->d, it->spec, &it->split,
 					 r) != part)
 			continue;
-		if (c->deferred) /* codes: one byte an element (FP8) */
+		if (c->deferred) /* stored bytes: the lane converts */
 			rc = wq_add(c, r, (size_t)it->slot[r], off * es,
 				    src + src_bytes(it, el + first) -
 					    src_bytes(it, el),
@@ -919,6 +937,9 @@ static const unsigned char *read_src(struct conv *c, EVP_MD_CTX *sha,
 			c->deferred = 1;
 			return sb;
 		}
+	} else if (c->lane_decode) { /* a dtype conversion: the lanes' too */
+		c->deferred = 1;
+		return sb;
 	}
 	if (!fill_buf(c)) {
 		d0_errf(err, "convert: out of memory");

@@ -94,7 +94,19 @@ expect_rc 0 "merge of the bf16 tp 4 files" "$ENGINE" merge "$T/b4" "$T/b4.m"
 expect_rc 0 "merge of the bf16 tp 1 file" "$ENGINE" merge "$T/b1" "$T/b1.m"
 check "f32 -> bf16: tp 4 merged = tp 1, byte for byte" bash -c \
 	"for f in '$T'/b1.m/*.safetensors; do cmp \"\$f\" '$T'/b4.m/\$(basename \"\$f\") || exit 1; done"
-rm -rf "$T/f.tp" "$T/f.m" "$T/b4" "$T/b4.m" "$T/b1" "$T/b1.m"
+# The writer lanes convert what they write (f32 -> bf16 with AVX-512 where
+# the CPU has it, the source read from the mapping): the same bytes as the
+# main thread converting whole chunks, and with pieces of 2 KiB (a piece
+# is part of a row, and holds two of down_proj's 128-element slices).
+expect_rc 0 "convert f32 -> bf16 --tp 4 converted on the main thread" \
+	env DAY0_CONVERT_LANE_DECODE=0 "$ENGINE" convert "$T/f32" "$T/b4.main" --dtype bf16 --tp 4
+expect_rc 0 "convert f32 -> bf16 --tp 4 with pieces of 2 KiB" \
+	env DAY0_CONVERT_PIECE=2048 "$ENGINE" convert "$T/f32" "$T/b4.small" --dtype bf16 --tp 4
+for v in main small; do
+	check "f32 -> bf16 by the lanes = $v, every rank file and layout.json byte for byte" \
+		bash -c "for f in '$T'/b4/*; do cmp \"\$f\" '$T'/b4.$v/\$(basename \"\$f\") || exit 1; done"
+done
+rm -rf "$T/f.tp" "$T/f.m" "$T/b4" "$T/b4.m" "$T/b1" "$T/b1.m" "$T/b4.main" "$T/b4.small"
 
 # A full disk: the write fails, the error names the rank file and says
 # so, and nothing is left behind that could pass for a conversion.
