@@ -56,7 +56,7 @@
  * dropped behind in steps of this much; a batch of writes straight from
  * it is handed over once it holds this many bytes. */
 #define MAP_AHEAD (2u << 20)
-#define MAP_DROP (4u << 20)
+#define MAP_DROP (1u << 20)
 #define BATCH_BYTES (2u << 20)
 
 static int run(int argc, char **argv);
@@ -164,13 +164,16 @@ struct conv {
  * between them (before 2026-12-03) the lanes took turns instead, and with
  * three a lane still waited for work while the main thread waited for the
  * other lane to free the oldest slot (FP8 -> bf16 on bench/weights.sh's
- * model: 1.5 s at three, 1.15-1.35 s at eight; a slot's buffer is
- * allocated when first filled, and the lanes' decoded batches use none).
- * The first write error stops the writing and is returned by the next
- * submit.
+ * model: 1.5 s at three; four, each lane one batch queued behind the one
+ * it writes, 1.04-1.48 s, as eight in the same rounds, 1.10-1.55 s, whose
+ * mapped window put tests/sh/test_memory.sh's convert over its bound).  A
+ * batch counts the source bytes it reads from the mapping; a slot's buffer
+ * is allocated when first filled, and the lanes' converted batches use
+ * none.  The first write error stops the writing and is returned by the
+ * next submit.
  */
 #define WQ_LANES 2
-#define WQ_RING 8
+#define WQ_RING 4
 
 struct put { /* count segments of n bytes, buf + i * stride each */
 	struct st_writer *w;
@@ -392,7 +395,7 @@ static int wq_add(struct conv *c, int rank, size_t slot, uint64_t off,
 	if (c->map && b >= c->map && b < c->map + c->map_len &&
 	    (uint64_t)(b - c->map) < q->lo[f])
 		q->lo[f] = (uint64_t)(b - c->map);
-	q->bytes[f] += (uint64_t)n * count * (it ? dtype_size(it->to) : 1);
+	q->bytes[f] += it ? in_bytes(it, (uint64_t)n * count) : (uint64_t)n * count;
 	if (q->n[f] == q->cap[f]) {
 		size_t cap = q->cap[f] ? 2 * q->cap[f] : 64;
 		struct put *nb = realloc(q->batch[f], cap * sizeof *nb);
