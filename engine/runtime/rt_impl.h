@@ -78,11 +78,18 @@ struct rt {
 	 * rt_fp8_subnormals) */
 	uint64_t fp8_codes, fp8_sub, fp8_sub_bytes;
 	int fp8_taken;
+	/* the weights and the KV cache rt_open loads: from chunks of
+	 * transparent huge pages while big is set (rt_alloc; rt_free) */
+	struct rt_chunk *chunks;
+	int big;
 };
 
 /* bytes for `what`, 64-byte aligned, counted against the card's budget
  * (NULL and r->over set when it does not fit); zeroed when zero is set. */
 void *rt_alloc(struct rt *r, size_t bytes, const char *what, int zero);
+/* free() for what rt_alloc returned (a no-op inside the huge-page chunks,
+ * which rt_close frees). */
+void rt_free(struct rt *r, void *p);
 /* Count a collective of `bytes` that took t seconds in r->stats. */
 void rt_stat_add(struct rt *r, int group, int op, uint64_t bytes, double t);
 /* In-place float sum over comm (no-op for MPI_COMM_NULL), timed. */

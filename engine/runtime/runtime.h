@@ -54,6 +54,8 @@ int rt_rank(const struct rt *r);
 const struct model_config *rt_config(const struct rt *r);
 uint64_t rt_mem_used(const struct rt *r);
 uint64_t rt_mem_peak(const struct rt *r);
+/* Bytes of the weights and KV cache in huge-page chunks (rt_alloc). */
+uint64_t rt_chunk_bytes(const struct rt *r);
 /* This rank's resident FP8 e4m3 codes, how many of them are subnormal,
  * and the bytes of the sparse lists they went into (the accountant counts
  * them); returns 1 if load took them out of the codes (DAY0_KERNEL=

@@ -257,6 +257,23 @@ static int run(int argc, char **argv)
 					      share, "tp", lay.d.tp, "pp", lay.d.pp, "ep", lay.d.ep);
 			json_object_update(o, spread);
 			json_object_update(o, kern);
+			{ /* rank 0's memory: what the accountant holds, the part
+			   * of it in huge-page chunks (runtime.c), and the
+			   * anonymous huge pages the kernel gave the process */
+				long long ahp = -1;
+				char line[256];
+				FILE *f = fopen("/proc/self/smaps_rollup", "r");
+				while (f && fgets(line, sizeof line, f))
+					if (!strncmp(line, "AnonHugePages:", 14))
+						ahp = atoll(line + 14) * 1024;
+				if (f)
+					fclose(f);
+				json_object_set_new(o, "mem", json_pack(
+					"{s:I, s:I, s:I}", "resident_bytes",
+					(json_int_t)rt_mem_used(r), "huge_chunk_bytes",
+					(json_int_t)rt_chunk_bytes(r), "anon_huge_bytes",
+					(json_int_t)ahp));
+			}
 			{ /* the greedy answer: the same tokens as run --generate */
 				json_t *a = json_array();
 				for (long g = 0; g < ng; g++)

@@ -217,6 +217,19 @@ for d in f32 bf16; do
 			test -n "$want" -a "$want" = "$got"
 	done
 done
+# The weights and the KV cache come from huge-page chunks (runtime.c's
+# rt_alloc while rt_open loads): most of what the accountant holds is in
+# them (the rest: norms and other blocks under 256 KiB); DAY0_HUGE=0 puts
+# nothing there and gives the same answer.
+mpi 1 perf "$T/m.bf16" --tp 1 --tokens "$TOK" --gen-tokens 6 --repeat 1 --json >"$T/perf.json" 2>"$T/perf.err"
+mem=$(python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['mem']; print(m['huge_chunk_bytes'], m['resident_bytes'], ' '.join(map(str, json.load(open(sys.argv[1]))['generated'])))" "$T/perf.json" 2>/dev/null)
+set -- $mem
+check "perf: the weights and KV cache in huge-page chunks (${1:-?} of ${2:-?} bytes held, more than 90%)" \
+	test -n "$2" -a "${1:-0}" -gt $((${2:-1} * 9 / 10))
+env DAY0_HUGE=0 "$ENGINE" perf "$T/m.bf16" --tp 1 --tokens "$TOK" --gen-tokens 6 --repeat 1 --json >"$T/perf0.json" 2>"$T/perf.err"
+mem0=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['mem']['huge_chunk_bytes'], ' '.join(map(str, d['generated'])))" "$T/perf0.json" 2>/dev/null)
+check "perf with DAY0_HUGE=0: no chunks, the same greedy tokens [${mem0#* }] = [${mem#* * }]" \
+	test -n "$mem0" -a "${mem0%% *}" = 0 -a "${mem0#* }" = "${mem#* * }"
 
 # serve: the last row for generation, every row when a request echoes its
 # prompt's logprobs; both against run --dump-logits (all positions)
