@@ -1,7 +1,7 @@
 /* membw - read bandwidth (GB/s): the bound a decode step that streams
  * every weight once per token cannot beat.
  *
- *   membw [THREADS [MIB [REPS]]]    defaults 1, 1024, 7
+ *   membw [--small-pages] [--copy] [THREADS [MIB [REPS]]]    defaults 1, 1024, 7
  *
  * THREADS threads (as many as the decode uses) each sum their share of one
  * array of MIB MiB (>= 1 GiB: far past every cache) with AVX2 (8 floats a
@@ -17,12 +17,17 @@
  * loads (its AVX-512 GEMV since): the bound must not be below what the
  * engine reaches.  (A copy
  * moves every byte twice - read and write - so memcpy's rate is not the
- * bound.)  --copy instead reports memcpy over the same array (bytes copied). */
+ * bound.)  --copy instead reports memcpy over the same array (bytes copied).
+ * The array is 2 MiB aligned and advised MADV_HUGEPAGE, as the engine's
+ * weights and KV cache are since 2026-12-03 (engine/runtime/runtime.c):
+ * on 4 KiB pages every page is a TLB miss of its own, which the bound
+ * would pay and the engine no longer does (--small-pages: 4 KiB pages). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -163,28 +168,33 @@ static void *reader(void *arg)
 
 int main(int argc, char **argv)
 {
-	int copy = argc > 1 && !strcmp(argv[1], "--copy");
-	int a0 = copy ? 2 : 1;
+	int small = argc > 1 && !strcmp(argv[1], "--small-pages");
+	int copy = argc > 1 + small && !strcmp(argv[1 + small], "--copy");
+	int a0 = 1 + small + copy;
 	int th = argc > a0 ? atoi(argv[a0]) : 1;
 	size_t mib = argc > a0 + 1 ? (size_t)atol(argv[a0 + 1]) : 1024;
 	int reps = argc > a0 + 2 ? atoi(argv[a0 + 2]) : 7;
 	size_t n = mib << 20, nf = n / sizeof(float);
-	float *a = aligned_alloc(64, n);
+	float *a = aligned_alloc(small ? 64 : (size_t)2 << 20, n);
 	double best = 0, check = 0;
 	if (th < 1 || th > 256 || !mib || reps < 1 || !a) {
-		fprintf(stderr, "usage: membw [--copy] [THREADS [MIB [REPS]]]\n");
+		fprintf(stderr, "usage: membw [--small-pages] [--copy] [THREADS [MIB [REPS]]]\n");
 		return 2;
 	}
 #if defined(__x86_64__)
 	if (__builtin_cpu_supports("avx2"))
 		sum_fn = sum_avx2;
 #endif
+	if (a && !small)
+		madvise(a, n, MADV_HUGEPAGE);
 	for (size_t i = 0; i < nf; i++) /* touch every page; values that sum exactly */
 		a[i] = (float)(i & 1);
 	if (copy) {
-		float *b = aligned_alloc(64, n);
+		float *b = aligned_alloc(small ? 64 : (size_t)2 << 20, n);
 		if (!b)
 			return 2;
+		if (!small)
+			madvise(b, n, MADV_HUGEPAGE);
 		memset(b, 0, n);
 		for (int r = 0; r < reps; r++) {
 			double t = now(), g;
