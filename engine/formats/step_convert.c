@@ -137,8 +137,8 @@ struct conv {
 	unsigned char *cv_buf;
 	float *f32_buf;
 	struct write_queue *wq;
-	int lane_decode; /* FP8 -> 16-bit decoded by the writer lanes */
-	int deferred;    /* read_src's result: codes for the lanes to decode */
+	int lane_decode; /* conversions done by the writer lanes */
+	int deferred;    /* read_src's result: stored bytes for the lanes */
 	size_t chunk_bytes; /* each buffer: min(CONV_CHUNK, largest tensor) x 4 */
 	const char *shard_path;
 };
@@ -182,9 +182,10 @@ struct put { /* count segments of n bytes, buf + i * stride each */
 	uint64_t off;
 	const void *buf;
 	size_t n, stride, count;
-	/* dec: buf is FP8 codes in the source mapping, decoded by the lane
-	 * (lane_decode): count segments of n elements `stride` elements
-	 * apart, the first at logical element el of item it; n, stride and
+	/* it set (a converted put): buf is item it's stored bytes in the
+	 * source mapping (FP8 codes, or another dtype), converted by the
+	 * lane (lane_decode): count segments of n elements `stride`
+	 * elements apart, the first at logical element el; n, stride and
 	 * count then count elements, not bytes */
 	const struct item *it;
 	uint64_t el;
@@ -216,13 +217,14 @@ struct write_queue {
 	unsigned gen; /* batches handed over so far */
 	int stop, failed;
 	struct d0_err err;
-	const struct quant_config *qc;    /* dec puts' format */
-	const struct ckpt_shard *shards; /* for a dec put's error */
+	const struct quant_config *qc;    /* FP8 puts' format */
+	const struct ckpt_shard *shards; /* for a converted put's error */
 	size_t piece; /* lane_decode's piece: LANE_PIECE bytes */
 };
 
 /*
- * A dec put: its codes decoded and written piece by piece, each piece of
+ * A converted put (FP8 decoded, or a dtype converted): its stored bytes
+ * converted and written piece by piece, each piece of
  * at most LANE_PIECE bytes of results decoded into the lane's buffer and
  * written from there while it is still in this core's L2 (a whole 2 MiB
  * chunk decoded first and then written went through memory twice more).
@@ -234,8 +236,6 @@ struct write_queue {
  */
 #define LANE_PIECE (256u << 10)
 
-/* n contiguous elements from logical element el (codes at src), written
- * at *done bytes past the put's offset, a piece at a time. */
 /* n elements of p's item from logical element el (its stored bytes at
  * src) converted into out: FP8 decoded (decode16), else dtype_convert. */
 static int lane_conv(struct wq_lane *ln, const struct put *p, const uint8_t *src,
@@ -250,10 +250,15 @@ static int lane_conv(struct wq_lane *ln, const struct put *p, const uint8_t *src
 	return format_of(ln->q->qc)->decode16(ln->q->qc, &v, el, n, it->to, out);
 }
 
-/* Stored bytes of n elements of it (FP8: one a code). */
-static size_t in_bytes(const struct item *it, uint64_t n)
+/* Source bytes of logical elements [0, el) of it (for a count of
+ * elements from a whole-byte start: FP8 one a code). */
+static uint64_t src_bytes(const struct item *it, uint64_t el)
 {
-	return it->dequant ? (size_t)n : (size_t)n * dtype_size(it->src->dtype);
+	uint64_t numel = it->shape[0] * it->shape[1];
+	uint64_t stored = it->src->end - it->src->begin;
+	if (!it->dequant)
+		return el * dtype_size(it->src->dtype);
+	return numel ? el * stored / numel : 0; /* FP8: 1, int4: 1/2 byte */
 }
 
 /* n contiguous elements from logical element el (stored at src), written
@@ -269,7 +274,7 @@ static int lane_run(struct wq_lane *ln, const struct put *p,
 		step = max / cols * cols; /* whole rows: decode16's block path */
 	for (size_t i = 0; i < n; i += step) {
 		size_t k = n - i < step ? n - i : step;
-		if (lane_conv(ln, p, src + in_bytes(it, i), el + i, k, ln->dbuf) < 0)
+		if (lane_conv(ln, p, src + src_bytes(it, i), el + i, k, ln->dbuf) < 0)
 			return -1;
 		if (st_writer_put_strided(p->w, p->slot, p->off + *done, ln->dbuf,
 					  k * es, k * es, 1, err) < 0)
@@ -289,7 +294,7 @@ static int lane_decode(struct wq_lane *ln, const struct put *p,
 	const uint8_t *src = p->buf;
 	uint64_t cols = v.cols, done = 0;
 	size_t es = dtype_size(it->to), max = ln->q->piece / es, rows;
-	size_t sstride = in_bytes(it, p->stride); /* source bytes row to row */
+	size_t sstride = src_bytes(it, p->stride); /* source bytes row to row */
 	if (p->count == 1)
 		return lane_run(ln, p, src, p->el, p->n, &done, err);
 	if (p->n > max) { /* a segment larger than a piece: one at a time */
@@ -322,7 +327,7 @@ static int lane_decode(struct wq_lane *ln, const struct put *p,
 	return 0;
 }
 
-/* A decode error (the write's error is st_writer's own). */
+/* A conversion error (the write's error is st_writer's own). */
 static int lane_put_dec(struct wq_lane *ln, const struct put *p,
 			struct d0_err *err)
 {
@@ -378,9 +383,9 @@ static void *wq_main(void *arg)
 }
 
 /* Queue count segments of n bytes (buf + i * stride each) for rank's
- * tensor slot at byte off; with it (a dec put), count segments of n
+ * tensor slot at byte off; with it (a converted put), count segments of n
  * elements, stride elements apart, from logical element el of it, whose
- * codes are at buf, for the lane to decode. */
+ * stored bytes are at buf, for the lane to convert. */
 static int wq_add(struct conv *c, int rank, size_t slot, uint64_t off,
 		  const void *buf, size_t n, size_t stride, size_t count,
 		  const struct item *it, uint64_t el, struct d0_err *err)
@@ -395,7 +400,7 @@ static int wq_add(struct conv *c, int rank, size_t slot, uint64_t off,
 	if (c->map && b >= c->map && b < c->map + c->map_len &&
 	    (uint64_t)(b - c->map) < q->lo[f])
 		q->lo[f] = (uint64_t)(b - c->map);
-	q->bytes[f] += it ? in_bytes(it, (uint64_t)n * count) : (uint64_t)n * count;
+	q->bytes[f] += it ? src_bytes(it, (uint64_t)n * count) : (uint64_t)n * count;
 	if (q->n[f] == q->cap[f]) {
 		size_t cap = q->cap[f] ? 2 * q->cap[f] : 64;
 		struct put *nb = realloc(q->batch[f], cap * sizeof *nb);
@@ -830,20 +835,6 @@ static int open_ranks(struct conv *c, const char *out, struct d0_err *err)
 		free(p);
 	}
 	return 0;
-}
-
-/*
- * Write part `part`'s elements from element offset `off`: count rows of
- * n converted elements, row i at buf + i * stride elements.
- */
-/* Source bytes of logical elements [el_off, el_off + n) of it. */
-static uint64_t src_bytes(const struct item *it, uint64_t el)
-{
-	uint64_t numel = it->shape[0] * it->shape[1];
-	uint64_t stored = it->src->end - it->src->begin;
-	if (!it->dequant)
-		return el * dtype_size(it->src->dtype);
-	return numel ? el * stored / numel : 0; /* FP8: 1, int4: 1/2 byte */
 }
 
 /* Part `part` of a chunk: count segments of n elements, stride apart, at

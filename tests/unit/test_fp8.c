@@ -204,6 +204,15 @@ static void encoder_checks(void)
 	CHECK(f32_to_fp8(DT_F8_E4M3, 0x1p-6f * 0.999f) == 0x08); /* rounds up to min normal */
 }
 
+/* DAY0_KERNEL=name for what follows; "" unsets it (the CPU's best). */
+static void use_kernel(const char *name)
+{
+	if (*name)
+		setenv("DAY0_KERNEL", name, 1);
+	else
+		unsetenv("DAY0_KERNEL");
+}
+
 /*
  * convert's fast FP8 -> bf16/f16 (decode16: AVX2 arithmetic or memoised
  * tables) against decode followed by dtype_convert, bit for bit: every
@@ -239,10 +248,7 @@ static void decode16_checks(void)
 				       .scale = sc, .scale_dtype = DT_F32,
 				       .scale_cols = 3};
 		for (int m = 0; m < 4; m++) {
-			if (*modes[m])
-				setenv("DAY0_KERNEL", modes[m], 1);
-			else
-				unsetenv("DAY0_KERNEL");
+			use_kernel(modes[m]);
 			for (int to16 = 0; to16 < 2; to16++) {
 				int to = to16 ? DT_F16 : DT_BF16;
 				for (int sl = 0; sl < 2; sl++) { /* whole, or from 77 */
@@ -312,10 +318,7 @@ static void decode16_kernels_checks(void)
 							want) < 0)
 					bad[e5][0]++;
 				for (int k = 0; k < 3; k++) {
-					if (*kernels[k])
-						setenv("DAY0_KERNEL", kernels[k], 1);
-					else
-						unsetenv("DAY0_KERNEL");
+					use_kernel(kernels[k]);
 					memset(got, 0xa5, sizeof got);
 					if (format_fp8.decode16(&q, &v, 0, (size_t)len,
 								to, got) < 0 ||
@@ -386,10 +389,7 @@ static void decode16_rect_checks(void)
 					       .scale = sc, .scale_dtype = DT_F32,
 					       .scale_cols = (uint64_t)(C + bc - 1) / (uint64_t)bc};
 			for (int m = 0; m < 2; m++) {
-				if (*modes[m])
-					setenv("DAY0_KERNEL", modes[m], 1);
-				else
-					unsetenv("DAY0_KERNEL");
+				use_kernel(modes[m]);
 				for (int to16 = 0; to16 < 2; to16++) {
 					int to = to16 ? DT_F16 : DT_BF16;
 					const uint64_t r0s[] = {0, 1, 3}, nrs[] = {1, 2, 6};
@@ -489,10 +489,7 @@ static void nan_count_checks(void)
 				want += fp8_is_nan(dt, at[i]);
 			for (int k = 0; k < 2; k++) {
 				struct part_check c = {0};
-				if (*kernels[k])
-					setenv("DAY0_KERNEL", kernels[k], 1);
-				else
-					unsetenv("DAY0_KERNEL");
+				use_kernel(kernels[k]);
 				format_fp8.check(&q, &part, dt, at, n, 0, &c);
 				bad += c.bad != want;
 				cases++;
