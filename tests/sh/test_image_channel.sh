@@ -241,7 +241,13 @@ check "report html: the TTFT split chart, 3 parts x 2 percentiles" \
 SOCK="day0-img-$$"
 tm() { tmux -L "$SOCK" "$@"; }
 trap 'tm kill-server 2>/dev/null; rm -rf "$T"' EXIT
+NS=0
 numerics_screen() { # DB OUT
+	# a tmux server of its own each time: a new session on the socket of
+	# the server the last call just killed could find it still exiting
+	# ("no server running", an empty screen: one CI run)
+	NS=$((NS + 1))
+	SOCK="day0-img-$$-$NS"
 	tm new-session -d -s r -x 170 -y 40 "env LANG=C.UTF-8 TERM=screen-256color $DAY0 replay $1; sleep 30"
 	for i in $(seq 100); do tm capture-pane -p -t r | grep -q 'Numerics' && break; sleep 0.1; done
 	tm send-keys -t r G; sleep 0.5; tm send-keys -t r 5
