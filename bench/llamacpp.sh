@@ -38,6 +38,11 @@
 # builds), day0 is measured a second time with both unset for its own
 # commands (OpenBLAS's own choice for the CPU, greedy tokens checked too),
 # in a second column.
+# A last column (XBF16=0 leaves it out): day0 with DAY0_PREFILL_X=bf16, x
+# rounded once to bf16 for prefill's bf16 and FP8 products (llama.cpp's own
+# arithmetic on its AVX512-BF16 path) where day0's default carries x as bf16
+# hi + lo (twice the bf16 FLOPs: on a CPU without AMX, f32's rate); decode
+# does not change (the GEMV reads x in f32), so its rows show only prefill.
 #
 # BENCH_LOCK=/tmp/day0-bench.lock: every CPU-heavy step (the build, the
 # conversion, each measured run) under `flock` on that file, so that other
@@ -162,7 +167,21 @@ else
 	echo "OpenBLAS kernels: $core_env"
 fi
 blas() { # MODE: the env(1) words that run a command with OpenBLAS's kernels as MODE says
-	if [ "$1" = own ]; then echo env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE; else echo env; fi
+	# (xb: the environment's, and x rounded once to bf16 for prefill)
+	case $1 in
+	own) echo env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ;;
+	xb) echo env DAY0_PREFILL_X=bf16 ;;
+	*) echo env ;;
+	esac
+}
+XB=""
+if [ "${XBF16:-1}" != 0 ]; then
+	XB=xb
+	echo "day0 x rounded once (DAY0_PREFILL_X=bf16): $(OPENBLAS_NUM_THREADS=1 DAY0_PREFILL_X=bf16 "$E" perf "$W/m.${DTYPES%% *}" --prompt-tokens 16 --gen-tokens 2 --repeat 1 --json 2>/dev/null | jq -r .kernel), measured for bf16 and fp8 in the last column"
+fi
+modes() { # DTYPE: the day0 modes measured for it
+	echo "$BLAS_MODES"
+	if [ -n "$XB" ] && [ "$1" != f32 ]; then echo xb; fi
 }
 
 # --- same greedy tokens? ---------------------------------------------------
@@ -171,13 +190,13 @@ K=${CHECK_TOKENS:-16}
 for d in $DTYPES; do
 	llcpp=$(heavy "$GREEDY" "$W/m.$d.gguf" $PROMPT_IDS "$K" 2>"$W/greedy.$d.log") ||
 		die "llamacpp_greedy ($d) failed: $(tail -3 "$W/greedy.$d.log")"
-	for bm in $BLAS_MODES; do
+	for bm in $(modes "$d"); do
 	OPENBLAS_NUM_THREADS=1 heavy $(blas $bm) mpirun --bind-to none -np 1 "$E" run "$W/m.$d" \
 		--tokens $PROMPT_IDS --generate "$K" --dump-generated "$W/gen.$d.json" >"$W/run.$d.log" 2>&1 ||
 		die "day0-engine run ($d, OpenBLAS $bm) failed: $(tail -3 "$W/run.$d.log")"
 	day0=$(jq -r '.generated | map(tostring) | join(",")' "$W/gen.$d.json")
 	if [ "$day0" = "$llcpp" ]; then
-		echo "greedy $d (day0 OpenBLAS $bm): the same $K tokens from both engines ($day0)"
+		echo "greedy $d (day0 $([ "$bm" = xb ] && echo "x bf16" || echo "OpenBLAS $bm")): the same $K tokens from both engines ($day0)"
 	else
 		echo "greedy $d: DIFFERENT" >&2
 		echo "  day0:      $day0" >&2
@@ -201,7 +220,7 @@ for r in $(seq "$ROUNDS"); do
 				die "llama-bench ($d, $t threads) failed: $(tail -3 "$W/lb.log")"
 			best "lc pp $d $t" "$(echo "$j" | jq "[.[] | select(.n_prompt == $P and .n_gen == 0) | .samples_ts | max] | max")"
 			best "lc tg $d $t" "$(echo "$j" | jq "[.[] | select(.n_prompt == 0 and .n_gen == $G) | .samples_ts | max] | max")"
-			for bm in $BLAS_MODES; do
+			for bm in $(modes "$d"); do
 			j=$(OPENBLAS_NUM_THREADS=$t heavy $(blas $bm) mpirun --bind-to none -x OPENBLAS_NUM_THREADS -np 1 \
 				"$E" perf "$W/m.$d" --prompt-tokens "$P" --gen-tokens "$G" --repeat 3 --json 2>"$W/perf.log") ||
 				{ cp "$W/perf.log" "${TMPDIR:-/tmp}/day0-llamacpp-perf.log"
@@ -216,29 +235,35 @@ done
 
 echo
 own=$([ "$BLAS_MODES" = "env own" ] && echo yes || true)
-if [ -n "$own" ]; then
-	printf '%-8s %-5s %-7s %14s %14s %8s %16s %8s\n' phase dtype threads "day0 tok/s" "llama.cpp" ratio \
-		"day0 $core_own" ratio
-else
-	printf '%-8s %-5s %-7s %14s %14s %8s\n' phase dtype threads "day0 tok/s" "llama.cpp" ratio
-fi
+head=$(printf '%-8s %-5s %-7s %14s %14s %8s' phase dtype threads "day0 tok/s" "llama.cpp" ratio)
+[ -z "$own" ] || head="$head$(printf ' %16s %8s' "day0 $core_own" ratio)"
+[ -z "$XB" ] || head="$head$(printf ' %16s %8s' "day0 x bf16" ratio)"
+echo "$head"
 last="llamacpp:"
 last_own="llamacpp (OpenBLAS $([ -n "$own" ] && echo "$core_own" || true)):"
-sep=""
+last_xb="llamacpp (prefill, x rounded once to bf16):"
+sep="" sep_xb=""
 for ph in pp tg; do
 	name=$([ $ph = pp ] && echo prefill || echo decode)
 	for d in $DTYPES; do
 		for t in $THREADS; do
 			a=${BEST["d0env $ph $d $t"]} b=${BEST["lc $ph $d $t"]}
 			ratio=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }')
+			row=$(printf '%-8s %-5s %-7s %14.1f %14.1f %7sx' "$name" "$d" "$t" "$a" "$b" "$ratio")
 			if [ -n "$own" ]; then
 				o=${BEST["d0own $ph $d $t"]}
 				ro=$(awk -v a="$o" -v b="$b" 'BEGIN { printf "%.2f", a / b }')
-				printf '%-8s %-5s %-7s %14.1f %14.1f %7sx %16.1f %7sx\n' "$name" "$d" "$t" "$a" "$b" "$ratio" "$o" "$ro"
+				row="$row$(printf ' %16.1f %7sx' "$o" "$ro")"
 				last_own="$last_own$sep $name $d t$t $ro"
-			else
-				printf '%-8s %-5s %-7s %14.1f %14.1f %7sx\n' "$name" "$d" "$t" "$a" "$b" "$ratio"
 			fi
+			if [ -n "$XB" ] && [ "$d" != f32 ] && [ $ph = pp ]; then
+				o=${BEST["d0xb $ph $d $t"]}
+				ro=$(awk -v a="$o" -v b="$b" 'BEGIN { printf "%.2f", a / b }')
+				row="$row$(printf ' %16.1f %7sx' "$o" "$ro")"
+				last_xb="$last_xb$sep_xb $name $d t$t $ro"
+				sep_xb=","
+			fi
+			echo "$row"
 			last="$last$sep $name $d t$t $ratio"
 			sep=","
 		done
@@ -246,6 +271,7 @@ for ph in pp tg; do
 done
 echo "(best of $ROUNDS rounds x 3 repetitions each; prefill $P tokens, decode $G; target day0 / llama.cpp >= 1.0;"
 echo " fp8: day0 on the FP8 weights, llama.cpp on them dequantised to bf16;"
-echo " day0 with OpenBLAS $core_env$([ -n "$own" ] && echo " as this environment forces it, and with $core_own, OpenBLAS's own choice for this CPU" || true))"
+echo " day0 with OpenBLAS $core_env$([ -n "$own" ] && echo " as this environment forces it, and with $core_own, OpenBLAS's own choice for this CPU" || true)$([ -z "$XB" ] || echo "; x bf16: DAY0_PREFILL_X=bf16, prefill's x rounded once as llama.cpp rounds it (day0's default: bf16 hi + lo)"))"
 echo "$last"
 [ -z "$own" ] || echo "$last_own"
+[ -z "$XB" ] || echo "$last_xb"

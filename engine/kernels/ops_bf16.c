@@ -711,6 +711,32 @@ int op_bf16_set_kernel(const char *name)
 	return 0;
 }
 
+/* How prefill on oneDNN takes x with bf16 and FP8 W: as two bf16 terms,
+ * hi + lo (1, the default: x to ~16 mantissa bits, a product within 2^-16
+ * of f32 compute's), or rounded once to bf16 (0: DAY0_PREFILL_X=bf16, the
+ * arithmetic of llama.cpp's AVX512-BF16 path and of GPU engines, half the
+ * FLOPs: on CPUs without AMX, where bf16 runs only twice f32's rate, the
+ * split costs prefill what f32 compute would).  Any other value is warned
+ * about once and the default kept. */
+static int prefill_x_split = -1;
+
+int op_prefill_x_split(void)
+{
+	if (prefill_x_split < 0) {
+		const char *e = getenv("DAY0_PREFILL_X");
+		prefill_x_split = !(e && !strcmp(e, "bf16"));
+		if (e && *e && strcmp(e, "bf16") && strcmp(e, "split"))
+			fprintf(stderr, "day0-engine: DAY0_PREFILL_X=%s: expected split "
+					"(the default) or bf16; using split\n", e);
+	}
+	return prefill_x_split;
+}
+
+void op_set_prefill_x_split(int split)
+{
+	prefill_x_split = split != 0;
+}
+
 /* The widening that goes with the GEMV kernel picked. */
 void op_bf16_widen(float *out, const uint16_t *in, size_t n)
 {
@@ -732,7 +758,8 @@ const char *op_prefill_kernel(void)
 	static char name[80];
 	if (!use_onednn())
 		return "sgemm";
-	snprintf(name, sizeof name, "onednn:%s", op_onednn_isa());
+	snprintf(name, sizeof name, "onednn:%s%s", op_onednn_isa(),
+		 op_prefill_x_split() ? "" : "/x-bf16");
 	return name;
 }
 
@@ -1123,21 +1150,30 @@ static int onednn_panels(float *y, const float *x, const uint16_t *w,
 	 * bf16(x - hi), stacked as 2m rows of one matmul and their products
 	 * summed: x is carried to ~16 mantissa bits instead of 8 (a product's
 	 * error near f32 compute's, so validate's bounds hold on long prompts)
-	 * for twice the bf16 FLOPs, which AMX / AVX512-BF16 have to spare. */
-	int mx = wf ? m : 2 * m;
+	 * for twice the bf16 FLOPs, which AMX has to spare (AVX512-BF16 on
+	 * Zen 5: the f32 rate again).  DAY0_PREFILL_X=bf16: x rounded once. */
+	int split = !wf && op_prefill_x_split();
+	int mx = split ? 2 * m : m;
 	j.mm = op_onednn_get(mx, j.rows, k, n, wf != NULL, j.slots);
 	j.mm_last = n % j.rows ? op_onednn_get(mx, n % j.rows, k, n, wf != NULL, j.slots) : j.mm;
 	if (!j.mm || !j.mm_last)
 		return -1;
 	if (!wf) {
 		size_t mk = (size_t)m * k;
-		xb = aligned_alloc(64, (mk * 4 + 63) & ~(size_t)63);
-		ylo = aligned_alloc(64, ((size_t)2 * m * n * sizeof(float) + 63) & ~(size_t)63);
-		if (!xb || !ylo)
+		xb = aligned_alloc(64, (mk * (split ? 4 : 2) + 63) & ~(size_t)63);
+		if (!xb)
 			abort();
-		op_f32_to_bf16_split(xb, xb + mk, x, mk);
+		if (split) {
+			ylo = aligned_alloc(64, ((size_t)2 * m * n * sizeof(float) + 63) &
+							~(size_t)63);
+			if (!ylo)
+				abort();
+			op_f32_to_bf16_split(xb, xb + mk, x, mk);
+			j.y = ylo;
+		} else {
+			op_f32_to_bf16(xb, x, mk);
+		}
 		j.xb = xb;
-		j.y = ylo;
 	}
 	if (wm) {
 		size_t per = (size_t)j.slots * (size_t)j.rows * (size_t)k;

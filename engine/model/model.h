@@ -357,11 +357,16 @@ const char *op_bf16_kernel(void);
  * prefill's bf16/FP8 products on oneDNN (the default where oneDNN has a
  * native kernel for the CPU); a GEMV named: prefill by sgemm panels. */
 int op_bf16_set_kernel(const char *name);
-/* Prefill's bf16/FP8 kernel: "onednn:<oneDNN's ISA>" or "sgemm"; and the
- * GEMV and prefill kernels together, as perf reports them
+/* Prefill's bf16/FP8 kernel: "onednn:<oneDNN's ISA>" ("/x-bf16" after it
+ * where x is rounded once, DAY0_PREFILL_X=bf16) or "sgemm"; and the GEMV
+ * and prefill kernels together, as perf reports them
  * ("avx512+onednn:avx512_core_amx_bf16", or the GEMV's name alone). */
 const char *op_prefill_kernel(void);
 const char *op_kernels(void);
+/* Whether prefill on oneDNN takes x as bf16 hi + lo (1, the default) or
+ * rounded once to bf16 (0: DAY0_PREFILL_X=bf16). */
+int op_prefill_x_split(void);
+void op_set_prefill_x_split(int split); /* tests */
 /* oneDNN's matmul (ops_onednn.c): whether its bf16 one has a native
  * kernel for this CPU, and which (NULL if none); the primitive for
  * y[m, ldy] (n columns) = x[m, k] . W[n, k]^T, x and W bf16 (f32 if f32),

@@ -527,10 +527,19 @@ int main(void)
 						{20, 70, 300, 16, 16},   {128, 1024, 1024, 128, 128},
 						{33, 257, 300, 7, 5},    {64, 2816, 256, 128, 128},
 						{3, 64, 1024, 128, 128}, {12, 1, 64, 16, 16}};
-		for (int d = 0; d < 4 && op_onednn_ready(); d++) {
+		/* both ways of taking x: hi + lo (the default), rounded once
+		 * (DAY0_PREFILL_X=bf16: within 2^-8 of x as given) */
+		for (int xs = 1; xs >= 0 && op_onednn_ready(); xs--)
+		for (int d = 0; d < 4; d++) {
 			int dt = d == 0 ? DT_BF16 : d == 1 ? DT_F8_E4M3 : d == 2 ? DT_F8_E5M2 : DT_F32;
 			int bad = 0, bad_x = 0;
-			char name[128];
+			char name[160];
+			op_set_prefill_x_split(xs);
+			if (d == 0)
+				CHECKN(xs ? "prefill kernel named without /x-bf16 by default"
+					  : "DAY0_PREFILL_X=bf16: the prefill kernel says /x-bf16",
+				       (strstr(op_prefill_kernel(), "/x-bf16") == NULL) == xs &&
+				       (strstr(op_kernels(), "/x-bf16") == NULL) == xs);
 			for (size_t z = 0; z < sizeof shapes / sizeof *shapes; z++) {
 				int m = shapes[z][0], n = shapes[z][1], k = shapes[z][2];
 				int br = shapes[z][3], bc = shapes[z][4];
@@ -573,25 +582,36 @@ int main(void)
 					for (int j = 0; j < n; j++) {
 						double sm = b[j], sx = b[j], mag = fabs(b[j]);
 						for (int c = 0; c < k; c++) {
-							/* oneDNN's x: hi = bf16(x) plus lo = bf16(x - hi) */
+							/* oneDNN's x: hi = bf16(x) plus lo = bf16(x - hi),
+							 * or hi alone (x rounded once) */
 							float xi = x[i * k + c], hi = ref_bf16(xi);
-							double xv = m > 8 && dt != DT_F32 ? (double)hi + ref_bf16(xi - hi) : xi;
+							double xv = m > 8 && dt != DT_F32
+									    ? (double)hi + (xs ? ref_bf16(xi - hi) : 0)
+									    : xi;
 							sm += xv * wf[(size_t)j * k + c];
 							sx += (double)x[i * k + c] * we[(size_t)j * k + c];
 							mag += fabs((double)x[i * k + c] * we[(size_t)j * k + c]);
 						}
 						bad += fabs(sm - y[i * n + j]) > 1e-5 * mag + 1e-6;
-						bad_x += fabs(sx - y[i * n + j]) > ldexp(mag, dt == DT_BF16 || dt == DT_F32 ? -16 : -8) + 1e-5 * mag + 1e-6;
+						/* each bf16 rounding is within 2^-8 of its value:
+						 * x and FP8's W both rounded, 2^-7 */
+						int e = dt == DT_F32 || (dt == DT_BF16 && xs) ? -16
+							: dt != DT_BF16 && !xs && m > 8 ? -7 : -8;
+						bad_x += fabs(sx - y[i * n + j]) > ldexp(mag, e) + 1e-5 * mag + 1e-6;
 					}
 				free(x); free(y); free(b); free(wf); free(sk); free(we); free(w);
 			}
 			snprintf(name, sizeof name, "%s prefill (oneDNN) matches the float64 product "
-				 "of its x as bf16 hi + lo and W", dtype_name(dt));
+				 "of its x as %s and W", dtype_name(dt),
+				 dt == DT_F32 ? "given" : xs ? "bf16 hi + lo" : "bf16 (DAY0_PREFILL_X=bf16)");
 			CHECKN(name, bad == 0);
-			snprintf(name, sizeof name, "%s prefill (oneDNN) within 2^-16 (bf16 W; FP8's "
-				 "W rounded to bf16: 2^-8) of the product of x as given", dtype_name(dt));
+			snprintf(name, sizeof name, "%s prefill (oneDNN%s) within %s of the product "
+				 "of x as given", dtype_name(dt), xs ? "" : ", x rounded once",
+				 xs ? "2^-16 (bf16 W; FP8's W rounded to bf16: 2^-8)"
+				    : "2^-8 (FP8's W rounded too: 2^-7; f32 W: 2^-16)");
 			CHECKN(name, bad_x == 0);
 		}
+		op_set_prefill_x_split(1);
 	}
 	{ /* rms_norm: x / sqrt(mean(x^2) + eps) * w */
 		float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 0.5f}, y[4];
