@@ -24,7 +24,12 @@
  * an error there, not a SIGBUS) and dropped behind (MADV_DONTNEED) once
  * the writes that read it are done, so resident memory stays a few tens
  * of MiB (two chunk buffers plus the mapped window) whatever the shard or
- * model size.
+ * model size.  Where a mapping's first touch of each page is the slower
+ * way (readpath.c measures it: under some hypervisors it costs a trip to
+ * the host, 3 against 14 GB/s for pread's copy on a Zen 5 PVM guest), the
+ * chunks are pread instead into their batch's own buffer, which then
+ * stands where the mapping did: kept tensors are written from it, the
+ * lanes decode from it, and it is reused once its batch is written.
  *
  * Source checksums: layout.json records each source shard's SHA-256.  By
  * default they are taken from SHA256SUMS, which `verify` has just checked
@@ -76,6 +81,9 @@ const struct step_entry step_convert = {
 	"                     the checksums are taken from SHA256SUMS)\n"
 	"  --force            replace OUT_DIR if it exists\n"
 	"  --events           day0 protocol events (progress) on stdout\n"
+	"environment: DAY0_READ=map|read: read the source through a mapping or with\n"
+	"                     pread (default: whichever this machine does faster,\n"
+	"                     measured at start)\n"
 	"example: day0-engine convert /models/m /scratch/m-tp4 --dtype bf16 --tp 4",
 	.run = run,
 };
@@ -138,6 +146,10 @@ struct conv {
 	float *f32_buf;
 	struct write_queue *wq;
 	int lane_decode; /* conversions done by the writer lanes */
+	/* READ_PREAD: the source is pread from fd into the batch's sbuf,
+	 * not mapped (map is NULL); a batch's sbuf holds sbuf_cap bytes */
+	int pread_src, fd;
+	size_t sbuf_cap;
 	int deferred;    /* read_src's result: stored bytes for the lanes */
 	size_t chunk_bytes; /* each buffer: min(CONV_CHUNK, largest tensor) x 4 */
 	const char *shard_path;
@@ -213,6 +225,10 @@ struct write_queue {
 	uint64_t lo[WQ_RING];    /* its lowest source offset read from the mapping */
 	int left[WQ_RING];       /* lanes still to write a handed-over batch */
 	unsigned char *buf[WQ_RING];
+	/* READ_PREAD (readpath.c): the source bytes a batch's puts read,
+	 * pread into sbuf[b] (sused of them; allocated when first read) */
+	unsigned char *sbuf[WQ_RING];
+	size_t sused[WQ_RING];
 	int fill;     /* the batch the main thread adds to */
 	unsigned gen; /* batches handed over so far */
 	int stop, failed;
@@ -477,6 +493,7 @@ static int wq_submit(struct conv *c, struct d0_err *err)
 	q->fill = next;
 	q->n[next] = 0;
 	q->bytes[next] = 0;
+	q->sused[next] = 0;
 	q->lo[next] = UINT64_MAX;
 	c->cv_buf = q->buf[next];
 	return 0;
@@ -512,7 +529,8 @@ static void map_drop_behind(struct conv *c)
 static int chunk_done(struct conv *c, int used_buf, struct d0_err *err)
 {
 	struct write_queue *q = c->wq;
-	if (!used_buf && q->bytes[q->fill] < BATCH_BYTES)
+	if (!used_buf && q->bytes[q->fill] < BATCH_BYTES &&
+	    q->sused[q->fill] < BATCH_BYTES)
 		return 0;
 	if (wq_submit(c, err) < 0)
 		return -1;
@@ -576,6 +594,7 @@ static int wq_finish(struct conv *c, int ok, struct d0_err *err)
 	for (int b = 0; b < WQ_RING; b++) {
 		free(q->batch[b]);
 		free(q->buf[b]);
+		free(q->sbuf[b]);
 	}
 	for (int i = 0; i < WQ_LANES; i++)
 		free(q->lane[i].dbuf);
@@ -902,6 +921,42 @@ static int map_window(struct conv *c, const struct item *it, uint64_t off,
 }
 
 /*
+ * READ_PREAD: source bytes [off, off + n) read into the batch's source
+ * buffer, after what earlier chunks of the batch read there (chunk_done
+ * hands a batch over once BATCH_BYTES are in, so a chunk always fits:
+ * sbuf_cap is BATCH_BYTES plus the largest chunk's source bytes).
+ */
+static const unsigned char *pread_src(struct conv *c, const struct item *it,
+				      uint64_t off, uint64_t n, struct d0_err *err)
+{
+	struct write_queue *q = c->wq;
+	int f = q->fill;
+	unsigned char *b;
+	c->pos = off;
+	if (!q->sbuf[f] && !(q->sbuf[f] = malloc(c->sbuf_cap))) {
+		d0_errf(err, "convert: out of memory");
+		return NULL;
+	}
+	if (q->sused[f] + n > c->sbuf_cap) { /* not reached: see above */
+		d0_errf(err, "%s: tensor '%s': a chunk of %llu bytes overflows "
+			"the read buffer", c->shard_path, it->src->name,
+			(unsigned long long)n);
+		return NULL;
+	}
+	b = q->sbuf[f] + q->sused[f];
+	if (pread_full(c->fd, b, (size_t)n, off) < 0) {
+		d0_errf(err, "%s: tensor '%s': cannot read bytes %llu-%llu: %s "
+			"(the file changed since it was opened?)", c->shard_path,
+			it->src->name, (unsigned long long)off,
+			(unsigned long long)(off + n),
+			errno ? strerror(errno) : "cut short");
+		return NULL;
+	}
+	q->sused[f] += (size_t)n;
+	return b;
+}
+
+/*
  * Logical elements [el_off, el_off + n) of it in the target dtype: the
  * mapped source bytes themselves when the tensor is written as stored,
  * else converted into the chunk buffer.  FP8 -> bf16/f16 (decode16) is
@@ -914,9 +969,16 @@ static const unsigned char *read_src(struct conv *c, EVP_MD_CTX *sha,
 {
 	uint64_t b0 = src_bytes(it, el_off), b1 = src_bytes(it, el_off + n);
 	uint64_t off = c->ck.shards[it->shard].st.data_off + it->src->begin + b0;
-	const unsigned char *sb = c->map + off;
-	if (map_window(c, it, off, b1 - b0, err) < 0)
-		return NULL;
+	const unsigned char *sb;
+	if (c->pread_src) {
+		sb = pread_src(c, it, off, b1 - b0, err);
+		if (!sb)
+			return NULL;
+	} else {
+		sb = c->map + off;
+		if (map_window(c, it, off, b1 - b0, err) < 0)
+			return NULL;
+	}
 	if (sha)
 		EVP_DigestUpdate(sha, sb, b1 - b0);
 	c->done_bytes += b1 - b0;
@@ -1076,6 +1138,11 @@ static int map_shard(struct conv *c, const struct ckpt_shard *sh, int fd,
 			       "(%llu bytes, its header says %llu)", sh->path,
 			       (unsigned long long)st.st_size,
 			       (unsigned long long)sh->st.file_size);
+	c->fd = fd;
+	c->shard_path = sh->path;
+	c->keep_from = UINT64_MAX;
+	if (c->pread_src) /* read into the batches' buffers */
+		return 0;
 	m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (m == MAP_FAILED)
 		return d0_errf(err, "%s: cannot map: %s", sh->path,
@@ -1178,6 +1245,15 @@ static int convert_all(struct conv *c, struct d0_err *err)
 			most = numel;
 	}
 	c->chunk_bytes = (size_t)(most < CONV_CHUNK ? most : CONV_CHUNK) * 4;
+	c->pread_src = read_path() == READ_PREAD;
+	c->sbuf_cap = BATCH_BYTES;
+	for (size_t k = 0; k < c->nitems; k++) { /* + the largest chunk read */
+		const struct item *it = &c->items[k];
+		uint64_t numel = it->shape[0] * (it->ndim == 2 ? it->shape[1] : 1);
+		uint64_t b = src_bytes(it, numel < CONV_CHUNK ? numel : CONV_CHUNK);
+		if (BATCH_BYTES + b > c->sbuf_cap)
+			c->sbuf_cap = (size_t)(BATCH_BYTES + b);
+	}
 	{ /* DAY0_CONVERT_LANE_DECODE=0: decode on the main thread (A/B) */
 		const char *ld = getenv("DAY0_CONVERT_LANE_DECODE");
 		c->lane_decode = !(ld && !strcmp(ld, "0"));

@@ -42,6 +42,9 @@ const struct step_entry step_verify = {
 	"  --json             one JSON document on stdout\n"
 	"  --events           day0 protocol events (checks weights.integrity and\n"
 	"                     weights.metadata) on stdout\n"
+	"environment: DAY0_READ=map|read: read the shards through a mapping or with\n"
+	"                     pread (default: whichever this machine does faster,\n"
+	"                     measured at start; --json's \"read\" says which)\n"
 	"exit status: 0 every check passed, 1 a check failed, 2 unreadable input\n"
 	"example: day0-engine verify /models/DeepSeek-V3 --threads 8 --json",
 	.run = run,
@@ -724,6 +727,7 @@ static json_t *report_json(const char *path, const struct ckpt *c,
 				      "unexpected", r->unexpected, "misshaped",
 				      r->misshaped));
 	json_object_set_new(doc, "problems", probs);
+	json_object_set_new(doc, "read", json_string(read_path_name()));
 	return doc;
 }
 

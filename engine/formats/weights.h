@@ -180,4 +180,16 @@ struct hash_job {
 void hash_files(struct hash_job *jobs, size_t n, int threads,
 		uint64_t *progress, void (*tick)(void *), void *arg);
 
+/*
+ * How verify and convert read the page-cache bytes they stream once
+ * (readpath.c): READ_MAP through a read-only mapping, READ_PREAD with
+ * pread() into a reused buffer; measured once per process (a mapping's
+ * first touch of a page costs a trip to the host under some
+ * hypervisors), DAY0_READ=map|read forces one.  read_path_name() says
+ * which and the probe's figures, for perf's reports.
+ */
+enum { READ_MAP, READ_PREAD };
+int read_path(void);
+const char *read_path_name(void);
+
 #endif

@@ -1,7 +1,8 @@
 # convert's streaming on shards larger than its windows (docs/formats.md,
 # "convert: how the bytes move"): the source is read through a mapping
-# populated ahead and dropped behind, kept tensors go from the mapping to
-# the rank files as strided writes, and writes are batched.  The other
+# populated ahead and dropped behind (or pread into each batch's buffer,
+# where the probe finds that faster: both are run), kept tensors go from
+# there to the rank files as strided writes, and writes are batched.  The other
 # convert tests use models of a few KiB, which never leave the first
 # window; this one uses a ~200 MB FP8 shard and ~34 MB f32 shards (and
 # checks that every FP8 decode kernel writes the same bf16 files).
@@ -71,14 +72,37 @@ expect_rc 0 "convert FP8 -> bf16 --tp 4, pieces of 2 KiB, DAY0_KERNEL=avx2 (deco
 	env DAY0_CONVERT_PIECE=2048 DAY0_KERNEL=avx2 "$ENGINE" convert "$T/fp8" "$T/bf4.small2" --dtype bf16 --tp 4
 check "pieces of 2 KiB with AVX2: every rank file and layout.json = the default's, byte for byte" \
 	bash -c "for f in '$T'/bf4/*; do cmp \"\$f\" '$T'/bf4.small2/\$(basename \"\$f\") || exit 1; done"
+# Both ways of reading the source (readpath.c; the runs above took the
+# one measured faster here): through the mapping, or pread into each
+# batch's buffer.  The same files byte for byte, in the same bound.
+for m in map read; do
+	expect_rc 0 "DAY0_READ=$m: convert --dtype keep --tp 4" \
+		env DAY0_READ=$m "$GNU_TIME" -v -o "$T/keep.$m.time" "$ENGINE" convert "$T/fp8" "$T/keep.$m" --dtype keep --tp 4
+	rss_check "DAY0_READ=$m keep" "$(rss_kib "$T/keep.$m.time")"
+	check "DAY0_READ=$m: keep tp 4 = the default's, every rank file and layout.json byte for byte" \
+		bash -c "for f in '$T'/keep/*; do cmp \"\$f\" '$T'/keep.$m/\$(basename \"\$f\") || exit 1; done"
+	expect_rc 0 "DAY0_READ=$m: convert FP8 -> bf16 --tp 4" \
+		env DAY0_READ=$m "$GNU_TIME" -v -o "$T/bf4.$m.time" "$ENGINE" convert "$T/fp8" "$T/bf4.$m" --dtype bf16 --tp 4
+	rss_check "DAY0_READ=$m FP8 -> bf16" "$(rss_kib "$T/bf4.$m.time")"
+	check "DAY0_READ=$m: FP8 -> bf16 tp 4 = the default's, byte for byte" \
+		bash -c "for f in '$T'/bf4/*; do cmp \"\$f\" '$T'/bf4.$m/\$(basename \"\$f\") || exit 1; done"
+	expect_rc 0 "DAY0_READ=$m: FP8 -> bf16 decoded on the main thread" \
+		env DAY0_READ=$m DAY0_CONVERT_LANE_DECODE=0 "$ENGINE" convert "$T/fp8" "$T/bf4.$m.one" --dtype bf16 --tp 4
+	check "DAY0_READ=$m: ... the same bytes" \
+		bash -c "for f in '$T'/bf4/*; do cmp \"\$f\" '$T'/bf4.$m.one/\$(basename \"\$f\") || exit 1; done"
+	rm -rf "$T/keep.$m" "$T/bf4.$m" "$T/bf4.$m.one"
+done
 rm -rf "$T/keep" "$T/keep.m" "$T/bf4" "$T/bf4.m" "$T/bf1" "$T/bf1.m" "$T/bf4.one" "$T/bf4.small" "$T/bf4.small2"
 
-# --verify-source hashes the mapped bytes in file order.
-expect_rc 0 "convert --dtype keep --verify-source of the intact shard" \
-	"$ENGINE" convert "$T/fp8" "$T/vs" --dtype keep --tp 2 --verify-source
-check "layout.json records the hash it computed = SHA256SUMS" bash -c \
-	"grep -q \"\$(cut -d' ' -f1 '$T/fp8/SHA256SUMS')\" '$T/vs/layout.json' && grep -q '\"sha256_from\": \"computed\"' '$T/vs/layout.json'"
-rm -rf "$T/vs"
+# --verify-source hashes the bytes it reads in file order (mapped or
+# pread: both).
+for m in map read; do
+	expect_rc 0 "DAY0_READ=$m: convert --dtype keep --verify-source of the intact shard" \
+		env DAY0_READ=$m "$ENGINE" convert "$T/fp8" "$T/vs" --dtype keep --tp 2 --verify-source
+	check "DAY0_READ=$m: layout.json records the hash it computed = SHA256SUMS" bash -c \
+		"grep -q \"\$(cut -d' ' -f1 '$T/fp8/SHA256SUMS')\" '$T/vs/layout.json' && grep -q '\"sha256_from\": \"computed\"' '$T/vs/layout.json'"
+	rm -rf "$T/vs"
+done
 
 # f32 in 2 shards of ~34 MB: kept as stored and f32 -> bf16.  ffn 512
 # under hidden 2048: down_proj's tp 4 part of a chunk is 2048 rows of 128
@@ -102,11 +126,20 @@ expect_rc 0 "convert f32 -> bf16 --tp 4 converted on the main thread" \
 	env DAY0_CONVERT_LANE_DECODE=0 "$ENGINE" convert "$T/f32" "$T/b4.main" --dtype bf16 --tp 4
 expect_rc 0 "convert f32 -> bf16 --tp 4 with pieces of 2 KiB" \
 	env DAY0_CONVERT_PIECE=2048 "$ENGINE" convert "$T/f32" "$T/b4.small" --dtype bf16 --tp 4
-for v in main small; do
+for m in map read; do
+	expect_rc 0 "DAY0_READ=$m: convert f32 -> bf16 --tp 4" \
+		env DAY0_READ=$m "$ENGINE" convert "$T/f32" "$T/b4.$m" --dtype bf16 --tp 4
+	expect_rc 0 "DAY0_READ=$m: convert f32 --tp 4 (kept)" \
+		env DAY0_READ=$m "$ENGINE" convert "$T/f32" "$T/f.tp.$m" --dtype f32 --tp 4
+	check "DAY0_READ=$m: f32 kept tp 4 = the default's, byte for byte" \
+		bash -c "for f in '$T'/f.tp/*; do cmp \"\$f\" '$T'/f.tp.$m/\$(basename \"\$f\") || exit 1; done"
+	rm -rf "$T/f.tp.$m"
+done
+for v in main small map read; do
 	check "f32 -> bf16 by the lanes = $v, every rank file and layout.json byte for byte" \
 		bash -c "for f in '$T'/b4/*; do cmp \"\$f\" '$T'/b4.$v/\$(basename \"\$f\") || exit 1; done"
 done
-rm -rf "$T/f.tp" "$T/f.m" "$T/b4" "$T/b4.m" "$T/b1" "$T/b1.m" "$T/b4.main" "$T/b4.small"
+rm -rf "$T/f.tp" "$T/f.m" "$T/b4" "$T/b4.m" "$T/b1" "$T/b1.m" "$T/b4.main" "$T/b4.small" "$T/b4.map" "$T/b4.read"
 
 # A full disk: the write fails, the error names the rank file and says
 # so, and nothing is left behind that could pass for a conversion.

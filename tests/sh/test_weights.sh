@@ -140,6 +140,25 @@ expect_rc 1 "verify --json on a corrupted checkpoint" "$ENGINE" verify "$T/flip"
 contains "--json names the problem" '"check": "weights.integrity"' "$OUT"
 contains "--json has the per-shard table" '"file": "model-00002-of-00003.safetensors"' "$OUT"
 
+# Both ways of reading the shards (readpath.c: a mapping, or pread into
+# a buffer; the default is whichever the probe measures faster here) hash
+# the same bytes: the same verdicts, and --json says which one ran.
+for m in map read; do
+	expect_rc 0 "DAY0_READ=$m: verify --json of an intact checkpoint" \
+		env DAY0_READ=$m "$ENGINE" verify "$T/mixtral" --json --threads 2
+	want=map; [ "$m" = read ] && want=pread
+	contains "DAY0_READ=$m: --json says \"read\": \"$want (DAY0_READ)\"" "\"read\": \"$want (DAY0_READ)\"" "$OUT"
+	check "DAY0_READ=$m: every shard's sha256 = sha256sum's" bash -c \
+		"cd '$T/mixtral' && for f in *.safetensors; do grep -q \"\$(sha256sum \$f | cut -d' ' -f1)\" '$OUT' || exit 1; done"
+	expect_rc 1 "DAY0_READ=$m: one flipped byte fails" env DAY0_READ=$m "$ENGINE" verify "$T/flip" --threads 1
+	contains "DAY0_READ=$m: ... naming the shard" "model-00002-of-00003.safetensors: SHA-256 mismatch" "$ERR"
+done
+expect_rc 0 "verify --json, the read path measured" env -u DAY0_READ "$ENGINE" verify "$T/mixtral" --json
+check "--json says which path the probe picked, with both rates" \
+	grep -Eq '"read": "(map|pread) \(mapped [0-9.]+ GB/s, pread [0-9.]+ GB/s\)"' "$OUT"
+expect_rc 0 "DAY0_READ=mmap (no such value): verify still runs" env DAY0_READ=mmap "$ENGINE" verify "$T/mixtral"
+contains "... and says what it expected" "DAY0_READ=mmap: expected map, read or auto" "$ERR"
+
 # A single shard file is checked on its own (format rules only).
 expect_rc 0 "verify of a single .safetensors file" "$ENGINE" verify "$T/llama/model-00001-of-00003.safetensors"
 expect_rc 2 "verify of a missing path exits 2" "$ENGINE" verify "$T/nope"

@@ -1,0 +1,150 @@
+/*
+ * readpath.c - how verify and convert read the page-cache bytes they
+ * stream once: through a read-only mapping of the file, or with pread()
+ * into a small reused buffer.
+ *
+ * A mapping saves the kernel's copy out of the page cache (on bare metal
+ * and the Sapphire Rapids VMs seen so far, verify hashed 1.03x openssl
+ * from it, which reads into a buffer).  But under some hypervisors every
+ * page first touched through a new mapping costs a trip to the host: on
+ * the Zen 5 PVM guest of 2026-12-04 mapped page-cache pages were read at
+ * 3 GB/s (populated ahead or not) against 14-15 GB/s for pread's copy,
+ * and verify ran at 0.85x openssl.  Which is faster is a property of the
+ * machine, not of the code, so it is measured once per process, like the
+ * kernels: 16 MiB of a memfd (shmem pages, touched through a fresh
+ * mapping exactly as a file's would be) read both ways, twice each,
+ * interleaved, the faster best time taken (about 10 ms).
+ *
+ * DAY0_READ=map or =read forces one (an A/B, or a machine where the probe
+ * misleads); anything else is warned about once and the probe used.
+ */
+#include "engine.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROBE_BYTES (16u << 20)
+#define PROBE_BUF (128u << 10)
+#define PROBE_WIN (1u << 20)
+
+/* Read the file through fresh mappings of PROBE_WIN bytes, populated as
+ * the steps populate theirs, a word of every cache line summed (the
+ * consumer's loads); seconds, or -1.  A window at a time so that the
+ * probe's mapped shmem pages add no more than that to the peak RSS. */
+static double time_map(int fd, volatile uint64_t *sink)
+{
+	double t0 = now_s();
+	uint64_t s = 0;
+	for (size_t off = 0; off < PROBE_BYTES; off += PROBE_WIN) {
+		unsigned char *m = mmap(NULL, PROBE_WIN, PROT_READ, MAP_PRIVATE,
+					fd, (off_t)off);
+		if (m == MAP_FAILED)
+			return -1;
+		(void)madvise(m, PROBE_WIN, MADV_POPULATE_READ);
+		for (size_t i = 0; i < PROBE_WIN; i += 64) {
+			uint64_t v;
+			memcpy(&v, m + i, sizeof v);
+			s += v;
+		}
+		munmap(m, PROBE_WIN);
+	}
+	*sink += s;
+	return now_s() - t0;
+}
+
+/* pread the file into a PROBE_BUF buffer, a word of every line summed. */
+static double time_read(int fd, unsigned char *buf, volatile uint64_t *sink)
+{
+	double t0 = now_s();
+	uint64_t s = 0;
+	for (size_t off = 0; off < PROBE_BYTES; off += PROBE_BUF) {
+		if (pread(fd, buf, PROBE_BUF, (off_t)off) != (ssize_t)PROBE_BUF)
+			return -1;
+		for (size_t i = 0; i < PROBE_BUF; i += 64) {
+			uint64_t v;
+			memcpy(&v, buf + i, sizeof v);
+			s += v;
+		}
+	}
+	*sink += s;
+	return now_s() - t0;
+}
+
+static int mode = -1; /* READ_MAP / READ_PREAD once decided */
+static double probe_map_s, probe_read_s;
+static const char *why = "";
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static int probe(void)
+{
+	volatile uint64_t sink = 0;
+	unsigned char *buf = malloc(PROBE_BUF);
+	int fd = memfd_create("day0-read-probe", MFD_CLOEXEC);
+	double bm = 1e9, br = 1e9;
+	if (!buf || fd < 0 || ftruncate(fd, PROBE_BYTES) < 0)
+		goto fail;
+	memset(buf, 0x5a, PROBE_BUF);
+	for (size_t off = 0; off < PROBE_BYTES; off += PROBE_BUF)
+		if (pwrite(fd, buf, PROBE_BUF, (off_t)off) != (ssize_t)PROBE_BUF)
+			goto fail;
+	for (int r = 0; r < 2; r++) {
+		double tm = time_map(fd, &sink), tr = time_read(fd, buf, &sink);
+		if (tm < 0 || tr < 0)
+			goto fail;
+		bm = tm < bm ? tm : bm;
+		br = tr < br ? tr : br;
+	}
+	close(fd);
+	free(buf);
+	probe_map_s = bm, probe_read_s = br;
+	return bm <= br ? READ_MAP : READ_PREAD;
+fail: /* no memfd (old kernel, seccomp): the mapping, as before */
+	why = "no probe";
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return READ_MAP;
+}
+
+static void decide(void)
+{
+	const char *e = getenv("DAY0_READ");
+	if (e && !strcmp(e, "map")) {
+		mode = READ_MAP, why = "DAY0_READ";
+		return;
+	}
+	if (e && !strcmp(e, "read")) {
+		mode = READ_PREAD, why = "DAY0_READ";
+		return;
+	}
+	if (e && *e && strcmp(e, "auto"))
+		fprintf(stderr, "day0-engine: DAY0_READ=%s: expected map, read or "
+				"auto (the default); measuring\n", e);
+	mode = probe();
+}
+
+int read_path(void)
+{
+	pthread_once(&once, decide);
+	return mode;
+}
+
+const char *read_path_name(void)
+{
+	static char name[96];
+	int m = read_path();
+	if (probe_map_s > 0 && probe_read_s > 0)
+		snprintf(name, sizeof name, "%s (mapped %.1f GB/s, pread %.1f GB/s)",
+			 m == READ_MAP ? "map" : "pread",
+			 PROBE_BYTES / probe_map_s / 1e9, PROBE_BYTES / probe_read_s / 1e9);
+	else
+		snprintf(name, sizeof name, "%s (%s)", m == READ_MAP ? "map" : "pread", why);
+	return name;
+}
