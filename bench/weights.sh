@@ -38,7 +38,9 @@
 # convert run, PLAIN=0 to skip the f32 part, FP8=0 to skip the FP8 part,
 # BASE=PATH/day0-engine (an older build) to time its converts (and its FP8
 # verifies) too, in the same rounds right after the current build's (an A/B
-# on the same floor).  Each FP8 round prints the load average at its start;
+# on the same floor; a script that runs the build with DAY0_READ=map is the
+# read paths' A/B).  DAY0_READ=map|read forces verify and convert's way of
+# reading (default: measured; the header's "read:" line says which).  Each FP8 round prints the load average at its start;
 # each FP8 figure lists its runs' wall times and CPU seconds (user + system).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -170,6 +172,11 @@ echo "model:   4 shards, $BYTES bytes ($(awk -v b="$BYTES" 'BEGIN { printf "%.1f
 sync
 cat "$MODEL"/* >/dev/null
 cat "$MODEL"/* >/dev/null
+# How verify and convert read the shards here (readpath.c measures a
+# mapping against pread once per process; DAY0_READ in the environment
+# forces one): verify --json says which, with both rates.
+echo "read:    $("$ENGINE" verify "$MODEL" --json --threads 1 2>/dev/null |
+	sed -n 's/^ *"read": "\(.*\)",\{0,1\}$/\1/p')${DAY0_READ:+ (DAY0_READ=$DAY0_READ)}"
 
 # CPU seconds: busy time of the whole machine, and of this script's children.
 busy_cpu_s() {
