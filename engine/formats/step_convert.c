@@ -475,6 +475,7 @@ static int wq_submit(struct conv *c, struct d0_err *err)
 	struct write_queue *q = c->wq;
 	int next, failed;
 	if (q->n[q->fill] == 0) { /* nothing to hand over: only the errors */
+		q->sused[q->fill] = 0; /* no put reads what was pread there */
 		pthread_mutex_lock(&q->mu);
 		failed = q->failed;
 		pthread_mutex_unlock(&q->mu);
