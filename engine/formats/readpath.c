@@ -13,7 +13,9 @@
  * machine, not of the code, so it is measured once per process, like the
  * kernels: 16 MiB of a memfd (shmem pages, touched through a fresh
  * mapping exactly as a file's would be) read both ways, twice each,
- * interleaved, the faster best time taken (about 10 ms).
+ * interleaved, the faster best time taken (about 30 ms on the Zen 5
+ * guest, where the mapped reads are the slow ones: a verify of a tiny
+ * model 0.05 s with DAY0_READ=read, 0.08 s measuring).
  *
  * DAY0_READ=map or =read forces one (an A/B, or a machine where the probe
  * misleads); anything else is warned about once and the probe used.
