@@ -36,10 +36,22 @@
 #define PROBE_BUF (128u << 10)
 #define PROBE_WIN (1u << 20)
 
+/* A word of every cache line of p[0, n) summed: the consumer's loads. */
+static uint64_t sum_lines(const unsigned char *p, size_t n)
+{
+	uint64_t s = 0;
+	for (size_t i = 0; i < n; i += 64) {
+		uint64_t v;
+		memcpy(&v, p + i, sizeof v);
+		s += v;
+	}
+	return s;
+}
+
 /* Read the file through fresh mappings of PROBE_WIN bytes, populated as
- * the steps populate theirs, a word of every cache line summed (the
- * consumer's loads); seconds, or -1.  A window at a time so that the
- * probe's mapped shmem pages add no more than that to the peak RSS. */
+ * the steps populate theirs, every line read (sum_lines); seconds, or -1.
+ * A window at a time so that the probe's mapped shmem pages add no more
+ * than that to the peak RSS. */
 static double time_map(int fd, volatile uint64_t *sink)
 {
 	double t0 = now_s();
@@ -50,18 +62,14 @@ static double time_map(int fd, volatile uint64_t *sink)
 		if (m == MAP_FAILED)
 			return -1;
 		(void)madvise(m, PROBE_WIN, MADV_POPULATE_READ);
-		for (size_t i = 0; i < PROBE_WIN; i += 64) {
-			uint64_t v;
-			memcpy(&v, m + i, sizeof v);
-			s += v;
-		}
+		s += sum_lines(m, PROBE_WIN);
 		munmap(m, PROBE_WIN);
 	}
 	*sink += s;
 	return now_s() - t0;
 }
 
-/* pread the file into a PROBE_BUF buffer, a word of every line summed. */
+/* pread the file into a PROBE_BUF buffer, every line read; seconds or -1. */
 static double time_read(int fd, unsigned char *buf, volatile uint64_t *sink)
 {
 	double t0 = now_s();
@@ -69,11 +77,7 @@ static double time_read(int fd, unsigned char *buf, volatile uint64_t *sink)
 	for (size_t off = 0; off < PROBE_BYTES; off += PROBE_BUF) {
 		if (pread(fd, buf, PROBE_BUF, (off_t)off) != (ssize_t)PROBE_BUF)
 			return -1;
-		for (size_t i = 0; i < PROBE_BUF; i += 64) {
-			uint64_t v;
-			memcpy(&v, buf + i, sizeof v);
-			s += v;
-		}
+		s += sum_lines(buf, PROBE_BUF);
 	}
 	*sink += s;
 	return now_s() - t0;

@@ -949,8 +949,7 @@ static const unsigned char *pread_src(struct conv *c, const struct item *it,
 		d0_errf(err, "%s: tensor '%s': cannot read bytes %llu-%llu: %s "
 			"(the file changed since it was opened?)", c->shard_path,
 			it->src->name, (unsigned long long)off,
-			(unsigned long long)(off + n),
-			errno ? strerror(errno) : "cut short");
+			(unsigned long long)(off + n), strerror(errno));
 		return NULL;
 	}
 	q->sused[f] += (size_t)n;

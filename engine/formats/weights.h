@@ -186,7 +186,7 @@ void hash_files(struct hash_job *jobs, size_t n, int threads,
  * pread() into a reused buffer; measured once per process (a mapping's
  * first touch of a page costs a trip to the host under some
  * hypervisors), DAY0_READ=map|read forces one.  read_path_name() says
- * which and the probe's figures, for perf's reports.
+ * which and the probe's figures (verify --json's "read").
  */
 enum { READ_MAP, READ_PREAD };
 int read_path(void);
