@@ -108,8 +108,8 @@ static void topk(const double *x, int n, int k, int *idx)
 	}
 }
 
-static void route(const struct model_config *c, const double *logits,
-		  const double *bias, int *idx, double *w)
+void ref_route(const struct model_config *c, const double *logits,
+	       const double *bias, int *idx, double *w, int given)
 {
 	int E = (int)c->experts, K = (int)c->top_k;
 	double *p = malloc((size_t)E * 8), sum = 0;
@@ -134,7 +134,8 @@ static void route(const struct model_config *c, const double *logits,
 				for (int e = g * per; e < (g + 1) * per; e++)
 					ch[e] = 0;
 		}
-		topk(ch, E, K, idx);
+		if (!given)
+			topk(ch, E, K, idx);
 		for (int j = 0; j < K; j++)
 			sum += (w[j] = p[idx[j]]);
 		for (int j = 0; j < K; j++)
@@ -152,7 +153,8 @@ static void route(const struct model_config *c, const double *logits,
 			z += (p[e] = exp(logits[e] - m));
 		for (int e = 0; e < E; e++)
 			p[e] /= z;
-		topk(p, E, K, idx);
+		if (!given)
+			topk(p, E, K, idx);
 		for (int j = 0; j < K; j++)
 			sum += (w[j] = p[idx[j]]);
 		if (c->norm_topk_prob)
@@ -508,9 +510,15 @@ static void moe(struct fw *f, int l, const double *x, double *h)
 	lin(f, lg, x, T, E, H, NULL, sq, mixtral ? L_ "block_sparse_moe.gate.weight"
 						 : L_ "mlp.gate.weight", l);
 	for (int t = 0; t < T && !f->bad; t++) {
-		route(c, lg + (size_t)t * E, rb, idx + (size_t)t * K, wt + (size_t)t * K);
+		ref_route(c, lg + (size_t)t * E, rb, idx + (size_t)t * K,
+			  wt + (size_t)t * K, 0);
 		if (sq)
 			hk->route(hk->ctx, l, t, rb, lg + (size_t)t * E, sq + (size_t)t * E);
+		if (hk && hk->follow &&
+		    hk->follow(hk->ctx, l, t, rb, lg + (size_t)t * E,
+			       idx + (size_t)t * K))
+			ref_route(c, lg + (size_t)t * E, rb, idx + (size_t)t * K,
+				  wt + (size_t)t * K, 1);
 	}
 	group = (int)(MOE_OUT_BYTES / ((size_t)K * H * 8));
 	group = group < 1 ? 1 : group > T ? T : group;

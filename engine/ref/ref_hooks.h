@@ -29,6 +29,13 @@ struct ref_hooks {
 	 * rounding spread before its square root) */
 	void (*route)(void *ctx, int l, int t, const double *bias,
 		      const double *logits, const double *spread_sq);
+	/* MoE layer l, token t: idx [top_k] the reference's choice from its
+	 * router logits [E] (and correction bias or NULL); returning 1 after
+	 * putting other experts in idx makes the reference route the token
+	 * there (their weights from the reference's own scores): validate
+	 * following the run's choice at a near-tie (route_follow.h) */
+	int (*follow)(void *ctx, int l, int t, const double *bias,
+		      const double *logits, int *idx);
 	/* non-NULL: the logits come here, vocabulary rows [v0, v0+n) of every
 	 * token as blk [T][n], instead of into *logits_out (NULL) */
 	ref_block_fn head;
@@ -42,6 +49,13 @@ struct ref_hooks {
 	int splice_upto;
 	const int64_t *rope_pos;
 };
+
+/* A MoE router's choice (idx [top_k], in score order) and the experts'
+ * weights w [top_k] from logits [E] as transformers routes (softmax top-k,
+ * or DeepSeek's grouped sigmoid with the correction bias); given: idx is
+ * already chosen, only the weights are computed. */
+void ref_route(const struct model_config *c, const double *logits,
+	       const double *bias, int *idx, double *w, int given);
 
 int ref_forward_hooked(const char *dir, const int64_t *tokens, int T,
 		       double **logits, double **layers,

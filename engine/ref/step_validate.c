@@ -16,6 +16,7 @@
 #include "engine.h"
 #include "logit_fold.h"
 #include "ref_hooks.h"
+#include "route_follow.h"
 #include "validate_layer.h"
 #include "validate_image.h"
 
@@ -298,7 +299,15 @@ struct whole {
 	struct lfold *fold;   /* NULL: no e2e level */
 	double best;          /* the last position's largest logit */
 	int64_t arg;          /* and its (first) index */
+	struct rfollow *rf;   /* the run's MoE routing followed, or NULL */
 };
+
+static int whole_follow(void *ctx, int l, int t, const double *bias,
+			const double *logits, int *idx)
+{
+	struct whole *w = ctx;
+	return rfollow_route(w->rf, l, t, bias, logits, idx);
+}
 
 static void whole_layer_out(void *ctx, int l, const double *h)
 {
@@ -334,7 +343,8 @@ static int whole_head(void *ctx, int v0, int n, const double *blk,
 
 /* The float64 reference's greedy continuation of prompt, n tokens. */
 static int ref_greedy(const char *dir, const int64_t *prompt, int T, int n,
-		      size_t mem, const struct vimg_result *img, int64_t *out,
+		      size_t mem, const struct vimg_result *img,
+		      const char *layers_dir, double max_rel, int64_t *out,
 		      struct d0_err *err)
 {
 	int64_t *seq = malloc((size_t)(T + n) * sizeof *seq);
@@ -343,12 +353,18 @@ static int ref_greedy(const char *dir, const int64_t *prompt, int T, int n,
 	memcpy(seq, prompt, (size_t)T * sizeof *seq);
 	for (int g = 0; g < n; g++) {
 		struct model_config c;
-		struct whole w = {.T = T + g, .arg = -1};
+		struct rfollow rf;
+		struct whole w = {.T = T + g, .arg = -1, .rf = &rf};
 		struct ref_hooks hk = {.ctx = &w, .mem = mem, .head = whole_head,
 				       .embeds = img ? img->embeds : NULL,
-				       .splice_upto = T, .rope_pos = pos};
+				       .splice_upto = T, .rope_pos = pos,
+				       .follow = layers_dir ? whole_follow : NULL};
 		double *lg = NULL;
 		int rc;
+		/* the prompt's tokens routed as the run routed them, where
+		 * the layer level found that explained */
+		rfollow_init(&rf, layers_dir, T, max_rel);
+		rf.c = &c;
 		/* M-RoPE: the prompt's positions, then i + rope_delta */
 		for (int a = 0; pos && a < 3; a++)
 			for (int i = 0; i < T + g; i++)
@@ -356,6 +372,7 @@ static int ref_greedy(const char *dir, const int64_t *prompt, int T, int n,
 					i < T ? img->rope_pos[(size_t)a * T + i]
 					      : i + img->rope_delta;
 		rc = ref_forward_hooked(dir, seq, T + g, &lg, NULL, &c, &hk, err);
+		rfollow_free(&rf);
 		model_config_free(&c);
 		if (rc < 0) {
 			free(seq);
@@ -474,7 +491,8 @@ static void text_report(const struct text_result *r, int quiet, json_t *doc)
  * 1 fail, 2 unusable input (named on stderr). */
 static int text_level(const char *dir, struct layout_opts *lay,
 		      const char *gen_path, int n_check, size_t mem, int quiet,
-		      json_t *doc, const struct vimg_result *img, int *equal)
+		      json_t *doc, const struct vimg_result *img,
+		      const char *layers_dir, double max_rel, int *equal)
 {
 	int64_t *prompt = NULL, *gen = NULL, *ref = NULL;
 	int np = 0, ng = 0, bad = 2;
@@ -494,7 +512,8 @@ static int text_level(const char *dir, struct layout_opts *lay,
 	}
 	r.n = n_check > 0 && n_check < ng ? n_check : ng;
 	ref = malloc((size_t)(r.n ? r.n : 1) * sizeof *ref);
-	if (ref_greedy(dir, prompt, np, r.n, mem, img, ref, &err) < 0)
+	if (ref_greedy(dir, prompt, np, r.n, mem, img, layers_dir, max_rel, ref,
+		       &err) < 0)
 		goto out;
 	while (r.agree < r.n && ref[r.agree] == gen[r.agree])
 		r.agree++;
@@ -766,7 +785,8 @@ static int run(int argc, char **argv)
 	}
 	if (strstr(levels, "layer") || strstr(levels, "e2e")) {
 		struct model_config c;
-		struct whole w = {.T = ntok, .arg = -1};
+		struct rfollow rf;
+		struct whole w = {.T = ntok, .arg = -1, .rf = &rf};
 		struct ref_hooks hk = {.ctx = &w, .mem = mem,
 				       .layer_out = whole_layer_out,
 				       .embeds = vres.embeds,
@@ -797,9 +817,12 @@ static int run(int argc, char **argv)
 		model_config_free(&c);
 		want_layer = strstr(levels, "layer") && layers_dir;
 		want_e2e = strstr(levels, "e2e") && logits_path;
+		rfollow_init(&rf, want_layer ? layers_dir : NULL, T, max_rel);
+		rf.c = &c;
 		if (want_layer) {
 			w.layers_dir = layers_dir;
 			w.lay = calloc((size_t)L + 1, sizeof *w.lay);
+			hk.follow = whole_follow;
 		}
 		if (want_e2e) {
 			ran[2] = 1;
@@ -820,6 +843,7 @@ static int run(int argc, char **argv)
 			model_config_free(&c);
 			if (w.fold)
 				lfold_close(&fold);
+			rfollow_free(&rf);
 			free(w.lay);
 			free(w.buf);
 			json_decref(doc);
@@ -865,9 +889,18 @@ static int run(int argc, char **argv)
 			}
 			json_object_set_new(doc, "layer", a);
 			{
-				char d[160];
-				snprintf(d, sizeof d, "largest error growth at layer %d; "
-					 "threshold %g relative", worst, max_rel);
+				char d[480], rwhy[360];
+				int rbad = rfollow_report(&rf, max_flips,
+							  !json && !events_enabled(),
+							  doc, rwhy, sizeof rwhy);
+				fail[1] |= rbad;
+				if (rf.err[0])
+					fprintf(stderr, "day0-engine: %s\n", rf.err);
+				snprintf(d, sizeof d, "%s%slargest error growth at layer "
+					 "%d; threshold %g relative%s%s",
+					 rbad ? rwhy : "", rbad ? "; " : "", worst,
+					 max_rel, !rbad && rwhy[0] ? "; " : "",
+					 rbad ? "" : rwhy);
 				if (!json && !events_enabled())
 					printf("  %s\n", d);
 				events_check("numerics.layer", fail[1] ? "fail" : "pass", d,
@@ -896,6 +929,10 @@ static int run(int argc, char **argv)
 					printf("  top-1 agreement %.1f%%, perplexity %.6g vs "
 					       "reference %.6g (ratio %.6f)\n", agree, ppl_q,
 					       ppl_r, ppl_q / ppl_r);
+					if (rf.flips)
+						printf("  (the reference routed %d token%s as "
+						       "the run did: routing flips above)\n",
+						       rf.flips, rf.flips == 1 ? "" : "s");
 				}
 				events_emit("numerics", json_pack(
 					"{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "level", "e2e",
@@ -909,9 +946,11 @@ static int run(int argc, char **argv)
 					agree, "ppl", ppl_q, "ppl_ref", ppl_r, "ppl_ratio",
 					ppl_q / ppl_r));
 				{
-					char d[200];
+					char d[240];
 					snprintf(d, sizeof d, "max rel %.3g, KL max %.3g, top-1 "
-						 "%.1f%%", r.max_rel, mx, agree);
+						 "%.1f%%%s", r.max_rel, mx, agree,
+						 rf.flips ? " (the run's routing followed at "
+							    "its flips)" : "");
 					events_check("numerics.e2e", fail[2] ? "fail" : "pass", d,
 						     json_real(r.max_rel), json_real(max_rel));
 				}
@@ -919,6 +958,7 @@ static int run(int argc, char **argv)
 			free(r.kl);
 			lfold_close(&fold);
 		}
+		rfollow_free(&rf);
 		free(w.lay);
 		free(w.buf);
 	}
@@ -926,7 +966,7 @@ static int run(int argc, char **argv)
 		ran[3] = 1;
 		fail[3] = text_level(dir, &lay, gen_path, (int)text_tokens, mem,
 				     json || events_enabled(), doc, &vres,
-				     &greedy_equal);
+				     layers_dir, max_rel, &greedy_equal);
 		if (fail[3] == 2) {
 			events_stage("validate", "end", 1, EXIT_USAGE, gen_path);
 			json_decref(doc);

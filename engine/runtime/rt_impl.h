@@ -82,6 +82,10 @@ struct rt {
 	 * transparent huge pages while big is set (rt_alloc; rt_free) */
 	struct rt_chunk *chunks;
 	int big;
+	/* rt_record_routes: per global layer, the router's choice [T][top_k]
+	 * and its logits [T][experts] of the next forward pass (NULL: none) */
+	int32_t **route_idx;
+	float **route_logits;
 };
 
 /* bytes for `what`, 64-byte aligned, counted against the card's budget

@@ -1243,6 +1243,7 @@ static void attention(struct rt *r, struct rt_layer *y, int T, const float *x,
 static void moe(struct rt *r, struct rt_layer *y, int T, const float *x,
 		float *acc, struct scratch *s)
 {
+	int ly = r->first + (int)(y - r->L); /* the global layer */
 	int H = (int)r->c.hidden, E = (int)r->c.experts, K = (int)r->c.top_k;
 	int F = r->moe_ffn_l, ep = r->d.ep;
 	int *idx = malloc((size_t)T * K * sizeof(int));
@@ -1259,6 +1260,12 @@ static void moe(struct rt *r, struct rt_layer *y, int T, const float *x,
 		else
 			op_router_softmax_topk(logits, E, K, r->c.norm_topk_prob,
 					       idx + t * K, w + t * K);
+		if (r->route_idx && r->route_idx[ly])
+			for (int j = 0; j < K; j++)
+				r->route_idx[ly][(size_t)t * K + j] = idx[t * K + j];
+		if (r->route_logits && r->route_logits[ly])
+			memcpy(r->route_logits[ly] + (size_t)t * E, logits,
+			       (size_t)E * 4);
 	}
 	if (ep == 1) {
 		for (int t = 0; t < T; t++)
@@ -1646,6 +1653,12 @@ int rt_first_layer(const struct rt *r, int *count)
 int rt_is_stage_root(const struct rt *r)
 {
 	return r->tp_rank == 0 && r->ep_rank == 0;
+}
+
+void rt_record_routes(struct rt *r, int32_t **idx, float **logits)
+{
+	r->route_idx = idx;
+	r->route_logits = logits;
 }
 
 void rt_reset(struct rt *r)

@@ -46,6 +46,11 @@ int rt_forward(struct rt *r, const int64_t *tokens, int T, float *logits,
  * (perf's prefill, as a server does it; run --dump-logits keeps all). */
 int rt_forward_last(struct rt *r, const int64_t *tokens, int T, float *logits,
 		    struct d0_err *err);
+/* The MoE layers' routing of the forward passes that follow, for
+ * validate: idx[l] [T][top_k] gets the experts layer l's router chose
+ * for each token (in its order), logits[l] [T][experts] its logits, on the
+ * ranks holding layer l (entries may be NULL; NULL arrays: stop). */
+void rt_record_routes(struct rt *r, int32_t **idx, float **logits);
 int rt_last_stage_root(const struct rt *r);
 int rt_stage_root(const struct rt *r, int stage);
 int rt_is_stage_root(const struct rt *r);

@@ -216,25 +216,110 @@ static int report_generation(const struct run_opts *o, const int64_t *seq)
 }
 
 /* Bring every layer's output to rank 0 (stage roots hold them). */
-static int gather_layers(struct rt *r, float **lo, int L, int T, int H,
-			 int rank)
+/*
+ * The MoE layers' routing of the prompt: each token's experts [T][top_k]
+ * and router logits [T][experts] per MoE layer, dumped beside the layer's
+ * output.  validate follows the run's choice where a near-tie let the
+ * rounding choose otherwise than float64 would (and checks that the choice
+ * is the top-k of the run's logits and those are within the bound of the
+ * reference's).
+ */
+struct routes {
+	int32_t **idx;
+	float **lg;
+	int K, E;
+};
+
+static void routes_alloc(struct routes *ro, const struct model_config *c,
+			 int L, int T)
+{
+	memset(ro, 0, sizeof *ro);
+	if (c->experts <= 0)
+		return;
+	ro->K = (int)c->top_k;
+	ro->E = (int)c->experts;
+	ro->idx = calloc((size_t)L, sizeof *ro->idx);
+	ro->lg = calloc((size_t)L, sizeof *ro->lg);
+	for (int l = 0; l < L; l++)
+		if (model_layer_is_moe(c, l)) {
+			ro->idx[l] = calloc((size_t)T * ro->K + 1, sizeof **ro->idx);
+			ro->lg[l] = calloc((size_t)T * ro->E + 1, sizeof **ro->lg);
+		}
+}
+
+static void routes_free(struct routes *ro, int L)
+{
+	for (int l = 0; ro->idx && l < L; l++) {
+		free(ro->idx[l]);
+		free(ro->lg[l]);
+	}
+	free(ro->idx);
+	free(ro->lg);
+}
+
+/* Rank 0 gets every layer's output (and routing) from its stage's root. */
+static int gather_layers(struct rt *r, float **lo, const struct routes *ro,
+			 int L, int T, int H, int rank)
 {
 	int count, first = rt_first_layer(r, &count);
 	for (int l = 0; l < L; l++) {
 		int holder = -1;
+		int moe = ro->idx && ro->idx[l];
 		/* the root of the stage holding l sends it */
 		int mine = rt_is_stage_root(r) && l >= first && l < first + count;
 		int v = mine ? rank : -1;
 		MPI_Allreduce(&v, &holder, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 		if (holder == 0)
 			continue;
-		if (rank == holder)
+		if (rank == holder) {
 			MPI_Send(lo[l], T * H, MPI_FLOAT, 0, 11, MPI_COMM_WORLD);
-		else if (rank == 0)
+			if (moe) {
+				MPI_Send(ro->idx[l], T * ro->K, MPI_INT32_T, 0, 12,
+					 MPI_COMM_WORLD);
+				MPI_Send(ro->lg[l], T * ro->E, MPI_FLOAT, 0, 13,
+					 MPI_COMM_WORLD);
+			}
+		} else if (rank == 0) {
 			MPI_Recv(lo[l], T * H, MPI_FLOAT, holder, 11, MPI_COMM_WORLD,
 				 MPI_STATUS_IGNORE);
+			if (moe) {
+				MPI_Recv(ro->idx[l], T * ro->K, MPI_INT32_T, holder,
+					 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+				MPI_Recv(ro->lg[l], T * ro->E, MPI_FLOAT, holder, 13,
+					 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			}
+		}
 	}
 	return 0;
+}
+
+/* layer-NNN.safetensors: "hidden" [T][H]; a MoE layer's "router_logits"
+ * [T][experts] and "experts" [T][top_k] too. */
+static int write_layer(const char *path, const float *h, const struct routes *ro,
+		       int l, int T, int H, struct d0_err *err)
+{
+	struct st_writer *w = st_writer_new();
+	uint64_t sh[2] = {(uint64_t)T, (uint64_t)H};
+	int moe = ro->idx && ro->idx[l], rc;
+	st_writer_meta(w, "format", "pt");
+	st_writer_add(w, "hidden", DT_F32, 2, sh);
+	if (moe) {
+		sh[1] = (uint64_t)ro->E;
+		st_writer_add(w, "router_logits", DT_F32, 2, sh);
+		sh[1] = (uint64_t)ro->K;
+		st_writer_add(w, "experts", DT_I32, 2, sh);
+	}
+	rc = st_writer_begin(w, path, err);
+	if (rc == 0)
+		rc = st_writer_put(w, 0, 0, h, (uint64_t)T * H * 4, err);
+	if (rc == 0 && moe)
+		rc = st_writer_put(w, 1, 0, ro->lg[l], (uint64_t)T * ro->E * 4, err);
+	if (rc == 0 && moe)
+		rc = st_writer_put(w, 2, 0, ro->idx[l], (uint64_t)T * ro->K * 4, err);
+	if (rc == 0)
+		rc = st_writer_finish(w, err);
+	st_writer_free(w);
+	return rc;
 }
 
 static int run(int argc, char **argv)
@@ -246,6 +331,7 @@ static int run(int argc, char **argv)
 	struct d0_err err = {{0}};
 	int rank, world, rc, last, T, V, H, L;
 	float *logits = NULL, **lo = NULL;
+	struct routes ro = {0};
 	int64_t *seq = NULL;
 	double t0;
 	char detail[512];
@@ -336,6 +422,8 @@ static int run(int argc, char **argv)
 		lo = calloc((size_t)L, sizeof *lo);
 		for (int l = 0; l < L; l++)
 			lo[l] = calloc((size_t)T * H, 4);
+		routes_alloc(&ro, rt_config(r), L, T);
+		rt_record_routes(r, ro.idx, ro.lg);
 	}
 	t0 = MPI_Wtime();
 	rc = vis_run_encode(&vr, r, rank == 0 && o.dump_layers, &err);
@@ -347,6 +435,7 @@ static int run(int argc, char **argv)
 	{
 		struct rt_seg sg = vis_run_prefill_seg(&vr, T);
 		rc = rt_forward_seg(r, o.lay.tokens, &sg, logits, lo, &err);
+		rt_record_routes(r, NULL, NULL);
 	}
 	if (agree(rc < 0)) {
 		if (rc < 0)
@@ -360,7 +449,7 @@ static int run(int argc, char **argv)
 		MPI_Recv(logits, T * V, MPI_FLOAT, last, 9, MPI_COMM_WORLD,
 			 MPI_STATUS_IGNORE);
 	if (lo)
-		gather_layers(r, lo, L, T, H, rank);
+		gather_layers(r, lo, &ro, L, T, H, rank);
 	if (rank == 0) {
 		if (o.dump_logits &&
 		    write_f32_tensor(o.dump_logits, "logits", logits, (uint64_t)T,
@@ -376,8 +465,7 @@ static int run(int argc, char **argv)
 					char name[64], *p;
 					snprintf(name, sizeof name, "layer-%03d.safetensors", l);
 					p = path_join(od.partial, name);
-					rc = write_f32_tensor(p, "hidden", lo[l], (uint64_t)T,
-							      (uint64_t)H, &err);
+					rc = write_layer(p, lo[l], &ro, l, T, H, &err);
 					free(p);
 				}
 				if (rc == 0)
@@ -459,6 +547,7 @@ out:
 		for (int l = 0; l < L; l++)
 			free(lo[l]);
 	free(lo);
+	routes_free(&ro, L);
 	free(seq);
 	free(logits);
 	layout_opts_free(&o.lay);

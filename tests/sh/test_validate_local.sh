@@ -37,8 +37,54 @@ fi
 python3 "$DAY0_ROOT/tests/sh/flip_router.py" "$T/f/model.safetensors" 0
 "$ENGINE" convert "$T/f" "$T/fc" --dtype bf16 --tp 1 >/dev/null
 run "$ENGINE" run "$T/fc" --tp 1 --tokens $TOK --dump-logits "$T/f.st" --dump-layers "$T/fl"
-expect_rc 1 "the whole-model check fails at bf16's 2e-2 where routing flipped" \
-	"$ENGINE" validate "$T/f" --tokens $TOK --layers-dir "$T/fl" --levels layer --max-rel 2e-2
+# The whole-model check follows the run's routing where the run's choice
+# is the top-k of its own router logits and those are within the bound
+# (engine/ref/route_follow.h): the dumps hold each MoE layer's choice.
+run "$BUILD/tests/st_dump" "$T/fl/layer-000.safetensors"
+check "a MoE layer's dump holds its experts [T][top_k] and router logits [T][experts]" \
+	bash -c "grep -q '^experts I32 \[8,1\] ' '$OUT' && grep -q '^router_logits F32 \[8,4\] ' '$OUT'"
+expect_rc 0 "the whole-model check follows the flips and passes at bf16's 2e-2" \
+	"$ENGINE" validate "$T/f" --tokens $TOK --layers-dir "$T/fl" --logits "$T/f.st" --levels layer,e2e \
+	--max-rel 2e-2 --kl-max 1e-3
+contains "… naming each flip, the two choices and why it is one" \
+	"routing flip at layer 0 token 0: the run chose experts 0, float64 1 (float64's margin" "$OUT"
+contains "… and the reference following the run" "the reference follows the run" "$OUT"
+run "$ENGINE" validate "$T/f" --tokens $TOK --layers-dir "$T/fl" --logits "$T/f.st" --levels layer,e2e \
+	--max-rel 2e-2 --kl-max 1e-3 --json
+check "--json: the flips, all explained, the routed rows counted" \
+	test "$(jq -c '[.flips >= 1, .flips == (.routing_flips | length), ([.routing_flips[].explained] | all), .routed]' "$OUT")" = "[true,true,true,16]"
+check "--json: flips only where the reference and the run differ (0 for 1)" \
+	test "$(jq -c '[.routing_flips[] | [.run, .reference]] | unique' "$OUT")" = '[["0","1"]]'
+run "$ENGINE" validate "$T/f" --tokens $TOK --layers-dir "$T/fl" --levels layer --max-rel 2e-2 --events
+check "--events: numerics.layer passes and counts the followed flips" \
+	grep -q '"item":"numerics.layer","status":"pass","detail":"[^"]*routing flips\? of 16 routed rows, followed' "$OUT"
+expect_rc 1 "… above --max-flips it fails" \
+	"$ENGINE" validate "$T/f" --tokens $TOK --layers-dir "$T/fl" --levels layer --max-rel 2e-2 --max-flips 0.05
+contains "… saying so" "routing flips of 16 routed rows, above 0.05" "$OUT"
+# without the routing in the dumps (an older run) the flips are errors again
+cp -r "$T/fl" "$T/fl0"
+"$BUILD/tests/st_edit" "$T/fl0/layer-000.safetensors" --drop experts --drop router_logits
+expect_rc 1 "dumps without routing: the whole-model check fails at 2e-2 where routing flipped" \
+	"$ENGINE" validate "$T/f" --tokens $TOK --layers-dir "$T/fl0" --levels layer --max-rel 2e-2
+# a choice that is not the top-k of the run's own logits is no flip
+cp -r "$T/fl" "$T/fl1"
+"$BUILD/tests/st_edit" "$T/fl1/layer-000.safetensors" --poke experts 0 02000000
+expect_rc 1 "a choice the run's logits do not make fails the layer level" \
+	"$ENGINE" validate "$T/f" --tokens $TOK --layers-dir "$T/fl1" --levels layer --max-rel 2e-2
+contains "… naming layer, token, both choices and why" \
+	"routing differs at layer 0 token 0: the run chose experts 2, float64 1" "$OUT"
+contains "… (not the top-k)" "and not their top-k)" "$OUT"
+# nor is one made by logits off by more than the bound
+cp -r "$T/fl" "$T/fl2"
+"$BUILD/tests/st_edit" "$T/fl2/layer-000.safetensors" --poke experts 0 02000000 --poke router_logits 2 0000c842
+expect_rc 1 "router logits beyond the bound do not explain a choice" \
+	"$ENGINE" validate "$T/f" --tokens $TOK --layers-dir "$T/fl2" --levels layer --max-rel 2e-2
+contains "… saying so" "relative, above the bound)" "$OUT"
+cp -r "$T/fl" "$T/fl3"
+"$BUILD/tests/st_edit" "$T/fl3/layer-000.safetensors" --drop experts
+expect_rc 1 "a dump with router logits but no experts fails" \
+	"$ENGINE" validate "$T/f" --tokens $TOK --layers-dir "$T/fl3" --levels layer --max-rel 2e-2
+contains "… naming the file and what is missing" "layer-000.safetensors: has 'router_logits' without 'experts'" "$ERR"
 expect_rc 0 "--local --compute-dtype bf16: flips apart, the rest within 2e-2" \
 	"$ENGINE" validate "$T/f" --local --tokens $TOK --layers-dir "$T/fl" --logits "$T/f.st" \
 	--max-rel 2e-2 --kl-max 1e-3 --compute-dtype bf16
