@@ -38,11 +38,12 @@
 # builds), day0 is measured a second time with both unset for its own
 # commands (OpenBLAS's own choice for the CPU, greedy tokens checked too),
 # in a second column.
-# A last column (XBF16=0 leaves it out): day0 with DAY0_PREFILL_X=bf16, x
-# rounded once to bf16 for prefill's bf16 and FP8 products (llama.cpp's own
-# arithmetic on its AVX512-BF16 path) where day0's default carries x as bf16
-# hi + lo (twice the bf16 FLOPs: on a CPU without AMX, f32's rate); decode
-# does not change (the GEMV reads x in f32), so its rows show only prefill.
+# A last column (XSPLIT=0 leaves it out): day0 with DAY0_PREFILL_X=split, x
+# carried as bf16 hi + lo for prefill's bf16 and FP8 products (twice the
+# bf16 FLOPs: on a CPU without AMX, f32's rate) where day0's default rounds
+# x once to bf16 (llama.cpp's own arithmetic on its AVX512-BF16 path);
+# decode does not change (the GEMV reads x in f32), so its rows show only
+# prefill.
 #
 # BENCH_LOCK=/tmp/day0-bench.lock: every CPU-heavy step (the build, the
 # conversion, each measured run) under `flock` on that file, so that other
@@ -167,21 +168,21 @@ else
 	echo "OpenBLAS kernels: $core_env"
 fi
 blas() { # MODE: the env(1) words that run a command with OpenBLAS's kernels as MODE says
-	# (xb: the environment's, and x rounded once to bf16 for prefill)
+	# (xs: the environment's, and x as bf16 hi + lo for prefill)
 	case $1 in
 	own) echo env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ;;
-	xb) echo env DAY0_PREFILL_X=bf16 ;;
+	xs) echo env DAY0_PREFILL_X=split ;;
 	*) echo env ;;
 	esac
 }
-XB=""
-if [ "${XBF16:-1}" != 0 ]; then
-	XB=xb
-	echo "day0 x rounded once (DAY0_PREFILL_X=bf16): $(OPENBLAS_NUM_THREADS=1 DAY0_PREFILL_X=bf16 "$E" perf "$W/m.${DTYPES%% *}" --prompt-tokens 16 --gen-tokens 2 --repeat 1 --json 2>/dev/null | jq -r .kernel), measured for bf16 and fp8 in the last column"
+XS=""
+if [ "${XSPLIT:-1}" != 0 ]; then
+	XS=xs
+	echo "day0 x as bf16 hi + lo (DAY0_PREFILL_X=split): $(OPENBLAS_NUM_THREADS=1 DAY0_PREFILL_X=split "$E" perf "$W/m.${DTYPES%% *}" --prompt-tokens 16 --gen-tokens 2 --repeat 1 --json 2>/dev/null | jq -r .kernel), measured for bf16 and fp8 in the last column"
 fi
 modes() { # DTYPE: the day0 modes measured for it
 	echo "$BLAS_MODES"
-	if [ -n "$XB" ] && [ "$1" != f32 ]; then echo xb; fi
+	if [ -n "$XS" ] && [ "$1" != f32 ]; then echo xs; fi
 }
 
 # --- same greedy tokens? ---------------------------------------------------
@@ -196,7 +197,7 @@ for d in $DTYPES; do
 		die "day0-engine run ($d, OpenBLAS $bm) failed: $(tail -3 "$W/run.$d.log")"
 	day0=$(jq -r '.generated | map(tostring) | join(",")' "$W/gen.$d.json")
 	if [ "$day0" = "$llcpp" ]; then
-		echo "greedy $d (day0 $([ "$bm" = xb ] && echo "x bf16" || echo "OpenBLAS $bm")): the same $K tokens from both engines ($day0)"
+		echo "greedy $d (day0 $([ "$bm" = xs ] && echo "x split" || echo "OpenBLAS $bm")): the same $K tokens from both engines ($day0)"
 	else
 		echo "greedy $d: DIFFERENT" >&2
 		echo "  day0:      $day0" >&2
@@ -237,12 +238,12 @@ echo
 own=$([ "$BLAS_MODES" = "env own" ] && echo yes || true)
 head=$(printf '%-8s %-5s %-7s %14s %14s %8s' phase dtype threads "day0 tok/s" "llama.cpp" ratio)
 [ -z "$own" ] || head="$head$(printf ' %16s %8s' "day0 $core_own" ratio)"
-[ -z "$XB" ] || head="$head$(printf ' %16s %8s' "day0 x bf16" ratio)"
+[ -z "$XS" ] || head="$head$(printf ' %16s %8s' "day0 x split" ratio)"
 echo "$head"
 last="llamacpp:"
 last_own="llamacpp (OpenBLAS $([ -n "$own" ] && echo "$core_own" || true)):"
-last_xb="llamacpp (prefill, x rounded once to bf16):"
-sep="" sep_xb=""
+last_xs="llamacpp (prefill, x as bf16 hi + lo):"
+sep="" sep_xs=""
 for ph in pp tg; do
 	name=$([ $ph = pp ] && echo prefill || echo decode)
 	for d in $DTYPES; do
@@ -256,12 +257,12 @@ for ph in pp tg; do
 				row="$row$(printf ' %16.1f %7sx' "$o" "$ro")"
 				last_own="$last_own$sep $name $d t$t $ro"
 			fi
-			if [ -n "$XB" ] && [ "$d" != f32 ] && [ $ph = pp ]; then
-				o=${BEST["d0xb $ph $d $t"]}
+			if [ -n "$XS" ] && [ "$d" != f32 ] && [ $ph = pp ]; then
+				o=${BEST["d0xs $ph $d $t"]}
 				ro=$(awk -v a="$o" -v b="$b" 'BEGIN { printf "%.2f", a / b }')
 				row="$row$(printf ' %16.1f %7sx' "$o" "$ro")"
-				last_xb="$last_xb$sep_xb $name $d t$t $ro"
-				sep_xb=","
+				last_xs="$last_xs$sep_xs $name $d t$t $ro"
+				sep_xs=","
 			fi
 			echo "$row"
 			last="$last$sep $name $d t$t $ratio"
@@ -271,7 +272,7 @@ for ph in pp tg; do
 done
 echo "(best of $ROUNDS rounds x 3 repetitions each; prefill $P tokens, decode $G; target day0 / llama.cpp >= 1.0;"
 echo " fp8: day0 on the FP8 weights, llama.cpp on them dequantised to bf16;"
-echo " day0 with OpenBLAS $core_env$([ -n "$own" ] && echo " as this environment forces it, and with $core_own, OpenBLAS's own choice for this CPU" || true)$([ -z "$XB" ] || echo "; x bf16: DAY0_PREFILL_X=bf16, prefill's x rounded once as llama.cpp rounds it (day0's default: bf16 hi + lo)"))"
+echo " day0 with OpenBLAS $core_env$([ -n "$own" ] && echo " as this environment forces it, and with $core_own, OpenBLAS's own choice for this CPU" || true)$([ -z "$XS" ] || echo "; x split: DAY0_PREFILL_X=split, prefill's x as bf16 hi + lo (day0's default: x rounded once, as llama.cpp rounds it)"))"
 echo "$last"
 [ -z "$own" ] || echo "$last_own"
-[ -z "$XB" ] || echo "$last_xb"
+[ -z "$XS" ] || echo "$last_xs"

@@ -711,23 +711,26 @@ int op_bf16_set_kernel(const char *name)
 	return 0;
 }
 
-/* How prefill on oneDNN takes x with bf16 and FP8 W: as two bf16 terms,
- * hi + lo (1, the default: x to ~16 mantissa bits, a product within 2^-16
- * of f32 compute's), or rounded once to bf16 (0: DAY0_PREFILL_X=bf16, the
- * arithmetic of llama.cpp's AVX512-BF16 path and of GPU engines, half the
- * FLOPs: on CPUs without AMX, where bf16 runs only twice f32's rate, the
- * split costs prefill what f32 compute would).  Any other value is warned
- * about once and the default kept. */
+/* How prefill on oneDNN takes x with bf16 and FP8 W: rounded once to bf16
+ * (0, the default: the arithmetic of llama.cpp's AVX512-BF16 path and of
+ * GPU engines; a product within 2^-8 of its value, so an MoE router's
+ * near-tie can choose another expert than float64 would, which validate
+ * follows: engine/ref/route_follow.h), or as two bf16 terms, hi + lo (1:
+ * DAY0_PREFILL_X=split, x to ~16 mantissa bits, a product within 2^-16 of
+ * f32 compute's, for twice the FLOPs: AMX has them to spare, but on CPUs
+ * without it, where bf16 runs at twice f32's rate only, the split costs
+ * prefill what f32 compute would).  Any other value is warned about once
+ * and the default kept. */
 static int prefill_x_split = -1;
 
 int op_prefill_x_split(void)
 {
 	if (prefill_x_split < 0) {
 		const char *e = getenv("DAY0_PREFILL_X");
-		prefill_x_split = !(e && !strcmp(e, "bf16"));
+		prefill_x_split = e && !strcmp(e, "split");
 		if (e && *e && strcmp(e, "bf16") && strcmp(e, "split"))
-			fprintf(stderr, "day0-engine: DAY0_PREFILL_X=%s: expected split "
-					"(the default) or bf16; using split\n", e);
+			fprintf(stderr, "day0-engine: DAY0_PREFILL_X=%s: expected bf16 "
+					"(the default) or split; using bf16\n", e);
 	}
 	return prefill_x_split;
 }
@@ -759,7 +762,7 @@ const char *op_prefill_kernel(void)
 	if (!use_onednn())
 		return "sgemm";
 	snprintf(name, sizeof name, "onednn:%s%s", op_onednn_isa(),
-		 op_prefill_x_split() ? "" : "/x-bf16");
+		 op_prefill_x_split() ? "/x-split" : "");
 	return name;
 }
 
@@ -1146,12 +1149,12 @@ static int onednn_panels(float *y, const float *x, const uint16_t *w,
 	j.nchunks = (n + j.rows - 1) / j.rows;
 	if (j.slots > j.nchunks)
 		j.slots = j.nchunks;
-	/* bf16 and FP8 W: x as two bf16 terms, hi = bf16(x) and lo =
-	 * bf16(x - hi), stacked as 2m rows of one matmul and their products
-	 * summed: x is carried to ~16 mantissa bits instead of 8 (a product's
-	 * error near f32 compute's, so validate's bounds hold on long prompts)
+	/* bf16 and FP8 W: x rounded once to bf16; DAY0_PREFILL_X=split: as
+	 * two bf16 terms, hi = bf16(x) and lo = bf16(x - hi), stacked as 2m
+	 * rows of one matmul and their products summed: x is carried to ~16
+	 * mantissa bits instead of 8 (a product's error near f32 compute's)
 	 * for twice the bf16 FLOPs, which AMX has to spare (AVX512-BF16 on
-	 * Zen 5: the f32 rate again).  DAY0_PREFILL_X=bf16: x rounded once. */
+	 * Zen 5: the f32 rate again). */
 	int split = !wf && op_prefill_x_split();
 	int mx = split ? 2 * m : m;
 	j.mm = op_onednn_get(mx, j.rows, k, n, wf != NULL, j.slots);

@@ -357,14 +357,14 @@ const char *op_bf16_kernel(void);
  * prefill's bf16/FP8 products on oneDNN (the default where oneDNN has a
  * native kernel for the CPU); a GEMV named: prefill by sgemm panels. */
 int op_bf16_set_kernel(const char *name);
-/* Prefill's bf16/FP8 kernel: "onednn:<oneDNN's ISA>" ("/x-bf16" after it
- * where x is rounded once, DAY0_PREFILL_X=bf16) or "sgemm"; and the GEMV
+/* Prefill's bf16/FP8 kernel: "onednn:<oneDNN's ISA>" ("/x-split" after it
+ * where x is taken as hi + lo, DAY0_PREFILL_X=split) or "sgemm"; and the GEMV
  * and prefill kernels together, as perf reports them
  * ("avx512+onednn:avx512_core_amx_bf16", or the GEMV's name alone). */
 const char *op_prefill_kernel(void);
 const char *op_kernels(void);
-/* Whether prefill on oneDNN takes x as bf16 hi + lo (1, the default) or
- * rounded once to bf16 (0: DAY0_PREFILL_X=bf16). */
+/* Whether prefill on oneDNN takes x rounded once to bf16 (0, the default)
+ * or as bf16 hi + lo (1: DAY0_PREFILL_X=split). */
 int op_prefill_x_split(void);
 void op_set_prefill_x_split(int split); /* tests */
 /* oneDNN's matmul (ops_onednn.c): whether its bf16 one has a native

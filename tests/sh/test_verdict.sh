@@ -53,6 +53,11 @@ reh=$(q "$T/go.db" "SELECT detail FROM checks WHERE item = 'rehearsal.numerics.e
 	fail "GO: two numerics.e2e" "real '$real' rehearsal '$reh'"
 [ "$(detail_of "$T/go.out" numerics.e2e)" = "$real" ] && ok "GO: numerics.e2e shows the real model's numbers" ||
 	fail "GO: numerics.e2e detail" "$(detail_of "$T/go.out" numerics.e2e) != $real"
+lay=$(q "$T/go.db" "SELECT detail FROM checks WHERE item = 'numerics.layer' AND stage = 'validate'")
+echo "$lay" | grep -qE '; ([0-9]+ routed rows chose float64.s experts|[0-9]+ routing flips? of [0-9]+ routed rows, followed)$' &&
+	ok "GO: numerics.layer says how the MoE routing compared ($lay)" || fail "numerics.layer routing" "$lay"
+[ "$(detail_of "$T/go.out" numerics.layer)" = "$lay" ] && ok "GO: the table's numerics.layer is the session file's" ||
+	fail "GO: numerics.layer detail" "$(detail_of "$T/go.out" numerics.layer) != $lay"
 [ "$(detail_of "$T/go.out" rehearsal.numerics.e2e)" = "$reh" ] && ok "GO: the rehearsal's in its own block" ||
 	fail "GO: rehearsal block" "$(table "$T/go.out" | grep rehearsal)"
 n=$(q "$T/go.db" "SELECT count(*) FROM checks WHERE stage LIKE 'like-%' AND item NOT LIKE 'rehearsal.%'")

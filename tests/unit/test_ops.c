@@ -527,8 +527,11 @@ int main(void)
 						{20, 70, 300, 16, 16},   {128, 1024, 1024, 128, 128},
 						{33, 257, 300, 7, 5},    {64, 2816, 256, 128, 128},
 						{3, 64, 1024, 128, 128}, {12, 1, 64, 16, 16}};
-		/* both ways of taking x: hi + lo (the default), rounded once
-		 * (DAY0_PREFILL_X=bf16: within 2^-8 of x as given) */
+		/* both ways of taking x: rounded once (the default: within 2^-8
+		 * of x as given), hi + lo (DAY0_PREFILL_X=split) */
+		if (op_onednn_ready() && !getenv("DAY0_PREFILL_X"))
+			CHECKN("prefill on oneDNN rounds x once by default",
+			       op_prefill_x_split() == 0);
 		for (int xs = 1; xs >= 0 && op_onednn_ready(); xs--)
 		for (int d = 0; d < 4; d++) {
 			int dt = d == 0 ? DT_BF16 : d == 1 ? DT_F8_E4M3 : d == 2 ? DT_F8_E5M2 : DT_F32;
@@ -536,10 +539,10 @@ int main(void)
 			char name[160];
 			op_set_prefill_x_split(xs);
 			if (d == 0)
-				CHECKN(xs ? "prefill kernel named without /x-bf16 by default"
-					  : "DAY0_PREFILL_X=bf16: the prefill kernel says /x-bf16",
-				       (strstr(op_prefill_kernel(), "/x-bf16") == NULL) == xs &&
-				       (strstr(op_kernels(), "/x-bf16") == NULL) == xs);
+				CHECKN(!xs ? "prefill kernel named without /x-split by default"
+					   : "DAY0_PREFILL_X=split: the prefill kernel says /x-split",
+				       (strstr(op_prefill_kernel(), "/x-split") != NULL) == xs &&
+				       (strstr(op_kernels(), "/x-split") != NULL) == xs);
 			for (size_t z = 0; z < sizeof shapes / sizeof *shapes; z++) {
 				int m = shapes[z][0], n = shapes[z][1], k = shapes[z][2];
 				int br = shapes[z][3], bc = shapes[z][4];
@@ -603,7 +606,7 @@ int main(void)
 			}
 			snprintf(name, sizeof name, "%s prefill (oneDNN) matches the float64 product "
 				 "of its x as %s and W", dtype_name(dt),
-				 dt == DT_F32 ? "given" : xs ? "bf16 hi + lo" : "bf16 (DAY0_PREFILL_X=bf16)");
+				 dt == DT_F32 ? "given" : xs ? "bf16 hi + lo (DAY0_PREFILL_X=split)" : "bf16");
 			CHECKN(name, bad == 0);
 			snprintf(name, sizeof name, "%s prefill (oneDNN%s) within %s of the product "
 				 "of x as given", dtype_name(dt), xs ? "" : ", x rounded once",
