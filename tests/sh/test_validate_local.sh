@@ -92,8 +92,21 @@ contains "the flip is reported with its layer, token and margin" "routing flip a
 expect_rc 1 "more flips than --max-flips fails" \
 	"$ENGINE" validate "$T/f" --local --tokens $TOK --layers-dir "$T/fl" --max-rel 2e-2 \
 	--compute-dtype bf16 --max-flips 0.05
-expect_rc 1 "--compute-dtype f32 does not excuse a bf16 flip" \
-	"$ENGINE" validate "$T/f" --local --tokens $TOK --layers-dir "$T/fl" --max-rel 2e-2
+expect_rc 1 "--compute-dtype f32 does not excuse a bf16 flip (dumps without routing)" \
+	"$ENGINE" validate "$T/f" --local --tokens $TOK --layers-dir "$T/fl0" --max-rel 2e-2
+# with the run's routing in the dumps --local follows an explained choice
+# its spread test did not foresee, as the whole-model check does
+run "$ENGINE" validate "$T/f" --local --tokens $TOK --layers-dir "$T/fl" --max-rel 2e-2 --json
+check "--local follows the run's routing: f32's spread test missed the flips, they pass counted" \
+	test "$(jq -c '[.ok, .flips >= 1, (.routing_flips | length) == .flips]' "$OUT")" = "[true,true,true]"
+expect_rc 1 "--local: a choice the run's logits do not make fails" \
+	"$ENGINE" validate "$T/f" --local --tokens $TOK --layers-dir "$T/fl1" --max-rel 2e-2 --compute-dtype bf16
+contains "… naming layer, token and both choices" \
+	"routing differs at layer 0 token 0: the run chose experts 2, float64 1" "$ERR"
+contains "… and counting it in numerics.layer" "1 routed rows chose other experts than float64 without a near-tie" "$OUT"
+expect_rc 2 "--local: a dump with router logits but no experts is an input error" \
+	"$ENGINE" validate "$T/f" --local --tokens $TOK --layers-dir "$T/fl3" --max-rel 2e-2
+contains "… naming the file" "layer-000.safetensors: has 'router_logits' without 'experts'" "$ERR"
 run "$ENGINE" validate "$T/f" --local --tokens $TOK --layers-dir "$T/fl" --max-rel 2e-2 --compute-dtype bf16 --events
 check "--events: numerics.layer passes and names the flips" \
 	grep -q '"item":"numerics.layer","status":"pass","detail":"[^"]*2 routing flips of 16 routed' "$OUT"
