@@ -14,6 +14,9 @@
 #include <unistd.h>
 
 #define MAX_FLIP_LINES 20 /* printed; the rest are counted */
+/* Scores the run may have ranked either way: f32's rounding of a sigmoid
+ * (its own polynomial) plus a bias, with room (relative, at least 1). */
+#define RF_TIE 4e-6
 
 void rfollow_init(struct rfollow *f, const char *layers_dir, int T,
 		  double max_rel)
@@ -87,10 +90,16 @@ static void load(struct rfollow *f, int l)
 		snprintf(f->err, sizeof f->err, "%s: has '%s' without '%s'", p,
 			 a ? "router_logits" : "experts",
 			 a ? "experts" : "router_logits");
-	for (int i = 0; a == 1 && b == 1 && i < f->T * K && !f->err[0]; i++)
+	for (int i = 0; a == 1 && b == 1 && i < f->T * K && !f->err[0]; i++) {
 		if (f->idx[i] < 0 || f->idx[i] >= E)
 			snprintf(f->err, sizeof f->err, "%s: 'experts' holds %d, "
 				 "outside the %d experts", p, (int)f->idx[i], E);
+		for (int j = i - i % K; j < i && !f->err[0]; j++)
+			if (f->idx[j] == f->idx[i])
+				snprintf(f->err, sizeof f->err, "%s: 'experts' row %d "
+					 "holds expert %d twice", p, i / K,
+					 (int)f->idx[i]);
+	}
 	f->have = a == 1 && b == 1 && !f->err[0];
 	st_free(&sf);
 	free(p);
@@ -114,6 +123,140 @@ static double score(const struct model_config *c, const double *lg,
 	return lg[e];
 }
 
+/* A grouped router's group scores: the sum of each group's two best
+ * scores (ch [E] the biased scores). */
+static void group_scores(const struct model_config *c, const double *ch,
+			 double *gs)
+{
+	int G = (int)c->n_group, per = (int)c->experts / G;
+	for (int g = 0; g < G; g++) {
+		double b1 = -INFINITY, b2 = -INFINITY;
+		for (int e = g * per; e < (g + 1) * per; e++)
+			if (ch[e] > b1) {
+				b2 = b1;
+				b1 = ch[e];
+			} else if (ch[e] > b2) {
+				b2 = ch[e];
+			}
+		gs[g] = b1 + (per >= 2 ? b2 : 0);
+	}
+}
+
+static double kth_largest(const double *v, int n, int k)
+{
+	double *s = malloc((size_t)n * 8), r;
+	memcpy(s, v, (size_t)n * 8);
+	for (int i = 1; i < n; i++) /* n is a router's width: small */
+		for (int j = i; j > 0 && s[j] > s[j - 1]; j--) {
+			double x = s[j];
+			s[j] = s[j - 1];
+			s[j - 1] = x;
+		}
+	r = s[k - 1];
+	free(s);
+	return r;
+}
+
+static int grouped(const struct model_config *c)
+{
+	return !strcmp(c->scoring, "sigmoid") && c->n_group > 0;
+}
+
+/*
+ * Is set [k] a top-k choice of the router on logits lg, up to ties within
+ * tol (relative)?  The run ranks f32 scores (its own sigmoid), float64
+ * may order two it found equal within f32's rounding the other way: such
+ * a choice is still the run's logits' top-k.  Grouped routers: every
+ * group holding a chosen expert is among the top topk_group groups (within
+ * tol), and no expert of a group that must be kept, or of the chosen ones,
+ * scores above the chosen experts (within tol).
+ */
+static int top_k_of(const struct model_config *c, const double *lg,
+		    const double *bias, const int *set, double tol)
+{
+	int E = (int)c->experts, K = (int)c->top_k, ok = 1;
+	double *ch = malloc((size_t)E * 8), m = INFINITY, M = -INFINITY;
+	unsigned char *allowed = malloc((size_t)E);
+	for (int e = 0; e < E; e++) {
+		ch[e] = score(c, lg, bias, e);
+		allowed[e] = 1;
+	}
+	if (grouped(c)) {
+		int G = (int)c->n_group, per = E / G, n = 0;
+		double *gs = malloc((size_t)G * 8), thr;
+		unsigned char *has = calloc((size_t)G, 1);
+		group_scores(c, ch, gs);
+		thr = kth_largest(gs, G, (int)c->topk_group);
+		for (int j = 0; j < K; j++)
+			has[set[j] / per] = 1;
+		for (int g = 0; g < G; g++) {
+			n += has[g];
+			if (has[g] && gs[g] < thr - tol * fmax(1, fabs(thr)))
+				ok = 0;
+			for (int e = g * per; e < (g + 1) * per; e++)
+				allowed[e] = has[g] || gs[g] > thr + tol * fmax(1, fabs(thr));
+		}
+		ok &= n <= c->topk_group;
+		free(gs);
+		free(has);
+	}
+	for (int e = 0; e < E; e++) {
+		if (in(set, K, e))
+			m = fmin(m, ch[e]);
+		else if (allowed[e])
+			M = fmax(M, ch[e]);
+	}
+	for (int i = 0; i < K; i++) /* k distinct experts */
+		for (int j = 0; j < i; j++)
+			ok &= set[i] != set[j];
+	ok &= m >= M - tol * fmax(1, fabs(M));
+	free(ch);
+	free(allowed);
+	return ok;
+}
+
+/* The reference's margin for its choice idx over the run's run: its
+ * groups' where the two chose other groups, else its experts'. */
+static double margin_of(const struct model_config *c, const double *lg,
+			const double *bias, const int *idx, const int *run)
+{
+	int E = (int)c->experts, K = (int)c->top_k;
+	double lo = INFINITY, hi = -INFINITY;
+	if (grouped(c)) {
+		int G = (int)c->n_group, per = E / G;
+		double *ch = malloc((size_t)E * 8), *gs = malloc((size_t)G * 8);
+		unsigned char *gi = calloc((size_t)G, 1), *gr = calloc((size_t)G, 1);
+		for (int e = 0; e < E; e++)
+			ch[e] = score(c, lg, bias, e);
+		group_scores(c, ch, gs);
+		for (int j = 0; j < K; j++) {
+			gi[idx[j] / per] = 1;
+			gr[run[j] / per] = 1;
+		}
+		for (int g = 0; g < G; g++) {
+			if (gi[g] && !gr[g])
+				lo = fmin(lo, gs[g]);
+			if (gr[g] && !gi[g])
+				hi = fmax(hi, gs[g]);
+		}
+		free(ch);
+		free(gs);
+		free(gi);
+		free(gr);
+		if (lo < INFINITY && hi > -INFINITY)
+			return lo - hi;
+		lo = INFINITY;
+		hi = -INFINITY;
+	}
+	for (int e = 0; e < E; e++) {
+		if (in(idx, K, e) && !in(run, K, e))
+			lo = fmin(lo, score(c, lg, bias, e));
+		if (in(run, K, e) && !in(idx, K, e))
+			hi = fmax(hi, score(c, lg, bias, e));
+	}
+	return lo - hi;
+}
+
 static void list(char *out, size_t n, const int *v, int k)
 {
 	size_t o = 0;
@@ -126,9 +269,9 @@ int rfollow_route(struct rfollow *f, int l, int t, const double *bias,
 		  const double *logits, int *idx)
 {
 	const struct model_config *c = f->c;
-	int K = (int)c->top_k, E = (int)c->experts, same = 1, mine_ok = 1;
-	int run[64], *own;
-	double *rl, *w, d = 0, scale = 0, rel, lo = INFINITY, hi = -INFINITY;
+	int K = (int)c->top_k, E = (int)c->experts, same = 1;
+	int run[64];
+	double *rl, d = 0, scale = 0, rel;
 	struct rf_flip fl;
 	if (!f->layers_dir || t >= f->T || K > 64)
 		return 0;
@@ -156,30 +299,18 @@ int rfollow_route(struct rfollow *f, int l, int t, const double *bias,
 		free(rl);
 		return 0;
 	}
-	/* is the run's choice the top-k of its own logits? */
-	own = malloc((size_t)K * sizeof *own);
-	w = malloc((size_t)K * 8);
-	ref_route(c, rl, bias, own, w, 0);
-	for (int j = 0; j < K; j++)
-		mine_ok &= in(own, K, run[j]);
-	for (int e = 0; e < E; e++) {
-		if (in(idx, K, e) && !in(run, K, e))
-			lo = fmin(lo, score(c, logits, bias, e));
-		if (in(run, K, e) && !in(idx, K, e))
-			hi = fmax(hi, score(c, logits, bias, e));
-	}
 	memset(&fl, 0, sizeof fl);
 	fl.layer = l;
 	fl.token = t;
-	fl.margin = lo - hi;
+	fl.margin = margin_of(c, logits, bias, idx, run);
 	fl.router_rel = rel;
-	fl.explained = mine_ok && rel <= f->max_rel;
+	/* the run's choice is the top-k of its own logits (to f32's
+	 * rounding), and those are within the bound of float64's */
+	fl.explained = rel <= f->max_rel && top_k_of(c, rl, bias, run, RF_TIE);
 	list(fl.run, sizeof fl.run, run, K);
 	list(fl.ref, sizeof fl.ref, idx, K);
 	f->fl = realloc(f->fl, (size_t)(f->nfl + 1) * sizeof *f->fl);
 	f->fl[f->nfl++] = fl;
-	free(own);
-	free(w);
 	free(rl);
 	if (!fl.explained) {
 		f->unexplained++;

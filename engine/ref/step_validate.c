@@ -40,10 +40,11 @@ const struct step_entry step_validate = {
 		 "  --tokens/--prompt/--prompt-file  the prompt run was given "
 		 "(text is encoded with MODEL_DIR's tokenizer.json)\n"
 		 "  --logits FILE     run --dump-logits (e2e level)\n"
-		 "  --layers-dir DIR  run --dump-layers (layer level; a MoE "
-		 "run's routing is followed where the run chose other experts "
-		 "by a near-tie: the top-k of its own router logits, within "
-		 "--max-rel of float64's; any other choice fails)\n"
+		 "  --layers-dir DIR  run --dump-layers (layer level; with it "
+		 "the layer, e2e and text levels follow a MoE run's routing "
+		 "where the run chose other experts by a near-tie: the top-k "
+		 "of its own router logits, within --max-rel of float64's; "
+		 "any other choice fails)\n"
 		 "  --generated FILE  run --dump-generated (text level: "
 		 "text.generation)\n"
 		 "  --text-tokens N   how many generated tokens must equal the "
@@ -587,6 +588,8 @@ static int run(int argc, char **argv)
 	char *end, *images[64];
 	const char *preproc = NULL;
 	int nimg = 0, vl = 0, ran_img = 0, greedy_equal = 0, ran_imgop = 0;
+	const char *follow_dir = NULL; /* the text level follows the run's
+					* routing where the whole pass did */
 	double e2e_rel = -1, e2e_top1 = -1;
 	struct vis_prompt vp;
 	struct vimg_result vres;
@@ -823,12 +826,16 @@ static int run(int argc, char **argv)
 		model_config_free(&c);
 		want_layer = strstr(levels, "layer") && layers_dir;
 		want_e2e = strstr(levels, "e2e") && logits_path;
-		rfollow_init(&rf, want_layer ? layers_dir : NULL, T, max_rel);
+		/* the run's routing followed (and reported, by the layer
+		 * level or else by e2e) whenever its dumps are given */
+		rfollow_init(&rf, (want_layer || want_e2e) ? layers_dir : NULL, T,
+			     max_rel);
 		rf.c = &c;
+		if (rf.layers_dir)
+			hk.follow = whole_follow;
 		if (want_layer) {
 			w.layers_dir = layers_dir;
 			w.lay = calloc((size_t)L + 1, sizeof *w.lay);
-			hk.follow = whole_follow;
 		}
 		if (want_e2e) {
 			ran[2] = 1;
@@ -900,6 +907,8 @@ static int run(int argc, char **argv)
 							  !json && !events_enabled(),
 							  doc, rwhy, sizeof rwhy);
 				fail[1] |= rbad;
+				if (!rbad)
+					follow_dir = layers_dir;
 				if (rf.err[0])
 					fprintf(stderr, "day0-engine: %s\n", rf.err);
 				snprintf(d, sizeof d, "%s%slargest error growth at layer "
@@ -916,6 +925,18 @@ static int run(int argc, char **argv)
 		}
 		if (w.fold) {
 			struct lfold_result r;
+			char rwhy[360] = "";
+			int rbad = 0;
+			if (!want_layer && rf.layers_dir) {
+				/* no layer level: e2e reports the routing */
+				rbad = rfollow_report(&rf, max_flips,
+						      !json && !events_enabled(), doc,
+						      rwhy, sizeof rwhy);
+				if (rf.err[0])
+					fprintf(stderr, "day0-engine: %s\n", rf.err);
+				if (!rbad)
+					follow_dir = layers_dir;
+			}
 			lfold_finish(&fold, &r);
 			qsort(r.kl, (size_t)T, 8, cmp_d);
 			{
@@ -923,7 +944,7 @@ static int run(int argc, char **argv)
 				double p99 = r.kl[(int)(0.99 * (T - 1))], mx = r.kl_max;
 				double agree = 100.0 * r.top1 / T;
 				double ppl_r = r.ppl_ref, ppl_q = r.ppl_run;
-				fail[2] = !(r.max_rel <= max_rel) || !(mx <= kl_max);
+				fail[2] = !(r.max_rel <= max_rel) || !(mx <= kl_max) || rbad;
 				e2e_rel = r.max_rel;
 				e2e_top1 = agree;
 				if (!json && !events_enabled()) {
@@ -936,9 +957,10 @@ static int run(int argc, char **argv)
 					       "reference %.6g (ratio %.6f)\n", agree, ppl_q,
 					       ppl_r, ppl_q / ppl_r);
 					if (rf.flips)
-						printf("  (the reference routed %d token%s as "
-						       "the run did: routing flips above)\n",
-						       rf.flips, rf.flips == 1 ? "" : "s");
+						printf("  (the reference routed %d (layer, "
+						       "token) row%s as the run did: routing "
+						       "flips above)\n", rf.flips,
+						       rf.flips == 1 ? "" : "s");
 				}
 				events_emit("numerics", json_pack(
 					"{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "level", "e2e",
@@ -952,9 +974,10 @@ static int run(int argc, char **argv)
 					agree, "ppl", ppl_q, "ppl_ref", ppl_r, "ppl_ratio",
 					ppl_q / ppl_r));
 				{
-					char d[240];
-					snprintf(d, sizeof d, "max rel %.3g, KL max %.3g, top-1 "
-						 "%.1f%%%s", r.max_rel, mx, agree,
+					char d[640];
+					snprintf(d, sizeof d, "%s%smax rel %.3g, KL max %.3g, "
+						 "top-1 %.1f%%%s", rbad ? rwhy : "",
+						 rbad ? "; " : "", r.max_rel, mx, agree,
 						 rf.flips ? " (the run's routing followed at "
 							    "its flips)" : "");
 					events_check("numerics.e2e", fail[2] ? "fail" : "pass", d,
@@ -972,7 +995,7 @@ static int run(int argc, char **argv)
 		ran[3] = 1;
 		fail[3] = text_level(dir, &lay, gen_path, (int)text_tokens, mem,
 				     json || events_enabled(), doc, &vres,
-				     layers_dir, max_rel, &greedy_equal);
+				     follow_dir, max_rel, &greedy_equal);
 		if (fail[3] == 2) {
 			events_stage("validate", "end", 1, EXIT_USAGE, gen_path);
 			json_decref(doc);

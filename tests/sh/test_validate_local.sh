@@ -61,6 +61,10 @@ check "--events: numerics.layer passes and counts the followed flips" \
 expect_rc 1 "… above --max-flips it fails" \
 	"$ENGINE" validate "$T/f" --tokens $TOK --layers-dir "$T/fl" --levels layer --max-rel 2e-2 --max-flips 0.05
 contains "… saying so" "routing flips of 16 routed rows, above 0.05" "$OUT"
+expect_rc 0 "without the layer level, e2e follows the flips too" \
+	"$ENGINE" validate "$T/f" --tokens $TOK --layers-dir "$T/fl" --logits "$T/f.st" --levels e2e \
+	--max-rel 2e-2 --kl-max 1e-3 --events
+check "… its numerics.e2e says so" grep -q '"item":"numerics.e2e","status":"pass","detail":"[^"]*(the run.s routing followed at its flips)' "$OUT"
 # without the routing in the dumps (an older run) the flips are errors again
 cp -r "$T/fl" "$T/fl0"
 "$BUILD/tests/st_edit" "$T/fl0/layer-000.safetensors" --drop experts --drop router_logits
@@ -111,6 +115,22 @@ run "$ENGINE" validate "$T/f" --local --tokens $TOK --layers-dir "$T/fl" --max-r
 check "--events: numerics.layer passes and names the flips" \
 	grep -q '"item":"numerics.layer","status":"pass","detail":"[^"]*2 routing flips of 16 routed' "$OUT"
 check "--events: a log event per flip" grep -q '"msg":"routing flip at layer 0 token 0' "$OUT"
+
+# a dump naming one expert twice for a token (mixtral, top-2) is refused
+cp -r "$T/ml" "$T/mld"
+python3 - "$T/mld/layer-001.safetensors" <<'PY'
+import json, struct, sys
+with open(sys.argv[1], 'r+b') as f:
+    n = struct.unpack('<Q', f.read(8))[0]
+    t = json.loads(f.read(n))['experts']
+    f.seek(8 + n + t['data_offsets'][0])
+    a, b = struct.unpack('<2i', f.read(8))
+    f.seek(8 + n + t['data_offsets'][0] + 4)
+    f.write(struct.pack('<i', a))
+PY
+expect_rc 1 "a dump naming an expert twice in a row fails the layer level" \
+	"$ENGINE" validate "$T/m" --tokens $TOK --layers-dir "$T/mld" --levels layer
+contains "… naming the file, the row and the expert" "layer-001.safetensors: 'experts' row 0 holds expert" "$ERR"
 
 # bad input
 expect_rc 2 "--local needs --layers-dir" "$ENGINE" validate "$T/m" --local --tokens $TOK
