@@ -108,8 +108,13 @@ static void topk(const double *x, int n, int k, int *idx)
 	}
 }
 
-void ref_route(const struct model_config *c, const double *logits,
-	       const double *bias, int *idx, double *w, int given)
+/* A MoE router's choice (idx [top_k], in score order) and the experts'
+ * weights w [top_k] from logits [E] as transformers routes (softmax top-k,
+ * or DeepSeek's grouped sigmoid with the correction bias); given: idx is
+ * already chosen (validate following the run), only the weights are
+ * computed. */
+static void ref_route(const struct model_config *c, const double *logits,
+		      const double *bias, int *idx, double *w, int given)
 {
 	int E = (int)c->experts, K = (int)c->top_k;
 	double *p = malloc((size_t)E * 8), sum = 0;

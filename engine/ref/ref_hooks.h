@@ -50,13 +50,6 @@ struct ref_hooks {
 	const int64_t *rope_pos;
 };
 
-/* A MoE router's choice (idx [top_k], in score order) and the experts'
- * weights w [top_k] from logits [E] as transformers routes (softmax top-k,
- * or DeepSeek's grouped sigmoid with the correction bias); given: idx is
- * already chosen, only the weights are computed. */
-void ref_route(const struct model_config *c, const double *logits,
-	       const double *bias, int *idx, double *w, int given);
-
 int ref_forward_hooked(const char *dir, const int64_t *tokens, int T,
 		       double **logits, double **layers,
 		       struct model_config *cfg, const struct ref_hooks *hk,

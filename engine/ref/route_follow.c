@@ -3,7 +3,6 @@
  * explained near-ties (route_follow.h says why and when).
  */
 #include "engine.h"
-#include "ref_hooks.h"
 #include "route_follow.h"
 
 #include <fcntl.h>
@@ -322,6 +321,20 @@ int rfollow_route(struct rfollow *f, int l, int t, const double *bias,
 	return 1;
 }
 
+void rfollow_line(const struct rfollow *f, const struct rf_flip *x, char *out,
+		  size_t n)
+{
+	snprintf(out, n, "routing %s at layer %d token %d: the run chose "
+		 "experts %s, float64 %s (float64's margin %.3g; the run's "
+		 "router logits %.3g relative%s)%s",
+		 x->explained ? "flip" : "differs", x->layer, x->token, x->run,
+		 x->ref, x->margin, x->router_rel,
+		 x->explained ? "" : x->router_rel > f->max_rel
+					     ? ", above the bound"
+					     : ", and not their top-k",
+		 x->explained ? ": the reference follows the run" : "");
+}
+
 int rfollow_report(const struct rfollow *f, double max_flips, int text,
 		   json_t *doc, char *why, size_t n)
 {
@@ -330,14 +343,7 @@ int rfollow_report(const struct rfollow *f, double max_flips, int text,
 	for (int i = 0; i < f->nfl; i++) {
 		const struct rf_flip *x = &f->fl[i];
 		char line[320];
-		snprintf(line, sizeof line, "routing %s at layer %d token %d: the "
-			 "run chose experts %s, float64 %s (float64's margin "
-			 "%.3g; the run's router logits %.3g relative%s)%s",
-			 x->explained ? "flip" : "differs", x->layer, x->token,
-			 x->run, x->ref, x->margin, x->router_rel,
-			 x->explained ? "" : x->router_rel > f->max_rel
-				 ? ", above the bound" : ", and not their top-k",
-			 x->explained ? ": the reference follows the run" : "");
+		rfollow_line(f, x, line, sizeof line);
 		if (shown < MAX_FLIP_LINES || !x->explained) {
 			if (text)
 				printf("  %s\n", line);

@@ -61,6 +61,10 @@ void rfollow_free(struct rfollow *f);
 /* ref_hooks.follow for token t < f->T of layer l (later tokens: 0). */
 int rfollow_route(struct rfollow *f, int l, int t, const double *bias,
 		  const double *logits, int *idx);
+/* The line that reports flip x ("routing flip at layer L token T: ..." or
+ * "routing differs ..."), in out[n]. */
+void rfollow_line(const struct rfollow *f, const struct rf_flip *x, char *out,
+		  size_t n);
 /* Print the flips (text), add "routing_flips", "flips", "routed",
  * "router_max_rel" to doc; returns 1 when the routing fails the layer
  * level (unexplained choices, flips above max_flips, a bad dump), with

@@ -348,13 +348,11 @@ static int hook_follow(void *ctx, int l, int t, const double *bias,
 {
 	struct vl *v = ctx;
 	int n0 = v->rf.nfl, r = rfollow_route(&v->rf, l, t, bias, logits, idx);
-	if (v->rf.nfl > n0 && !v->rf.fl[n0].explained)
-		fprintf(stderr, "day0-engine: rank %d: routing differs at layer %d "
-			"token %d: the run chose experts %s, float64 %s (the run's "
-			"router logits %.3g relative%s)\n", v->rank, l, t,
-			v->rf.fl[n0].run, v->rf.fl[n0].ref, v->rf.fl[n0].router_rel,
-			v->rf.fl[n0].router_rel > v->rf.max_rel ? ", above the bound"
-								 : ", and not their top-k");
+	if (v->rf.nfl > n0 && !v->rf.fl[n0].explained) {
+		char line[320];
+		rfollow_line(&v->rf, &v->rf.fl[n0], line, sizeof line);
+		fprintf(stderr, "day0-engine: rank %d: %s\n", v->rank, line);
+	}
 	if (r && !v->flipped[t]) {
 		v->flips[l] += 1;
 		v->fl = realloc(v->fl, (v->nfl + 1) * sizeof *v->fl);
