@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include <immintrin.h>
@@ -98,6 +99,19 @@ struct prod {
 	uint32_t *row;
 	struct sub { uint32_t col; float w; } *sw;
 };
+
+/* 2 MiB aligned and advised MADV_HUGEPAGE, as the engine's weights are
+ * (engine/runtime/runtime.c): on 4 KiB pages each page is a TLB miss the
+ * engine does not pay, and the plain sum read slower than membw's bound */
+static void *huge_alloc(size_t n)
+{
+	size_t bytes = (n + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+	void *p = NULL;
+	if (posix_memalign(&p, (size_t)2 << 20, bytes))
+		abort();
+	madvise(p, bytes, MADV_HUGEPAGE);
+	return p;
+}
 
 static float tab[256];         /* e4m3 value times 2^-8 */
 static float tabg[256];        /* e4m3 value times 2^-120 */
@@ -375,7 +389,113 @@ struct kern {
 
 #define NPROD (12 * 7)
 static struct prod prods[NPROD];
-static float *xps[2]; /* x as tab4 reads it; as gf4 reads it (times 2^64) */
+static float *xps[3]; /* x as tab4 reads it; as gf4 reads it (times 2^64); as dp reads it */
+
+/* ---- dp4: gf4's bf16 words (value * 2^-120, subnormal codes taken out)
+ * against x as bf16 by VDPBF16PS (AVX512-BF16): SPLIT 0 x rounded once,
+ * 1 x as hi + lo (two dot products); the subnormals' list as gf4s ---- */
+#define TBF __attribute__((target("avx512f,avx512bw,avx512vbmi,gfni,avx512bf16")))
+TBF __attribute__((always_inline)) static inline void
+dp_body(float *y, const float *xp, const struct prod *p, int j0, int j1, int pf, const int NS,
+	const int SPLIT)
+{
+	const int k = p->k, q = (j1 - j0) / NS, sc = k / 128;
+	const uint16_t *xb = (const uint16_t *)xp; /* per 64 codes: 64 hi, 64 lo */
+	const __m512i mh = _mm512_set1_epi64((long long)GF_HI), ml = _mm512_set1_epi64((long long)GF_LO);
+	for (int j = j0; j < j0 + q; j++) {
+		const uint8_t *wr[8];
+		const float *sr[8];
+		__m512 tot[8];
+#pragma GCC unroll 8
+		for (int s = 0; s < NS; s++) {
+			wr[s] = p->w + (size_t)(j + s * q) * k;
+			sr[s] = p->scale + (size_t)((j + s * q) / 128) * sc;
+			tot[s] = _mm512_setzero_ps();
+		}
+		for (int c0 = 0, b = 0; c0 < k; c0 += 128, b++) {
+			__m512 a[8], d[8];
+#pragma GCC unroll 8
+			for (int s = 0; s < NS; s++)
+				a[s] = d[s] = _mm512_setzero_ps();
+			for (int c = c0; c < c0 + 128; c += 64) {
+				const uint16_t *xc = xb + (size_t)c * 2;
+				__m512bh h0 = (__m512bh)_mm512_loadu_si512(xc), h1 = (__m512bh)_mm512_loadu_si512(xc + 32);
+				__m512bh l0 = h0, l1 = h1;
+				if (SPLIT) {
+					l0 = (__m512bh)_mm512_loadu_si512(xc + 64);
+					l1 = (__m512bh)_mm512_loadu_si512(xc + 96);
+				}
+#pragma GCC unroll 8
+				for (int s = 0; s < NS; s++) {
+					__m512i v = _mm512_loadu_si512((const void *)(wr[s] + c));
+					_mm_prefetch((const char *)(wr[s] + c) + pf, _MM_HINT_T0);
+					__m512i hi = _mm512_gf2p8affine_epi64_epi8(v, mh, 0);
+					__m512i lo = _mm512_gf2p8affine_epi64_epi8(v, ml, 0);
+					__m512bh w0 = (__m512bh)_mm512_unpacklo_epi8(lo, hi);
+					__m512bh w1 = (__m512bh)_mm512_unpackhi_epi8(lo, hi);
+					a[s] = _mm512_dpbf16_ps(a[s], w0, h0);
+					d[s] = _mm512_dpbf16_ps(d[s], w1, h1);
+					if (SPLIT) {
+						a[s] = _mm512_dpbf16_ps(a[s], w0, l0);
+						d[s] = _mm512_dpbf16_ps(d[s], w1, l1);
+					}
+				}
+			}
+#pragma GCC unroll 8
+			for (int s = 0; s < NS; s++)
+				tot[s] = _mm512_fmadd_ps(_mm512_set1_ps(sr[s][b]), _mm512_add_ps(a[s], d[s]), tot[s]);
+		}
+#pragma GCC unroll 8
+		for (int s = 0; s < NS; s++)
+			y[j + s * q] = _mm512_reduce_add_ps(tot[s]) * 0x1p48f;
+	}
+}
+
+static void sub_add(float *y, const struct prod *p, int j0, int j1)
+{
+	const float *xp = xps[1];
+	if (!p->row || p->row[j0] == p->row[j1])
+		return;
+	for (int j = j0; j < j1; j++)
+		for (uint32_t e = p->row[j]; e < p->row[j + 1]; e++)
+			y[j] += p->sw[e].w * (xp[lane_pos((int)p->sw[e].col)] * 0x1p-64f);
+}
+
+TBF static void dp4(float *y, const float *xp, const struct prod *p, int j0, int j1, int pf)
+{
+	dp_body(y, xp, p, j0, j1, pf, 4, 0);
+	sub_add(y, p, j0, j1);
+}
+
+TBF static void dp4s(float *y, const float *xp, const struct prod *p, int j0, int j1, int pf)
+{
+	dp_body(y, xp, p, j0, j1, pf, 4, 1);
+	sub_add(y, p, j0, j1);
+}
+
+static uint16_t bf16_rne(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+/* x (times 2^64) as dp reads it: per 64 codes the w0 words (codes
+ * lane * 16 + m, m < 8) then the w1 words (m + 8), hi then lo */
+static void dp_x(uint16_t *xb, const float *x, int k)
+{
+	for (int c = 0; c < k; c += 64)
+		for (int wv = 0; wv < 2; wv++)
+			for (int t = 0; t < 32; t++) {
+				int code = c + t / 8 * 16 + wv * 8 + t % 8;
+				float v = x[code] * 0x1p64f, hf;
+				uint16_t h = bf16_rne(v);
+				uint32_t hu = (uint32_t)h << 16;
+				memcpy(&hf, &hu, 4);
+				xb[(size_t)c * 2 + wv * 32 + t] = h;
+				xb[(size_t)c * 2 + 64 + wv * 32 + t] = bf16_rne(v - hf);
+			}
+}
 
 struct worker {
 	int id, nth;
@@ -430,7 +550,7 @@ int main(int argc, char **argv)
 	xps[1] = aligned_alloc(64, 4096 * 4);
 	for (int i = 0; i < NPROD; i++) {
 		int n = shape[i % 7][0], k = shape[i % 7][1];
-		uint8_t *w = aligned_alloc(64, (size_t)n * k);
+		uint8_t *w = huge_alloc((size_t)n * k);
 		float *s = malloc((size_t)(n / 128) * (k / 128) * 4);
 		float *wf = malloc((size_t)128 * k * 4);
 		for (int bj = 0; bj < n / 128; bj++) {
@@ -479,13 +599,18 @@ int main(int argc, char **argv)
 	permute_x(xd[1], x, 2816, 0x1p64f);
 	memcpy(xps[0], xd[0], 2816 * 4); /* every product reads the same x: its first k */
 	memcpy(xps[1], xd[1], 2816 * 4);
+	xps[2] = aligned_alloc(64, 4096 * 4);
+	dp_x((uint16_t *)xps[2], x, 2816);
 
 	static const struct kern ks[] = {
 		{"sum4", sum4, 1024, 0},     {"tab4", tab4, 1024, 0},     {"gf4", gf4, 1024, 1},
 		{"gf4pf0", gf4, 0, 1},       {"gf4pfL2-4k", gf4, -4096, 1}, {"gf2", gf2, 1024, 1},
 		{"gfx4", gfx4, 1024, 0},     {"gf4s", gf4s, 1024, 1},
+		{"dp4", dp4, 1024, 2},       {"dp4s", dp4s, 1024, 2},
 	};
 	enum { NK = sizeof ks / sizeof *ks };
+	/* dp4, dp4s (the last two) need AVX512-BF16 */
+	const int have_bf16 = __builtin_cpu_supports("avx512bf16"), nk = NK - (have_bf16 ? 0 : 2);
 	/* bit-identity of gf4 and tab4 */
 	{
 		int diff = 0, diffx = 0;
@@ -510,7 +635,7 @@ int main(int argc, char **argv)
 	}
 	if (!subn) { /* take the subnormal codes out, as the runtime's load */
 		uint64_t nsub = 0;
-		double worst = 0;
+		double worst = 0, wdp[2] = {0, 0};
 		float *ya = malloc(2816 * 4);
 		for (int i = 0; i < NPROD; i++) {
 			struct prod *p = &prods[i];
@@ -549,11 +674,22 @@ int main(int argc, char **argv)
 					d = fmax(d, fabs((double)p->y[j] - ya[j]));
 				}
 				worst = fmax(worst, d / big);
+				for (int v = 0; v < 2 && have_bf16; v++) {
+					for (int c = 0; c < p->n / rows; c++)
+						(v ? dp4s : dp4)(p->y, xps[2], p, c * rows, (c + 1) * rows, 1024);
+					d = 0;
+					for (int j = 0; j < p->n; j++)
+						d = fmax(d, fabs((double)p->y[j] - ya[j]));
+					wdp[v] = fmax(wdp[v], d / big);
+				}
 			}
 		}
 		printf("subnormal codes taken out: %llu of %zu (%.2g); gf4s against tab4 on the "
 		       "original codes (one layer): largest |difference| / largest |y| %.2g\n",
 		       (unsigned long long)nsub, total, (double)nsub / (double)total, worst);
+		if (have_bf16)
+			printf("dp4 (x rounded once to bf16) against tab4: %.2g; dp4s (x as bf16 hi + lo): %.2g\n",
+			       wdp[0], wdp[1]);
 		free(ya);
 	}
 	pthread_barrier_t go;
@@ -568,8 +704,8 @@ int main(int argc, char **argv)
 	if (rounds > 64)
 		rounds = 64;
 	for (int rd = 0; rd < rounds; rd++) {
-		for (int q = 0; q < NK; q++) {
-			int kq = (q + rd) % NK; /* rotate the order every round */
+		for (int q = 0; q < nk; q++) {
+			int kq = (q + rd) % nk; /* rotate the order every round */
 			for (int t = 1; t < nth; t++)
 				wk[t].kern = &ks[kq];
 			double t0 = now();
@@ -580,19 +716,19 @@ int main(int argc, char **argv)
 				pthread_barrier_wait(&go);
 			tm[kq] = now() - t0;
 		}
-		for (int q = 0; q < NK; q++)
+		for (int q = 0; q < nk; q++)
 			ratio[q][rd] = tm[0] / tm[q];
 		printf("round %d: sum4 %.2f GB/s", rd, (hot ? 84.0 * 1048576 : (double)total) / tm[0] / 1e9);
 		if (hot)
-			for (int q = 1; q < NK; q++)
+			for (int q = 1; q < nk; q++)
 				printf(", %s %.1f GB/s", ks[q].name, 84.0 * 1048576 / tm[q] / 1e9);
-		for (int q = 1; q < NK; q++)
+		for (int q = 1; q < nk; q++)
 			printf(", %s %.2f", ks[q].name, ratio[q][rd]);
 		printf("\n");
 	}
 	printf("%zu MB of codes, %d thread(s), %s codes; median of %d rounds (min-max) of sum4's time / the kernel's:\n",
 	       total / 1000000, nth, subn ? "subnormal/zero" : "Gaussian", rounds);
-	for (int q = 1; q < NK; q++) {
+	for (int q = 1; q < nk; q++) {
 		double *v = ratio[q];
 		for (int i = 1; i < rounds; i++)
 			for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
