@@ -10,8 +10,11 @@
 # value x 2^-120 on codes whose subnormals load took out, their products
 # added from a sparse list), against DAY0_KERNEL=avx512-gfx4, the default
 # (GFNI with the zero-exponent codes patched); "vbmi" is
-# DAY0_KERNEL=avx512-vbmi, the VBMI tables, "default" DAY0_KERNEL unset
-# (gfx4's GEMV, prefill on oneDNN; the named ones prefill by sgemm, which
+# DAY0_KERNEL=avx512-vbmi, the VBMI tables, "dp4" DAY0_KERNEL=avx512-dp4
+# (gf's words against x as bf16 hi + lo by VDPBF16PS, AVX512-BF16 CPUs),
+# "default" DAY0_KERNEL unset
+# (dp4's GEMV where the CPU has AVX512-BF16, else gfx4's; prefill on
+# oneDNN; the named ones prefill by sgemm, which
 # TPOT does not see)),
 # the order of the kernels alternating from round to round.  Each
 # (membw, perf) pair gives
@@ -43,7 +46,7 @@ echo "cpu: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(npro
 params=$("$E" inspect --json "$W/m" | grep -o '"total": [0-9]*' | head -1 | awk '{print $2}')
 get() { echo "$1" | grep -o "\"$2\":[0-9.e+-]*" | cut -d: -f2; }
 gets() { echo "$1" | grep -o "\"$2\":\"[^\"]*\"" | cut -d'"' -f4; }
-envof() { case $1 in gf4 | gfx4 | vbmi) echo "avx512-$1" ;; *) echo onednn ;; esac; }
+envof() { case $1 in gf4 | gfx4 | vbmi | dp4) echo "avx512-$1" ;; *) echo onednn ;; esac; }
 tpot() { # KERNEL THREADS
 	DAY0_KERNEL=$(envof "$1") OPENBLAS_NUM_THREADS=$2 mpirun --oversubscribe --bind-to none \
 		-x OPENBLAS_NUM_THREADS -x DAY0_KERNEL -np 1 "$E" perf "$W/m" --tp 1 \

@@ -26,9 +26,16 @@
  *   gfx4  gf4's moves to value times 2^-8 with the 16 zero-exponent codes
  *         patched by a masked vpermb (the default of 2026-12-03 14:00);
  *   gf4s  gf4 plus each row's products of the subnormal codes from a
- *         sparse list (the engine's default since 2026-12-03 17:00: the
- *         runtime takes e4m3's subnormal codes out of the resident codes
- *         at load, so gf4 meets no f32 denormal).
+ *         sparse list (DAY0_KERNEL=avx512-gf4: the runtime takes e4m3's
+ *         subnormal codes out of the resident codes at load, so gf4 meets
+ *         no f32 denormal);
+ *   dp4   (AVX512-BF16) gf4's bf16 words against x rounded once to bf16
+ *         by VDPBF16PS, plus the list;
+ *   dp4s  the same against x as bf16 hi + lo, two VDPBF16PS a step (the
+ *         engine's default since 2026-12-05 where the CPU has
+ *         AVX512-BF16; ops_fp8.c's dp4);
+ *   dp4sx dp4s with the lo products in accumulators of their own;
+ *   dp4s-pfN dp4s with its prefetch N bytes ahead (the engine's: 2048).
  * Unless SUBNORMAL=1, the codes' subnormals are taken out after the
  * checks (each a zero of its sign, listed per row) and every kernel reads
  * those codes; the share is printed.  Prints each kernel's median ratio
@@ -413,10 +420,10 @@ dp_body(float *y, const float *xp, const struct prod *p, int j0, int j1, int pf,
 			tot[s] = _mm512_setzero_ps();
 		}
 		for (int c0 = 0, b = 0; c0 < k; c0 += 128, b++) {
-			__m512 a[8], d[8];
+			__m512 a[8], d[8], al[8], dl[8];
 #pragma GCC unroll 8
 			for (int s = 0; s < NS; s++)
-				a[s] = d[s] = _mm512_setzero_ps();
+				a[s] = d[s] = al[s] = dl[s] = _mm512_setzero_ps();
 			for (int c = c0; c < c0 + 128; c += 64) {
 				const uint16_t *xc = xb + (size_t)c * 2;
 				__m512bh h0 = (__m512bh)_mm512_loadu_si512(xc), h1 = (__m512bh)_mm512_loadu_si512(xc + 32);
@@ -435,15 +442,22 @@ dp_body(float *y, const float *xp, const struct prod *p, int j0, int j1, int pf,
 					__m512bh w1 = (__m512bh)_mm512_unpackhi_epi8(lo, hi);
 					a[s] = _mm512_dpbf16_ps(a[s], w0, h0);
 					d[s] = _mm512_dpbf16_ps(d[s], w1, h1);
-					if (SPLIT) {
+					if (SPLIT == 1) {
 						a[s] = _mm512_dpbf16_ps(a[s], w0, l0);
 						d[s] = _mm512_dpbf16_ps(d[s], w1, l1);
+					} else if (SPLIT == 2) {
+						al[s] = _mm512_dpbf16_ps(al[s], w0, l0);
+						dl[s] = _mm512_dpbf16_ps(dl[s], w1, l1);
 					}
 				}
 			}
 #pragma GCC unroll 8
 			for (int s = 0; s < NS; s++)
-				tot[s] = _mm512_fmadd_ps(_mm512_set1_ps(sr[s][b]), _mm512_add_ps(a[s], d[s]), tot[s]);
+				tot[s] = _mm512_fmadd_ps(_mm512_set1_ps(sr[s][b]),
+							 SPLIT == 2 ? _mm512_add_ps(_mm512_add_ps(a[s], d[s]),
+										    _mm512_add_ps(al[s], dl[s]))
+								    : _mm512_add_ps(a[s], d[s]),
+							 tot[s]);
 		}
 #pragma GCC unroll 8
 		for (int s = 0; s < NS; s++)
@@ -470,6 +484,12 @@ TBF static void dp4(float *y, const float *xp, const struct prod *p, int j0, int
 TBF static void dp4s(float *y, const float *xp, const struct prod *p, int j0, int j1, int pf)
 {
 	dp_body(y, xp, p, j0, j1, pf, 4, 1);
+	sub_add(y, p, j0, j1);
+}
+
+TBF static void dp4sx(float *y, const float *xp, const struct prod *p, int j0, int j1, int pf)
+{
+	dp_body(y, xp, p, j0, j1, pf, 4, 2);
 	sub_add(y, p, j0, j1);
 }
 
@@ -606,11 +626,12 @@ int main(int argc, char **argv)
 		{"sum4", sum4, 1024, 0},     {"tab4", tab4, 1024, 0},     {"gf4", gf4, 1024, 1},
 		{"gf4pf0", gf4, 0, 1},       {"gf4pfL2-4k", gf4, -4096, 1}, {"gf2", gf2, 1024, 1},
 		{"gfx4", gfx4, 1024, 0},     {"gf4s", gf4s, 1024, 1},
-		{"dp4", dp4, 1024, 2},       {"dp4s", dp4s, 1024, 2},
+		{"dp4", dp4, 1024, 2},       {"dp4s", dp4s, 1024, 2},     {"dp4sx", dp4sx, 1024, 2},
+		{"dp4s-pf2k", dp4s, 2048, 2}, {"dp4s-pf4k", dp4s, 4096, 2}, {"dp4s-pf512", dp4s, 512, 2},
 	};
 	enum { NK = sizeof ks / sizeof *ks };
-	/* dp4, dp4s (the last two) need AVX512-BF16 */
-	const int have_bf16 = __builtin_cpu_supports("avx512bf16"), nk = NK - (have_bf16 ? 0 : 2);
+	/* dp4, dp4s, dp4sx (the last three) need AVX512-BF16 */
+	const int have_bf16 = __builtin_cpu_supports("avx512bf16"), nk = NK - (have_bf16 ? 0 : 6);
 	/* bit-identity of gf4 and tab4 */
 	{
 		int diff = 0, diffx = 0;
@@ -635,7 +656,7 @@ int main(int argc, char **argv)
 	}
 	if (!subn) { /* take the subnormal codes out, as the runtime's load */
 		uint64_t nsub = 0;
-		double worst = 0, wdp[2] = {0, 0};
+		double worst = 0, wdp[3] = {0, 0, 0};
 		float *ya = malloc(2816 * 4);
 		for (int i = 0; i < NPROD; i++) {
 			struct prod *p = &prods[i];
@@ -674,9 +695,10 @@ int main(int argc, char **argv)
 					d = fmax(d, fabs((double)p->y[j] - ya[j]));
 				}
 				worst = fmax(worst, d / big);
-				for (int v = 0; v < 2 && have_bf16; v++) {
+				for (int v = 0; v < 3 && have_bf16; v++) {
 					for (int c = 0; c < p->n / rows; c++)
-						(v ? dp4s : dp4)(p->y, xps[2], p, c * rows, (c + 1) * rows, 1024);
+						(v == 2 ? dp4sx : v ? dp4s : dp4)(p->y, xps[2], p, c * rows,
+										  (c + 1) * rows, 1024);
 					d = 0;
 					for (int j = 0; j < p->n; j++)
 						d = fmax(d, fabs((double)p->y[j] - ya[j]));
@@ -688,8 +710,8 @@ int main(int argc, char **argv)
 		       "original codes (one layer): largest |difference| / largest |y| %.2g\n",
 		       (unsigned long long)nsub, total, (double)nsub / (double)total, worst);
 		if (have_bf16)
-			printf("dp4 (x rounded once to bf16) against tab4: %.2g; dp4s (x as bf16 hi + lo): %.2g\n",
-			       wdp[0], wdp[1]);
+			printf("dp4 (x rounded once to bf16) against tab4: %.2g; dp4s (x as bf16 hi + lo): %.2g; "
+			       "dp4sx (hi + lo, apart): %.2g\n", wdp[0], wdp[1], wdp[2]);
 		free(ya);
 	}
 	pthread_barrier_t go;

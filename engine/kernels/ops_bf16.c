@@ -28,12 +28,12 @@
  * hold a product up.  Workers spin a little for the next job (a decode
  * step is ~100 short products), then sleep.  While workers call OpenBLAS
  * it is told to use one thread, and oneDNN always is.  DAY0_KERNEL=
- * portable|avx2|avx512|avx512-stream|avx512-vbmi|avx512-gfx4|avx512-gf4
- * forces a GEMV and the sgemm prefill (tests, A/B; avx512-vbmi,
- * avx512-gf4: avx512 with FP8's e4m3 decode by the VBMI tables or by
- * GFNI on codes whose subnormals load took out instead of the default
- * gfx4, avx512-gfx4 the default named; perf's kernel says which,
- * ops_fp8.c),
+ * portable|avx2|avx512|avx512-stream|avx512-vbmi|avx512-gfx4|avx512-gf4|
+ * avx512-dp4 forces a GEMV and the sgemm prefill (tests, A/B; avx512 with
+ * FP8's e4m3 decode by the VBMI tables, by GFNI with the zero-exponent
+ * codes patched (gfx4), by GFNI on codes whose subnormals load took out
+ * with f32 FMAs (gf4) or VDPBF16PS (dp4, the default where the CPU has
+ * AVX512-BF16; else gfx4); perf's kernel says which, ops_fp8.c),
  * DAY0_KERNEL=onednn the oneDNN prefill.
  *
  * op_linear_w also takes block-scaled FP8 W (ops_fp8.c's kernels) through
@@ -605,7 +605,7 @@ typedef void (*gemv_fn)(float *, int, const float *, const uint16_t *, int,
 			int, int, int);
 
 static gemv_fn fn;
-/* (DAY0_KERNEL=avx512-vbmi, avx512-gfx4 or avx512-gf4: fn the AVX-512
+/* (DAY0_KERNEL=avx512-vbmi, avx512-gfx4, avx512-gf4 or avx512-dp4: fn the AVX-512
  * GEMV, FP8 e4m3 by the kernel named; ops_fp8.c remembers which) */
 
 /* An AVX-512 GEMV (four streams or one): x permuted per block of 32, the
@@ -648,7 +648,8 @@ static gemv_fn kernel_named(const char *name)
 	if ((any || !strcmp(name, "avx512")) && have_avx512())
 		return gemv_rows_avx512;
 	/* the AVX-512 GEMV with FP8 (e4m3) by a named kernel: avx512-vbmi
-	 * the VBMI tables, avx512-gfx4 GFNI with the patch, avx512-gf4 */
+	 * the VBMI tables, avx512-gfx4 GFNI with the patch, avx512-gf4,
+	 * avx512-dp4 */
 	if (!any && op_fp8_named(name) && have_avx512())
 		return gemv_rows_avx512;
 	if (!any && !strcmp(name, "avx512-stream") && have_avx512())

@@ -685,6 +685,132 @@ gemv_gf4(float *y, const float *xp, const struct wmat *w, int j0, int j1, int k)
 	return ok;
 }
 
+/*
+ * dp (e4m3 without subnormal codes, DAY0_KERNEL=avx512-dp4; the default
+ * where the CPU has AVX512-BF16 besides GFNI and VBMI): gf's bf16 words of
+ * value x 2^-120 times x as two bf16 terms, hi = bf16(x) and lo =
+ * bf16(x - hi), by VDPBF16PS (two products a lane, each exact in f32,
+ * added in f32): 8 uops a 64-byte line against gf's 12 and gfx's 16, no
+ * widening to f32 (bench/fp8_gemv.c: 0.81 of a plain read of the same
+ * bytes against gfx's 0.70 on Zen 5).  x to ~16 bits, as prefill's
+ * DAY0_PREFILL_X=split: a product within 2^-16 of f32 compute's, the sums
+ * f32 ones.  VDPBF16PS reads bf16 denormals as zero and flushes its own,
+ * so it needs gf's conditions: the subnormal codes out of the resident
+ * codes (w->nosub; their products from the list) and x in gf_scale_x's
+ * range (times 2^64, hi >= 2^4; a lo product below f32's normals, < 2^-146
+ * of the row's, is dropped).
+ */
+#define DP_TARGET "avx512f,avx512bw,avx512vbmi,avx512bf16"
+/* dp reads a line in fewer uops than the other kernels, and from memory
+ * reads closer to a plain sum with its prefetch 2 KiB ahead than 1
+ * (bench/fp8_gemv.c on Zen 5: 0.91 / 0.85 of a plain sum at 1 / 2
+ * threads against 0.87 / 0.74; bench/README.md, "2026-12-05") */
+#define DP_PREFETCH 2048
+
+/* xs (gf_scale_x's: permuted, times 2^64), its whole 64s as dp reads
+ * them: per 64 columns the 32 words w0 pairs with (codes lane * 16 + m,
+ * m < 8, of each 128-bit lane), the 32 of w1 (m + 8), then the same as lo.
+ * w0's code lane * 16 + r is xs's (r % 2) * 16 + lane * 4 + r / 2
+ * (lane_pos), w1's that plus 32. */
+__attribute__((target(DP_TARGET))) static void dp_x(uint16_t *xb, const float *xs, int kk)
+{
+	const __m512i i0 = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+	const __m512i i1 = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+	for (int c = 0; c < kk; c += 64)
+		for (int v = 0; v < 2; v++) {
+			__m512 a = _mm512_loadu_ps(xs + c + 32 * v), b = _mm512_loadu_ps(xs + c + 32 * v + 16);
+			__m512 f[2] = {_mm512_permutex2var_ps(a, i0, b), _mm512_permutex2var_ps(a, i1, b)};
+			for (int h = 0; h < 2; h++) {
+				__m256bh hi = _mm512_cvtneps_pbh(f[h]);
+				__m256bh lo = _mm512_cvtneps_pbh(_mm512_sub_ps(f[h], _mm512_cvtpbh_ps(hi)));
+				uint16_t *o = xb + (size_t)c * 2 + 32 * v + 16 * h;
+				_mm256_storeu_si256((__m256i *)o, (__m256i)hi);
+				_mm256_storeu_si256((__m256i *)(o + 64), (__m256i)lo);
+			}
+		}
+}
+
+__attribute__((target(DP_TARGET), always_inline)) static inline void
+gemv_dp_body(float *y, const float *xs, const uint16_t *xb, const struct wmat *w, const int NS,
+	     int j0, int j1, int k)
+{
+	const int bc = w->bc, kk = k - k % 64, q = (j1 - j0) / NS;
+	const __m512i gh = _mm512_set1_epi64((long long)GF_HI), gl = _mm512_set1_epi64((long long)GF_LO);
+	for (int j = j0; j < j0 + q; j++) {
+		const uint8_t *wr[4];
+		const float *sr[4];
+		__m512 tot[4];
+		float tail[4] = {0, 0, 0, 0};
+#pragma GCC unroll 4
+		for (int s = 0; s < NS; s++) {
+			wr[s] = (const uint8_t *)w->p + (size_t)(j + s * q) * k;
+			sr[s] = scale_row(w, j + s * q);
+			tot[s] = _mm512_setzero_ps();
+		}
+		for (int c0 = 0, b = 0; c0 < k; c0 += bc, b++) {
+			int c1 = c0 + bc < k ? c0 + bc : k, c = c0;
+			__m512 a[4], d[4];
+#pragma GCC unroll 4
+			for (int s = 0; s < NS; s++)
+				a[s] = d[s] = _mm512_setzero_ps();
+			for (; c + 64 <= c1 && c < kk; c += 64) {
+				const uint16_t *xc = xb + (size_t)c * 2;
+				__m512bh h0 = (__m512bh)_mm512_loadu_si512(xc);
+				__m512bh h1 = (__m512bh)_mm512_loadu_si512(xc + 32);
+				__m512bh l0 = (__m512bh)_mm512_loadu_si512(xc + 64);
+				__m512bh l1 = (__m512bh)_mm512_loadu_si512(xc + 96);
+#pragma GCC unroll 4
+				for (int s = 0; s < NS; s++) {
+					__m512i v = _mm512_loadu_si512((const void *)(wr[s] + c));
+					_mm_prefetch((const char *)(wr[s] + c) + DP_PREFETCH, _MM_HINT_T0);
+					__m512i hi = GF_AFFINE(v, gh, 0), lo = GF_AFFINE(v, gl, 0);
+					__m512bh w0 = (__m512bh)_mm512_unpacklo_epi8(lo, hi);
+					__m512bh w1 = (__m512bh)_mm512_unpackhi_epi8(lo, hi);
+					a[s] = _mm512_dpbf16_ps(a[s], w0, h0);
+					d[s] = _mm512_dpbf16_ps(d[s], w1, h1);
+					a[s] = _mm512_dpbf16_ps(a[s], w0, l0);
+					d[s] = _mm512_dpbf16_ps(d[s], w1, l1);
+				}
+			}
+#pragma GCC unroll 4
+			for (int s = 0; s < NS; s++) {
+				float part = 0;
+				for (int cc = c; cc < c1; cc++) /* past the last whole 64 */
+					part += xs[cc] * tabg[wr[s][cc]];
+				tot[s] = _mm512_fmadd_ps(_mm512_set1_ps(sr[s][b]), _mm512_add_ps(a[s], d[s]),
+							 tot[s]);
+				tail[s] += sr[s][b] * part;
+			}
+		}
+#pragma GCC unroll 4
+		for (int s = 0; s < NS; s++)
+			y[j + s * q] = (_mm512_reduce_add_ps(tot[s]) + tail[s]) * 0x1p48f;
+	}
+}
+
+/* 1: y = x W^T by dp for rows [j0, j1); 0: x does not fit (gf_scale_x). */
+__attribute__((target(DP_TARGET))) static int gemv_dp4(float *y, const float *xp,
+						      const struct wmat *w, int j0, int j1, int k)
+{
+	_Alignas(64) float buf[4096];
+	_Alignas(64) uint16_t bbuf[8192];
+	int kk = k - k % 64, q = (j1 - j0) / 4, ok;
+	float *xs = k <= 4096 ? buf : aligned_alloc(64, ((size_t)k * 4 + 63) & ~(size_t)63);
+	uint16_t *xb = k <= 4096 ? bbuf : aligned_alloc(64, ((size_t)kk * 4 + 63) & ~(size_t)63);
+	ok = xs && xb && gf_scale_x(xs, xp, k);
+	if (ok) {
+		dp_x(xb, xs, kk);
+		gemv_dp_body(y, xs, xb, w, 4, j0, j1, k);
+		if (j0 + 4 * q < j1)
+			gemv_dp_body(y, xs, xb, w, 1, j0 + 4 * q, j1, k);
+	}
+	if (xs != buf)
+		free(xs);
+	if (xb != bbuf)
+		free(xb);
+	return ok;
+}
+
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void
 gemv_tab4_0(float *y, const float *xp, const struct wmat *w, int j0, int j1, int k)
 {
@@ -778,7 +904,7 @@ int op_fp8_vector(void)
 /* FP8's one-row e4m3 kernel with four streams (vec 4): -1 not yet
  * decided, else an enum e4m3_kind; fp8_named: the DAY0_KERNEL name that
  * forced one (op_fp8_select), NULL for the best. */
-enum e4m3_kind { E4M3_TABLES, E4M3_GFX, E4M3_GF };
+enum e4m3_kind { E4M3_TABLES, E4M3_GFX, E4M3_GF, E4M3_DP };
 static int e4m3_kind = -1;
 static const char *fp8_named;
 
@@ -786,6 +912,24 @@ static int have_gfni(void)
 {
 #ifdef HAVE_X86
 	return op_fp8_vbmi() && __builtin_cpu_supports("gfni");
+#else
+	return 0;
+#endif
+}
+
+/* dp's: GFNI and VBMI, and AVX512-BF16 (CPUID leaf 7 subleaf 1, EAX bit
+ * 5; asked once, as op_fp8_vector does) */
+static int have_dp(void)
+{
+#ifdef HAVE_X86
+	static int have = -1;
+	int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
+	if (h < 0) {
+		unsigned a, b, c, d;
+		h = have_gfni() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+		__atomic_store_n(&have, h, __ATOMIC_RELAXED);
+	}
+	return h;
 #else
 	return 0;
 #endif
@@ -799,15 +943,18 @@ int op_fp8_named(const char *name)
 		return op_fp8_vbmi();
 	if (!strcmp(name, "avx512-gfx4") || !strcmp(name, "avx512-gf4"))
 		return have_gfni();
+	if (!strcmp(name, "avx512-dp4"))
+		return have_dp();
 	return 0;
 }
 
 void op_fp8_select(const char *name)
 {
-	static const char *const names[] = {"avx512-vbmi", "avx512-gfx4", "avx512-gf4"};
+	static const char *const names[] = {"avx512-vbmi", "avx512-gfx4", "avx512-gf4",
+					    "avx512-dp4"};
 	int k = -1;
 	const char *n = NULL;
-	for (int i = 0; i < 3 && op_fp8_named(name); i++)
+	for (int i = 0; i < 4 && op_fp8_named(name); i++)
 		if (!strcmp(name, names[i]))
 			n = names[i], k = i; /* enum e4m3_kind's order */
 	__atomic_store_n(&fp8_named, n, __ATOMIC_RELAXED);
@@ -819,15 +966,17 @@ const char *op_fp8_named_kernel(void)
 	return __atomic_load_n(&fp8_named, __ATOMIC_RELAXED);
 }
 
-/* The best: gfx where the CPU has GFNI.  gf only by name: from L2 it is
- * 1.19x gfx (with the lists), but in the engine, where the GEMV reads
+/* The best: dp where the CPU has AVX512-BF16 (decode TPOT 0.92-0.93 of
+ * gfx's at 1 and 2 threads on Zen 5, bench/README.md "FP8 decode by
+ * VDPBF16PS"), else gfx where it has GFNI.  gf only by name: from L2 it
+ * is 1.19x gfx (with the lists), but in the engine, where the GEMV reads
  * memory, it measured no faster (bench/README.md, "FP8 decode: gf4 on
  * codes without subnormals"), and it needs the lists. */
 static int e4m3_kernel(void)
 {
 	int h = __atomic_load_n(&e4m3_kind, __ATOMIC_RELAXED);
 	if (h < 0) {
-		h = have_gfni() ? E4M3_GFX : E4M3_TABLES;
+		h = have_dp() ? E4M3_DP : have_gfni() ? E4M3_GFX : E4M3_TABLES;
 		__atomic_store_n(&e4m3_kind, h, __ATOMIC_RELAXED);
 	}
 	return h;
@@ -841,14 +990,19 @@ int op_fp8_gfni(void)
 int op_fp8_wants_nosub(void)
 {
 	(void)op_bf16_kernel(); /* DAY0_KERNEL read: it may name gf4 */
-	return op_fp8_vbmi() && e4m3_kernel() == E4M3_GF;
+	return op_fp8_vbmi() && (e4m3_kernel() == E4M3_GF || e4m3_kernel() == E4M3_DP);
 }
 
 const char *op_fp8_e4m3_kernel(void)
 {
 	if (!op_fp8_vbmi())
 		return op_fp8_vector() ? "f16c" : "portable";
-	return e4m3_kernel() == E4M3_GF ? "gf4" : e4m3_kernel() == E4M3_GFX ? "gfx4" : "vbmi";
+	switch (e4m3_kernel()) {
+	case E4M3_DP: return "dp4";
+	case E4M3_GF: return "gf4";
+	case E4M3_GFX: return "gfx4";
+	default: return "vbmi";
+	}
 }
 
 /* ------------------------------------------- subnormal codes taken out */
@@ -995,7 +1149,8 @@ void op_fp8_gemv_rows(float *y, int ldy, const float *x, const struct wmat *w,
 			fp8_tab16();
 			if (w->dtype == DT_F8_E5M2)
 				gemv_tab4_1(y, x, w, j0, j1, k);
-			else if (!(kind == E4M3_GF && w->nosub && gemv_gf4(y, x, w, j0, j1, k)))
+			else if (!(kind == E4M3_DP && w->nosub && gemv_dp4(y, x, w, j0, j1, k)) &&
+				 !(kind == E4M3_GF && w->nosub && gemv_gf4(y, x, w, j0, j1, k)))
 				(kind >= E4M3_GFX ? gemv_gfx4 : gemv_tab4_0)(y, x, w, j0, j1, k);
 		} else if (vec == 3 && m == 1) {
 			fp8_tab16();

@@ -322,14 +322,16 @@ void op_fp8_widen_rows(float *out, const struct wmat *w, int j0, int n, int k,
 int op_fp8_vector(void);
 int op_fp8_vbmi(void);
 /* vec 4's e4m3 kernel: op_fp8_gfni() 1 where it moves the codes' bits by
- * GFNI ("gfx4", value x 2^-8 with the zero-exponent codes patched, the
- * default where the CPU has GFNI too; "gf4", value x 2^-120, on weights
- * whose subnormals load took out, by name), 0 the VBMI tables ("vbmi");
+ * GFNI ("dp4", value x 2^-120 times x as bf16 hi + lo by VDPBF16PS, the
+ * default where the CPU has AVX512-BF16 too; "gfx4", value x 2^-8 with the
+ * zero-exponent codes patched, the default where it has GFNI but not
+ * AVX512-BF16; "gf4", value x 2^-120 by f32 FMAs, by name; dp4 and gf4 on
+ * weights whose subnormals load took out), 0 the VBMI tables ("vbmi");
  * op_fp8_e4m3_kernel() names it, op_fp8_wants_nosub() says whether load
- * should take the subnormals out (gf4 in use).  op_fp8_named(name): 1 if
- * name is DAY0_KERNEL's name of an e4m3 kernel this CPU has
- * ("avx512-vbmi": the tables, "avx512-gfx4": the default named,
- * "avx512-gf4"; with the sgemm prefill); op_fp8_select(name)
+ * should take the subnormals out (dp4 or gf4 in use).  op_fp8_named(name):
+ * 1 if name is DAY0_KERNEL's name of an e4m3 kernel this CPU has
+ * ("avx512-vbmi": the tables, "avx512-gfx4", "avx512-gf4", "avx512-dp4";
+ * with the sgemm prefill); op_fp8_select(name)
  * forces it, any other name (or NULL) the best; op_fp8_named_kernel()
  * the name forced, or NULL. */
 int op_fp8_gfni(void);

@@ -74,7 +74,7 @@ struct rt {
 	struct ckpt ck;
 	struct rt_stats stats;
 	/* FP8 e4m3 codes resident, the subnormal ones, the bytes of their
-	 * lists, and whether load took them out (gf4 in use; load_fp8,
+	 * lists, and whether load took them out (dp4 or gf4 in use; load_fp8,
 	 * rt_fp8_subnormals) */
 	uint64_t fp8_codes, fp8_sub, fp8_sub_bytes;
 	int fp8_taken;

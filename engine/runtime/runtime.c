@@ -342,12 +342,13 @@ static int fp8_nan(int dtype, const uint8_t *b, uint64_t n)
 }
 
 /*
- * e4m3's subnormal codes counted, and with the gf4 kernel in use
- * (DAY0_KERNEL=avx512-gf4) taken out of w's resident codes (lr x lc),
- * each into a sparse list the accountant counts (rows + 1 offsets, 8
- * bytes a code): gf4 reads codes as value x 2^-120, which makes a
- * subnormal an f32 denormal and costs the FMA a microcode assist each
- * (ops_fp8.c); every FP8 kernel adds the list back.  A real checkpoint
+ * e4m3's subnormal codes counted, and with the dp4 or gf4 kernel in use
+ * (dp4 the default where the CPU has AVX512-BF16; DAY0_KERNEL=avx512-gf4)
+ * taken out of w's resident codes (lr x lc), each into a sparse list the
+ * accountant counts (rows + 1 offsets, 8 bytes a code): both read codes
+ * as value x 2^-120, which makes a subnormal a denormal: VDPBF16PS (dp4)
+ * reads it as zero, gf4's FMA pays a microcode assist each (ops_fp8.c);
+ * every FP8 kernel adds the list back.  A real checkpoint
  * has ~1e-4 of its codes subnormal (128 x 128 blocks scaled to 448).
  * Left in place (the kernels patch them) otherwise, for e5m2, or for a
  * list that does not fit.

@@ -63,9 +63,10 @@ uint64_t rt_mem_peak(const struct rt *r);
 uint64_t rt_chunk_bytes(const struct rt *r);
 /* This rank's resident FP8 e4m3 codes, how many of them are subnormal,
  * and the bytes of the sparse lists they went into (the accountant counts
- * them); returns 1 if load took them out of the codes (DAY0_KERNEL=
- * avx512-gf4, so that kernel meets no f32 denormal; every FP8 kernel adds
- * the lists back), 0 if they stay in place. */
+ * them); returns 1 if load took them out of the codes (the dp4 kernel,
+ * default where the CPU has AVX512-BF16, or DAY0_KERNEL=avx512-gf4: they
+ * meet no denormal; every FP8 kernel adds the lists back), 0 if they stay
+ * in place. */
 int rt_fp8_subnormals(const struct rt *r, uint64_t *codes, uint64_t *sub,
 		      uint64_t *bytes);
 const struct rt_stats *rt_stats(const struct rt *r);

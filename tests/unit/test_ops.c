@@ -68,6 +68,7 @@ int main(void)
 		 * CPU has it */
 		int vbmi = a512 && __builtin_cpu_supports("avx512vbmi");
 		int gfni = vbmi && __builtin_cpu_supports("gfni");
+		int dp = gfni && __builtin_cpu_supports("avx512bf16");
 		CHECK((op_bf16_set_kernel("avx512-vbmi") == 0) == vbmi);
 		CHECK(!vbmi || (!strcmp(op_bf16_kernel(), "avx512") && !op_fp8_gfni()));
 		CHECK(op_bf16_set_kernel("portable") == 0 && op_bf16_set_kernel(NULL) == 0 &&
@@ -81,11 +82,16 @@ int main(void)
 		CHECK((op_bf16_set_kernel("avx512-gf4") == 0) == gfni);
 		CHECK(!gfni || (!strcmp(op_fp8_e4m3_kernel(), "gf4") &&
 				!strcmp(op_kernels(), "avx512-gf4")));
+		CHECK((op_bf16_set_kernel("avx512-dp4") == 0) == dp);
+		CHECK(!dp || (!strcmp(op_fp8_e4m3_kernel(), "dp4") &&
+			      !strcmp(op_kernels(), "avx512-dp4") && op_fp8_wants_nosub()));
 		CHECK(!vbmi || (op_bf16_set_kernel("avx512-vbmi") == 0 &&
 				!strcmp(op_fp8_e4m3_kernel(), "vbmi") &&
 				!strcmp(op_kernels(), "avx512-vbmi")));
-		CHECK(op_bf16_set_kernel(NULL) == 0 && !op_fp8_wants_nosub() &&
-		      !strcmp(op_fp8_e4m3_kernel(), gfni ? "gfx4" : vbmi ? "vbmi" : a2 ? "f16c" : "portable"));
+		/* the default: dp (subnormal codes out at load) where the CPU
+		 * has AVX512-BF16, else gfx */
+		CHECK(op_bf16_set_kernel(NULL) == 0 && op_fp8_wants_nosub() == dp &&
+		      !strcmp(op_fp8_e4m3_kernel(), dp ? "dp4" : gfni ? "gfx4" : vbmi ? "vbmi" : a2 ? "f16c" : "portable"));
 		CHECK(op_bf16_set_kernel("avx512-gf4") < 0 || op_fp8_wants_nosub());
 		op_bf16_set_kernel(NULL);
 	}
@@ -379,7 +385,7 @@ int main(void)
 			/* subnormals and zeros only: decode, prefill */
 			{1, 300, 1024, 128, 128}, {16, 200, 256, 128, 128}, {1, 64, 1040, 128, 128}, {1, 1024, 2816, 128, 128}};
 		const char *kern[] = {"portable", "avx2+fma", "avx512", "avx512-stream",
-				      "avx512-vbmi", "avx512-gfx4", "avx512-gf4", NULL};
+				      "avx512-vbmi", "avx512-gfx4", "avx512-gf4", "avx512-dp4", NULL};
 		int nsub_all = 0, listed_all = 0, left = 0, eq_bad = 0, eq_n = 0;
 		for (size_t q = 0; q < sizeof kern / sizeof *kern; q++) {
 			char name[160];
@@ -431,10 +437,13 @@ int main(void)
 						}
 						/* prefill on oneDNN rounds W and x to bf16
 						 * (its own test below); sgemm and the GEMVs
-						 * are f32 sums */
+						 * are f32 sums, dp's (one row of x: decode)
+						 * of x to 16 bits, hi + lo */
+						int dp_row = m == 1 && !strcmp(op_fp8_e4m3_kernel(), "dp4");
 						bad += fabs(sm - y[i * n + j]) >
 						       (m > 8 && op_onednn_ready() && !kern[q] ? ldexp(mag, -7)
-											       : 1e-6 * mag + 1e-6);
+							: dp_row ? ldexp(mag, -16) + 1e-6
+								 : 1e-6 * mag + 1e-6);
 						ran++;
 					}
 				for (int j = 0; j < n; j += n / 3 + 1) {
