@@ -7,7 +7,13 @@
  * callback waits for each new token and writes server-sent events.  When
  * the client goes away libmicrohttpd destroys the response, whose free
  * callback marks the request cancelled; the scheduler then frees its KV
- * slot at the next step.
+ * slot at the next step.  A client is not left to be found by a failed
+ * write (two writes after its FIN, which a fast generation may never
+ * make): while a handler waits for tokens it looks at its socket (a
+ * zero-byte peek: the peer closed or reset it) every tick and before
+ * each chunk, and a stream whose client is gone ends there, a
+ * non-streaming request whose client is gone is cancelled and its
+ * connection closed.
  *
  * Requests are validated field by field before they are queued; every
  * refusal is OpenAI-shaped ({"error": {message, type, param, code}}) with
@@ -18,6 +24,7 @@
 #include "serve_chat.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -617,9 +624,44 @@ static json_t *completion_obj(struct srv *s, const struct srv_req *q,
 
 /* ------------------------------------------------------------ streaming */
 
+/* 1 when the client closed or reset its connection: a peek of one byte
+ * returns 0 (its FIN) or an error other than "nothing yet".  Bytes it
+ * sent (a pipelined request) are left where they are. */
+static int peer_gone(int fd)
+{
+	char b;
+	ssize_t r;
+	if (fd < 0)
+		return 0;
+	r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+static int conn_fd(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	return ci ? (int)ci->connect_fd : -1;
+}
+
+/* Wait (locked) for q's next wake-up or PEER_TICK, whichever first. */
+#define PEER_TICK_NS 100000000L
+static void wait_tick(struct srv_req *q, pthread_mutex_t *lock)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += PEER_TICK_NS;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&q->wake, lock, &ts);
+}
+
 struct stream_ctx {
 	struct srv *s;
 	struct srv_req *q;
+	int fd;        /* the client's socket (peer_gone), -1 unknown */
 	int sent;      /* output tokens already written */
 	int echo_done, finished;
 	char *pend;    /* bytes formatted but not yet handed to MHD */
@@ -687,10 +729,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			pthread_mutex_unlock(&c->s->lock);
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		}
+		if (peer_gone(c->fd)) { /* stream_free marks it cancelled */
+			pthread_mutex_unlock(&c->s->lock);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
 		stream_fill(c);
 		if (c->pend_len)
 			break;
-		pthread_cond_wait(&c->q->wake, &c->s->lock);
+		wait_tick(c->q, &c->s->lock);
 	}
 	pthread_mutex_unlock(&c->s->lock);
 	n = c->pend_len - c->pend_off;
@@ -800,6 +846,7 @@ static MHD_RESULT completions(struct srv *s, struct MHD_Connection *c,
 		MHD_RESULT rc;
 		sc->s = s;
 		sc->q = q;
+		sc->fd = conn_fd(c);
 		pthread_mutex_unlock(&s->lock);
 		r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
 						      stream_read, sc, stream_free);
@@ -809,8 +856,19 @@ static MHD_RESULT completions(struct srv *s, struct MHD_Connection *c,
 		MHD_destroy_response(r);
 		return rc;
 	}
-	while (q->state != SRV_DONE)
-		pthread_cond_wait(&q->wake, &s->lock);
+	{
+		int fd = conn_fd(c);
+		while (q->state != SRV_DONE) {
+			if (peer_gone(fd)) { /* nobody to answer: free its KV */
+				q->cancelled = 1;
+				pthread_cond_signal(&s->work);
+				srv_req_unref(q);
+				pthread_mutex_unlock(&s->lock);
+				return MHD_NO;
+			}
+			wait_tick(q, &s->lock);
+		}
+	}
 	{
 		json_t *doc2 = completion_obj(s, q, choice_obj(q, 0, q->nout, q->echo,
 							      q->finish));
