@@ -144,7 +144,7 @@ for d in $DTYPES; do
 		TGGUF[$d]="$W/m.$d.bf16.gguf"
 	fi
 done
-params=$("$E" inspect --json "$W/m.f32" | grep -o '"total": [0-9]*' | head -1 | awk '{print $2}')
+params=$("$E" inspect --json "$W/m.${DTYPES%% *}" | grep -o '"total": [0-9]*' | head -1 | awk '{print $2}')
 echo "model: $(awk -v p="$params" 'BEGIN { printf "%.0fM", p / 1e6 }') parameters ($L layers, hidden $H, ffn $F, vocab $V), $DTYPES"
 echo "llama.cpp: node-llama-cpp $NLC_VERSION's bundle (release $commit), $LB"
 echo "cpu: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) cores; day0's kernels: $(OPENBLAS_NUM_THREADS=1 "$E" perf "$W/m.${DTYPES%% *}" --prompt-tokens 16 --gen-tokens 2 --repeat 1 --json 2>/dev/null | jq -r .kernel)"
