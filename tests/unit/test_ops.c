@@ -3,8 +3,11 @@
 #include "unit.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cblas.h>
 
 static float frand(struct rng *r)
 {
@@ -44,6 +47,21 @@ static float ref_bf16(float f)
 	if (dl < dh || (dl == dh && !(lo & 0x10000u)))
 		return fl;
 	return fh;
+}
+
+/* op_parallel_for's items: each counts its visits and checks its slot. */
+struct visits {
+	atomic_int n[257];
+	atomic_int bad_slot;
+	int threads;
+};
+
+static void visit(void *ctx, int i, int slot)
+{
+	struct visits *v = ctx;
+	atomic_fetch_add(&v->n[i], 1);
+	if (slot < 0 || slot >= v->threads)
+		atomic_fetch_add(&v->bad_slot, 1);
 }
 
 int main(void)
@@ -1030,6 +1048,38 @@ int main(void)
 		CHECKN("registry entries are all executable", bad == 0);
 		CHECK(op_status("attention.mla") == OP_IS_FALLBACK);
 		CHECK(op_status("rope.longrope") == OP_MISSING);
+	}
+	{ /* the pool: each thread takes its own share of a job's chunks, then
+	   * what is left of the others' (ops_bf16.c): at every thread count
+	   * each item runs exactly once in a slot of its own, and a GEMV's y
+	   * is the same bits whoever took which rows */
+		int threads0 = openblas_get_num_threads(), counts[] = {1, 2, 3, 5, 8};
+		int n = 1536, k = 1024, bad = 0, badbits = 0;
+		float *x = malloc((size_t)k * 4), *y0 = malloc((size_t)n * 4), *y = malloc((size_t)n * 4);
+		float *w = malloc((size_t)n * k * 4);
+		struct wmat wm = {.p = w, .dtype = DT_F32};
+		for (int i = 0; i < k; i++) x[i] = frand(&r);
+		for (int i = 0; i < n * k; i++) w[i] = frand(&r);
+		openblas_set_num_threads(1);
+		op_linear_w(y0, x, &wm, NULL, 1, n, k);
+		for (size_t t = 0; t < sizeof counts / sizeof *counts; t++) {
+			openblas_set_num_threads(counts[t]);
+			for (int items = 1; items <= 257; items += 37) {
+				static struct visits v;
+				memset(&v, 0, sizeof v);
+				v.threads = op_pool_threads();
+				op_parallel_for(items, visit, &v);
+				for (int i = 0; i < items; i++)
+					bad += atomic_load(&v.n[i]) != 1;
+				bad += atomic_load(&v.bad_slot) + (v.threads != counts[t]);
+			}
+			op_linear_w(y, x, &wm, NULL, 1, n, k);
+			badbits += memcmp(y, y0, (size_t)n * 4) != 0;
+		}
+		openblas_set_num_threads(threads0);
+		CHECKN("pool: every item once, in a slot of its own, at 1, 2, 3, 5 and 8 threads", bad == 0);
+		CHECKN("pool: a GEMV's y the same bits at 1, 2, 3, 5 and 8 threads", badbits == 0);
+		free(x), free(y0), free(y), free(w);
 	}
 	{ /* node sets */
 		char **v;
