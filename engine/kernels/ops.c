@@ -351,7 +351,9 @@ struct attn {
 	const float *q;
 	const struct kv_view *kv;
 	int n_q, n_kv, nh, nkv, dqk, dv, window, group;
-	int rows; /* query rows a pass (S holds rows x n_kv a thread) */
+	int sub;   /* items a kv head's group is cut into */
+	int heads; /* the most query heads an item holds */
+	int rows;  /* query rows a pass (S holds heads x rows x n_kv a thread) */
 	int64_t pos0;
 	double scale;
 	int vec512; /* the AVX-512 rows, else the portable loops */
@@ -411,44 +413,180 @@ __attribute__((target("avx512f"))) static float dot_avx512(const float *q, const
 	return _mm512_reduce_add_ps(_mm512_add_ps(a, b));
 }
 
-__attribute__((target("avx512f"))) static void
-scores_avx512(float *S, const float *q, const float *K, int len, int ld, int d, float scale)
+/* dot_avx512's two accumulators for one row, before the horizontal sum
+ * (d >= 16). */
+__attribute__((target("avx512f"), always_inline)) static inline __m512
+dot_lanes(const float *q, const float *r, int d)
 {
-	for (int p = 0; p < len; p++)
+	__m512 a = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(r)), b = _mm512_setzero_ps();
+	int c = 16;
+#pragma GCC unroll 16
+	for (; c + 32 <= d; c += 32) {
+		b = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(r + c), b);
+		a = _mm512_fmadd_ps(_mm512_loadu_ps(q + c + 16), _mm512_loadu_ps(r + c + 16), a);
+	}
+	if (c + 16 <= d) {
+		b = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(r + c), b);
+		c += 16;
+	}
+	if (c < d) {
+		__mmask16 m = (__mmask16)((1u << (d - c)) - 1);
+		a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + c),
+				    _mm512_maskz_loadu_ps(m, r + c), a);
+	}
+	return _mm512_add_ps(a, b);
+}
+
+/*
+ * The horizontal sums of 16 vectors at once, lane i of the result the sum
+ * of v[i]: the same tree as _mm512_reduce_add_ps for every vector (lane j
+ * with j + 8, then j + 4, j + 2, j + 1), so each sum is the bits
+ * dot_avx512 returns, wherever the row falls among the 16.  15 shuffles
+ * and adds a 16 rows against ~8 a row.
+ */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 hsum16(const __m512 *v)
+{
+	__m512 r8[8], r4[4], r2[2], s;
+#pragma GCC unroll 8
+	for (int i = 0; i < 8; i++) /* j + j+8: rows 2i, 2i+1 in 256-bit halves */
+		r8[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+				      _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
+#pragma GCC unroll 8
+	for (int i = 0; i < 4; i++) /* j + j+4: four rows, a 128-bit lane each */
+		r4[i] = _mm512_add_ps(_mm512_shuffle_f32x4(r8[2 * i], r8[2 * i + 1], 0x88),
+				      _mm512_shuffle_f32x4(r8[2 * i], r8[2 * i + 1], 0xDD));
+#pragma GCC unroll 8
+	for (int i = 0; i < 2; i++) /* j + j+2 */
+		r2[i] = _mm512_add_ps(_mm512_shuffle_ps(r4[2 * i], r4[2 * i + 1], 0x44),
+				      _mm512_shuffle_ps(r4[2 * i], r4[2 * i + 1], 0xEE));
+	/* j + j+1 */
+	s = _mm512_add_ps(_mm512_shuffle_ps(r2[0], r2[1], 0x88), _mm512_shuffle_ps(r2[0], r2[1], 0xDD));
+	/* row 4m + k's sum is in lane 4k + m: back in row order */
+	return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3,
+						       7, 11, 15),
+				     s);
+}
+
+/* S[p] = scale * (q . K[p]) for len rows, 16 at a time with one
+ * transposed sum (d >= 16), each the bits of dot_avx512's; inlined with
+ * the common head dims as constants (the loops unrolled, q and the 16
+ * sums in registers). */
+__attribute__((target("avx512f"), always_inline)) static inline void
+scores_body(float *S, const float *q, const float *K, int len, int ld, int d, float scale)
+{
+	int p = 0;
+	if (d >= 16) {
+		__m512 sc = _mm512_set1_ps(scale);
+		for (; p + 16 <= len; p += 16) {
+			__m512 v[16];
+#pragma GCC unroll 16
+			for (int i = 0; i < 16; i++)
+				v[i] = dot_lanes(q, K + (size_t)(p + i) * ld, d);
+			_mm512_storeu_ps(S + p, _mm512_mul_ps(sc, hsum16(v)));
+		}
+	}
+	for (; p < len; p++)
 		S[p] = scale * dot_avx512(q, K + (size_t)p * ld, d);
 }
 
-/* o += sum over len positions of S[p] V[p] */
 __attribute__((target("avx512f"))) static void
-values_avx512(float *o, const float *S, const float *V, int len, int ld, int d)
+scores_avx512(float *S, const float *q, const float *K, int len, int ld, int d, float scale)
 {
-	for (int c = 0; c < d; c += 64) {
-		int w = d - c < 64 ? (d - c + 15) / 16 : 4, tail = (d - c) % 16;
-		__mmask16 lm = w * 16 > d - c ? (__mmask16)((1u << tail) - 1) : (__mmask16)0xffff;
-		__m512 acc[4];
+	if (d == 128)
+		scores_body(S, q, K, len, ld, 128, scale);
+	else if (d == 64)
+		scores_body(S, q, K, len, ld, 64, scale);
+	else
+		scores_body(S, q, K, len, ld, d, scale);
+}
+
+/* o[c..] += sum over len positions of S[p] V[p][c..]: one chunk of 64
+ * columns (or d's last, fewer) of one head. */
+__attribute__((target("avx512f"))) static void values_cols(float *o, const float *S,
+							   const float *V, int len, int ld,
+							   int d, int c)
+{
+	int w = d - c < 64 ? (d - c + 15) / 16 : 4, tail = (d - c) % 16;
+	__mmask16 lm = w * 16 > d - c ? (__mmask16)((1u << tail) - 1) : (__mmask16)0xffff;
+	__m512 acc[4];
+	const float *v = V + c;
+	for (int j = 0; j < w - 1; j++)
+		acc[j] = _mm512_loadu_ps(o + c + 16 * j);
+	acc[w - 1] = _mm512_maskz_loadu_ps(lm, o + c + 16 * (w - 1));
+	if (w == 4 && lm == 0xffff)
+		for (int p = 0; p < len; p++, v += ld) {
+			__m512 x = _mm512_set1_ps(S[p]);
+			acc[0] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v), acc[0]);
+			acc[1] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 16), acc[1]);
+			acc[2] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 32), acc[2]);
+			acc[3] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 48), acc[3]);
+		}
+	else
+		for (int p = 0; p < len; p++, v += ld) {
+			__m512 x = _mm512_set1_ps(S[p]);
+			for (int j = 0; j < w - 1; j++)
+				acc[j] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 16 * j), acc[j]);
+			acc[w - 1] = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(lm, v + 16 * (w - 1)),
+						     acc[w - 1]);
+		}
+	for (int j = 0; j < w - 1; j++)
+		_mm512_storeu_ps(o + c + 16 * j, acc[j]);
+	_mm512_mask_storeu_ps(o + c + 16 * (w - 1), lm, acc[w - 1]);
+}
+
+/*
+ * nh (1-4) heads of one kv head: o[h] += sum over len positions of
+ * S[h][p] V[p], each row of V loaded once for all of them (a GQA group's
+ * heads read the same values), 64 columns a pass with 4 x nh independent
+ * accumulators.  Every column is the sum values_cols makes, the same
+ * fused multiply-adds in the same order, so the bits do not depend on
+ * how many heads share a call.
+ */
+__attribute__((target("avx512f"), always_inline)) static inline void
+values_nh(float *const *o, const float *const *S, int nh, const float *V, int len, int ld,
+	  int d)
+{
+	int c = 0;
+	for (; c + 64 <= d; c += 64) {
+		__m512 acc[4][4];
 		const float *v = V + c;
-		for (int j = 0; j < w - 1; j++)
-			acc[j] = _mm512_loadu_ps(o + c + 16 * j);
-		acc[w - 1] = _mm512_maskz_loadu_ps(lm, o + c + 16 * (w - 1));
-		if (w == 4 && lm == 0xffff)
-			for (int p = 0; p < len; p++, v += ld) {
-				__m512 x = _mm512_set1_ps(S[p]);
-				acc[0] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v), acc[0]);
-				acc[1] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 16), acc[1]);
-				acc[2] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 32), acc[2]);
-				acc[3] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 48), acc[3]);
+#pragma GCC unroll 4
+		for (int h = 0; h < nh; h++)
+#pragma GCC unroll 4
+			for (int j = 0; j < 4; j++)
+				acc[h][j] = _mm512_loadu_ps(o[h] + c + 16 * j);
+		for (int p = 0; p < len; p++, v += ld) {
+			__m512 r0 = _mm512_loadu_ps(v), r1 = _mm512_loadu_ps(v + 16);
+			__m512 r2 = _mm512_loadu_ps(v + 32), r3 = _mm512_loadu_ps(v + 48);
+#pragma GCC unroll 4
+			for (int h = 0; h < nh; h++) {
+				__m512 x = _mm512_set1_ps(S[h][p]);
+				acc[h][0] = _mm512_fmadd_ps(x, r0, acc[h][0]);
+				acc[h][1] = _mm512_fmadd_ps(x, r1, acc[h][1]);
+				acc[h][2] = _mm512_fmadd_ps(x, r2, acc[h][2]);
+				acc[h][3] = _mm512_fmadd_ps(x, r3, acc[h][3]);
 			}
-		else
-			for (int p = 0; p < len; p++, v += ld) {
-				__m512 x = _mm512_set1_ps(S[p]);
-				for (int j = 0; j < w - 1; j++)
-					acc[j] = _mm512_fmadd_ps(x, _mm512_loadu_ps(v + 16 * j), acc[j]);
-				acc[w - 1] = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(lm, v + 16 * (w - 1)),
-							     acc[w - 1]);
-			}
-		for (int j = 0; j < w - 1; j++)
-			_mm512_storeu_ps(o + c + 16 * j, acc[j]);
-		_mm512_mask_storeu_ps(o + c + 16 * (w - 1), lm, acc[w - 1]);
+		}
+#pragma GCC unroll 4
+		for (int h = 0; h < nh; h++)
+#pragma GCC unroll 4
+			for (int j = 0; j < 4; j++)
+				_mm512_storeu_ps(o[h] + c + 16 * j, acc[h][j]);
+	}
+	if (c < d)
+		for (int h = 0; h < nh; h++)
+			values_cols(o[h], S[h], V, len, ld, d, c);
+}
+
+__attribute__((target("avx512f"))) static void values_heads(float *const *o,
+							    const float *const *S, int nh,
+							    const float *V, int len, int ld, int d)
+{
+	switch (nh) {
+	case 4: values_nh(o, S, 4, V, len, ld, d); break;
+	case 3: values_nh(o, S, 3, V, len, ld, d); break;
+	case 2: values_nh(o, S, 2, V, len, ld, d); break;
+	default: values_nh(o, S, 1, V, len, ld, d); break;
 	}
 }
 #endif
@@ -484,68 +622,106 @@ static void visible(const struct attn *a, int i, int64_t *first, int64_t *last)
 #define KV_RUN 64 /* positions a pass over the rows: their K or V in L1 */
 
 /*
- * One query head.  The positions go by runs (inside one block, at most
- * KV_RUN) and each run serves every query row of the pass while its keys
- * (then its values) are in cache: the scores of all rows, the softmax of
- * each row, then the values.  A row's sums are those of the row alone.
+ * One item: query heads h0..h1-1, which share kv head kh (a GQA group, or
+ * part of one).  The positions go by runs (inside one block, at most
+ * KV_RUN) and each run serves every head and query row of the pass while
+ * its keys (then its values) are in cache: the scores of all, the softmax
+ * of each head's rows, then the values.  So a group's kv rows come from
+ * memory once for all its heads, not once a head.  A row's sums are those
+ * of the row alone, each head's the same whatever the item holds.
  */
-static void attn_head(void *ctx, int h, int slot)
+static void attn_item(void *ctx, int it, int slot)
 {
 	const struct attn *a = ctx;
 	const struct kv_view *kv = a->kv;
-	int kh = h / a->group;
-	float *S = a->S + (size_t)slot * (size_t)a->rows * (size_t)a->n_kv;
+	int kh = it / a->sub, part = it % a->sub;
+	int h0 = kh * a->group + part * a->group / a->sub;
+	int h1 = kh * a->group + (part + 1) * a->group / a->sub;
+	size_t per_head = (size_t)a->rows * (size_t)a->n_kv;
+	float *S = a->S + (size_t)slot * (size_t)a->heads * per_head;
 	for (int i0 = 0; i0 < a->n_q; i0 += a->rows) {
 		int i1 = i0 + a->rows < a->n_q ? i0 + a->rows : a->n_q;
 		int64_t lo, hi, f, l;
 		visible(a, i0, &lo, &l);
 		visible(a, i1 - 1, &f, &hi);
 		for (int i = i0; i < i1; i++)
-			memset(a->out + (size_t)i * a->nh * a->dv + (size_t)h * a->dv, 0,
-			       (size_t)a->dv * sizeof(float));
+			memset(a->out + (size_t)i * a->nh * a->dv + (size_t)h0 * a->dv, 0,
+			       (size_t)(h1 - h0) * a->dv * sizeof(float));
 		for (int pass = 0; pass < 3; pass++) {
-			if (pass == 1) { /* the softmax of each row */
-				for (int i = i0; i < i1; i++) {
-					visible(a, i, &f, &l);
-					if (l >= f)
-						op_softmax(S + (size_t)(i - i0) * a->n_kv, (int)(l - f + 1));
-				}
+			if (pass == 1) { /* the softmax of each head's rows */
+				for (int h = h0; h < h1; h++)
+					for (int i = i0; i < i1; i++) {
+						visible(a, i, &f, &l);
+						if (l >= f)
+							op_softmax(S + (size_t)(h - h0) * per_head +
+									   (size_t)(i - i0) * a->n_kv,
+								   (int)(l - f + 1));
+					}
 				continue;
 			}
 			for (int64_t p = lo; p <= hi;) {
 				int m = kv_run(kv, p, hi - p + 1 < KV_RUN ? hi - p + 1 : KV_RUN);
 				const float *base = kv_row(kv, pass == 2, kh, p);
-				for (int i = i0; i < i1; i++) {
-					int64_t s, e;
-					float *Si = S + (size_t)(i - i0) * a->n_kv;
-					const float *q = a->q + (size_t)i * a->nh * a->dqk +
-							 (size_t)h * a->dqk;
-					float *o = a->out + (size_t)i * a->nh * a->dv + (size_t)h * a->dv;
-					visible(a, i, &f, &l);
-					s = f > p ? f : p;
-					e = l < p + m - 1 ? l : p + m - 1;
-					if (e < s)
-						continue;
 #ifdef HAVE_X86
-					if (a->vec512) {
-						if (pass == 0)
-							scores_avx512(Si + (s - f), q, base + (s - p) * kv->k_ld,
+				if (a->vec512 && pass == 2) { /* up to 4 heads a row of V */
+					for (int i = i0; i < i1; i++) {
+						int64_t s, e;
+						visible(a, i, &f, &l);
+						s = f > p ? f : p;
+						e = l < p + m - 1 ? l : p + m - 1;
+						if (e < s)
+							continue;
+						for (int g = h0; g < h1; g += 4) {
+							float *o[4];
+							const float *Sg[4];
+							int nhd = h1 - g < 4 ? h1 - g : 4;
+							for (int t = 0; t < nhd; t++) {
+								o[t] = a->out + (size_t)i * a->nh * a->dv +
+								       (size_t)(g + t) * a->dv;
+								Sg[t] = S + (size_t)(g + t - h0) * per_head +
+									(size_t)(i - i0) * a->n_kv + (s - f);
+							}
+							values_heads(o, Sg, nhd, base + (s - p) * kv->v_ld,
+								     (int)(e - s + 1), kv->v_ld, a->dv);
+						}
+					}
+					p += m;
+					continue;
+				}
+#endif
+				for (int h = h0; h < h1; h++)
+					for (int i = i0; i < i1; i++) {
+						int64_t s, e;
+						float *Si = S + (size_t)(h - h0) * per_head +
+							    (size_t)(i - i0) * a->n_kv;
+						const float *q = a->q + (size_t)i * a->nh * a->dqk +
+								 (size_t)h * a->dqk;
+						float *o = a->out + (size_t)i * a->nh * a->dv +
+							   (size_t)h * a->dv;
+						visible(a, i, &f, &l);
+						s = f > p ? f : p;
+						e = l < p + m - 1 ? l : p + m - 1;
+						if (e < s)
+							continue;
+#ifdef HAVE_X86
+						if (a->vec512) { /* the scores (values above) */
+							scores_avx512(Si + (s - f), q,
+								      base + (s - p) * kv->k_ld,
 								      (int)(e - s + 1), kv->k_ld, a->dqk,
 								      (float)a->scale);
-						else
-							values_avx512(o, Si + (s - f), base + (s - p) * kv->v_ld,
-								      (int)(e - s + 1), kv->v_ld, a->dv);
-						continue;
-					}
+							continue;
+						}
 #endif
-					if (pass == 0)
-						scores_portable(Si + (s - f), q, base + (s - p) * kv->k_ld,
-								(int)(e - s + 1), kv->k_ld, a->dqk,
-								(float)a->scale);
-					else
-						values_portable(o, Si + (s - f), base + (s - p) * kv->v_ld,
-								(int)(e - s + 1), kv->v_ld, a->dv);
-				}
+						if (pass == 0)
+							scores_portable(Si + (s - f), q,
+									base + (s - p) * kv->k_ld,
+									(int)(e - s + 1), kv->k_ld, a->dqk,
+									(float)a->scale);
+						else
+							values_portable(o, Si + (s - f),
+									base + (s - p) * kv->v_ld,
+									(int)(e - s + 1), kv->v_ld, a->dv);
+					}
 				p += m;
 			}
 		}
@@ -556,33 +732,44 @@ void op_attention_paged(float *out, const float *q, const struct kv_view *kv, in
 			int n_kv, int64_t pos0, int nh, int nkv, int dqk, int dv,
 			double scale, int window)
 {
-	/* The heads run in parallel over the products' pool, scores of its
-	 * own per thread (a decode step's products are too small for
-	 * threads of their own, and the heads are independent); the rows go
-	 * in passes whose scores stay under 256 MiB in all. */
-	int threads = op_pool_threads();
-	int slots = threads < nh ? threads : nh;
+	/* The items run in parallel over the products' pool, scores of their
+	 * own per thread (a decode step's products are too small for threads
+	 * of their own, and the heads are independent).  An item is a kv
+	 * head's query heads, or a part of them where there are fewer kv
+	 * heads than threads (sub parts a group); the rows go in passes
+	 * whose scores stay under 256 MiB in all. */
+	int threads = op_pool_threads(), group = nh / nkv;
+	int sub = nkv >= threads ? 1 : (threads + nkv - 1) / nkv;
+	int items, slots;
 	size_t per = (size_t)(n_kv > 0 ? n_kv : 1), cap;
 	struct attn a = {out, NULL, q, kv, n_q, n_kv, nh, nkv, dqk, dv, window,
-			 nh / nkv, n_q, pos0, scale, 0};
+			 group, 1, 1, n_q, pos0, scale, 0};
 #ifdef HAVE_X86
 	a.vec512 = !strcmp(op_bf16_kernel(), "avx512");
 #endif
+	if (sub > group)
+		sub = group;
+	if (sub < 1)
+		sub = 1;
+	a.sub = sub;
+	a.heads = (group + sub - 1) / sub;
+	items = nkv * sub;
+	slots = threads < items ? threads : items;
 	if (slots < 1)
 		slots = 1;
-	cap = ((size_t)256 << 20) / sizeof(float) / (size_t)slots / per;
+	cap = ((size_t)256 << 20) / sizeof(float) / (size_t)slots / (size_t)a.heads / per;
 	if ((size_t)a.rows > cap)
 		a.rows = cap > 0 ? (int)cap : 1;
 	if (a.rows < 1)
 		a.rows = 1;
-	a.S = malloc((size_t)slots * (size_t)a.rows * per * sizeof *a.S);
+	a.S = malloc((size_t)slots * (size_t)a.heads * (size_t)a.rows * per * sizeof *a.S);
 	if (!a.S)
 		abort();
 	if (slots > 1)
-		op_parallel_for(nh, attn_head, &a);
+		op_parallel_for(items, attn_item, &a);
 	else
-		for (int h = 0; h < nh; h++)
-			attn_head(&a, h, 0);
+		for (int it = 0; it < items; it++)
+			attn_item(&a, it, 0);
 	free(a.S);
 }
 

@@ -5,11 +5,15 @@
  * prefill chunks, head dims that are and are not whole vectors of 16,
  * GQA groups, a sliding window, and values inside the keys' rows (MLA's
  * latent); a prompt row gives the bits of a decode step at its position;
- * every output within 1e-5 of a float64 softmax attention; the portable
+ * the bits do not depend on the thread count (how a GQA group's heads are
+ * cut into items); every output within 1e-5 of a float64 softmax
+ * attention; the portable
  * loops (DAY0_KERNEL=portable) the same properties.
  */
 #include "engine.h"
 #include "unit.h"
+
+#include <cblas.h>
 
 #include <math.h>
 #include <stdlib.h>
@@ -69,11 +73,12 @@ static double ref_err(const float *q, const float *k, const float *v,
 struct shape {
 	const char *name;
 	int nh, nkv, dqk, dv, bt, window, shared; /* shared: v = k's first dv */
+	int n;                                    /* positions (0: 45) */
 };
 
 static void one(const struct shape *sh, const char *kernel)
 {
-	int n = 45, nh = sh->nh, nkv = sh->nkv, dqk = sh->dqk, bt = sh->bt;
+	int n = sh->n ? sh->n : 45, nh = sh->nh, nkv = sh->nkv, dqk = sh->dqk, bt = sh->bt;
 	int dv = sh->dv, kld = dqk, vld = sh->shared ? dqk : dv;
 	int nb = (n + bt - 1) / bt + 3, T = 13;
 	unsigned seed = 7;
@@ -86,7 +91,7 @@ static void one(const struct shape *sh, const char *kernel)
 	float *o1 = malloc((size_t)n * nh * dv * 4),
 	      *o2 = malloc((size_t)n * nh * dv * 4);
 	float *o3 = malloc((size_t)nh * dv * 4);
-	int32_t tab[64];
+	int32_t tab[512];
 	char name[200];
 	double scale = 1.0 / sqrt((double)dqk);
 	for (size_t i = 0; i < (size_t)nkv * n * kld; i++)
@@ -133,6 +138,21 @@ static void one(const struct shape *sh, const char *kernel)
 			 "bit-equal to one block",
 			 kernel, sh->name, T, bt);
 		CHECKN(name, !memcmp(o1, o2, (size_t)T * nh * dv * 4));
+		{ /* the items (a kv head's query heads, split where there are
+		   * fewer kv heads than threads) do not change a bit */
+			int t0 = openblas_get_num_threads(), bad = 0;
+			for (int t = 1; t <= 5; t += 2) {
+				openblas_set_num_threads(t);
+				op_attention_paged(o1, q, &kv, T, n, n - T, nh, nkv, dqk, dv,
+						   scale, sh->window);
+				bad += memcmp(o1, o2, (size_t)T * nh * dv * 4) != 0;
+			}
+			openblas_set_num_threads(t0);
+			snprintf(name, sizeof name,
+				 "%s %s: the chunk bit-equal at 1, 3 and 5 threads", kernel,
+				 sh->name);
+			CHECKN(name, bad == 0);
+		}
 		op_attention_paged(o3, q + (size_t)(T - 1) * nh * dqk, &kv, 1,
 				   n, n - 1, nh, nkv, dqk, dv, scale,
 				   sh->window);
@@ -168,11 +188,17 @@ static void one(const struct shape *sh, const char *kernel)
 int main(void)
 {
 	static const struct shape shapes[] = {
-	    {"gqa 8/2 d64", 8, 2, 64, 64, 4, 0, 0},
-	    {"mha 3/3 d24, dv 16", 3, 3, 24, 16, 5, 0, 0},
-	    {"gqa 4/1 d8 window 7", 4, 1, 8, 8, 1, 7, 0},
-	    {"mla latent 4 heads, 40 (v: first 32)", 4, 1, 40, 32, 4, 0, 1},
-	    {"d 100 blocks of 16", 2, 1, 100, 80, 16, 0, 0},
+	    {"gqa 8/2 d64", 8, 2, 64, 64, 4, 0, 0, 0},
+	    {"mha 3/3 d24, dv 16", 3, 3, 24, 16, 5, 0, 0, 0},
+	    {"gqa 4/1 d8 window 7", 4, 1, 8, 8, 1, 7, 0, 0},
+	    {"mla latent 4 heads, 40 (v: first 32)", 4, 1, 40, 32, 4, 0, 1, 0},
+	    {"d 100 blocks of 16", 2, 1, 100, 80, 16, 0, 0, 0},
+	    /* past a run of 64 positions; groups of more than 4 heads (the
+	     * values of 4 heads a call, then the rest); a head dim of 128 and
+	     * one of 64 with values of 72 (a 64-column pass and a tail) */
+	    {"gqa 12/2 d128, 150 positions in blocks of 16", 12, 2, 128, 128, 16, 0, 0, 150},
+	    {"gqa 7/1 d64, dv 72, 100 positions in blocks of 7", 7, 1, 64, 72, 7, 0, 0, 100},
+	    {"mla latent 16 heads, 576 (v: first 512), 90 positions", 16, 1, 576, 512, 32, 0, 1, 90},
 	};
 	for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
 		one(&shapes[i], op_bf16_kernel());
