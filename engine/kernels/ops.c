@@ -386,35 +386,9 @@ static inline int kv_run(const struct kv_view *kv, int64_t p, int64_t len)
  * a decode step at a 512-token context) and their sums depend on the
  * call's shape.
  */
-__attribute__((target("avx512f"))) static float dot_avx512(const float *q, const float *r,
-							   int d)
-{
-	__m512 a, b = _mm512_setzero_ps();
-	int c = 16;
-	if (d < 16) {
-		__mmask16 m = (__mmask16)((1u << d) - 1);
-		return _mm512_reduce_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, q),
-							  _mm512_maskz_loadu_ps(m, r)));
-	}
-	a = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(r));
-	for (; c + 32 <= d; c += 32) {
-		b = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(r + c), b);
-		a = _mm512_fmadd_ps(_mm512_loadu_ps(q + c + 16), _mm512_loadu_ps(r + c + 16), a);
-	}
-	if (c + 16 <= d) {
-		b = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(r + c), b);
-		c += 16;
-	}
-	if (c < d) {
-		__mmask16 m = (__mmask16)((1u << (d - c)) - 1);
-		a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + c),
-				    _mm512_maskz_loadu_ps(m, r + c), a);
-	}
-	return _mm512_reduce_add_ps(_mm512_add_ps(a, b));
-}
-
-/* dot_avx512's two accumulators for one row, before the horizontal sum
- * (d >= 16). */
+/* A score's two accumulators (d >= 16), added, before the horizontal sum:
+ * q[0..16) r[0..16) in one, the next 16 in the other and so on, a masked
+ * last vector where d is not whole vectors of 16. */
 __attribute__((target("avx512f"), always_inline)) static inline __m512
 dot_lanes(const float *q, const float *r, int d)
 {
@@ -435,6 +409,17 @@ dot_lanes(const float *q, const float *r, int d)
 				    _mm512_maskz_loadu_ps(m, r + c), a);
 	}
 	return _mm512_add_ps(a, b);
+}
+
+__attribute__((target("avx512f"))) static float dot_avx512(const float *q, const float *r,
+							   int d)
+{
+	if (d < 16) {
+		__mmask16 m = (__mmask16)((1u << d) - 1);
+		return _mm512_reduce_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, q),
+							  _mm512_maskz_loadu_ps(m, r)));
+	}
+	return _mm512_reduce_add_ps(dot_lanes(q, r, d));
 }
 
 /*
