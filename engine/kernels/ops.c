@@ -352,6 +352,7 @@ struct attn {
 	const struct kv_view *kv;
 	int n_q, n_kv, nh, nkv, dqk, dv, window, group;
 	int sub;   /* items a kv head's group is cut into */
+	int kvper; /* kv heads an item holds (sub 1) */
 	int heads; /* the most query heads an item holds */
 	int rows;  /* query rows a pass (S holds heads x rows x n_kv a thread) */
 	int64_t pos0;
@@ -619,9 +620,11 @@ static void attn_item(void *ctx, int it, int slot)
 {
 	const struct attn *a = ctx;
 	const struct kv_view *kv = a->kv;
-	int kh = it / a->sub, part = it % a->sub;
-	int h0 = kh * a->group + part * a->group / a->sub;
-	int h1 = kh * a->group + (part + 1) * a->group / a->sub;
+	/* kv heads k0..k1-1 (kvper of them), or part of one kv head's group */
+	int k0 = it / a->sub * a->kvper, part = it % a->sub;
+	int k1 = k0 + a->kvper < a->nkv ? k0 + a->kvper : a->nkv;
+	int h0 = k0 * a->group + part * a->group / a->sub;
+	int h1 = a->sub > 1 ? k0 * a->group + (part + 1) * a->group / a->sub : k1 * a->group;
 	size_t per_head = (size_t)a->rows * (size_t)a->n_kv;
 	float *S = a->S + (size_t)slot * (size_t)a->heads * per_head;
 	for (int i0 = 0; i0 < a->n_q; i0 += a->rows) {
@@ -646,7 +649,10 @@ static void attn_item(void *ctx, int it, int slot)
 			}
 			for (int64_t p = lo; p <= hi;) {
 				int m = kv_run(kv, p, hi - p + 1 < KV_RUN ? hi - p + 1 : KV_RUN);
+				for (int kh = k0; kh < k1; kh++) {
 				const float *base = kv_row(kv, pass == 2, kh, p);
+				int g0 = kh * a->group > h0 ? kh * a->group : h0;
+				int g1 = (kh + 1) * a->group < h1 ? (kh + 1) * a->group : h1;
 #ifdef HAVE_X86
 				if (a->vec512 && pass == 2) { /* up to 4 heads a row of V */
 					for (int i = i0; i < i1; i++) {
@@ -656,10 +662,10 @@ static void attn_item(void *ctx, int it, int slot)
 						e = l < p + m - 1 ? l : p + m - 1;
 						if (e < s)
 							continue;
-						for (int g = h0; g < h1; g += 4) {
+						for (int g = g0; g < g1; g += 4) {
 							float *o[4];
 							const float *Sg[4];
-							int nhd = h1 - g < 4 ? h1 - g : 4;
+							int nhd = g1 - g < 4 ? g1 - g : 4;
 							for (int t = 0; t < nhd; t++) {
 								o[t] = a->out + (size_t)i * a->nh * a->dv +
 								       (size_t)(g + t) * a->dv;
@@ -670,11 +676,10 @@ static void attn_item(void *ctx, int it, int slot)
 								     (int)(e - s + 1), kv->v_ld, a->dv);
 						}
 					}
-					p += m;
 					continue;
 				}
 #endif
-				for (int h = h0; h < h1; h++)
+				for (int h = g0; h < g1; h++)
 					for (int i = i0; i < i1; i++) {
 						int64_t s, e;
 						float *Si = S + (size_t)(h - h0) * per_head +
@@ -707,6 +712,7 @@ static void attn_item(void *ctx, int it, int slot)
 									base + (s - p) * kv->v_ld,
 									(int)(e - s + 1), kv->v_ld, a->dv);
 					}
+				}
 				p += m;
 			}
 		}
@@ -728,7 +734,7 @@ void op_attention_paged(float *out, const float *q, const struct kv_view *kv, in
 	int items, slots;
 	size_t per = (size_t)(n_kv > 0 ? n_kv : 1), cap;
 	struct attn a = {out, NULL, q, kv, n_q, n_kv, nh, nkv, dqk, dv, window,
-			 group, 1, 1, n_q, pos0, scale, 0};
+			 group, 1, 1, 1, n_q, pos0, scale, 0};
 #ifdef HAVE_X86
 	a.vec512 = !strcmp(op_bf16_kernel(), "avx512");
 #endif
@@ -739,6 +745,18 @@ void op_attention_paged(float *out, const float *q, const struct kv_view *kv, in
 	a.sub = sub;
 	a.heads = (group + sub - 1) / sub;
 	items = nkv * sub;
+	if (sub == 1 && kv->table && kv->block_tokens < KV_RUN && nkv > threads && n_q <= 4) {
+		/* decode rows on small blocks (serve's paged cache): a block
+		 * holds every kv head's rows side by side, so an item of
+		 * several kv heads reads one longer piece of each block (a
+		 * thread's share of them) instead of one head's rows, which no
+		 * prefetcher can follow from block to block.  Not for a
+		 * prefill's rows: their scores for that many heads would
+		 * leave the caches (a 256-row chunk took 3x as long) */
+		a.kvper = (nkv + threads - 1) / threads;
+		items = (nkv + a.kvper - 1) / a.kvper;
+		a.heads = a.kvper * group;
+	}
 	slots = threads < items ? threads : items;
 	if (slots < 1)
 		slots = 1;

@@ -199,6 +199,10 @@ int main(void)
 	    {"gqa 12/2 d128, 150 positions in blocks of 16", 12, 2, 128, 128, 16, 0, 0, 150},
 	    {"gqa 7/1 d64, dv 72, 100 positions in blocks of 7", 7, 1, 64, 72, 7, 0, 0, 100},
 	    {"mla latent 16 heads, 576 (v: first 512), 90 positions", 16, 1, 576, 512, 32, 0, 1, 90},
+	    /* small blocks and more kv heads than threads: an item holds
+	     * several kv heads (a thread's share of each block) */
+	    {"mha 8/8 d64, 70 positions in blocks of 4", 8, 8, 64, 64, 4, 0, 0, 70},
+	    {"gqa 12/6 d32 window 9, 50 positions in blocks of 3", 12, 6, 32, 32, 3, 9, 0, 50},
 	};
 	for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
 		one(&shapes[i], op_bf16_kernel());
