@@ -608,13 +608,15 @@ static void visible(const struct attn *a, int i, int64_t *first, int64_t *last)
 #define KV_RUN 64 /* positions a pass over the rows: their K or V in L1 */
 
 /*
- * One item: query heads h0..h1-1, which share kv head kh (a GQA group, or
- * part of one).  The positions go by runs (inside one block, at most
- * KV_RUN) and each run serves every head and query row of the pass while
- * its keys (then its values) are in cache: the scores of all, the softmax
- * of each head's rows, then the values.  So a group's kv rows come from
- * memory once for all its heads, not once a head.  A row's sums are those
- * of the row alone, each head's the same whatever the item holds.
+ * One item: the query heads h0..h1-1 of kv heads k0..k1-1 (a GQA group,
+ * part of one, or for decode rows on small blocks several kv heads'
+ * groups, op_attention_paged).  The positions go by runs (inside one
+ * block, at most KV_RUN) and each run serves every head and query row of
+ * the pass while its keys (then its values) are in cache: the scores of
+ * all, the softmax of each head's rows, then the values.  So a group's kv
+ * rows come from memory once for all its heads, not once a head.  A row's
+ * sums are those of the row alone, each head's the same whatever the item
+ * holds.
  */
 static void attn_item(void *ctx, int it, int slot)
 {
@@ -650,68 +652,68 @@ static void attn_item(void *ctx, int it, int slot)
 			for (int64_t p = lo; p <= hi;) {
 				int m = kv_run(kv, p, hi - p + 1 < KV_RUN ? hi - p + 1 : KV_RUN);
 				for (int kh = k0; kh < k1; kh++) {
-				const float *base = kv_row(kv, pass == 2, kh, p);
-				int g0 = kh * a->group > h0 ? kh * a->group : h0;
-				int g1 = (kh + 1) * a->group < h1 ? (kh + 1) * a->group : h1;
+					const float *base = kv_row(kv, pass == 2, kh, p);
+					int g0 = kh * a->group > h0 ? kh * a->group : h0;
+					int g1 = (kh + 1) * a->group < h1 ? (kh + 1) * a->group : h1;
 #ifdef HAVE_X86
-				if (a->vec512 && pass == 2) { /* up to 4 heads a row of V */
-					for (int i = i0; i < i1; i++) {
-						int64_t s, e;
-						visible(a, i, &f, &l);
-						s = f > p ? f : p;
-						e = l < p + m - 1 ? l : p + m - 1;
-						if (e < s)
-							continue;
-						for (int g = g0; g < g1; g += 4) {
-							float *o[4];
-							const float *Sg[4];
-							int nhd = g1 - g < 4 ? g1 - g : 4;
-							for (int t = 0; t < nhd; t++) {
-								o[t] = a->out + (size_t)i * a->nh * a->dv +
-								       (size_t)(g + t) * a->dv;
-								Sg[t] = S + (size_t)(g + t - h0) * per_head +
-									(size_t)(i - i0) * a->n_kv + (s - f);
+					if (a->vec512 && pass == 2) { /* up to 4 heads a row of V */
+						for (int i = i0; i < i1; i++) {
+							int64_t s, e;
+							visible(a, i, &f, &l);
+							s = f > p ? f : p;
+							e = l < p + m - 1 ? l : p + m - 1;
+							if (e < s)
+								continue;
+							for (int g = g0; g < g1; g += 4) {
+								float *o[4];
+								const float *Sg[4];
+								int nhd = g1 - g < 4 ? g1 - g : 4;
+								for (int t = 0; t < nhd; t++) {
+									o[t] = a->out + (size_t)i * a->nh * a->dv +
+									       (size_t)(g + t) * a->dv;
+									Sg[t] = S + (size_t)(g + t - h0) * per_head +
+										(size_t)(i - i0) * a->n_kv + (s - f);
+								}
+								values_heads(o, Sg, nhd, base + (s - p) * kv->v_ld,
+									     (int)(e - s + 1), kv->v_ld, a->dv);
 							}
-							values_heads(o, Sg, nhd, base + (s - p) * kv->v_ld,
-								     (int)(e - s + 1), kv->v_ld, a->dv);
 						}
+						continue;
 					}
-					continue;
-				}
 #endif
-				for (int h = g0; h < g1; h++)
-					for (int i = i0; i < i1; i++) {
-						int64_t s, e;
-						float *Si = S + (size_t)(h - h0) * per_head +
-							    (size_t)(i - i0) * a->n_kv;
-						const float *q = a->q + (size_t)i * a->nh * a->dqk +
-								 (size_t)h * a->dqk;
-						float *o = a->out + (size_t)i * a->nh * a->dv +
-							   (size_t)h * a->dv;
-						visible(a, i, &f, &l);
-						s = f > p ? f : p;
-						e = l < p + m - 1 ? l : p + m - 1;
-						if (e < s)
-							continue;
+					for (int h = g0; h < g1; h++)
+						for (int i = i0; i < i1; i++) {
+							int64_t s, e;
+							float *Si = S + (size_t)(h - h0) * per_head +
+								    (size_t)(i - i0) * a->n_kv;
+							const float *q = a->q + (size_t)i * a->nh * a->dqk +
+									 (size_t)h * a->dqk;
+							float *o = a->out + (size_t)i * a->nh * a->dv +
+								   (size_t)h * a->dv;
+							visible(a, i, &f, &l);
+							s = f > p ? f : p;
+							e = l < p + m - 1 ? l : p + m - 1;
+							if (e < s)
+								continue;
 #ifdef HAVE_X86
-						if (a->vec512) { /* the scores (values above) */
-							scores_avx512(Si + (s - f), q,
-								      base + (s - p) * kv->k_ld,
-								      (int)(e - s + 1), kv->k_ld, a->dqk,
-								      (float)a->scale);
-							continue;
-						}
+							if (a->vec512) { /* the scores (values above) */
+								scores_avx512(Si + (s - f), q,
+									      base + (s - p) * kv->k_ld,
+									      (int)(e - s + 1), kv->k_ld, a->dqk,
+									      (float)a->scale);
+								continue;
+							}
 #endif
-						if (pass == 0)
-							scores_portable(Si + (s - f), q,
-									base + (s - p) * kv->k_ld,
-									(int)(e - s + 1), kv->k_ld, a->dqk,
-									(float)a->scale);
-						else
-							values_portable(o, Si + (s - f),
-									base + (s - p) * kv->v_ld,
-									(int)(e - s + 1), kv->v_ld, a->dv);
-					}
+							if (pass == 0)
+								scores_portable(Si + (s - f), q,
+										base + (s - p) * kv->k_ld,
+										(int)(e - s + 1), kv->k_ld, a->dqk,
+										(float)a->scale);
+							else
+								values_portable(o, Si + (s - f),
+										base + (s - p) * kv->v_ld,
+										(int)(e - s + 1), kv->v_ld, a->dv);
+						}
 				}
 				p += m;
 			}
