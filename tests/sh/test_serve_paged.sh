@@ -42,14 +42,51 @@ stop_serve() { # NAME
 metric() { # URL NAME -> value
 	curl -s "$1/metrics" | awk -v n="$2" '$1 == n { print $2 }'
 }
-# ask URL PROMPTS_JSON OUT [together]: every prompt greedily (12 tokens,
-# logprobs 2), all at once when together, else one after the other; OUT
-# gets [[token_ids, token_logprobs, status], ...]
+# rank0 NAME: the pid of serve NAME's rank 0 (the HTTP front and the
+# scheduler): MPI rank 0 among the processes started under this NAME's
+# mpirun (not a rank of the one before it, still on its way out)
+rank0() {
+	local p q top
+	eval "top=\$${1}_PID"
+	for p in $(pgrep -f -- "--port-file $T/$1.port"); do
+		tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=0' || continue
+		q=$p
+		while [ "$q" -gt 1 ] && [ "$q" != "$top" ]; do
+			q=$(awk '{ print $4 }' "/proc/$q/stat" 2>/dev/null) || break
+		done
+		[ "$q" = "$top" ] && { echo "$p"; return 0; }
+	done
+	return 1
+}
+# ask URL PROMPTS_JSON OUT [together NAME]: every prompt greedily (12
+# tokens, logprobs 2), one after the other, or all at once with serve
+# NAME's rank 0 held (SIGSTOP) until every request sits in its socket's
+# queue, so the scheduler sees them together however slowly the clients
+# start (without the hold a loaded machine can serve them one by one:
+# no preemption to test); OUT gets [[token_ids, token_logprobs, status], ...]
 ask() {
-	python3 - "$@" <<'EOF'
-import json, sys, threading, urllib.request, urllib.error
+	local hold=""
+	rm -f "$3"
+	[ -n "${5:-}" ] && { hold=$(rank0 "$5") || { echo "ask: serve $5's rank 0 not found" >&2; return 1; }; }
+	python3 - "$1" "$2" "$3" "$hold" <<'EOF'
+import json, os, signal, sys, threading, time, urllib.request, urllib.error
 url, prompts, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-together = len(sys.argv) > 4
+hold = int(sys.argv[4]) if sys.argv[4] else 0
+together = hold > 0
+port = int(url.rsplit(":", 1)[1])
+def queued():  # server-side sockets of PORT established with bytes unread
+    n = 0
+    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(f).read().splitlines()[1:]
+        except OSError:
+            continue
+        for l in lines:
+            c = l.split()
+            if int(c[1].rsplit(":", 1)[1], 16) == port and c[3] == "01" and \
+                    int(c[4].split(":")[1], 16) > 0:
+                n += 1
+    return n
 res = [None] * len(prompts)
 def one(i):
     body = json.dumps({"prompt": prompts[i], "max_tokens": 12, "temperature": 0,
@@ -62,8 +99,19 @@ def one(i):
     except urllib.error.HTTPError as e:
         res[i] = [[], [], e.code]
 if together:
-    ts = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
-    [t.start() for t in ts]
+    ts = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(prompts))]
+    os.kill(hold, signal.SIGSTOP)
+    try:
+        [t.start() for t in ts]
+        end = time.time() + 60
+        while queued() < len(prompts) and time.time() < end:
+            time.sleep(0.05)
+        n = queued()
+        time.sleep(0.2)  # (a body sent after its headers)
+    finally:
+        os.kill(hold, signal.SIGCONT)
+    if n < len(prompts):  # no answers written: the checks on them fail
+        sys.exit("ask: %d of %d requests reached serve while it was held" % (n, len(prompts)))
     [t.join() for t in ts]
 else:
     for i in range(len(prompts)):
@@ -109,7 +157,7 @@ check "serve listens with 12 blocks of 4 tokens" test -s "$T/p.port"
 check "GET /metrics: 12 blocks of 4 tokens, all free" test \
 	"$(metric "$URL_p" day0_kv_blocks_total) $(metric "$URL_p" day0_kv_block_tokens) $(metric "$URL_p" 'day0_kv_blocks{state="free"}')" = "12 4 12"
 
-ask "$URL_p" "$PROMPTS" "$T/paged.json" together
+ask "$URL_p" "$PROMPTS" "$T/paged.json" together p
 ask "$URL_r" "$PROMPTS" "$T/ref.json"
 run_ref "$T/m" "$PROMPTS" "$T/run.txt" --tp 1
 check "8 prompts at once in 12 blocks: the tokens and logprobs of the one-at-a-time reference" \
@@ -209,7 +257,7 @@ for lay in "--tp 2" "--tp 1 --pp 2" "--tp 1 --pp 2 --micro-batches 3 --micro-bat
 	"--tp 2 --pp 2 --max-seqs 3" "--tp 1 --ep 2"; do
 	np=$(set -- $lay; echo $(( $2 * ${4:-1} )))
 	start_serve l "$np" "$T/ds" $lay --max-ctx 64 --block-tokens 4 --kv-blocks 14 --max-batch-tokens 12
-	ask "$URL_l" "$P4" "$T/l.json" together
+	ask "$URL_l" "$P4" "$T/l.json" together l
 	check "$lay: 8 prompts at once in 14 blocks: run --generate's greedy tokens" \
 		test "$(ids_of "$T/l.json")" = "$(cat "$T/ds_run.txt")"
 	hits() { metric "$URL_l" 'vllm:gpu_prefix_cache_hits_total{model_name="ds"}'; }
