@@ -960,14 +960,28 @@ static void pool_run(struct job *j)
 	}
 }
 
-/* Rows of one chunk of a GEMV of m rows of x over W of dtype and width k:
- * ~256 KiB of W for one row of x (its four streams of 64 KiB), ~64 KiB for
- * more. */
-static int gemv_rows(int dtype, int m, int k)
+/* Rows of one chunk of a GEMV of m rows of x over W of dtype and width k,
+ * in a job of job_bytes of W over slots threads.  One row of x: a
+ * quarter of a thread's share of the job, between 256 KiB and 1 MiB
+ * (its four streams of 64-256 KiB): longer streams read faster on this
+ * kind of host (a plain read in the engine's pattern, bench/pool_chunks.c:
+ * 1 MiB chunks 1.25x 256 KiB ones), and four chunks a thread still leave
+ * the shares something to even out (1 MiB for every job left FP8's o
+ * projection one chunk: 0.88x at 2 threads).  Against a fixed 256 KiB,
+ * TPOT on forward.sh's models, interleaved (Zen 5, 2026-12-06): bf16
+ * 1.05-1.07x at 1 thread, 1.07x at 2; FP8 1.04-1.11x and 1.01-1.03x; f32
+ * 1.05x at 2.  More rows of x: ~64 KiB. */
+static int gemv_rows(int dtype, int m, int k, size_t job_bytes, int slots)
 {
-	unsigned bytes = m == 1 ? 262144u : 65536u;
+	size_t bytes = job_bytes / ((size_t)(slots > 0 ? slots : 1) * 4);
+	if (bytes > ((size_t)1 << 20))
+		bytes = (size_t)1 << 20;
+	if (bytes < 262144)
+		bytes = 262144;
+	if (m != 1)
+		bytes = 65536;
 	unsigned es = dtype == DT_F32 ? 4 : dtype == DT_BF16 ? 2 : 1;
-	int rows = (int)(bytes / es / (unsigned)(k > 0 ? k : 1)) & ~7;
+	int rows = (int)(bytes / es / (size_t)(k > 0 ? k : 1)) & ~7;
 	return rows < 8 ? 8 : rows;
 }
 
@@ -1308,12 +1322,17 @@ static void gemv_many(int np, float *const *y, const struct wmat *const *w,
 	size_t work = 0;
 	float *xp = NULL;
 	_Alignas(64) float xbuf[4096];
+	size_t job_bytes = 0;
+	for (int q = 0; q < np; q++) {
+		unsigned es = w[q]->dtype == DT_F32 ? 4 : w[q]->dtype == DT_BF16 ? 2 : 1;
+		job_bytes += (size_t)n[q] * (size_t)k * es;
+	}
 	for (int q = 0; q < np; q++) {
 		struct prod *p = &j.prod[q];
 		p->y = y[q];
 		p->w = w[q];
 		p->n = n[q];
-		p->rows = gemv_rows(w[q]->dtype, m, k);
+		p->rows = gemv_rows(w[q]->dtype, m, k, job_bytes, j.slots);
 		p->c0 = j.nchunks;
 		j.nchunks += (n[q] + p->rows - 1) / p->rows;
 		work += (size_t)n[q] * (size_t)k;
