@@ -4,6 +4,8 @@
 #   run CMD...                     run, keep exit status in $RC, output in $OUT/$ERR
 #   expect_rc WANT NAME CMD...     run CMD, check its exit status
 #   contains NAME NEEDLE FILE      check FILE contains NEEDLE (fixed string)
+#   mpi_rank_pid PATTERN RANK [TOP] the pid of MPI rank RANK among the
+#                                  processes pgrep -f PATTERN finds
 set -u
 DAY0_ROOT=${DAY0_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 BUILD=${BUILD:-build}
@@ -50,4 +52,25 @@ expect_rc() {
 }
 contains() {
 	if grep -qF -- "$2" "$3"; then ok "$1"; else fail "$1" "'$2' not in $(head -c 400 "$3")"; fi
+}
+# mpi_rank_pid PATTERN RANK [TOP]: the pid of the process whose command
+# line matches PATTERN (pgrep -f) and whose environment says it is MPI
+# rank RANK (Open MPI's OMPI_COMM_WORLD_RANK); with TOP, only one that
+# descends from process TOP (its mpirun: not a rank of an earlier launch
+# still on its way out).  Exits 1 when there is none.
+mpi_rank_pid() {
+	local p q
+	for p in $(pgrep -f -- "$1"); do
+		tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" || continue
+		if [ -n "${3:-}" ]; then
+			q=$p
+			while [ "$q" -gt 1 ] && [ "$q" != "$3" ]; do
+				q=$(awk '{ print $4 }' "/proc/$q/stat" 2>/dev/null) || break
+			done
+			[ "$q" = "$3" ] || continue
+		fi
+		echo "$p"
+		return 0
+	done
+	return 1
 }

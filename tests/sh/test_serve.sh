@@ -172,10 +172,7 @@ check "after the load: no request holds KV" test "$(metric "$A" day0_kv_sequence
 # request is already cancelled and at most a step of tokens is made.
 c0=$(metric "$A" 'day0_requests_total{status="cancelled"}')
 g0=$(metric "$A" day0_generation_tokens_total)
-r1pid=""
-for p in $(pgrep -f "day0-engine serve $T/m --tp 2"); do
-	tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && r1pid=$p
-done
+r1pid=$(mpi_rank_pid "day0-engine serve $T/m --tp 2" 1 "$a_PID")
 check "serve's rank 1 found (pid ${r1pid:-none})" test -n "$r1pid"
 kill -STOP "$r1pid" 2>/dev/null
 python3 - "$T/a.port" <<'PY' >"$T/disc.out" 2>&1

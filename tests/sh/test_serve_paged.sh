@@ -46,17 +46,9 @@ metric() { # URL NAME -> value
 # scheduler): MPI rank 0 among the processes started under this NAME's
 # mpirun (not a rank of the one before it, still on its way out)
 rank0() {
-	local p q top
+	local top
 	eval "top=\$${1}_PID"
-	for p in $(pgrep -f -- "--port-file $T/$1.port"); do
-		tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=0' || continue
-		q=$p
-		while [ "$q" -gt 1 ] && [ "$q" != "$top" ]; do
-			q=$(awk '{ print $4 }' "/proc/$q/stat" 2>/dev/null) || break
-		done
-		[ "$q" = "$top" ] && { echo "$p"; return 0; }
-	done
-	return 1
+	mpi_rank_pid "--port-file $T/$1.port" 0 "$top"
 }
 # ask URL PROMPTS_JSON OUT [together NAME]: every prompt greedily (12
 # tokens, logprobs 2), one after the other, or all at once with serve
