@@ -973,15 +973,15 @@ static void pool_run(struct job *j)
  * 1.05x at 2.  More rows of x: ~64 KiB. */
 static int gemv_rows(int dtype, int m, int k, size_t job_bytes, int slots)
 {
-	size_t bytes = job_bytes / ((size_t)(slots > 0 ? slots : 1) * 4);
-	if (bytes > ((size_t)1 << 20))
-		bytes = (size_t)1 << 20;
-	if (bytes < 262144)
-		bytes = 262144;
-	if (m != 1)
-		bytes = 65536;
-	unsigned es = dtype == DT_F32 ? 4 : dtype == DT_BF16 ? 2 : 1;
-	int rows = (int)(bytes / es / (size_t)(k > 0 ? k : 1)) & ~7;
+	size_t bytes = 65536;
+	if (m == 1) {
+		bytes = job_bytes / ((size_t)(slots > 0 ? slots : 1) * 4);
+		if (bytes > ((size_t)1 << 20))
+			bytes = (size_t)1 << 20;
+		if (bytes < 262144)
+			bytes = 262144;
+	}
+	int rows = (int)(bytes / dtype_size(dtype) / (size_t)(k > 0 ? k : 1)) & ~7;
 	return rows < 8 ? 8 : rows;
 }
 
@@ -1323,10 +1323,8 @@ static void gemv_many(int np, float *const *y, const struct wmat *const *w,
 	float *xp = NULL;
 	_Alignas(64) float xbuf[4096];
 	size_t job_bytes = 0;
-	for (int q = 0; q < np; q++) {
-		unsigned es = w[q]->dtype == DT_F32 ? 4 : w[q]->dtype == DT_BF16 ? 2 : 1;
-		job_bytes += (size_t)n[q] * (size_t)k * es;
-	}
+	for (int q = 0; q < np; q++)
+		job_bytes += (size_t)n[q] * (size_t)k * dtype_size(w[q]->dtype);
 	for (int q = 0; q < np; q++) {
 		struct prod *p = &j.prod[q];
 		p->y = y[q];
