@@ -115,7 +115,30 @@ W=$T/fleet
 mkdir -p "$W/model" "$W/sessions"
 cp "$CONFIG" "$W/model/config.json"
 SOCK=day0-fleet-$$
-trap 'tmux -L $SOCK kill-server 2>/dev/null; sshd_nodes_cleanup' EXIT
+PID=
+# Killed (a test's hang guard) or ended: the console goes too, and what
+# the run left so far is kept in OUT_DIR (which nodes said hello again,
+# where the stages stood) before the nodes and $T go.
+on_exit() {
+	if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
+		echo "# bench/fleet.sh: stopped with the console still running; its output so far is in ${OUT_DIR:-\$OUT_DIR (unset)}" >&2
+		kill "$PID" 2>/dev/null
+		for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+		keep_out
+	fi
+	tmux -L $SOCK kill-server 2>/dev/null
+	sshd_nodes_cleanup
+}
+keep_out() {
+	[ -n "$OUT_DIR" ] || return 0
+	mkdir -p "$OUT_DIR"
+	local f
+	for f in "$W/fleet.db" "$W/fleet.db-wal" "$W/report.md" "$W/inv.json" "$W/run.out" "$W/run.err" "$W/screen.txt"; do
+		[ -f "$f" ] && cp "$f" "$OUT_DIR"/
+	done
+	return 0
+}
+trap on_exit EXIT
 
 # The inventory: n[001-N] x CARDS simulated cards of 80 GiB, each agent
 # simulating its stages on DeepSeek-V3's config.
@@ -282,13 +305,7 @@ if [ -s "$W/run.stats" ]; then
 	C99=$(awk '$1 == "redraw_cpu_p99_ms" { printf "%.2f", $2 }' "$W/run.stats")
 fi
 "$BUILD/day0" report "$DB" --format md -o "$W/report.md" 2>/dev/null
-if [ -n "$OUT_DIR" ]; then
-	mkdir -p "$OUT_DIR"
-	cp "$DB" "$W/report.md" "$W/inv.json" "$OUT_DIR"/ 2>/dev/null
-	[ -f "$W/run.out" ] && cp "$W/run.out" "$OUT_DIR"/
-	[ -f "$W/run.err" ] && cp "$W/run.err" "$OUT_DIR"/
-	[ -f "$W/screen.txt" ] && cp "$W/screen.txt" "$OUT_DIR"/
-fi
+keep_out
 [ "$nhello" = "$NODES" ] || echo "# only $nhello of $NODES nodes said hello" >&2
 [ "$VERDICT" = GO ] || { echo "# the run's end:"; tail -n 40 "$W/run.out" 2>/dev/null; } >&2
 

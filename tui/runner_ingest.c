@@ -219,6 +219,37 @@ struct task *oldest_sent(struct run *r, int node)
 }
 
 
+/*
+ * A node's new agent said hello after a lost connection.  Its spool
+ * (the old agent's events it took over, the "lost" ends of the stages
+ * it found running) was sent before that hello, in seq order, so a task
+ * still waiting for its start (T_SENT) here never reached the node: its
+ * command went out on the connection that died (a command is not
+ * spooled; only what the agent did with it is).  Sent again under the
+ * same stage id (no agent ran it), else the stage would wait for that
+ * start for ever (the fleet bench's mass reconnect, killing every
+ * session just as a stage was sent, hung the run that way).
+ */
+static void resend_lost_commands(struct run *r, int node)
+{
+	if (r->replaying)
+		return;
+	for (size_t i = 0; i < r->n_tasks; i++) {
+		struct task *t = &r->tasks[i];
+		char text[160];
+		if (t->node != node || t->st != T_SENT)
+			continue;
+		console_log(r, "warn",
+			    "%s: stage %s: its command was lost with the "
+			    "connection (no start came back): sent again",
+			    r->nodes[node].inv->name, t->sid);
+		snprintf(text, sizeof text, "stage %-18s resent (lost command)",
+			 r->pb.stages[t->stage].id);
+		say(r, text, r->nodes[node].inv->name);
+		send_task(r, t);
+	}
+}
+
 /* One event, stored already: fold it into the runner's state. */
 void absorb(struct run *r, int node, struct proto_event *ev)
 {
@@ -256,6 +287,7 @@ void absorb(struct run *r, int node, struct proto_event *ev)
 			nd->lost_at = 0;
 			nd->reconnects = 0;
 			say(r, "node reconnected", nd->inv->name);
+			resend_lost_commands(r, node);
 		}
 		return;
 	}

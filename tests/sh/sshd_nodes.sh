@@ -52,7 +52,10 @@ SSHD_CGROUP=""
 
 sshd_nodes_cleanup() {
 	local f
+	# the listeners' sessions too (a killed test's console may still hold
+	# them, with an agent each): a listener stopped alone leaves them
 	for f in $SSHD_PIDFILES; do
+		[ -s "$f" ] && pkill -KILL -P "$(cat "$f")" 2>/dev/null
 		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
 	done
 	if [ -n "$SSHD_CGROUP" ]; then
