@@ -271,6 +271,7 @@ while kill -0 "$PID" 2>/dev/null; do
 done
 T1=$EPOCHREALTIME
 wait "$PID" 2>/dev/null
+PID= # reaped: on_exit must not signal a pid that may be reused
 WALL=$(awk -v a="$T1" -v b="$T0" 'BEGIN { printf "%.2f", a - b }')
 [ -s "$DB" ] || die "no session file: $(tail -c 600 "$W/run.out" "$W/run.err" 2>/dev/null)"
 

@@ -220,32 +220,51 @@ struct task *oldest_sent(struct run *r, int node)
 
 
 /*
- * A node's new agent said hello after a lost connection.  Its spool
- * (the old agent's events it took over, the "lost" ends of the stages
- * it found running) was sent before that hello, in seq order, so a task
- * still waiting for its start (T_SENT) here never reached the node: its
- * command went out on the connection that died (a command is not
- * spooled; only what the agent did with it is).  Sent again under the
- * same stage id (no agent ran it), else the stage would wait for that
- * start for ever (the fleet bench's mass reconnect, killing every
- * session just as a stage was sent, hung the run that way).
+ * A node's new agent said hello after a lost connection.  A run command
+ * is not spooled (only what the agent did with it is), so one that left
+ * on the connection as it died reached no agent, and no start or "lost"
+ * end will ever come for it: without this the stage would wait for ever
+ * (the fleet bench's mass reconnect, killing every session just as a
+ * stage was sent, hung the run that way).
+ *
+ * The new agent took the spool over once the old one had gone, ended
+ * the old one's running stages "lost" (stage_recover), then said hello:
+ * every event the old agent spooled has a lower seq than that hello.
+ * So once the store holds every seq below it (none dropped by a stall or
+ * a rate limit, still to be resent), a task still waiting for its start
+ * (T_SENT) never reached the node and goes again under the same id.  A
+ * hello of the old agent's, resent from the spool, does not count: it
+ * says the old pid (absorb).  A cancelled run's lost command is not
+ * resent but ends cancelled.
  */
 static void resend_lost_commands(struct run *r, int node)
 {
-	if (r->replaying)
+	struct node *nd = &r->nodes[node];
+	if (r->replaying || !nd->resend_after)
 		return;
+	if (store_acked_seq(r->store, nd->inv->name) < nd->resend_after - 1)
+		return; /* a seq below the hello is still missing */
+	nd->resend_after = 0;
 	for (size_t i = 0; i < r->n_tasks; i++) {
 		struct task *t = &r->tasks[i];
 		char text[160];
 		if (t->node != node || t->st != T_SENT)
 			continue;
+		if (r->cancelled) {
+			t->st = T_FAILED;
+			snprintf(t->msg, sizeof t->msg, "cancelled");
+			continue;
+		}
 		console_log(r, "warn",
 			    "%s: stage %s: its command was lost with the "
 			    "connection (no start came back): sent again",
-			    r->nodes[node].inv->name, t->sid);
+			    nd->inv->name, t->sid);
 		snprintf(text, sizeof text, "stage %-18s resent (lost command)",
 			 r->pb.stages[t->stage].id);
-		say(r, text, r->nodes[node].inv->name);
+		say(r, text, nd->inv->name);
+		/* Waiting again: a stalled store holds it back (send_task),
+		 * and the scheduler sends waiting tasks when it writes. */
+		t->st = T_WAIT;
 		send_task(r, t);
 	}
 }
@@ -275,6 +294,7 @@ void absorb(struct run *r, int node, struct proto_event *ev)
 	}
 	if (ev->kind == EV_HELLO) {
 		struct node *nd = &r->nodes[node];
+		int pid;
 		nd->hello = 1;
 		if (json_is_true(json_object_get(o, "sim")) && !nd->sim) {
 			/* its events say so too; the verdict will */
@@ -282,12 +302,16 @@ void absorb(struct run *r, int node, struct proto_event *ev)
 			say(r, "node simulated (no real work runs)",
 			    nd->inv->name);
 		}
+		pid = (int)json_integer_value(json_object_get(o, "pid"));
+		if (nd->lost_at && pid && pid == nd->agent_pid)
+			return; /* the old agent's, resent from its spool */
+		nd->agent_pid = pid;
 		if (nd->lost_at) {
 			/* back: a later loss gets its own reconnect_s */
 			nd->lost_at = 0;
 			nd->reconnects = 0;
+			nd->resend_after = ev->seq;
 			say(r, "node reconnected", nd->inv->name);
-			resend_lost_commands(r, node);
 		}
 		return;
 	}
@@ -658,6 +682,8 @@ void tend_links(struct run *r)
 			continue;
 		}
 		ph = link_phase(nd->link);
+		if (ph == LINK_UP && nd->hello && nd->resend_after)
+			resend_lost_commands(r, (int)i);
 		if (ph == LINK_UP && !nd->hello && !nd->ack_sent) {
 			json_t *c = json_pack(
 			    "{s:s, s:I}", "cmd", "hello", "acked",

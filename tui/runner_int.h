@@ -75,6 +75,10 @@ struct node {
 	int64_t retry_at; /* ns; next reconnect attempt */
 	int reconnects;
 	int hello; /* hello seen on the current link */
+	int agent_pid;	      /* of the last hello absorbed (0: none) */
+	int64_t resend_after; /* seq of a new agent's hello after a loss:
+			       * its lost commands go once the store holds
+			       * every seq below it (resend_lost_commands) */
 	int sim;   /* its agent simulates (hello with sim: true) */
 	int said_bye;
 	json_t *facts; /* its last facts event's fields (facts.compat) */

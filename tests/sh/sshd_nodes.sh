@@ -52,12 +52,22 @@ SSHD_CGROUP=""
 
 sshd_nodes_cleanup() {
 	local f
-	# the listeners' sessions too (a killed test's console may still hold
-	# them, with an agent each): a listener stopped alone leaves them
+	# the listeners stopped first (no new session), then their sessions
+	# as listed before (a killed test's console may still hold them, an
+	# agent each; an agent with stages running ends once they end): a
+	# listener stopped alone leaves its sessions behind
+	local pids="" kids=""
 	for f in $SSHD_PIDFILES; do
-		[ -s "$f" ] && pkill -KILL -P "$(cat "$f")" 2>/dev/null
-		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
+		[ -s "$f" ] && pids="$pids $(cat "$f")"
 	done
+	for f in $pids; do
+		kill -STOP "$f" 2>/dev/null
+		kids="$kids $(pgrep -P "$f" | tr '\n' ' ')"
+		kill "$f" 2>/dev/null
+		kill -CONT "$f" 2>/dev/null
+	done
+	# shellcheck disable=SC2086
+	[ -n "${kids// /}" ] && kill -KILL $kids 2>/dev/null
 	if [ -n "$SSHD_CGROUP" ]; then
 		# its tasks end with their sshd; then the group can go
 		for _ in $(seq 50); do
