@@ -133,6 +133,7 @@ void node_connect(struct run *r, size_t i)
 	nd->hello = 0;
 	nd->said_bye = 0;
 	nd->ack_sent = 0;
+	nd->link_gen++;
 	if (link_open(&cfg, &nd->link, &err)) {
 		nd->link = NULL;
 		nd->failed = 1;
@@ -231,11 +232,12 @@ struct task *oldest_sent(struct run *r, int node)
  * the old one's running stages "lost" (stage_recover), then said hello:
  * every event the old agent spooled has a lower seq than that hello.
  * So once the store holds every seq below it (none dropped by a stall or
- * a rate limit, still to be resent), a task still waiting for its start
- * (T_SENT) never reached the node and goes again under the same id.  A
+ * a rate limit, still to be resent), a task sent on an earlier link and
+ * still waiting for its start (T_SENT) never reached the node and goes
+ * again under the same id.  A
  * hello of the old agent's, resent from the spool, does not count: it
- * says the old pid (absorb).  A cancelled run's lost command is not
- * resent but ends cancelled.
+ * says the old pid (absorb).  A cancelled task's (or run's) lost
+ * command is not resent but ends cancelled.
  */
 static void resend_lost_commands(struct run *r, int node)
 {
@@ -248,9 +250,12 @@ static void resend_lost_commands(struct run *r, int node)
 	for (size_t i = 0; i < r->n_tasks; i++) {
 		struct task *t = &r->tasks[i];
 		char text[160];
-		if (t->node != node || t->st != T_SENT)
+		/* sent on this link (a rerun after a "lost" end): it is
+		 * the new agent's, its start is on the way */
+		if (t->node != node || t->st != T_SENT ||
+		    t->sent_link == nd->link_gen)
 			continue;
-		if (r->cancelled) {
+		if (r->cancelled || t->cancelled) {
 			t->st = T_FAILED;
 			snprintf(t->msg, sizeof t->msg, "cancelled");
 			continue;

@@ -56,10 +56,12 @@ struct task {
 	enum task_state st;
 	int attempt;	 /* 1, 2, ... (sid "ID" then "ID.2", ...) */
 	int interrupted; /* reruns owed to lost/shutdown ends */
+	int cancelled;	 /* the operator cancelled it: never run again */
 	char sid[80];
 	int rc;
 	char msg[512];
 	uint64_t sent_order; /* per node, to match an agent's error event */
+	int sent_link;	     /* the node's link_gen it was sent on */
 	json_t *checks;	     /* item -> {"status","detail","value"} */
 	json_t *argv;	     /* the argv the agent reported it ran */
 };
@@ -76,6 +78,7 @@ struct node {
 	int reconnects;
 	int hello; /* hello seen on the current link */
 	int agent_pid;	      /* of the last hello absorbed (0: none) */
+	int link_gen;	      /* links opened to it so far */
 	int64_t resend_after; /* seq of a new agent's hello after a loss:
 			       * its lost commands go once the store holds
 			       * every seq below it (resend_lost_commands) */

@@ -100,6 +100,7 @@ void send_task(struct run *r, struct task *t)
 	json_decref(cmd);
 	t->st = T_SENT;
 	t->sent_order = ++nd->sends;
+	t->sent_link = nd->link_gen;
 	test_crash_after_send(r, nd, t);
 }
 
@@ -207,7 +208,7 @@ void task_ended(struct run *r, struct task *t, int rc,
 	/* A stage the agent lost (killed agent) or stopped (takeover) did not
 	 * fail on its merits: run it again without spending a retry. */
 	if (reason && (!strcmp(reason, "lost") || !strcmp(reason, "shutdown")) &&
-	    t->interrupted < 3 && !r->cancelled) {
+	    t->interrupted < 3 && !r->cancelled && !t->cancelled) {
 		char text[160];
 		t->interrupted++;
 		console_log(r, "warn", "%s: stage %s %s: running it again",
@@ -217,7 +218,7 @@ void task_ended(struct run *r, struct task *t, int rc,
 		task_again(r, t, text);
 		return;
 	}
-	if (t->attempt <= st->retries && !r->cancelled &&
+	if (t->attempt <= st->retries && !r->cancelled && !t->cancelled &&
 	    !(reason && !strcmp(reason, "cancel"))) {
 		char text[160];
 		console_log(r, "warn", "%s: stage %s failed (%s): retry %d of %d",
@@ -534,6 +535,10 @@ void cancel_stage_tasks(struct run *r, int s)
 	for (size_t i = 0; i < sr->n_tasks; i++) {
 		struct task *t = &r->tasks[sr->tasks[i]];
 		struct node *nd = &r->nodes[t->node];
+		/* Its cancel may be lost with a connection (or the node may be
+		 * reconnecting): whatever end comes, it does not run again. */
+		if (!is_final(t))
+			t->cancelled = 1;
 		if (t->st == T_WAIT) {
 			t->st = T_FAILED;
 			snprintf(t->msg, sizeof t->msg, "cancelled");
