@@ -315,8 +315,12 @@ struct st_writer {
 	json_t *meta;
 	char *path;
 	int fd;
+	/* written: data bytes put so far, added atomically (convert's two
+	 * writer threads may put into one file at once; pwrite at distinct
+	 * offsets needs no lock of ours, the count does) */
 	uint64_t data_off, data_len, written;
-	/* SHA-256 of the file, kept while writes arrive in file order */
+	/* SHA-256 of the file, kept while writes arrive in file order (a
+	 * hashed writer takes its puts from one thread only) */
 	EVP_MD_CTX *sha;
 	uint64_t sha_pos;
 	int sequential, no_hash;
@@ -520,10 +524,10 @@ int st_writer_put_strided(struct st_writer *w, size_t idx, uint64_t off,
 		for (size_t i = 0; i < count; i++)
 			EVP_DigestUpdate(w->sha, b + i * stride, seg);
 		w->sha_pos += n;
-	} else {
+	} else if (w->sequential) {
 		w->sequential = 0;
 	}
-	w->written += n;
+	__atomic_fetch_add(&w->written, n, __ATOMIC_RELAXED);
 	return 0;
 }
 

@@ -151,6 +151,16 @@ struct conv {
 	int pread_src, fd;
 	size_t sbuf_cap;
 	int deferred;    /* read_src's result: stored bytes for the lanes */
+	/* lane_read (READ_PREAD, two lanes): a chunk the lanes write as
+	 * read (kept, or converted by them) is pread by the lane that writes
+	 * it, not by the main thread: chunk_rd is its read in the batch (-1:
+	 * the chunk was read here), chunk_put0 its first put, chunk_seq
+	 * counts chunks shared out in turn */
+	int lane_read;
+	long chunk_rd;
+	size_t chunk_put0;
+	unsigned chunk_seq;
+	uint64_t lane_bytes; /* source bytes pread by the lanes */
 	size_t chunk_bytes; /* each buffer: min(CONV_CHUNK, largest tensor) x 4 */
 	const char *shard_path;
 };
@@ -183,6 +193,21 @@ struct conv {
  * is allocated when first filled, and the lanes' converted batches use
  * none.  The first write error stops the writing and is returned by the
  * next submit.
+ *
+ * Reading with pread (READ_PREAD), a chunk that the lanes write as read
+ * (kept) or convert themselves is pread by its lane, into the batch's
+ * buffer where the main thread would have put it, just before the lane
+ * writes it (lane_read; DAY0_CONVERT_LANE_READ=0 reads on the main thread
+ * as before).  The kernel's copy out of the source's page cache then runs
+ * on both cores instead of one (perf, FP8 keep tp 4 on the Zen 5 guest:
+ * the main thread's pread was 43% of the samples against the lanes' 24-27%
+ * each; with the lanes reading, 40% and 39%), and the bytes are in the
+ * writing core's cache.  All the puts of such a chunk go to its lane:
+ * rank r's lane (r % nlanes) where every rank it goes to is that lane's
+ * (a part of a tensor split on its first axis, so each file still has one
+ * writer), else the lanes take the chunks in turn (column slices for every
+ * rank: the two lanes then meet in a file's inode lock at times, 5% of the
+ * samples, less than the read they share).
  */
 #define WQ_LANES 2
 #define WQ_RING 4
@@ -201,6 +226,16 @@ struct put { /* count segments of n bytes, buf + i * stride each */
 	 * count then count elements, not bytes */
 	const struct item *it;
 	uint64_t el;
+};
+
+/* A chunk's source bytes for a lane to pread into its batch's buffer
+ * before it writes the batch's puts (lane_read). */
+struct lane_rd {
+	unsigned char *dst;
+	size_t n;
+	uint64_t off;
+	int fd, lane;
+	const struct item *it; /* for the error */
 };
 
 struct write_queue;
@@ -229,6 +264,9 @@ struct write_queue {
 	 * pread into sbuf[b] (sused of them; allocated when first read) */
 	unsigned char *sbuf[WQ_RING];
 	size_t sused[WQ_RING];
+	/* lane_read: the reads of a batch's chunks, each by its lane */
+	struct lane_rd *rd[WQ_RING];
+	size_t nrd[WQ_RING], caprd[WQ_RING];
 	int fill;     /* the batch the main thread adds to */
 	unsigned gen; /* batches handed over so far */
 	int stop, failed;
@@ -372,7 +410,23 @@ static void *wq_main(void *arg)
 		int b = (int)(ln->next % WQ_RING), failed = q->failed;
 		struct d0_err e = {0};
 		pthread_mutex_unlock(&q->mu);
-		for (size_t i = 0; !failed && i < q->n[b]; i++) {
+		for (size_t i = 0; !failed && i < q->nrd[b]; i++) {
+			const struct lane_rd *r = &q->rd[b][i];
+			if (r->lane == ln->id &&
+			    pread_full(r->fd, r->dst, r->n, r->off) < 0) {
+				d0_errf(&e, "%s: tensor '%s': cannot read bytes "
+					"%llu-%llu: %s (the file changed since "
+					"it was opened?)",
+					q->shards[r->it->shard].path,
+					r->it->src->name,
+					(unsigned long long)r->off,
+					(unsigned long long)(r->off + r->n),
+					strerror(errno));
+				failed = 1;
+			}
+		}
+		for (size_t k = 0; !failed && k < q->n[b]; k++) {
+			size_t i = k;
 			struct put *p = &q->batch[b][i];
 			if (p->lane != ln->id)
 				continue;
@@ -476,6 +530,7 @@ static int wq_submit(struct conv *c, struct d0_err *err)
 	int next, failed;
 	if (q->n[q->fill] == 0) { /* nothing to hand over: only the errors */
 		q->sused[q->fill] = 0; /* no put reads what was pread there */
+		q->nrd[q->fill] = 0;
 		pthread_mutex_lock(&q->mu);
 		failed = q->failed;
 		pthread_mutex_unlock(&q->mu);
@@ -495,6 +550,7 @@ static int wq_submit(struct conv *c, struct d0_err *err)
 	q->n[next] = 0;
 	q->bytes[next] = 0;
 	q->sused[next] = 0;
+	q->nrd[next] = 0;
 	q->lo[next] = UINT64_MAX;
 	c->cv_buf = q->buf[next];
 	return 0;
@@ -530,6 +586,24 @@ static void map_drop_behind(struct conv *c)
 static int chunk_done(struct conv *c, int used_buf, struct d0_err *err)
 {
 	struct write_queue *q = c->wq;
+	if (c->chunk_rd >= 0) {
+		/* a chunk read by a lane: every put of it goes to that lane,
+		 * the one of its ranks' files where they are all one lane's
+		 * (a part of a tensor split on its first axis), else the
+		 * lanes take such chunks in turn */
+		struct put *p = q->batch[q->fill];
+		size_t n = q->n[q->fill], i;
+		int lane = n > c->chunk_put0 ? p[c->chunk_put0].lane : 0;
+		for (i = c->chunk_put0; i < n; i++)
+			if (p[i].lane != lane)
+				break;
+		if (i < n)
+			lane = (int)(c->chunk_seq++ % (unsigned)q->nlanes);
+		for (i = c->chunk_put0; i < n; i++)
+			p[i].lane = lane;
+		q->rd[q->fill][c->chunk_rd].lane = lane;
+		c->chunk_rd = -1;
+	}
 	if (!used_buf && q->bytes[q->fill] < BATCH_BYTES &&
 	    q->sused[q->fill] < BATCH_BYTES)
 		return 0;
@@ -596,6 +670,7 @@ static int wq_finish(struct conv *c, int ok, struct d0_err *err)
 		free(q->batch[b]);
 		free(q->buf[b]);
 		free(q->sbuf[b]);
+		free(q->rd[b]);
 	}
 	for (int i = 0; i < WQ_LANES; i++)
 		free(q->lane[i].dbuf);
@@ -928,7 +1003,8 @@ static int map_window(struct conv *c, const struct item *it, uint64_t off,
  * sbuf_cap is BATCH_BYTES plus the largest chunk's source bytes).
  */
 static const unsigned char *pread_src(struct conv *c, const struct item *it,
-				      uint64_t off, uint64_t n, struct d0_err *err)
+				      uint64_t off, uint64_t n, int defer,
+				      struct d0_err *err)
 {
 	struct write_queue *q = c->wq;
 	int f = q->fill;
@@ -945,7 +1021,22 @@ static const unsigned char *pread_src(struct conv *c, const struct item *it,
 		return NULL;
 	}
 	b = q->sbuf[f] + q->sused[f];
-	if (pread_full(c->fd, b, (size_t)n, off) < 0) {
+	if (defer) { /* the chunk's lane reads it (chunk_done says which) */
+		if (q->nrd[f] == q->caprd[f]) {
+			size_t cap = q->caprd[f] ? 2 * q->caprd[f] : 8;
+			struct lane_rd *nr = realloc(q->rd[f], cap * sizeof *nr);
+			if (!nr) {
+				d0_errf(err, "convert: out of memory");
+				return NULL;
+			}
+			q->rd[f] = nr;
+			q->caprd[f] = cap;
+		}
+		c->chunk_rd = (long)q->nrd[f];
+		c->lane_bytes += n;
+		q->rd[f][q->nrd[f]++] = (struct lane_rd){
+			b, (size_t)n, off, c->fd, 0, it};
+	} else if (pread_full(c->fd, b, (size_t)n, off) < 0) {
 		d0_errf(err, "%s: tensor '%s': cannot read bytes %llu-%llu: %s "
 			"(the file changed since it was opened?)", c->shard_path,
 			it->src->name, (unsigned long long)off,
@@ -970,8 +1061,18 @@ static const unsigned char *read_src(struct conv *c, EVP_MD_CTX *sha,
 	uint64_t b0 = src_bytes(it, el_off), b1 = src_bytes(it, el_off + n);
 	uint64_t off = c->ck.shards[it->shard].st.data_off + it->src->begin + b0;
 	const unsigned char *sb;
+	int as_stored = !it->dequant && it->src->dtype == it->to;
+	int lanes_conv = c->lane_decode &&
+			 (it->dequant ? format_of(&c->cfg.qc)->decode16 &&
+						(it->to == DT_BF16 || it->to == DT_F16)
+				      : !as_stored);
+	c->chunk_put0 = c->wq->n[c->wq->fill];
 	if (c->pread_src) {
-		sb = pread_src(c, it, off, b1 - b0, err);
+		/* the lanes read what only they use (not what is hashed
+		 * here or converted by this thread) */
+		sb = pread_src(c, it, off, b1 - b0,
+			       c->lane_read && !sha && (as_stored || lanes_conv),
+			       err);
 		if (!sb)
 			return NULL;
 	} else {
@@ -1262,7 +1363,13 @@ static int convert_all(struct conv *c, struct d0_err *err)
 	c->f32_buf = malloc(c->chunk_bytes);
 	if (!c->f32_buf)
 		return d0_errf(err, "convert: out of memory");
+	c->chunk_rd = -1;
 	rc = wq_start(c, err);
+	{ /* DAY0_CONVERT_LANE_READ=0: the main thread preads every chunk (A/B) */
+		const char *lr = getenv("DAY0_CONVERT_LANE_READ");
+		c->lane_read = rc == 0 && c->pread_src && c->wq->nlanes > 1 &&
+			       !(lr && !strcmp(lr, "0"));
+	}
 	if (rc == 0)
 		rc = convert_shards(c, err);
 	if (wq_finish(c, rc == 0, err) < 0)
@@ -1558,12 +1665,21 @@ static int run(int argc, char **argv)
 		return rc == -2 ? EXIT_CHECK_FAILED : EXIT_USAGE;
 	}
 	if (!events_enabled()) {
-		char a[32];
+		char a[32], b[32], how[80];
 		double dt = now_s() - t0;
-		printf("converted %s -> %s: %s, tp=%d pp=%d ep=%d (%d ranks), "
-		       "%zu tensors, %s read in %.2f s, dtype %s (norms f32)\n",
+		/* how the source was read (readpath.c; lane_read) */
+		if (!c.pread_src)
+			snprintf(how, sizeof how, "mapped");
+		else if (c.lane_bytes)
+			snprintf(how, sizeof how, "pread, %s of it by the writer "
+				 "threads", fmt_bytes(c.lane_bytes, b));
+		else
+			snprintf(how, sizeof how, "pread");
+		printf("converted %s -> %s: %s, tp=%d pp=%d ep=%d (%d rank%s), "
+		       "%zu tensors, %s read (%s) in %.2f s, dtype %s (norms "
+		       "f32)\n",
 		       src, dst, c.cfg.model_type, c.d.tp, c.d.pp, c.d.ep,
-		       c.world, c.nitems, fmt_bytes(c.total_bytes, a), dt,
+		       c.world, c.world == 1 ? "" : "s", c.nitems, fmt_bytes(c.total_bytes, a), how, dt,
 		       c.keep ? "kept as stored" : dtype_user_name(c.dtype));
 	}
 	events_stage("convert", "end", 1, 0, dst);

@@ -92,6 +92,27 @@ for m in map read; do
 		bash -c "for f in '$T'/bf4/*; do cmp \"\$f\" '$T'/bf4.$m.one/\$(basename \"\$f\") || exit 1; done"
 	rm -rf "$T/keep.$m" "$T/bf4.$m" "$T/bf4.$m.one"
 done
+# Reading with pread, the writer threads pread the chunks they write as
+# read or decode themselves (lane_read; the summary line says how many
+# bytes); DAY0_CONVERT_LANE_READ=0 reads them all on the main thread.
+# The same files either way, keep and FP8 -> bf16, tp 4 (column slices
+# for every rank: chunks shared by the threads in turn) and tp 2.
+for tp in 4 2; do
+	for d in keep bf16; do
+		expect_rc 0 "DAY0_READ=read: convert --dtype $d --tp $tp, the writer threads reading" \
+			env DAY0_READ=read "$ENGINE" convert "$T/fp8" "$T/lr.$d" --dtype $d --tp $tp
+		lane=$(sed -n 's/.*read (pread, \(.*\) of it by the writer threads).*/\1/p' "$OUT")
+		total=$(sed -n 's/.* tensors, \(.*\) read (.*/\1/p' "$OUT")
+		check "tp $tp $d: the summary says the writer threads read every byte ('$lane' of '$total')" \
+			test -n "$lane" -a "$lane" = "$total"
+		expect_rc 0 "... and with DAY0_CONVERT_LANE_READ=0" \
+			env DAY0_READ=read DAY0_CONVERT_LANE_READ=0 "$ENGINE" convert "$T/fp8" "$T/lr.$d.main" --dtype $d --tp $tp
+		contains "... whose summary says the main thread read it all" "read (pread) in" "$OUT"
+		check "tp $tp $d read by the writer threads = read by the main thread, every rank file and layout.json byte for byte" \
+			bash -c "for f in '$T'/lr.$d/*; do cmp \"\$f\" '$T'/lr.$d.main/\$(basename \"\$f\") || exit 1; done"
+		rm -rf "$T/lr.$d" "$T/lr.$d.main"
+	done
+done
 rm -rf "$T/keep" "$T/keep.m" "$T/bf4" "$T/bf4.m" "$T/bf1" "$T/bf1.m" "$T/bf4.one" "$T/bf4.small" "$T/bf4.small2"
 
 # --verify-source hashes the bytes it reads in file order (mapped or
