@@ -105,9 +105,21 @@ runs_of() { # KEY: " t1 t2 ..." in run order
 	printf ' %.2f' "${runs[@]}"
 }
 
+# The guest's free page reporting (virtio-balloon): freed pages are
+# handed to the host, and the next write into them faults them back in, on
+# the Zen 5 PVM guests at several times the cost of a warm page (a 4.5 GB
+# dd 0.57 s right after a free, 1.8 s a second later with 640 MiB
+# reported meanwhile, 2.7 s after two).  REPORTED: the kernel's running
+# count (KiB), where it has one; each FP8 run lists how much the host took
+# back from the end of the previous run to the end of this one.
+REPORTED=/sys/module/page_reporting/parameters/reported_kib
+declare -A BACK # key -> " MiB MiB ..." taken back around each run
+reported_kib() { if [ -r "$REPORTED" ]; then cat "$REPORTED"; else echo 0; fi; }
+LAST_REPORTED=$(reported_kib)
+
 # timed KEY CMD...: run CMD once under GNU time -v, record wall time and RSS.
 timed() {
-	local key=$1 t0 t1 rss rc=0
+	local key=$1 t0 t1 rss rc=0 rk
 	shift
 	t0=$(now)
 	"$GNU_TIME" -v -o "$TMP/time.out" "$@" >"$TMP/cmd.out" 2>&1 || rc=$?
@@ -118,6 +130,9 @@ timed() {
 		exit 1
 	fi
 	TIMES[$key]="${TIMES[$key]:-} $(fsub "$t1" "$t0")"
+	rk=$(reported_kib)
+	BACK[$key]="${BACK[$key]:-} $(((rk - LAST_REPORTED) / 1024))"
+	LAST_REPORTED=$rk
 	# CPU seconds of the run (user + system, all its threads)
 	CPU[$key]="${CPU[$key]:-} $(awk -F': ' '/User time|System time/ { s += $2 } END { printf "%.2f", s }' "$TMP/time.out")"
 	rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$TMP/time.out")
@@ -402,8 +417,10 @@ if [ "$FP8" != 0 ]; then
 		local k=$1 ref=${2:-} b extra=""
 		b=$(best "$k")
 		[ -n "$ref" ] && extra="  ratio $(ratio "$(best "$ref")" "$b")x vs ${LABEL[$ref]}"
-		printf '  %-28s %7.2f s %8s MB/s  (runs%s; CPU s%s)%s\n' "${LABEL[$k]}" "$b" \
-			"$(mbps "$FBYTES" "$b")" "$(runs_of "$k")" "${CPU[$k]:-}" "$extra"
+		local back=""
+		[ -r "$REPORTED" ] && back="; host took back MiB${BACK[$k]:-}"
+		printf '  %-28s %7.2f s %8s MB/s  (runs%s; CPU s%s%s)%s\n' "${LABEL[$k]}" "$b" \
+			"$(mbps "$FBYTES" "$b")" "$(runs_of "$k")" "${CPU[$k]:-}" "$back" "$extra"
 	}
 	echo "fp8: hashing $FBYTES shard bytes:"
 	fline f_openssl
