@@ -176,10 +176,10 @@ struct conv {
  * need no buffer: they gather into one batch of up to BATCH_BYTES before
  * it is handed over (a hand-off per 1 MiB chunk cost more than the
  * chunk's copy when the lanes woke for each).  Rank r's file is written
- * by lane r % nlanes only: ext4 takes a file's inode lock for a buffered
- * write, so two lanes in one file would only take turns; two files at a
- * time is what runs the two copies side by side (and each file sees its
- * writes in order).  Two lanes: the kernel's copy into the page cache is
+ * by lane r % nlanes (but see lane_read below): ext4 takes a file's inode
+ * lock for a buffered write, so two lanes in one file would only take
+ * turns; two files at a time is what runs the two copies side by side.
+ * Two lanes: the kernel's copy into the page cache is
  * the largest cost of a convert, as large as dd's.  The ring matters when
  * consecutive batches are for one lane each (a tensor split on its first
  * axis sends a run of chunks to one rank): with two batches and a barrier
@@ -601,7 +601,12 @@ static int chunk_done(struct conv *c, int used_buf, struct d0_err *err)
 			lane = (int)(c->chunk_seq++ % (unsigned)q->nlanes);
 		for (i = c->chunk_put0; i < n; i++)
 			p[i].lane = lane;
-		q->rd[q->fill][c->chunk_rd].lane = lane;
+		if (n == c->chunk_put0) { /* no rank holds it: nothing to read */
+			c->lane_bytes -= q->rd[q->fill][c->chunk_rd].n;
+			q->nrd[q->fill]--; /* the last read added */
+		} else {
+			q->rd[q->fill][c->chunk_rd].lane = lane;
+		}
 		c->chunk_rd = -1;
 	}
 	if (!used_buf && q->bytes[q->fill] < BATCH_BYTES &&
