@@ -397,6 +397,16 @@ static int lane_put_dec(struct wq_lane *ln, const struct put *p,
 	return -1;
 }
 
+/* A source read that failed (errno set): the shard, tensor and bytes. */
+static int read_failed(struct d0_err *err, const char *path,
+		       const struct item *it, uint64_t off, uint64_t n)
+{
+	return d0_errf(err, "%s: tensor '%s': cannot read bytes %llu-%llu: %s "
+		       "(the file changed since it was opened?)", path,
+		       it->src->name, (unsigned long long)off,
+		       (unsigned long long)(off + n), strerror(errno));
+}
+
 static void *wq_main(void *arg)
 {
 	struct wq_lane *ln = arg;
@@ -414,19 +424,12 @@ static void *wq_main(void *arg)
 			const struct lane_rd *r = &q->rd[b][i];
 			if (r->lane == ln->id &&
 			    pread_full(r->fd, r->dst, r->n, r->off) < 0) {
-				d0_errf(&e, "%s: tensor '%s': cannot read bytes "
-					"%llu-%llu: %s (the file changed since "
-					"it was opened?)",
-					q->shards[r->it->shard].path,
-					r->it->src->name,
-					(unsigned long long)r->off,
-					(unsigned long long)(r->off + r->n),
-					strerror(errno));
+				read_failed(&e, q->shards[r->it->shard].path,
+					    r->it, r->off, r->n);
 				failed = 1;
 			}
 		}
-		for (size_t k = 0; !failed && k < q->n[b]; k++) {
-			size_t i = k;
+		for (size_t i = 0; !failed && i < q->n[b]; i++) {
 			struct put *p = &q->batch[b][i];
 			if (p->lane != ln->id)
 				continue;
@@ -1042,10 +1045,7 @@ static const unsigned char *pread_src(struct conv *c, const struct item *it,
 		q->rd[f][q->nrd[f]++] = (struct lane_rd){
 			b, (size_t)n, off, c->fd, 0, it};
 	} else if (pread_full(c->fd, b, (size_t)n, off) < 0) {
-		d0_errf(err, "%s: tensor '%s': cannot read bytes %llu-%llu: %s "
-			"(the file changed since it was opened?)", c->shard_path,
-			it->src->name, (unsigned long long)off,
-			(unsigned long long)(off + n), strerror(errno));
+		read_failed(err, c->shard_path, it, off, n);
 		return NULL;
 	}
 	q->sused[f] += (size_t)n;
@@ -1066,8 +1066,10 @@ static const unsigned char *read_src(struct conv *c, EVP_MD_CTX *sha,
 	uint64_t b0 = src_bytes(it, el_off), b1 = src_bytes(it, el_off + n);
 	uint64_t off = c->ck.shards[it->shard].st.data_off + it->src->begin + b0;
 	const unsigned char *sb;
+	/* written as stored, or converted by the writer lanes (decode16 to
+	 * bf16/f16, a dtype conversion): else by this thread below */
 	int as_stored = !it->dequant && it->src->dtype == it->to;
-	int lanes_conv = c->lane_decode &&
+	int lanes_conv = c->lane_decode && !as_stored &&
 			 (it->dequant ? format_of(&c->cfg.qc)->decode16 &&
 						(it->to == DT_BF16 || it->to == DT_F16)
 				      : !as_stored);
@@ -1089,17 +1091,11 @@ static const unsigned char *read_src(struct conv *c, EVP_MD_CTX *sha,
 		EVP_DigestUpdate(sha, sb, b1 - b0);
 	c->done_bytes += b1 - b0;
 	c->deferred = 0;
-	if (!it->dequant && it->src->dtype == it->to)
+	if (as_stored)
 		return sb; /* stored as written */
-	if (it->dequant) {
-		const struct weight_format *f = format_of(&c->cfg.qc);
+	if (it->dequant)
 		it->view.values = sb;
-		if (f->decode16 && (it->to == DT_BF16 || it->to == DT_F16) &&
-		    c->lane_decode) {
-			c->deferred = 1;
-			return sb;
-		}
-	} else if (c->lane_decode) { /* a dtype conversion: the lanes' too */
+	if (lanes_conv) { /* FP8 decode16, or a dtype conversion */
 		c->deferred = 1;
 		return sb;
 	}
