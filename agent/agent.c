@@ -99,25 +99,42 @@ json_t *agent_text(const char *s)
 	return v;
 }
 
-void agent_error(struct agent *a, const char *cmd, const char *line, size_t len,
-		 const char *fmt, ...)
+static void verror(struct agent *a, const char *cmd, const char *stage_id,
+		   const char *line, size_t len, const char *fmt, va_list ap)
 {
 	char msg[1024];
-	va_list ap;
 	json_t *o;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
 	o = json_object();
 	json_object_set_new(o, "msg", agent_text(msg));
 	if (cmd)
 		json_object_set_new(o, "cmd", json_string(cmd));
+	if (stage_id && *stage_id)
+		json_object_set_new(o, "stage_id", agent_text(stage_id));
 	if (line) {
 		char ex[240];
 		proto_excerpt(line, len, ex, sizeof ex);
 		json_object_set_new(o, "line", json_string(ex));
 	}
 	agent_emit(a, "error", o, 0);
+}
+
+void agent_error(struct agent *a, const char *cmd, const char *line, size_t len,
+		 const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	verror(a, cmd, NULL, line, len, fmt, ap);
+	va_end(ap);
+}
+
+void agent_refuse(struct agent *a, const char *cmd, const char *stage_id,
+		  const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	verror(a, cmd, stage_id, NULL, 0, fmt, ap);
+	va_end(ap);
 }
 
 void agent_log(struct agent *a, const char *level, const char *fmt, ...)
@@ -178,8 +195,8 @@ static void handle_line(struct agent *a, const char *line, size_t len)
 		return;
 	}
 	if (a->quitting && cmd.kind == CMD_RUN) {
-		agent_error(a, "run", NULL, 0, "run: the agent is exiting (%s)",
-			    a->quit_reason);
+		agent_refuse(a, "run", proto_str(cmd.obj, "stage_id", NULL),
+			     "run: the agent is exiting (%s)", a->quit_reason);
 	} else {
 		agent_cmds[cmd.kind]->run(a, &cmd);
 	}

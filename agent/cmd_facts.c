@@ -25,7 +25,7 @@ static void run(struct agent *a, struct proto_cmd *cmd)
 			known |= !strcmp(key, require_keys[i]);
 		if (!known || !json_is_integer(v) ||
 		    json_integer_value(v) < 0) {
-			agent_error(a, "facts", NULL, 0,
+			agent_refuse(a, "facts", proto_str(cmd->obj, "stage_id", NULL),
 				    "facts: require: '%.60s': expected one of "
 				    "cores, mem_bytes, disk_free, cards, "
 				    "card_mem with an integer >= 0",

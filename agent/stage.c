@@ -317,52 +317,52 @@ struct stage *stage_start(struct agent *a, json_t *cmd)
 	ssize_t n;
 
 	if (!id_ok(id, STAGE_ID_MAX)) {
-		agent_error(a, "run", NULL, 0,
+		agent_refuse(a, "run", id,
 			    "run: stage_id '%.80s': expected 1-%d of "
 			    "[A-Za-z0-9._-], not starting with . or -",
 			    id, STAGE_ID_MAX);
 		return NULL;
 	}
 	if (agent_find_stage(a, id)) {
-		agent_error(a, "run", NULL, 0,
+		agent_refuse(a, "run", id,
 			    "run: stage '%s' is already running", id);
 		return NULL;
 	}
 	if (a->nstages >= AGENT_MAX_STAGES) {
-		agent_error(a, "run", NULL, 0, "run: %d stages already running",
+		agent_refuse(a, "run", id, "run: %d stages already running",
 			    a->nstages);
 		return NULL;
 	}
 	if (!strcmp(step, "exec")) {
 		if (!argv || json_array_size(argv) == 0) {
-			agent_error(a, "run", NULL, 0,
+			agent_refuse(a, "run", id,
 				    "run: step exec needs a non-empty argv");
 			return NULL;
 		}
 		if (args || margs || json_object_get(cmd, "np")) {
-			agent_error(a, "run", NULL, 0,
+			agent_refuse(a, "run", id,
 				    "run: step exec takes argv, cwd and "
 				    "timeout only");
 			return NULL;
 		}
 	} else {
 		if (!id_ok(step, 32) || argv) {
-			agent_error(
-			    a, "run", NULL, 0,
+			agent_refuse(
+			    a, "run", id,
 			    "run: step '%.40s': expected an engine step "
 			    "name (with args) or exec (with argv)",
 			    step);
 			return NULL;
 		}
 		if (np < 1 || np > 4096) {
-			agent_error(a, "run", NULL, 0,
+			agent_refuse(a, "run", id,
 				    "run: np %lld: expected 1..4096",
 				    (long long)np);
 			return NULL;
 		}
 	}
 	if (timeout < 0 || timeout > 1e7) {
-		agent_error(a, "run", NULL, 0,
+		agent_refuse(a, "run", id,
 			    "run: timeout %g: expected seconds > 0", timeout);
 		return NULL;
 	}
@@ -381,7 +381,7 @@ struct stage *stage_start(struct agent *a, json_t *cmd)
 	if ((v = json_object_get(cmd, "ready")) && json_is_object(v)) {
 		const char *url = proto_str(v, "url", "");
 		if (strncmp(url, "http://", 7)) {
-			agent_error(a, "run", NULL, 0, "run: ready.url '%.80s': "
+			agent_refuse(a, "run", id, "run: ready.url '%.80s': "
 				    "expected http://HOST:PORT/PATH", url);
 			free(st);
 			return NULL;
@@ -431,7 +431,7 @@ struct stage *stage_start(struct agent *a, json_t *cmd)
 				    a, id, proto_str(cmd, "ssh_config", ""),
 				    proto_str(cmd, "known_hosts", ""), &se);
 				if (!rsh) {
-					agent_error(a, "run", NULL, 0,
+					agent_refuse(a, "run", id,
 						    "run: stage %s: ssh "
 						    "settings: %s",
 						    id, se.msg);

@@ -436,8 +436,13 @@ void absorb(struct run *r, int node, struct proto_event *ev)
 	if (ev->kind == EV_ERROR) {
 		const char *cmd = json_string_value(json_object_get(o, "cmd"));
 		const char *msg = json_string_value(json_object_get(o, "msg"));
+		/* The agent names the refused command's stage_id: that
+		 * task ends, and none when it is not waiting for its start
+		 * (a resent command the agent already runs).  An agent
+		 * that names none: the oldest command still waiting. */
 		if (cmd && (!strcmp(cmd, "run") || !strcmp(cmd, "facts")) &&
-		    (t = oldest_sent(r, node))) {
+		    (t = sid ? find_task(r, node, sid) : oldest_sent(r, node)) &&
+		    t->st == T_SENT) {
 			t->attempt = r->pb.stages[t->stage].retries + 1;
 			task_ended(r, t, 2, "refused", msg, NULL);
 		}

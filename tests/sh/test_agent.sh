@@ -212,6 +212,8 @@ has "exec: a bad cwd ends the stage with rc 127" "$T/e5.jsonl" type=stage,stage_
 contains "exec: the bad cwd is named" "cwd /nonexistent" "$T/e5.jsonl"
 has "exec: timeout kills the stage" "$T/e5.jsonl" type=stage,stage_id=x4,state=end,reason=timeout,rc=143
 contains "exec: a running stage id cannot be reused" "stage 'x4' is already running" "$T/e5.jsonl"
+has "exec: the refusal names the refused command's stage_id" "$T/e5.jsonl" \
+	type=error,cmd=run,stage_id=x4
 has "exec: cwd is honoured" "$T/e5.jsonl" type=log,stage_id=x5,msg="$T"
 
 # ---- cancel kills the whole session, samplers see the ranks ----------------
