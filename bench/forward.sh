@@ -6,8 +6,9 @@
 #   prefill: model FLOPs / TTFT / the peak of the product prefill runs
 #            on, at the same thread count (bench/sgemm_peak.c 2048^3):
 #            oneDNN's bf16 matmul for bf16 and FP8 weights, oneDNN's f32
-#            matmul for f32, where the engine's perf reports its prefill
-#            on oneDNN (kernel "...+onednn:ISA"); OpenBLAS's sgemm where
+#            matmul for f32 and where bf16 and FP8 weights are widened to
+#            f32 (kernel "...+onednn:ISA/w-f32"), where the engine's perf
+#            reports its prefill on oneDNN; OpenBLAS's sgemm where
 #            it does not (bf16 panels widened through sgemm)
 #                                                              target >= 0.8
 #   decode:  (bytes one token reads: weights as resident + the KV cache)
@@ -109,7 +110,7 @@ for t in $THREADS; do
 		flops = 2 * (params - emb - head - norms) * P + 2 * head + 4 * L * P * P * H
 		# the product prefill runs on
 		ref = peak; refname = "sgemm"
-		if (on) { ref = (d == "f32" ? df : dbf); refname = (d == "f32" ? "oneDNN f32" : "oneDNN bf16") }
+		if (on) { ref = (d == "f32" || kern ~ /\/w-f32/ ? df : dbf); refname = (ref == df ? "oneDNN f32" : "oneDNN bf16") }
 		mfu = flops / (ttft / 1e3) / (ref * 1e9)
 		# decode: each resident weight byte once, and the KV cache (f32
 		# keys and values, at the mean position of the generated tokens)

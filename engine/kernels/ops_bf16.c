@@ -55,6 +55,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -715,33 +716,105 @@ int op_bf16_set_kernel(const char *name)
 	return 0;
 }
 
-/* How prefill on oneDNN takes x with bf16 and FP8 W: rounded once to bf16
- * (0, the default: the arithmetic of llama.cpp's AVX512-BF16 path and of
- * GPU engines; a product within 2^-8 of its value, so an MoE router's
- * near-tie can choose another expert than float64 would, which validate
- * follows: engine/ref/route_follow.h), or as two bf16 terms, hi + lo (1:
- * DAY0_PREFILL_X=split, x to ~16 mantissa bits, a product within 2^-16 of
- * f32 compute's, for twice the FLOPs: AMX has them to spare, but on CPUs
- * without it, where bf16 runs at twice f32's rate only, the split costs
- * prefill what f32 compute would).  Any other value is warned about once
- * and the default kept. */
-static int prefill_x_split = -1;
+/*
+ * How prefill on oneDNN multiplies x by bf16 and FP8 W (PREFILL_X_*):
+ * - BF16: x rounded once to bf16 (nearest even), oneDNN's bf16 matmul:
+ *   the arithmetic of llama.cpp's AVX512-BF16 path and of GPU engines; a
+ *   product within 2^-8 of its value (FP8's W, its block scale applied,
+ *   rounded to bf16 too: 2^-7), so an MoE router's near-tie can choose
+ *   another expert than float64 would, which validate follows
+ *   (engine/ref/route_follow.h);
+ * - SPLIT (DAY0_PREFILL_X=split): x as two bf16 terms, hi + lo, ~16
+ *   mantissa bits, a product within 2^-16 of f32 compute's, for twice the
+ *   bf16 FLOPs: AMX has them to spare; with AVX512-BF16 alone it costs what
+ *   f32 compute would;
+ * - F32 (DAY0_PREFILL_X=f32): W's panels widened to f32 in each thread's
+ *   scratch (bf16 exactly, FP8 with its block scales as the GEMV reads it)
+ *   and oneDNN's f32 matmul with x as given: f32 compute, nothing rounded.
+ *   The default where oneDNN's bf16 matmul runs no faster than its f32 one
+ *   would on the widened panels: Intel's AVX512-BF16 without AMX (Sapphire
+ *   and Emerald Rapids guests without AMX, Cooper Lake: vdpbf16ps issues at
+ *   half the rate of f32 FMAs, so bf16 128 x 1024 x 256 ran at 99-111
+ *   GFLOP/s and f32 at 192-203 on an Emerald Rapids guest), and a bf16
+ *   matmul oneDNN only emulates (AVX-512 without BF16).  AMX, and AMD's
+ *   AVX512-BF16 (Zen 4/5: 412 bf16 GFLOP/s against 215 f32 on Zen 5) keep
+ *   BF16.  A rule on the CPU, not a timing: every process on a machine
+ *   takes the same arithmetic.
+ * DAY0_PREFILL_X=bf16|split|f32 forces one; any other value is warned
+ * about once and the default kept.
+ */
+static int prefill_x = -1;
+
+#ifdef HAVE_X86
+static int cpu_is_amd(void)
+{
+	unsigned a, b, c, d;
+	return __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u; /* "Auth" */
+}
+#endif
+
+/* PREFILL_X_F32 where it is the faster (above), else PREFILL_X_BF16. */
+static int prefill_x_default(void)
+{
+	const char *isa = op_onednn_isa(), *f32 = op_onednn_isa_f32();
+	if (!isa || !f32 || strstr(isa, "amx"))
+		return PREFILL_X_BF16;
+#ifdef HAVE_X86
+	if (strstr(isa, "bf16") && cpu_is_amd())
+		return PREFILL_X_BF16;
+	return PREFILL_X_F32;
+#else
+	return PREFILL_X_BF16;
+#endif
+}
+
+int op_prefill_x(void)
+{
+	if (prefill_x < 0) {
+		const char *e = getenv("DAY0_PREFILL_X");
+		if (e && !strcmp(e, "split"))
+			prefill_x = PREFILL_X_SPLIT;
+		else if (e && !strcmp(e, "bf16"))
+			prefill_x = PREFILL_X_BF16;
+		else if (e && !strcmp(e, "f32") && op_onednn_isa_f32())
+			prefill_x = PREFILL_X_F32;
+		else {
+			if (e && *e && strcmp(e, "f32"))
+				fprintf(stderr, "day0-engine: DAY0_PREFILL_X=%s: expected "
+						"bf16, split or f32; using the default\n", e);
+			else if (e && *e)
+				fprintf(stderr, "day0-engine: DAY0_PREFILL_X=f32: oneDNN "
+						"has no native f32 matmul here; using the "
+						"default\n");
+			prefill_x = prefill_x_default();
+		}
+	}
+	return prefill_x;
+}
 
 int op_prefill_x_split(void)
 {
-	if (prefill_x_split < 0) {
-		const char *e = getenv("DAY0_PREFILL_X");
-		prefill_x_split = e && !strcmp(e, "split");
-		if (e && *e && strcmp(e, "bf16") && strcmp(e, "split"))
-			fprintf(stderr, "day0-engine: DAY0_PREFILL_X=%s: expected bf16 "
-					"(the default) or split; using bf16\n", e);
-	}
-	return prefill_x_split;
+	return op_prefill_x() == PREFILL_X_SPLIT;
+}
+
+int op_prefill_x_default(void)
+{
+	return prefill_x_default();
+}
+
+int op_set_prefill_x(int mode)
+{
+	if (mode == PREFILL_X_F32 && !op_onednn_isa_f32())
+		return -1;
+	if (mode != PREFILL_X_BF16 && mode != PREFILL_X_SPLIT && mode != PREFILL_X_F32)
+		return -1;
+	prefill_x = mode;
+	return 0;
 }
 
 void op_set_prefill_x_split(int split)
 {
-	prefill_x_split = split != 0;
+	prefill_x = split ? PREFILL_X_SPLIT : PREFILL_X_BF16;
 }
 
 /* The widening that goes with the GEMV kernel picked. */
@@ -765,8 +838,11 @@ const char *op_prefill_kernel(void)
 	static char name[80];
 	if (!use_onednn())
 		return "sgemm";
-	snprintf(name, sizeof name, "onednn:%s%s", op_onednn_isa(),
-		 op_prefill_x_split() ? "/x-split" : "");
+	if (op_prefill_x() == PREFILL_X_F32)
+		snprintf(name, sizeof name, "onednn:%s/w-f32", op_onednn_isa_f32());
+	else
+		snprintf(name, sizeof name, "onednn:%s%s", op_onednn_isa(),
+			 op_prefill_x_split() ? "/x-split" : "");
 	return name;
 }
 
@@ -821,6 +897,7 @@ struct job {
 	 * and of the last one, FP8's bf16 scratch (slots x rows x k) */
 	const uint16_t *xb;
 	const float *wf32; /* f32 W (oneDNN's f32 matmul) */
+	int widen;         /* bf16/FP8 W widened into scratch, f32 matmul */
 	const struct onednn_mm *mm, *mm_last;
 	uint16_t *bscratch;
 	atomic_int *failed;
@@ -1012,6 +1089,14 @@ static void onednn_chunk(const struct job *j, int c, int slot)
 	if (j->wf32) {
 		w = j->wf32 + (size_t)j0 * j->k;
 		x = j->x;
+	} else if (j->widen) { /* PREFILL_X_F32 */
+		float *pan = j->scratch + (size_t)slot * (size_t)j->rows * (size_t)j->k;
+		if (j->wm)
+			op_fp8_widen_rows(pan, j->wm, j0, len, j->k, j->vec);
+		else
+			op_bf16_widen(pan, j->w + (size_t)j0 * j->k, (size_t)len * j->k);
+		w = pan;
+		x = j->x;
 	} else if (j->wm) {
 		size_t off = (size_t)slot * (size_t)j->rows * (size_t)j->k;
 		float *pan = j->scratch + off;
@@ -1195,11 +1280,18 @@ static int onednn_panels(float *y, const float *x, const uint16_t *w,
 	 * Zen 5: the f32 rate again). */
 	int split = !wf && op_prefill_x_split();
 	int mx = split ? 2 * m : m;
-	j.mm = op_onednn_get(mx, j.rows, k, n, wf != NULL, j.slots);
-	j.mm_last = n % j.rows ? op_onednn_get(mx, n % j.rows, k, n, wf != NULL, j.slots) : j.mm;
+	j.widen = !wf && op_prefill_x() == PREFILL_X_F32;
+	j.mm = op_onednn_get(mx, j.rows, k, n, wf || j.widen, j.slots);
+	j.mm_last = n % j.rows ? op_onednn_get(mx, n % j.rows, k, n, wf || j.widen, j.slots)
+			       : j.mm;
 	if (!j.mm || !j.mm_last)
 		return -1;
-	if (!wf) {
+	if (j.widen) {
+		j.scratch = aligned_alloc(64, ((size_t)j.slots * (size_t)j.rows * (size_t)k *
+						       sizeof(float) + 63) & ~(size_t)63);
+		if (!j.scratch)
+			abort();
+	} else if (!wf) {
 		size_t mk = (size_t)m * k;
 		xb = aligned_alloc(64, (mk * (split ? 4 : 2) + 63) & ~(size_t)63);
 		if (!xb)
@@ -1216,7 +1308,7 @@ static int onednn_panels(float *y, const float *x, const uint16_t *w,
 		}
 		j.xb = xb;
 	}
-	if (wm) {
+	if (wm && !j.widen) {
 		size_t per = (size_t)j.slots * (size_t)j.rows * (size_t)k;
 		j.scratch = malloc(per * sizeof(float));
 		j.bscratch = aligned_alloc(64, (per * 2 + 63) & ~(size_t)63);

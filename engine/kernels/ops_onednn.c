@@ -70,7 +70,8 @@ static struct {
 	pthread_mutex_t mu;
 	int state; /* 0 not tried, 1 ready, -1 not available */
 	dnnl_engine_t eng;
-	char isa[64];
+	char isa[64];     /* the bf16 matmul's implementation */
+	char isa_f32[64]; /* the f32 one's ("" if only loops) */
 	struct onednn_mm mm[SHAPES];
 	int nmm, evict;
 	dnnl_stream_t stream[SLOTS];
@@ -121,16 +122,37 @@ out:
 	return rc;
 }
 
-/* oneDNN's engine, and the kernel its bf16 matmul picks for this CPU (a
- * small product's implementation name): "ref" ones are loops, not worth
- * taking over widened panels through sgemm. */
-static int init_locked(void)
+/* The ISA of the implementation oneDNN picks for a small matmul of dt
+ * ("brg:avx512_core_amx_bf16" -> "avx512_core_amx_bf16") into isa; -1 if
+ * none, or only its reference loops. */
+static int probe_isa(dnnl_data_type_t dt, char *isa, size_t len)
 {
 	const char *impl = NULL;
 	dnnl_primitive_desc_t pd = NULL;
 	dnnl_memory_desc_t a, b, c;
 	dnnl_dims_t ad = {64, 256}, bd = {256, 64}, cd = {64, 64};
 	dnnl_matmul_desc_t md;
+	int rc = -1;
+	if (!dnnl_memory_desc_init_by_tag(&a, 2, ad, dt, dnnl_ab) &&
+	    !dnnl_memory_desc_init_by_tag(&b, 2, bd, dt, dnnl_ba) &&
+	    !dnnl_memory_desc_init_by_tag(&c, 2, cd, dnnl_f32, dnnl_ab) &&
+	    !dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) &&
+	    !dnnl_primitive_desc_create(&pd, &md, NULL, dn.eng, NULL) &&
+	    !dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) && impl &&
+	    !strstr(impl, "ref")) {
+		snprintf(isa, len, "%s", strchr(impl, ':') ? strchr(impl, ':') + 1 : impl);
+		rc = 0;
+	}
+	if (pd)
+		dnnl_primitive_desc_destroy(pd);
+	return rc;
+}
+
+/* oneDNN's engine, and the kernels its bf16 and f32 matmuls pick for this
+ * CPU: "ref" ones are loops, not worth taking over widened panels through
+ * sgemm. */
+static int init_locked(void)
+{
 	if (dn.state)
 		return dn.state;
 	dn.state = -1;
@@ -141,22 +163,11 @@ static int init_locked(void)
 	dnnl_set_primitive_cache_capacity(0);
 	if (dnnl_engine_create(&dn.eng, dnnl_cpu, 0))
 		return dn.state;
-	if (dnnl_memory_desc_init_by_tag(&a, 2, ad, dnnl_bf16, dnnl_ab) ||
-	    dnnl_memory_desc_init_by_tag(&b, 2, bd, dnnl_bf16, dnnl_ba) ||
-	    dnnl_memory_desc_init_by_tag(&c, 2, cd, dnnl_f32, dnnl_ab) ||
-	    dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) ||
-	    dnnl_primitive_desc_create(&pd, &md, NULL, dn.eng, NULL) ||
-	    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) || !impl) {
-		if (pd)
-			dnnl_primitive_desc_destroy(pd);
+	if (probe_isa(dnnl_bf16, dn.isa, sizeof dn.isa))
 		return dn.state;
-	}
-	/* "brg:avx512_core_amx_bf16" -> "avx512_core_amx_bf16" */
-	const char *isa = strchr(impl, ':') ? strchr(impl, ':') + 1 : impl;
-	snprintf(dn.isa, sizeof dn.isa, "%s", isa);
-	if (!strstr(impl, "ref"))
-		dn.state = 1;
-	dnnl_primitive_desc_destroy(pd);
+	if (probe_isa(dnnl_f32, dn.isa_f32, sizeof dn.isa_f32))
+		dn.isa_f32[0] = 0;
+	dn.state = 1;
 	return dn.state;
 }
 
@@ -171,6 +182,11 @@ int op_onednn_ready(void)
 const char *op_onednn_isa(void)
 {
 	return op_onednn_ready() ? dn.isa : NULL;
+}
+
+const char *op_onednn_isa_f32(void)
+{
+	return op_onednn_ready() && dn.isa_f32[0] ? dn.isa_f32 : NULL;
 }
 
 const struct onednn_mm *op_onednn_get(int m, int n, int k, int ldy, int f32, int slots)

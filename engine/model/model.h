@@ -360,15 +360,23 @@ const char *op_bf16_kernel(void);
  * native kernel for the CPU); a GEMV named: prefill by sgemm panels. */
 int op_bf16_set_kernel(const char *name);
 /* Prefill's bf16/FP8 kernel: "onednn:<oneDNN's ISA>" ("/x-split" after it
- * where x is taken as hi + lo, DAY0_PREFILL_X=split) or "sgemm"; and the GEMV
+ * where x is taken as hi + lo, DAY0_PREFILL_X=split; "onednn:<its f32
+ * ISA>/w-f32" where W is widened to f32) or "sgemm"; and the GEMV
  * and prefill kernels together, as perf reports them
  * ("avx512+onednn:avx512_core_amx_bf16", or the GEMV's name alone). */
 const char *op_prefill_kernel(void);
 const char *op_kernels(void);
-/* Whether prefill on oneDNN takes x rounded once to bf16 (0, the default)
- * or as bf16 hi + lo (1: DAY0_PREFILL_X=split). */
-int op_prefill_x_split(void);
-void op_set_prefill_x_split(int split); /* tests */
+/* How prefill on oneDNN multiplies x by bf16 and FP8 W (ops_bf16.c):
+ * x rounded once to bf16, as bf16 hi + lo (DAY0_PREFILL_X=split), or W
+ * widened to f32 and x as given (f32: the default where the CPU's bf16
+ * matmul is no faster; DAY0_PREFILL_X forces one). */
+enum { PREFILL_X_BF16, PREFILL_X_SPLIT, PREFILL_X_F32 };
+int op_prefill_x(void);
+int op_prefill_x_default(void); /* this CPU's, whatever is forced */
+int op_prefill_x_split(void);   /* op_prefill_x() == PREFILL_X_SPLIT */
+/* tests: force a mode (-1: f32 without oneDNN's native f32 matmul) */
+int op_set_prefill_x(int mode);
+void op_set_prefill_x_split(int split);
 /* oneDNN's matmul (ops_onednn.c): whether its bf16 one has a native
  * kernel for this CPU, and which (NULL if none); the primitive for
  * y[m, ldy] (n columns) = x[m, k] . W[n, k]^T, x and W bf16 (f32 if f32),
@@ -377,6 +385,7 @@ void op_set_prefill_x_split(int split); /* tests */
 struct onednn_mm;
 int op_onednn_ready(void);
 const char *op_onednn_isa(void);
+const char *op_onednn_isa_f32(void); /* its f32 matmul's (NULL if loops) */
 const struct onednn_mm *op_onednn_get(int m, int n, int k, int ldy, int f32, int slots);
 int op_onednn_run(const struct onednn_mm *mm, float *y, const void *x, const void *w,
 		  int slot);

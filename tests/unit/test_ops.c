@@ -554,22 +554,43 @@ int main(void)
 						{20, 70, 300, 16, 16},   {128, 1024, 1024, 128, 128},
 						{33, 257, 300, 7, 5},    {64, 2816, 256, 128, 128},
 						{3, 64, 1024, 128, 128}, {12, 1, 64, 16, 16}};
-		/* both ways of taking x: rounded once (the default: within 2^-8
-		 * of x as given), hi + lo (DAY0_PREFILL_X=split) */
-		if (op_onednn_ready() && !getenv("DAY0_PREFILL_X"))
-			CHECKN("prefill on oneDNN rounds x once by default",
-			       op_prefill_x_split() == 0);
-		for (int xs = 1; xs >= 0 && op_onednn_ready(); xs--)
+		/* every way of taking x: rounded once (within 2^-8 of x as
+		 * given), hi + lo (DAY0_PREFILL_X=split), W widened to f32 and x
+		 * as given (DAY0_PREFILL_X=f32; the default where the CPU's bf16
+		 * matmul is no faster: Intel without AMX) */
+		if (op_onednn_ready() && !getenv("DAY0_PREFILL_X")) {
+			int dflt = op_prefill_x_default(), amd = 0;
+#if defined(__x86_64__)
+			amd = __builtin_cpu_is("amd");
+#endif
+			printf("# prefill's default: %s (oneDNN bf16 %s, f32 %s)\n",
+			       dflt == PREFILL_X_F32 ? "W widened to f32" : "x rounded once to bf16",
+			       op_onednn_isa(), op_onednn_isa_f32() ? op_onednn_isa_f32() : "loops");
+			CHECKN("prefill's default: x rounded once with AMX or AMD's AVX512-BF16, "
+			       "W widened to f32 otherwise (given oneDNN's f32 matmul)",
+			       op_prefill_x() == dflt &&
+			       (strstr(op_onednn_isa(), "amx") || (amd && strstr(op_onednn_isa(), "bf16")) ||
+				!op_onednn_isa_f32()
+				    ? dflt == PREFILL_X_BF16
+				    : dflt == PREFILL_X_F32));
+		}
+		CHECKN("DAY0_PREFILL_X=f32 is refused without oneDNN's f32 matmul",
+		       (op_onednn_isa_f32() != NULL) == (op_set_prefill_x(PREFILL_X_F32) == 0));
+		for (int xm = PREFILL_X_F32; xm >= 0 && op_onednn_ready(); xm--)
 		for (int d = 0; d < 4; d++) {
 			int dt = d == 0 ? DT_BF16 : d == 1 ? DT_F8_E4M3 : d == 2 ? DT_F8_E5M2 : DT_F32;
-			int bad = 0, bad_x = 0;
+			int bad = 0, bad_x = 0, xs = xm == PREFILL_X_SPLIT, wide = xm == PREFILL_X_F32;
 			char name[160];
-			op_set_prefill_x_split(xs);
+			if (op_set_prefill_x(xm))
+				break;
 			if (d == 0)
-				CHECKN(!xs ? "prefill kernel named without /x-split by default"
-					   : "DAY0_PREFILL_X=split: the prefill kernel says /x-split",
+				CHECKN(xm == PREFILL_X_BF16 ? "x rounded once: the prefill kernel is bf16's, no suffix"
+				       : xs ? "DAY0_PREFILL_X=split: the prefill kernel says /x-split"
+					    : "DAY0_PREFILL_X=f32: the prefill kernel says /w-f32",
 				       (strstr(op_prefill_kernel(), "/x-split") != NULL) == xs &&
-				       (strstr(op_kernels(), "/x-split") != NULL) == xs);
+				       (strstr(op_kernels(), "/x-split") != NULL) == xs &&
+				       (strstr(op_prefill_kernel(), "/w-f32") != NULL) == wide &&
+				       (strstr(op_kernels(), "/w-f32") != NULL) == wide);
 			for (size_t z = 0; z < sizeof shapes / sizeof *shapes; z++) {
 				int m = shapes[z][0], n = shapes[z][1], k = shapes[z][2];
 				int br = shapes[z][3], bc = shapes[z][4];
@@ -606,7 +627,8 @@ int main(void)
 				for (int j = 0; j < n; j++)
 					op_embedding_w(we + (size_t)j * k, &wm, j, k);
 				for (int i = 0; i < n * k; i++)
-					wf[i] = dt != DT_BF16 && dt != DT_F32 && m > 8 ? ref_bf16(we[i]) : we[i];
+					wf[i] = dt != DT_BF16 && dt != DT_F32 && m > 8 && !wide ? ref_bf16(we[i])
+												: we[i];
 				op_linear_w(y, x, &wm, b, m, n, k);
 				for (int i = 0; i < m; i++)
 					for (int j = 0; j < n; j++) {
@@ -615,7 +637,7 @@ int main(void)
 							/* oneDNN's x: hi = bf16(x) plus lo = bf16(x - hi),
 							 * or hi alone (x rounded once) */
 							float xi = x[i * k + c], hi = ref_bf16(xi);
-							double xv = m > 8 && dt != DT_F32
+							double xv = m > 8 && dt != DT_F32 && !wide
 									    ? (double)hi + (xs ? ref_bf16(xi - hi) : 0)
 									    : xi;
 							sm += xv * wf[(size_t)j * k + c];
@@ -625,7 +647,7 @@ int main(void)
 						bad += fabs(sm - y[i * n + j]) > 1e-5 * mag + 1e-6;
 						/* each bf16 rounding is within 2^-8 of its value:
 						 * x and FP8's W both rounded, 2^-7 */
-						int e = dt == DT_F32 || (dt == DT_BF16 && xs) ? -16
+						int e = dt == DT_F32 || wide || (dt == DT_BF16 && xs) ? -16
 							: dt != DT_BF16 && !xs && m > 8 ? -7 : -8;
 						bad_x += fabs(sx - y[i * n + j]) > ldexp(mag, e) + 1e-5 * mag + 1e-6;
 					}
@@ -633,12 +655,15 @@ int main(void)
 			}
 			snprintf(name, sizeof name, "%s prefill (oneDNN) matches the float64 product "
 				 "of its x as %s and W", dtype_name(dt),
-				 dt == DT_F32 ? "given" : xs ? "bf16 hi + lo (DAY0_PREFILL_X=split)" : "bf16");
+				 dt == DT_F32 || wide ? "given"
+				 : xs ? "bf16 hi + lo (DAY0_PREFILL_X=split)" : "bf16");
 			CHECKN(name, bad == 0);
 			snprintf(name, sizeof name, "%s prefill (oneDNN%s) within %s of the product "
-				 "of x as given", dtype_name(dt), xs ? "" : ", x rounded once",
-				 xs ? "2^-16 (bf16 W; FP8's W rounded to bf16: 2^-8)"
-				    : "2^-8 (FP8's W rounded too: 2^-7; f32 W: 2^-16)");
+				 "of x as given", dtype_name(dt),
+				 wide ? ", W widened to f32" : xs ? "" : ", x rounded once",
+				 wide ? "2^-16 (f32 compute)"
+				 : xs ? "2^-16 (bf16 W; FP8's W rounded to bf16: 2^-8)"
+				      : "2^-8 (FP8's W rounded too: 2^-7; f32 W: 2^-16)");
 			CHECKN(name, bad_x == 0);
 		}
 		op_set_prefill_x_split(1);
