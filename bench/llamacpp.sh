@@ -41,7 +41,9 @@
 # A last column (XSPLIT=0 leaves it out): day0 with DAY0_PREFILL_X=split, x
 # carried as bf16 hi + lo for prefill's bf16 and FP8 products (twice the
 # bf16 FLOPs: on a CPU without AMX, f32's rate) where day0's default rounds
-# x once to bf16 (llama.cpp's own arithmetic on its AVX512-BF16 path);
+# x once to bf16 (llama.cpp's own arithmetic on its AVX512-BF16 path), or,
+# where the CPU's bf16 matmul is no faster than f32 (Intel without AMX),
+# widens W to f32 (kernel ".../w-f32": the split column is then slower);
 # decode does not change (the GEMV reads x in f32), so its rows show only
 # prefill.
 #
