@@ -732,10 +732,11 @@ int op_bf16_set_kernel(const char *name)
  *   scratch (bf16 exactly, FP8 with its block scales as the GEMV reads it)
  *   and oneDNN's f32 matmul with x as given: f32 compute, nothing rounded.
  *   The default where oneDNN's bf16 matmul runs no faster than its f32 one
- *   would on the widened panels: Intel's AVX512-BF16 without AMX (Sapphire
- *   and Emerald Rapids guests without AMX, Cooper Lake: vdpbf16ps issues at
- *   half the rate of f32 FMAs, so bf16 128 x 1024 x 256 ran at 99-111
- *   GFLOP/s and f32 at 192-203 on an Emerald Rapids guest), and a bf16
+ *   would on the widened panels: Intel's AVX512-BF16 without AMX (on an
+ *   Emerald Rapids guest without AMX vdpbf16ps issued at half the rate of
+ *   f32 FMAs, and oneDNN's bf16 128 x 1024 x 256 ran at 99-111 GFLOP/s
+ *   against f32's 192-203; Cooper Lake is taken to be alike, unmeasured),
+ *   and a bf16
  *   matmul oneDNN only emulates (AVX-512 without BF16).  AMX, and AMD's
  *   AVX512-BF16 (Zen 4/5: 412 bf16 GFLOP/s against 215 f32 on Zen 5) keep
  *   BF16.  A rule on the CPU, not a timing: every process on a machine
