@@ -111,6 +111,20 @@ else
 fi
 key 4
 wait_for "replay: checklist" "item \\ node" 5
+# The convert's summary (tensors, bytes, how the source was read, time)
+# is its end event's msg: the Log screen shows it as the file has it.
+summary=$(sqlite3 "$DB" "select json_extract(body,'\$.msg') from events where node='local' and type='stage' and json_extract(body,'\$.stage_id')='convert' and json_extract(body,'\$.state')='end' and json_extract(body,'\$.src_seq') is not null limit 1")
+check "convert: its end event carries the summary ('$summary')" \
+	bash -c "grep -qE ' tensors, .* read \((mapped|pread[^)]*)\) in [0-9.]+ s, dtype ' <<<'$summary'"
+key 7
+sleep 0.3
+key /
+tm send-keys -t r -l "tensors,"
+key Enter
+sleep 0.5
+ntens=$(grep -oE '[0-9]+ tensors, [0-9.]+ [KMG]?i?B read' <<<"$summary")
+if cap | tr -d '\n' | grep -qF -- "$ntens"; then ok "log: the Log screen shows the convert's summary as stored ($ntens)"
+else fail "log: the Log screen shows the convert's summary" "'$ntens' not on screen: $(cap | sed 's/^/    | /')"; fi
 key q
 
 # A failed stage held on screen, r reruns it, the run then ends go.
