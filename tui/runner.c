@@ -125,7 +125,14 @@ void loop(struct run *r)
 			lt = link_timeout_ms(nd->link);
 			if (lt >= 0 && lt < timeout)
 				timeout = lt;
-			must[i] = k == 0 || lt == 0 || link_busy(nd->link);
+			/* no fds: a link between phases must be serviced
+			 * again at once; one whose agent has exited (EOF)
+			 * only on the next timeout (it has nothing left to
+			 * read: the verdict screen of a finished run spun a
+			 * core on poll(stdin, 0) for as long as it stayed
+			 * open) */
+			must[i] = (k == 0 && link_phase(nd->link) != LINK_EOF) || lt == 0 ||
+				  link_busy(nd->link);
 			if (must[i])
 				timeout = 0;
 			if (link_phase(nd->link) != LINK_UP)

@@ -143,6 +143,20 @@ key r
 sleep 0.5
 cap | grep -q 'y/n' && key y
 wait_for "held: r reran the failed stage and the run ended go" "  GO" 60
+# The run is over and the verdict waits for q: the console must sleep in
+# poll, not spin (it once polled its terminal with a zero timeout for as
+# long as the screen stayed open, a whole core).  CPU ticks over 2 s of
+# waiting: a spinning loop takes ~200 (100 a second), a waiting one ~0.
+pid=$(pgrep -f -- "run $T/held.json" | while read -r p; do [ "$(cat /proc/$p/comm 2>/dev/null)" = day0 ] && echo "$p"; done | head -n 1)
+sleep 1
+if [ -n "$pid" ]; then
+	t0=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
+	sleep 2
+	t1=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
+	check "held: the finished run's console waits idle for q ($((t1 - t0)) CPU ticks in 2 s)" test $((t1 - t0)) -lt 50
+else
+	fail "held: the finished run's console waits idle for q" "no day0 process for $T/held.json"
+fi
 key q
 wait_for "held: q gives the terminal back, exit 0" "EXIT 0" 20
 check "held: the rerun is in the session file" test \
