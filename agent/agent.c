@@ -109,7 +109,9 @@ static void verror(struct agent *a, const char *cmd, const char *stage_id,
 	json_object_set_new(o, "msg", agent_text(msg));
 	if (cmd)
 		json_object_set_new(o, "cmd", json_string(cmd));
-	if (stage_id && *stage_id)
+	/* one the console could have sent (an id and its attempt): a longer
+	 * one is no task's, and echoing it could overflow the line limit */
+	if (stage_id && *stage_id && strlen(stage_id) <= STAGE_ID_MAX + 12)
 		json_object_set_new(o, "stage_id", agent_text(stage_id));
 	if (line) {
 		char ex[240];

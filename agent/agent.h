@@ -318,8 +318,10 @@ void agent_emit(struct agent *a, const char *type, json_t *fields, int64_t ts);
 /* An error event: msg, and the command name / bad line when known. */
 void agent_error(struct agent *a, const char *cmd, const char *line, size_t len,
 		 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-/* The same for a command the agent refused that named a stage_id: the
- * event carries it, so the console ends that stage's task and no other. */
+/* The same for a run or facts command the agent refused: the event
+ * carries the stage_id it named (none if it named none, or one longer
+ * than any the console sends), so the console ends that stage's task and
+ * no other. */
 void agent_refuse(struct agent *a, const char *cmd, const char *stage_id,
 		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* A JSON string of text that may not be UTF-8 (bytes as \xNN). */

@@ -127,12 +127,14 @@ void loop(struct run *r)
 				timeout = lt;
 			/* no fds: a link between phases must be serviced
 			 * again at once; one whose agent has exited (EOF)
-			 * only on the next timeout (it has nothing left to
-			 * read: the verdict screen of a finished run spun a
-			 * core on poll(stdin, 0) for as long as it stayed
-			 * open) */
-			must[i] = (k == 0 && link_phase(nd->link) != LINK_EOF) || lt == 0 ||
-				  link_busy(nd->link);
+			 * or that failed only on the next timeout (it has
+			 * nothing left to read, and tend_links handles it at
+			 * the loop's top: the verdict screen of a finished
+			 * run spun a core on poll(stdin, 0) for as long as it
+			 * stayed open) */
+			must[i] = (k == 0 && link_phase(nd->link) != LINK_EOF &&
+				   link_phase(nd->link) != LINK_FAILED) ||
+				  lt == 0 || link_busy(nd->link);
 			if (must[i])
 				timeout = 0;
 			if (link_phase(nd->link) != LINK_UP)

@@ -1668,7 +1668,7 @@ static int run(int argc, char **argv)
 	{
 		/* The summary: on stdout, and as the end event's msg (the
 		 * console's Log screen) */
-		char a[32], b[32], how[80], line[1024];
+		char a[32], b[32], how[80], *line;
 		double dt = now_s() - t0;
 		/* how the source was read (readpath.c; lane_read) */
 		if (!c.pread_src)
@@ -1678,15 +1678,17 @@ static int run(int argc, char **argv)
 				 "threads", fmt_bytes(c.lane_bytes, b));
 		else
 			snprintf(how, sizeof how, "pread");
-		snprintf(line, sizeof line,
-			 "%s: %s, tp=%d pp=%d ep=%d (%d rank%s), %zu tensors, %s read "
-			 "(%s) in %.2f s, dtype %s (norms f32)",
-			 dst, c.cfg.model_type, c.d.tp, c.d.pp, c.d.ep, c.world,
-			 c.world == 1 ? "" : "s", c.nitems, fmt_bytes(c.total_bytes, a), how,
-			 dt, c.keep ? "kept as stored" : dtype_user_name(c.dtype));
+		if (asprintf(&line,
+			     "%s: %s, tp=%d pp=%d ep=%d (%d rank%s), %zu tensors, %s "
+			     "read (%s) in %.2f s, dtype %s (norms f32)",
+			     dst, c.cfg.model_type, c.d.tp, c.d.pp, c.d.ep, c.world,
+			     c.world == 1 ? "" : "s", c.nitems, fmt_bytes(c.total_bytes, a),
+			     how, dt, c.keep ? "kept as stored" : dtype_user_name(c.dtype)) < 0)
+			abort();
 		if (!events_enabled())
 			printf("converted %s -> %s\n", src, line);
 		events_stage("convert", "end", 1, 0, line);
+		free(line);
 	}
 	conv_free(&c);
 	return EXIT_OK;

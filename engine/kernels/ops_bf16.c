@@ -1079,9 +1079,11 @@ static void panel_chunk(const struct job *j, int c, int slot)
 }
 
 /* A prefill chunk on oneDNN: one panel of W (rows [c*rows, (c+1)*rows))
- * times x in bf16, one single-threaded matmul in the calling pool thread;
- * FP8's panel first widened with its block scales and rounded to bf16 in
- * the slot's own scratch. */
+ * times x, one single-threaded matmul in the calling pool thread: f32 W
+ * and x as they are; widened (PREFILL_X_F32), the panel widened to f32 in
+ * the slot's own scratch and x as it is; else x in bf16, FP8's panel
+ * first widened with its block scales and rounded to bf16 in the slot's
+ * own scratch. */
 static void onednn_chunk(const struct job *j, int c, int slot)
 {
 	int j0 = c * j->rows, len = j->n - j0 < j->rows ? j->n - j0 : j->rows;
@@ -1244,7 +1246,8 @@ static void panels(float *y, const float *x, const uint16_t *w,
 
 
 /*
- * A prefill product on oneDNN: x rounded to bf16 once (f32 W: x as it
+ * A prefill product on oneDNN: x rounded to bf16 once, or as hi + lo
+ * (f32 W, or bf16/FP8 W widened to f32 panels by PREFILL_X_F32: x as it
  * is, oneDNN's f32 matmul), then panels of W (~256 Ki weights each, as
  * many as a multiple of the threads) over the pool, each one matmul of one
  * thread (ops_onednn.c: why not oneDNN's own OpenMP threads).  W is bf16

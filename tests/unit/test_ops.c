@@ -559,18 +559,19 @@ int main(void)
 		 * as given (DAY0_PREFILL_X=f32; the default where the CPU's bf16
 		 * matmul is no faster: Intel without AMX) */
 		if (op_onednn_ready() && !getenv("DAY0_PREFILL_X")) {
-			int dflt = op_prefill_x_default(), amd = 0;
+			int dflt = op_prefill_x_default(), amd = 0, x86 = 0;
 #if defined(__x86_64__)
 			amd = __builtin_cpu_is("amd");
+			x86 = 1;
 #endif
 			printf("# prefill's default: %s (oneDNN bf16 %s, f32 %s)\n",
 			       dflt == PREFILL_X_F32 ? "W widened to f32" : "x rounded once to bf16",
 			       op_onednn_isa(), op_onednn_isa_f32() ? op_onednn_isa_f32() : "loops");
-			CHECKN("prefill's default: x rounded once with AMX or AMD's AVX512-BF16, "
-			       "W widened to f32 otherwise (given oneDNN's f32 matmul)",
+			CHECKN("prefill's default: x rounded once with AMX or AMD's AVX512-BF16 "
+			       "(and off x86), W widened to f32 otherwise (given oneDNN's f32 matmul)",
 			       op_prefill_x() == dflt &&
-			       (strstr(op_onednn_isa(), "amx") || (amd && strstr(op_onednn_isa(), "bf16")) ||
-				!op_onednn_isa_f32()
+			       (!x86 || strstr(op_onednn_isa(), "amx") ||
+				(amd && strstr(op_onednn_isa(), "bf16")) || !op_onednn_isa_f32()
 				    ? dflt == PREFILL_X_BF16
 				    : dflt == PREFILL_X_F32));
 		}
