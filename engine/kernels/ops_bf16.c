@@ -1255,6 +1255,15 @@ static void panels(float *y, const float *x, const uint16_t *w,
  * primitives could not be made, else 0; a failed matmul (memory) redoes
  * the product by the path before oneDNN.
  */
+/* Products oneDNN could not do (no primitive, a failed matmul) that an
+ * older path redid: tests assert none where oneDNN is in use. */
+static atomic_int onednn_redone;
+
+int op_onednn_redone(void)
+{
+	return atomic_load(&onednn_redone);
+}
+
 static int onednn_panels(float *y, const float *x, const uint16_t *w,
 			 const struct wmat *wm, const float *wf, int m, int n, int k)
 {
@@ -1288,8 +1297,10 @@ static int onednn_panels(float *y, const float *x, const uint16_t *w,
 	j.mm = op_onednn_get(mx, j.rows, k, n, wf || j.widen, j.slots);
 	j.mm_last = n % j.rows ? op_onednn_get(mx, n % j.rows, k, n, wf || j.widen, j.slots)
 			       : j.mm;
-	if (!j.mm || !j.mm_last)
+	if (!j.mm || !j.mm_last) {
+		atomic_fetch_add(&onednn_redone, 1);
 		return -1;
+	}
 	if (j.widen) {
 		j.scratch = aligned_alloc(64, ((size_t)j.slots * (size_t)j.rows * (size_t)k *
 						       sizeof(float) + 63) & ~(size_t)63);
@@ -1337,6 +1348,7 @@ static int onednn_panels(float *y, const float *x, const uint16_t *w,
 	free(j.scratch);
 	free(j.bscratch);
 	if (atomic_load(&failed)) {
+		atomic_fetch_add(&onednn_redone, 1);
 		if (wf)
 			op_linear(y, x, wf, NULL, m, n, k);
 		else

@@ -386,6 +386,7 @@ struct onednn_mm;
 int op_onednn_ready(void);
 const char *op_onednn_isa(void);
 const char *op_onednn_isa_f32(void); /* its f32 matmul's (NULL if loops) */
+int op_onednn_redone(void); /* prefill products redone off oneDNN (tests) */
 const struct onednn_mm *op_onednn_get(int m, int n, int k, int ldy, int f32, int slots);
 int op_onednn_run(const struct onednn_mm *mm, float *y, const void *x, const void *w,
 		  int slot);

@@ -577,6 +577,7 @@ int main(void)
 		}
 		CHECKN("DAY0_PREFILL_X=f32 is refused without oneDNN's f32 matmul",
 		       (op_onednn_isa_f32() != NULL) == (op_set_prefill_x(PREFILL_X_F32) == 0));
+		int redone0 = op_onednn_redone();
 		for (int xm = PREFILL_X_F32; xm >= 0 && op_onednn_ready(); xm--)
 		for (int d = 0; d < 4; d++) {
 			int dt = d == 0 ? DT_BF16 : d == 1 ? DT_F8_E4M3 : d == 2 ? DT_F8_E5M2 : DT_F32;
@@ -667,6 +668,8 @@ int main(void)
 				      : "2^-8 (FP8's W rounded too: 2^-7; f32 W: 2^-16)");
 			CHECKN(name, bad_x == 0);
 		}
+		CHECKN("every mode's prefill products ran on oneDNN (none redone by an "
+		       "older path)", op_onednn_redone() == redone0);
 		op_set_prefill_x_split(1);
 	}
 	{ /* rms_norm: x / sqrt(mean(x^2) + eps) * w */
