@@ -1070,9 +1070,8 @@ static const unsigned char *read_src(struct conv *c, EVP_MD_CTX *sha,
 	 * bf16/f16, a dtype conversion): else by this thread below */
 	int as_stored = !it->dequant && it->src->dtype == it->to;
 	int lanes_conv = c->lane_decode && !as_stored &&
-			 (it->dequant ? format_of(&c->cfg.qc)->decode16 &&
-						(it->to == DT_BF16 || it->to == DT_F16)
-				      : !as_stored);
+			 (!it->dequant || (format_of(&c->cfg.qc)->decode16 &&
+					   (it->to == DT_BF16 || it->to == DT_F16)));
 	c->chunk_put0 = c->wq->n[c->wq->fill];
 	if (c->pread_src) {
 		/* the lanes read what only they use (not what is hashed

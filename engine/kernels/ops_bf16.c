@@ -1064,16 +1064,24 @@ static int gemv_rows(int dtype, int m, int k, size_t job_bytes, int slots)
 }
 
 
-/* A prefill chunk: one panel of W (rows [c*rows, (c+1)*rows)) widened into
- * the slot's own scratch, multiplied by a one-thread sgemm. */
-static void panel_chunk(const struct job *j, int c, int slot)
+/* Rows [j0, j0 + len) of a panel job's W (bf16, or FP8 with its block
+ * scales) widened to f32 into the slot's own scratch. */
+static float *widen_panel(const struct job *j, int j0, int len, int slot)
 {
-	int j0 = c * j->rows, len = j->n - j0 < j->rows ? j->n - j0 : j->rows;
 	float *pan = j->scratch + (size_t)slot * (size_t)j->rows * (size_t)j->k;
 	if (j->wm)
 		op_fp8_widen_rows(pan, j->wm, j0, len, j->k, j->vec);
 	else
 		op_bf16_widen(pan, j->w + (size_t)j0 * j->k, (size_t)len * j->k);
+	return pan;
+}
+
+/* A prefill chunk: one panel of W (rows [c*rows, (c+1)*rows)) widened into
+ * the slot's own scratch, multiplied by a one-thread sgemm. */
+static void panel_chunk(const struct job *j, int c, int slot)
+{
+	int j0 = c * j->rows, len = j->n - j0 < j->rows ? j->n - j0 : j->rows;
+	float *pan = widen_panel(j, j0, len, slot);
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->m, len, j->k, 1.0f,
 		    j->x, j->k, pan, j->k, 0.0f, j->y + j0, j->n);
 }
@@ -1093,12 +1101,7 @@ static void onednn_chunk(const struct job *j, int c, int slot)
 		w = j->wf32 + (size_t)j0 * j->k;
 		x = j->x;
 	} else if (j->widen) { /* PREFILL_X_F32 */
-		float *pan = j->scratch + (size_t)slot * (size_t)j->rows * (size_t)j->k;
-		if (j->wm)
-			op_fp8_widen_rows(pan, j->wm, j0, len, j->k, j->vec);
-		else
-			op_bf16_widen(pan, j->w + (size_t)j0 * j->k, (size_t)len * j->k);
-		w = pan;
+		w = widen_panel(j, j0, len, slot);
 		x = j->x;
 	} else if (j->wm) {
 		size_t off = (size_t)slot * (size_t)j->rows * (size_t)j->k;
