@@ -161,6 +161,7 @@ struct conv {
 	size_t chunk_put0;
 	unsigned chunk_seq;
 	uint64_t lane_bytes; /* source bytes pread by the lanes */
+	uint64_t block_bytes; /* ... of them a block at a time (lane_blocks) */
 	size_t chunk_bytes; /* each buffer: min(CONV_CHUNK, largest tensor) x 4 */
 	const char *shard_path;
 };
@@ -215,6 +216,7 @@ struct conv {
 struct put { /* count segments of n bytes, buf + i * stride each */
 	struct st_writer *w;
 	int lane;
+	int rd; /* lane_read: the batch's read of the bytes at buf, or -1 */
 	size_t slot;
 	uint64_t off;
 	const void *buf;
@@ -233,6 +235,7 @@ struct put { /* count segments of n bytes, buf + i * stride each */
 struct lane_rd {
 	unsigned char *dst;
 	size_t n;
+	size_t got; /* bytes read so far (rd_need) */
 	uint64_t off;
 	int fd, lane;
 	const struct item *it; /* for the error */
@@ -246,6 +249,8 @@ struct wq_lane {
 	int started;
 	unsigned next; /* the next batch (count of handed-over batches) */
 	unsigned char *dbuf; /* lane_decode's results, a piece at a time */
+	struct lane_rd *rd;  /* the read of the put being written, or NULL */
+	unsigned char *lbuf; /* lane_blocks' block of source, LANE_BLOCK bytes */
 };
 
 struct write_queue {
@@ -274,6 +279,7 @@ struct write_queue {
 	const struct quant_config *qc;    /* FP8 puts' format */
 	const struct ckpt_shard *shards; /* for a converted put's error */
 	size_t piece; /* lane_decode's piece: LANE_PIECE bytes */
+	uint64_t block_bytes; /* read by lane_blocks (atomic) */
 };
 
 /*
@@ -315,6 +321,38 @@ static uint64_t src_bytes(const struct item *it, uint64_t el)
 	return numel ? el * stored / numel : 0; /* FP8: 1, int4: 1/2 byte */
 }
 
+static int read_failed(struct d0_err *err, const char *path,
+		       const struct item *it, uint64_t off, uint64_t n);
+
+/*
+ * lane_read: the put being written reads its chunk's source bytes up to
+ * end; read them now, and up to RD_STEP past what was read, unless they
+ * are in already.  A chunk is read a step at a time just before its
+ * bytes are converted, not whole before the first of them is: the
+ * kernel's copy then lands in this core's L2 and the conversion reads
+ * them from there (f32 -> bf16 on bench/weights.sh's model, a chunk of
+ * 4 MiB read whole: the conversion was 19% of the samples, the copy out
+ * of the page cache 36%, the convert 0.33-0.38 s; see lane_decode).
+ * end past the chunk is cut to it (an int4 count's last half byte).
+ */
+#define RD_STEP (512u << 10)
+static int rd_need(struct wq_lane *ln, const uint8_t *end, struct d0_err *err)
+{
+	struct lane_rd *r = ln->rd;
+	size_t want, to;
+	if (!r || end <= r->dst + r->got)
+		return 0;
+	want = (size_t)(end - r->dst);
+	to = r->got + RD_STEP > want ? r->got + RD_STEP : want;
+	if (to > r->n)
+		to = r->n;
+	if (pread_full(r->fd, r->dst + r->got, to - r->got, r->off + r->got) < 0)
+		return read_failed(err, ln->q->shards[r->it->shard].path, r->it,
+				   r->off + r->got, to - r->got);
+	r->got = to;
+	return 0;
+}
+
 /* n contiguous elements from logical element el (stored at src), written
  * at *done bytes past the put's offset, a piece at a time. */
 static int lane_run(struct wq_lane *ln, const struct put *p,
@@ -328,7 +366,8 @@ static int lane_run(struct wq_lane *ln, const struct put *p,
 		step = max / cols * cols; /* whole rows: decode16's block path */
 	for (size_t i = 0; i < n; i += step) {
 		size_t k = n - i < step ? n - i : step;
-		if (lane_conv(ln, p, src + src_bytes(it, i), el + i, k, ln->dbuf) < 0)
+		if (rd_need(ln, src + src_bytes(it, i + k) + 1, err) < 0 ||
+		    lane_conv(ln, p, src + src_bytes(it, i), el + i, k, ln->dbuf) < 0)
 			return -1;
 		if (st_writer_put_strided(p->w, p->slot, p->off + *done, ln->dbuf,
 					  k * es, k * es, 1, err) < 0)
@@ -338,22 +377,23 @@ static int lane_run(struct wq_lane *ln, const struct put *p,
 	return 0;
 }
 
-static int lane_decode(struct wq_lane *ln, const struct put *p,
-		       struct d0_err *err)
+/* Rows [r0, r1) of a put of count segments (rows), their source from
+ * src0 (row r0's), written where they go in the put. */
+static int lane_rows(struct wq_lane *ln, const struct put *p,
+		     const uint8_t *src0, size_t r0, size_t r1,
+		     struct d0_err *err)
 {
 	const struct item *it = p->it;
 	const struct quant_config *qc = ln->q->qc;
 	const struct weight_format *f = it->dequant ? format_of(qc) : NULL;
 	struct quant_view v = it->view;
-	const uint8_t *src = p->buf;
-	uint64_t cols = v.cols, done = 0;
+	uint64_t cols = v.cols;
 	size_t es = dtype_size(it->to), max = ln->q->piece / es, rows;
 	size_t sstride = src_bytes(it, p->stride); /* source bytes row to row */
-	if (p->count == 1)
-		return lane_run(ln, p, src, p->el, p->n, &done, err);
+	uint64_t done = (uint64_t)r0 * p->n * es;
 	if (p->n > max) { /* a segment larger than a piece: one at a time */
-		for (size_t r = 0; r < p->count; r++)
-			if (lane_run(ln, p, src + r * sstride,
+		for (size_t r = r0; r < r1; r++)
+			if (lane_run(ln, p, src0 + (r - r0) * sstride,
 				     p->el + r * p->stride, p->n, &done, err) < 0)
 				return -1;
 		return 0;
@@ -361,15 +401,19 @@ static int lane_decode(struct wq_lane *ln, const struct put *p,
 	/* count segments of n elements, stride (the weight's columns)
 	 * apart: as many rows a piece as fit */
 	rows = max / p->n;
-	for (size_t r = 0; r < p->count; r += rows) {
-		size_t k = p->count - r < rows ? p->count - r : rows;
+	for (size_t r = r0; r < r1; r += rows) {
+		size_t k = r1 - r < rows ? r1 - r : rows;
 		uint64_t el = p->el + r * p->stride;
-		v.values = src + r * sstride;
+		const uint8_t *src = src0 + (r - r0) * sstride;
+		v.values = src;
+		if (rd_need(ln, src + (k - 1) * sstride + src_bytes(it, p->n) + 1,
+			    err) < 0)
+			return -1;
 		if (!f || !f->decode16_rect || p->stride != cols ||
 		    f->decode16_rect(qc, &v, el / cols, k, el % cols, p->n,
 				     it->to, (uint16_t *)ln->dbuf) < 0)
 			for (size_t j = 0; j < k; j++)
-				if (lane_conv(ln, p, src + (r + j) * sstride,
+				if (lane_conv(ln, p, src + j * sstride,
 					      el + j * p->stride, p->n,
 					      ln->dbuf + j * p->n * es) < 0)
 					return -1;
@@ -378,6 +422,88 @@ static int lane_decode(struct wq_lane *ln, const struct put *p,
 			return -1;
 		done += k * p->n * es;
 	}
+	return 0;
+}
+
+static int lane_decode(struct wq_lane *ln, const struct put *p,
+		       struct d0_err *err)
+{
+	uint64_t done = 0;
+	if (p->count == 1)
+		return lane_run(ln, p, p->buf, p->el, p->n, &done, err);
+	return lane_rows(ln, p, p->buf, 0, p->count, err);
+}
+
+/*
+ * The puts ps[0, np) read one chunk, r, that this lane reads itself, and
+ * convert a dtype (f32 -> bf16, ...; not a format's decode): the chunk is
+ * read a block at a time into the lane's own buffer, reused block after
+ * block so that it stays in this core's L2, and each put converts and
+ * writes its part of the block from there (the rows of a block for a
+ * column slice).  Read into the chunk's 4 MiB place in the batch's
+ * buffer instead, a step at a time (rd_need), the kernel's copy wrote to
+ * lines that had left the cache since the last batch, and f32 -> bf16 on
+ * bench/weights.sh's model took 0.32-0.38 s against 0.23-0.25 s for a
+ * plain pread / convert / write loop over the same files.  0: done, 1:
+ * not for this path (the caller writes put by put), -1: an error.
+ */
+#define LANE_BLOCK (512u << 10)
+static int lane_blocks(struct wq_lane *ln, const struct put *ps, size_t np,
+		       struct lane_rd *r, struct d0_err *err)
+{
+	const struct put *p0 = &ps[0];
+	int strided = p0->count > 1;
+	size_t ses, rowb = 0, step;
+	for (size_t i = 0; i < np; i++) {
+		const struct put *p = &ps[i];
+		if (!p->it || p->it->dequant || (p->count > 1) != strided ||
+		    p->it != p0->it ||
+		    (strided && (p->stride != p0->stride || p->count != p0->count)))
+			return 1;
+	}
+	ses = dtype_size(p0->it->src->dtype);
+	if (strided) { /* whole rows a block */
+		rowb = p0->stride * ses;
+		if (rowb > LANE_BLOCK || p0->count * rowb != r->n)
+			return 1;
+		step = LANE_BLOCK / rowb * rowb;
+	} else {
+		step = LANE_BLOCK / ses * ses;
+	}
+	if (!ln->lbuf && !(ln->lbuf = malloc(LANE_BLOCK)))
+		return 1; /* put by put, then */
+	ln->rd = NULL; /* the bytes are in lbuf, not at r->dst */
+	for (size_t bs = 0; bs < r->n; bs += step) {
+		size_t be = r->n - bs < step ? r->n : bs + step;
+		if (pread_full(r->fd, ln->lbuf, be - bs, r->off + bs) < 0)
+			return read_failed(err, ln->q->shards[r->it->shard].path,
+					   r->it, r->off + bs, be - bs);
+		for (size_t i = 0; i < np; i++) {
+			/* the lanes start at opposite ends of a column slice's
+			 * ranks, so that they write different files at a time
+			 * (ext4's inode lock: one buffered writer a file) */
+			const struct put *p =
+				&ps[(i + (size_t)ln->id * np / (size_t)ln->q->nlanes) % np];
+			size_t at = (size_t)((const unsigned char *)p->buf - r->dst);
+			size_t es = dtype_size(p->it->to);
+			if (strided) { /* at: the slice's first column's byte */
+				if (lane_rows(ln, p, ln->lbuf + at, bs / rowb,
+					      be / rowb, err) < 0)
+					return -1;
+				continue;
+			}
+			size_t a = at > bs ? at : bs, e = at + p->n * ses;
+			uint64_t done = (a - at) / ses * es;
+			if (e > be)
+				e = be;
+			if (a < e &&
+			    lane_run(ln, p, ln->lbuf + (a - bs), p->el + (a - at) / ses,
+				     (e - a) / ses, &done, err) < 0)
+				return -1;
+		}
+	}
+	r->got = r->n;
+	__atomic_fetch_add(&ln->q->block_bytes, (uint64_t)r->n, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -420,28 +546,40 @@ static void *wq_main(void *arg)
 		int b = (int)(ln->next % WQ_RING), failed = q->failed;
 		struct d0_err e = {0};
 		pthread_mutex_unlock(&q->mu);
-		for (size_t i = 0; !failed && i < q->nrd[b]; i++) {
-			const struct lane_rd *r = &q->rd[b][i];
-			if (r->lane == ln->id &&
-			    pread_full(r->fd, r->dst, r->n, r->off) < 0) {
-				read_failed(&e, q->shards[r->it->shard].path,
-					    r->it, r->off, r->n);
-				failed = 1;
-			}
-		}
+		/* a chunk the lane reads itself is read as its puts need
+		 * it (rd_need) */
 		for (size_t i = 0; !failed && i < q->n[b]; i++) {
 			struct put *p = &q->batch[b][i];
 			if (p->lane != ln->id)
 				continue;
+			ln->rd = p->rd >= 0 ? &q->rd[b][p->rd] : NULL;
+			if (ln->rd && ln->rd->got == 0) {
+				/* the chunk's puts, all this lane's */
+				size_t j = i + 1;
+				int rc;
+				while (j < q->n[b] && q->batch[b][j].rd == p->rd)
+					j++;
+				rc = lane_blocks(ln, p, j - i, ln->rd, &e);
+				if (rc < 0)
+					failed = 1;
+				if (rc <= 0) {
+					i = j - 1;
+					continue;
+				}
+			}
 			if (p->it) {
 				if (lane_put_dec(ln, p, &e) < 0)
 					failed = 1;
-			} else if (st_writer_put_strided(p->w, p->slot, p->off,
+			} else if (rd_need(ln, (const uint8_t *)p->buf +
+						       (p->count - 1) * p->stride +
+						       p->n, &e) < 0 ||
+				   st_writer_put_strided(p->w, p->slot, p->off,
 							 p->buf, p->n, p->stride,
 							 p->count, &e) < 0) {
 				failed = 1;
 			}
 		}
+		ln->rd = NULL;
 		pthread_mutex_lock(&q->mu);
 		if (failed && !q->failed) {
 			q->failed = 1;
@@ -483,8 +621,8 @@ static int wq_add(struct conv *c, int rank, size_t slot, uint64_t off,
 		q->cap[f] = cap;
 	}
 	q->batch[f][q->n[f]++] = (struct put){
-		c->w[rank], rank % q->nlanes, slot, off, buf, n, stride, count,
-		it, el};
+		c->w[rank], rank % q->nlanes, -1, slot, off, buf, n, stride,
+		count, it, el};
 	return 0;
 }
 
@@ -602,8 +740,10 @@ static int chunk_done(struct conv *c, int used_buf, struct d0_err *err)
 				break;
 		if (i < n)
 			lane = (int)(c->chunk_seq++ % (unsigned)q->nlanes);
-		for (i = c->chunk_put0; i < n; i++)
+		for (i = c->chunk_put0; i < n; i++) {
 			p[i].lane = lane;
+			p[i].rd = (int)c->chunk_rd;
+		}
 		if (n == c->chunk_put0) { /* no rank holds it: nothing to read */
 			c->lane_bytes -= q->rd[q->fill][c->chunk_rd].n;
 			q->nrd[q->fill]--; /* the last read added */
@@ -674,14 +814,17 @@ static int wq_finish(struct conv *c, int ok, struct d0_err *err)
 		pthread_mutex_destroy(&q->mu);
 		pthread_cond_destroy(&q->cv);
 	}
+	c->block_bytes = q->block_bytes;
 	for (int b = 0; b < WQ_RING; b++) {
 		free(q->batch[b]);
 		free(q->buf[b]);
 		free(q->sbuf[b]);
 		free(q->rd[b]);
 	}
-	for (int i = 0; i < WQ_LANES; i++)
+	for (int i = 0; i < WQ_LANES; i++) {
 		free(q->lane[i].dbuf);
+		free(q->lane[i].lbuf);
+	}
 	free(q);
 	c->wq = NULL;
 	c->cv_buf = NULL;
@@ -1043,7 +1186,7 @@ static const unsigned char *pread_src(struct conv *c, const struct item *it,
 		c->chunk_rd = (long)q->nrd[f];
 		c->lane_bytes += n;
 		q->rd[f][q->nrd[f]++] = (struct lane_rd){
-			b, (size_t)n, off, c->fd, 0, it};
+			b, (size_t)n, 0, off, c->fd, 0, it};
 	} else if (pread_full(c->fd, b, (size_t)n, off) < 0) {
 		read_failed(err, c->shard_path, it, off, n);
 		return NULL;
@@ -1667,11 +1810,16 @@ static int run(int argc, char **argv)
 	{
 		/* The summary: on stdout, and as the end event's msg (the
 		 * console's Log screen) */
-		char a[32], b[32], how[80], *line;
+		char a[32], b[32], d[32], how[120], *line;
 		double dt = now_s() - t0;
 		/* how the source was read (readpath.c; lane_read) */
 		if (!c.pread_src)
 			snprintf(how, sizeof how, "mapped");
+		else if (c.lane_bytes && c.block_bytes)
+			snprintf(how, sizeof how, "pread, %s of it by the writer "
+				 "threads, %s of that in %u KiB blocks",
+				 fmt_bytes(c.lane_bytes, b), fmt_bytes(c.block_bytes, d),
+				 LANE_BLOCK >> 10);
 		else if (c.lane_bytes)
 			snprintf(how, sizeof how, "pread, %s of it by the writer "
 				 "threads", fmt_bytes(c.lane_bytes, b));

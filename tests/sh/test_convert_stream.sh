@@ -101,7 +101,7 @@ for tp in 4 2; do
 	for d in keep bf16; do
 		expect_rc 0 "DAY0_READ=read: convert --dtype $d --tp $tp, the writer threads reading" \
 			env DAY0_READ=read "$ENGINE" convert "$T/fp8" "$T/lr.$d" --dtype $d --tp $tp
-		lane=$(sed -n 's/.*read (pread, \(.*\) of it by the writer threads).*/\1/p' "$OUT")
+		lane=$(sed -n 's/.*read (pread, \(.*\) of it by the writer threads.*/\1/p' "$OUT")
 		total=$(sed -n 's/.* tensors, \(.*\) read (.*/\1/p' "$OUT")
 		check "tp $tp $d: the summary says the writer threads read every byte ('$lane' of '$total')" \
 			test -n "$lane" -a "$lane" = "$total"
@@ -156,11 +156,43 @@ for m in map read; do
 		bash -c "for f in '$T'/f.tp/*; do cmp \"\$f\" '$T'/f.tp.$m/\$(basename \"\$f\") || exit 1; done"
 	rm -rf "$T/f.tp.$m"
 done
-for v in main small map read; do
+# Reading with pread, a chunk of a dtype conversion is read by its writer
+# thread a 512 KiB block at a time into a buffer of its own, each put
+# converting and writing its part of the block (lane_blocks: a column
+# slice the block's rows of it, a block part of a row); the summary counts
+# those bytes.  With pieces of 2 KiB, down_proj's 128-element slices of a
+# block's rows take several pieces, and o_proj's 512-element rows are part
+# of one; tp 2 splits the same tensors in two.
+lane_blocks() { # name: every byte read by the lanes, a block at a time
+	local lane blk total
+	lane=$(sed -n 's/.*read (pread, \(.*\) of it by the writer threads.*/\1/p' "$OUT")
+	blk=$(sed -n 's/.*by the writer threads, \(.*\) of that in 512 KiB blocks).*/\1/p' "$OUT")
+	total=$(sed -n 's/.* tensors, \(.*\) read (.*/\1/p' "$OUT")
+	check "$1: the summary says every byte was read by the writer threads a block at a time ('$lane', '$blk' of '$total')" \
+		test -n "$blk" -a "$blk" = "$total" -a "$lane" = "$total"
+}
+expect_rc 0 "DAY0_READ=read, pieces of 2 KiB: convert f32 -> bf16 --tp 4" \
+	env DAY0_READ=read DAY0_CONVERT_PIECE=2048 "$ENGINE" convert "$T/f32" "$T/b4.rsmall" --dtype bf16 --tp 4
+lane_blocks "f32 -> bf16, pread, pieces of 2 KiB"
+expect_rc 0 "DAY0_READ=read: convert f32 -> bf16 --tp 4 again" \
+	env DAY0_READ=read "$ENGINE" convert "$T/f32" "$T/b4.read2" --dtype bf16 --tp 4
+lane_blocks "f32 -> bf16, pread"
+expect_rc 0 "DAY0_READ=read: convert f32 -> bf16 --tp 2" \
+	env DAY0_READ=read "$ENGINE" convert "$T/f32" "$T/b2.read" --dtype bf16 --tp 2
+lane_blocks "f32 -> bf16 tp 2, pread"
+expect_rc 0 "DAY0_READ=map: convert f32 -> bf16 --tp 2" \
+	env DAY0_READ=map "$ENGINE" convert "$T/f32" "$T/b2.map" --dtype bf16 --tp 2
+check "f32 -> bf16 tp 2: pread a block at a time = mapped, every rank file and layout.json byte for byte" \
+	bash -c "for f in '$T'/b2.map/*; do cmp \"\$f\" '$T'/b2.read/\$(basename \"\$f\") || exit 1; done"
+expect_rc 0 "merge of the tp 2 files" "$ENGINE" merge "$T/b2.read" "$T/b2.m"
+check "f32 -> bf16: tp 2 (pread, a block at a time) merged = tp 1, byte for byte" bash -c \
+	"for f in '$T'/b1.m/*.safetensors; do cmp \"\$f\" '$T'/b2.m/\$(basename \"\$f\") || exit 1; done"
+for v in main small map read rsmall read2; do
 	check "f32 -> bf16 by the lanes = $v, every rank file and layout.json byte for byte" \
 		bash -c "for f in '$T'/b4/*; do cmp \"\$f\" '$T'/b4.$v/\$(basename \"\$f\") || exit 1; done"
 done
-rm -rf "$T/f.tp" "$T/f.m" "$T/b4" "$T/b4.m" "$T/b1" "$T/b1.m" "$T/b4.main" "$T/b4.small" "$T/b4.map" "$T/b4.read"
+rm -rf "$T/f.tp" "$T/f.m" "$T/b4" "$T/b4.m" "$T/b1" "$T/b1.m" "$T/b4.main" "$T/b4.small" "$T/b4.map" "$T/b4.read" \
+	"$T/b4.rsmall" "$T/b4.read2" "$T/b2.read" "$T/b2.map" "$T/b2.m"
 
 # A full disk: the write fails, the error names the rank file and says
 # so, and nothing is left behind that could pass for a conversion.
