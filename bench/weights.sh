@@ -18,6 +18,9 @@
 #             output, in the same rounds (after the same warm-up), and
 #             each convert's time against it (target >= 0.85: a convert
 #             cannot write its output faster than this disk takes it).
+#   read || write (reference only): cat of the source beside dd of the
+#             output's bytes, both at once: what a convert that reads more
+#             than it writes must move (f32 -> bf16 reads 2 bytes a byte).
 # Throughput is MB/s (10^6 bytes) of source shard bytes, the same byte count
 # for both sides.  It is a benchmark: missed targets are reported, not
 # failed; the exit status is non-zero only when a command fails.
@@ -218,6 +221,7 @@ declare -A LABEL=(
 	[convert_warmup]="day0 convert (warm-up)"
 	[convert]="day0 convert bf16 tp$TP"
 	[dd]="dd of the bf16 output's size"
+	[rw]="cat of the source || dd"
 	[convert_base]="BASE convert bf16 tp$TP"
 )
 HAVE_OPENSSL=0
@@ -274,6 +278,17 @@ dd_run() { # key bytes
 		count=$((($2 + 1048575) / 1048576)) status=none
 	rm -rf "$TMP/dd" && sync
 }
+# The read and write floor (reference only): cat of the source shards to
+# /dev/null beside dd of the output's bytes, both at once on the two
+# cores, the bytes a convert that reads more than it writes (f32 -> bf16
+# reads two for each written) must move.  Where the page cache is read
+# about as fast as it is written, this, not dd alone, bounds the convert.
+rw_run() { # key bytes
+	mkdir -p "$TMP/dd" && sync
+	timed "$1" bash -c 'cat "$1"/*.safetensors >/dev/null & dd if=/dev/zero of="$2" bs=1M count="$3" status=none; wait' \
+		rw "$MODEL" "$TMP/dd/out" $((($2 + 1048575) / 1048576))
+	rm -rf "$TMP/dd" && sync
+}
 echo "convert: bf16, tp $TP, vs cp to the same filesystem, $REPS_PLAIN rounds (interleaved)"
 rm -rf "$TMP/out"
 sync
@@ -288,6 +303,7 @@ for ((r = 1; r <= REPS_PLAIN; r++)); do
 	fi
 	if [ "$WARMUP" != 0 ]; then dd_run dd_warmup "${OUT[convert]}"; fi
 	dd_run dd "${OUT[convert]}"
+	rw_run rw "${OUT[convert]}"
 done
 
 # ------------------------------------------------------------------- FP8
@@ -401,6 +417,10 @@ echo "the write floor, ${OUT[convert]} bytes (the bf16 output):"
 line dd
 printf '  %-26s %7s    ratio %sx vs %s\n' "day0 convert bf16" "" \
 	"$(ratio "$(best dd)" "$(best convert)")" "${LABEL[dd]}"
+echo "  reference only: reading the source while writing the output, both at once:"
+line rw
+printf '  %-26s %7s    ratio %sx vs %s (its read and write floor)\n' "day0 convert bf16" "" \
+	"$(ratio "$(best rw)" "$(best convert)")" "${LABEL[rw]}"
 if [ -n "$BASE" ]; then
 	line convert_base cp
 	printf '  %-26s %7s    ratio %sx vs %s\n' "BASE convert bf16" "" \
@@ -485,6 +505,7 @@ row "verify --threads 2 / sha256sum" "${r2}x" ">= 1.70x" "$(mark "$r2" 1.7)"
 row "convert bf16 tp4 / cp" "${rc}x" ">= 0.50x" "$(mark "$rc" 0.5)"
 rd=$(ratio "$(best dd)" "$(best convert)")
 row "convert bf16 tp4 / its write floor" "${rd}x" ">= 0.85x" "$(mark "$rd" 0.85)"
+row "  (reference: / read+write floor)" "$(ratio "$(best rw)" "$(best convert)")x" "" ""
 if [ -n "$BASE" ]; then
 	row "  (BASE: convert bf16 / floor)" "$(ratio "$(best dd)" "$(best convert_base)")x" "" ""
 fi
