@@ -325,15 +325,14 @@ static int read_failed(struct d0_err *err, const char *path,
 		       const struct item *it, uint64_t off, uint64_t n);
 
 /*
- * lane_read: the put being written reads its chunk's source bytes up to
- * end; read them now, and up to RD_STEP past what was read, unless they
- * are in already.  A chunk is read a step at a time just before its
- * bytes are converted, not whole before the first of them is: the
- * kernel's copy then lands in this core's L2 and the conversion reads
- * them from there (f32 -> bf16 on bench/weights.sh's model, a chunk of
- * 4 MiB read whole: the conversion was 19% of the samples, the copy out
- * of the page cache 36%, the convert 0.33-0.38 s; see lane_decode).
- * end past the chunk is cut to it (an int4 count's last half byte).
+ * lane_read, a chunk lane_blocks does not take (FP8 decoded, a tensor
+ * written as stored): the put being written reads the chunk's source
+ * bytes up to end; read them now into the chunk's place in the batch's
+ * buffer, and up to RD_STEP past what was read, unless they are in
+ * already.  The chunk is read a step at a time as its puts need it, not
+ * whole before the first of them starts, so that the bytes are decoded
+ * soon after the kernel's copy put them in this core's cache.  end past
+ * the chunk is cut to it (an int4 count's last half byte).
  */
 #define RD_STEP (512u << 10)
 static int rd_need(struct wq_lane *ln, const uint8_t *end, struct d0_err *err)
@@ -523,14 +522,19 @@ static int lane_put_dec(struct wq_lane *ln, const struct put *p,
 	return -1;
 }
 
-/* A source read that failed (errno set): the shard, tensor and bytes. */
+/* A source read that failed (errno set): the shard, tensor and bytes.
+ * pread_full says EIO for a file that ended early as well as for the
+ * disk's own error. */
 static int read_failed(struct d0_err *err, const char *path,
 		       const struct item *it, uint64_t off, uint64_t n)
 {
-	return d0_errf(err, "%s: tensor '%s': cannot read bytes %llu-%llu: %s "
-		       "(the file changed since it was opened?)", path,
-		       it->src->name, (unsigned long long)off,
-		       (unsigned long long)(off + n), strerror(errno));
+	int e = errno;
+	return d0_errf(err, "%s: tensor '%s': cannot read bytes %llu-%llu: %s%s",
+		       path, it->src->name, (unsigned long long)off,
+		       (unsigned long long)(off + n), strerror(e),
+		       e == EIO ? " (a disk error, or the file was cut short "
+				  "since it was opened)"
+				: "");
 }
 
 static void *wq_main(void *arg)
@@ -560,8 +564,15 @@ static void *wq_main(void *arg)
 				while (j < q->n[b] && q->batch[b][j].rd == p->rd)
 					j++;
 				rc = lane_blocks(ln, p, j - i, ln->rd, &e);
-				if (rc < 0)
+				if (rc < 0) {
 					failed = 1;
+					if (!e.msg[0])
+						d0_errf(&e, "%s: tensor '%s': cannot "
+							"convert it to %s",
+							q->shards[p->it->shard].path,
+							p->it->src->name,
+							dtype_user_name(p->it->to));
+				}
 				if (rc <= 0) {
 					i = j - 1;
 					continue;

@@ -194,6 +194,34 @@ done
 rm -rf "$T/f.tp" "$T/f.m" "$T/b4" "$T/b4.m" "$T/b1" "$T/b1.m" "$T/b4.main" "$T/b4.small" "$T/b4.map" "$T/b4.read" \
 	"$T/b4.rsmall" "$T/b4.read2" "$T/b2.read" "$T/b2.map" "$T/b2.m"
 
+# A disk error while reading (tests/shim/pread_eio.c: pread of one shard
+# fails with EIO from byte 30 M on, inside q_proj): the writer thread that
+# reads a block (or the main thread, DAY0_CONVERT_LANE_READ=0) stops the
+# convert with the shard, tensor, bytes and cause, and nothing is left
+# that could pass for a conversion.
+cc -shared -fPIC -O2 -o "$T/eio.so" "$(dirname "$0")/../shim/pread_eio.c" -ldl 2>"$T/cc.err" ||
+	fail "build the EIO shim" "$(head -c 300 "$T/cc.err")"
+shard1=$(readlink -f "$T/f32/model-00001-of-00002.safetensors")
+asan_opts=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
+for how in "writer threads" "main thread"; do
+	lr=1
+	[ "$how" = "main thread" ] && lr=0
+	expect_rc 2 "DAY0_READ=read, a shard's reads failing with EIO ($how): convert fails" \
+		env ASAN_OPTIONS="$asan_opts" LD_PRELOAD="$T/eio.so" DAY0_EIO_PATH="$shard1" DAY0_EIO_AT=30000000 \
+		DAY0_READ=read DAY0_CONVERT_LANE_READ=$lr "$ENGINE" convert "$T/f32" "$T/eio" --dtype bf16 --tp 4
+	# the first read to fail names its tensor: q_proj's past 30 M, or the
+	# next tensor's where the other writer thread got there first
+	check "... the error names the shard, a tensor past the fault and the bytes" \
+		grep -Eq "^day0-engine: $shard1: tensor 'model\.layers\.0\.[a-z_.]+\.weight': cannot read bytes [0-9]+-[0-9]+: " "$ERR"
+	contains "... Input/output error, a disk error or a file cut short" \
+		"Input/output error (a disk error, or the file was cut short since it was opened)" "$ERR"
+	check "... and no output directory or partial one is left" \
+		bash -c "! ls -d '$T'/eio '$T'/eio.partial-* 2>/dev/null"
+done
+expect_rc 0 "the same convert without the fault succeeds (the shim is not what fails)" \
+	env ASAN_OPTIONS="$asan_opts" LD_PRELOAD="$T/eio.so" DAY0_READ=read "$ENGINE" convert "$T/f32" "$T/eio" --dtype bf16 --tp 4
+rm -rf "$T/eio"
+
 # A full disk: the write fails, the error names the rank file and says
 # so, and nothing is left behind that could pass for a conversion.
 mnt="$T/full"
