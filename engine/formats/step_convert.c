@@ -230,8 +230,9 @@ struct put { /* count segments of n bytes, buf + i * stride each */
 	uint64_t el;
 };
 
-/* A chunk's source bytes for a lane to pread into its batch's buffer
- * before it writes the batch's puts (lane_read). */
+/* A chunk's source bytes for a lane to pread (lane_read): a block at a
+ * time into the lane's own buffer (lane_blocks), or as its puts need
+ * them into dst, its place in the batch's buffer (rd_need). */
 struct lane_rd {
 	unsigned char *dst;
 	size_t n;
@@ -332,7 +333,8 @@ static int read_failed(struct d0_err *err, const char *path,
  * already.  The chunk is read a step at a time as its puts need it, not
  * whole before the first of them starts, so that the bytes are decoded
  * soon after the kernel's copy put them in this core's cache.  end past
- * the chunk is cut to it (an int4 count's last half byte).
+ * the chunk is cut to it (the callers ask for a byte more than the
+ * elements' src_bytes, in case a count ends inside a byte).
  */
 #define RD_STEP (512u << 10)
 static int rd_need(struct wq_lane *ln, const uint8_t *end, struct d0_err *err)
@@ -478,9 +480,10 @@ static int lane_blocks(struct wq_lane *ln, const struct put *ps, size_t np,
 			return read_failed(err, ln->q->shards[r->it->shard].path,
 					   r->it, r->off + bs, be - bs);
 		for (size_t i = 0; i < np; i++) {
-			/* the lanes start at opposite ends of a column slice's
-			 * ranks, so that they write different files at a time
-			 * (ext4's inode lock: one buffered writer a file) */
+			/* lane 1 starts half the ranks further on than lane 0
+			 * (tp 4: 0 1 2 3 and 2 3 0 1), so that they write
+			 * different files at a time (ext4's inode lock: one
+			 * buffered writer a file) */
 			const struct put *p =
 				&ps[(i + (size_t)ln->id * np / (size_t)ln->q->nlanes) % np];
 			size_t at = (size_t)((const unsigned char *)p->buf - r->dst);

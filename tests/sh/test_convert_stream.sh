@@ -162,14 +162,26 @@ done
 # slice the block's rows of it, a block part of a row); the summary counts
 # those bytes.  With pieces of 2 KiB, down_proj's 128-element slices of a
 # block's rows take several pieces, and o_proj's 512-element rows are part
-# of one; tp 2 splits the same tensors in two.
-lane_blocks() { # name: every byte read by the lanes, a block at a time
+# of one; with pieces of 1 KiB (tp 2) o_proj's 1024-element slices are
+# larger than a piece, each row in two.  tp 2 splits the same tensors in
+# two.
+bytes_of() { # "68.0 MiB" (fmt_bytes) -> bytes
+	awk -v v="$1" 'BEGIN { split(v, a, " "); m = 1
+		if (a[2] == "KiB") m = 1024; else if (a[2] == "MiB") m = 1048576
+		else if (a[2] == "GiB") m = 1073741824
+		printf "%.0f", a[1] * m }'
+}
+lane_blocks() { # name: every byte read by the lanes, all but the norms a block at a time
 	local lane blk total
 	lane=$(sed -n 's/.*read (pread, \(.*\) of it by the writer threads.*/\1/p' "$OUT")
 	blk=$(sed -n 's/.*by the writer threads, \(.*\) of that in 512 KiB blocks).*/\1/p' "$OUT")
 	total=$(sed -n 's/.* tensors, \(.*\) read (.*/\1/p' "$OUT")
-	check "$1: the summary says every byte was read by the writer threads a block at a time ('$lane', '$blk' of '$total')" \
-		test -n "$blk" -a "$blk" = "$total" -a "$lane" = "$total"
+	check "$1: the summary says the writer threads read every byte ('$lane' of '$total')" \
+		test -n "$lane" -a "$lane" = "$total"
+	# the norms (f32 kept as stored, ~24 KiB) are read as their puts need
+	# them; every converted byte a block at a time: >= 99% of the total
+	check "$1: ... and 99% or more of them a block at a time ('$blk')" \
+		test -n "$blk" -a "$(bytes_of "${blk:-0 B}")" -ge $(($(bytes_of "${total:-0 B}") * 99 / 100))
 }
 expect_rc 0 "DAY0_READ=read, pieces of 2 KiB: convert f32 -> bf16 --tp 4" \
 	env DAY0_READ=read DAY0_CONVERT_PIECE=2048 "$ENGINE" convert "$T/f32" "$T/b4.rsmall" --dtype bf16 --tp 4
@@ -184,6 +196,11 @@ expect_rc 0 "DAY0_READ=map: convert f32 -> bf16 --tp 2" \
 	env DAY0_READ=map "$ENGINE" convert "$T/f32" "$T/b2.map" --dtype bf16 --tp 2
 check "f32 -> bf16 tp 2: pread a block at a time = mapped, every rank file and layout.json byte for byte" \
 	bash -c "for f in '$T'/b2.map/*; do cmp \"\$f\" '$T'/b2.read/\$(basename \"\$f\") || exit 1; done"
+expect_rc 0 "DAY0_READ=read, pieces of 1 KiB: convert f32 -> bf16 --tp 2" \
+	env DAY0_READ=read DAY0_CONVERT_PIECE=1024 "$ENGINE" convert "$T/f32" "$T/b2.rtiny" --dtype bf16 --tp 2
+lane_blocks "f32 -> bf16 tp 2, pread, pieces of 1 KiB"
+check "f32 -> bf16 tp 2, pieces of 1 KiB (o_proj's slices larger than a piece) = mapped, byte for byte" \
+	bash -c "for f in '$T'/b2.map/*; do cmp \"\$f\" '$T'/b2.rtiny/\$(basename \"\$f\") || exit 1; done"
 expect_rc 0 "merge of the tp 2 files" "$ENGINE" merge "$T/b2.read" "$T/b2.m"
 check "f32 -> bf16: tp 2 (pread, a block at a time) merged = tp 1, byte for byte" bash -c \
 	"for f in '$T'/b1.m/*.safetensors; do cmp \"\$f\" '$T'/b2.m/\$(basename \"\$f\") || exit 1; done"
@@ -192,7 +209,7 @@ for v in main small map read rsmall read2; do
 		bash -c "for f in '$T'/b4/*; do cmp \"\$f\" '$T'/b4.$v/\$(basename \"\$f\") || exit 1; done"
 done
 rm -rf "$T/f.tp" "$T/f.m" "$T/b4" "$T/b4.m" "$T/b1" "$T/b1.m" "$T/b4.main" "$T/b4.small" "$T/b4.map" "$T/b4.read" \
-	"$T/b4.rsmall" "$T/b4.read2" "$T/b2.read" "$T/b2.map" "$T/b2.m"
+	"$T/b4.rsmall" "$T/b4.read2" "$T/b2.read" "$T/b2.map" "$T/b2.m" "$T/b2.rtiny"
 
 # A disk error while reading (tests/shim/pread_eio.c: pread of one shard
 # fails with EIO from byte 30 M on, inside q_proj): the writer thread that
@@ -201,13 +218,14 @@ rm -rf "$T/f.tp" "$T/f.m" "$T/b4" "$T/b4.m" "$T/b1" "$T/b1.m" "$T/b4.main" "$T/b
 # that could pass for a conversion.
 cc -shared -fPIC -O2 -o "$T/eio.so" "$(dirname "$0")/../shim/pread_eio.c" -ldl 2>"$T/cc.err" ||
 	fail "build the EIO shim" "$(head -c 300 "$T/cc.err")"
-shard1=$(readlink -f "$T/f32/model-00001-of-00002.safetensors")
+shard1=$T/f32/model-00001-of-00002.safetensors
+shard1_real=$(readlink -f "$shard1") # what /proc/self/fd shows the shim
 asan_opts=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 for how in "writer threads" "main thread"; do
 	lr=1
 	[ "$how" = "main thread" ] && lr=0
 	expect_rc 2 "DAY0_READ=read, a shard's reads failing with EIO ($how): convert fails" \
-		env ASAN_OPTIONS="$asan_opts" LD_PRELOAD="$T/eio.so" DAY0_EIO_PATH="$shard1" DAY0_EIO_AT=30000000 \
+		env ASAN_OPTIONS="$asan_opts" LD_PRELOAD="$T/eio.so" DAY0_EIO_PATH="$shard1_real" DAY0_EIO_AT=30000000 \
 		DAY0_READ=read DAY0_CONVERT_LANE_READ=$lr "$ENGINE" convert "$T/f32" "$T/eio" --dtype bf16 --tp 4
 	# the first read to fail names its tensor: q_proj's past 30 M, or the
 	# next tensor's where the other writer thread got there first
