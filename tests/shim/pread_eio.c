@@ -40,22 +40,27 @@ static ssize_t fault(int fd, size_t count, off_t off)
 	return 0;
 }
 
-ssize_t pread(int fd, void *buf, size_t count, off_t off)
+typedef ssize_t (*pread_fn)(int, void *, size_t, off_t);
+
+/* The fault, or libc's sym (looked up once into *real). */
+static ssize_t via(const char *sym, pread_fn *real, int fd, void *buf,
+		   size_t count, off_t off)
 {
-	static ssize_t (*real)(int, void *, size_t, off_t);
 	if (fault(fd, count, off) < 0)
 		return -1;
-	if (!real)
-		*(void **)&real = dlsym(RTLD_NEXT, "pread");
-	return real(fd, buf, count, off);
+	if (!*real)
+		*(void **)real = dlsym(RTLD_NEXT, sym);
+	return (*real)(fd, buf, count, off);
+}
+
+ssize_t pread(int fd, void *buf, size_t count, off_t off)
+{
+	static pread_fn real;
+	return via("pread", &real, fd, buf, count, off);
 }
 
 ssize_t pread64(int fd, void *buf, size_t count, off_t off)
 {
-	static ssize_t (*real)(int, void *, size_t, off_t);
-	if (fault(fd, count, off) < 0)
-		return -1;
-	if (!real)
-		*(void **)&real = dlsym(RTLD_NEXT, "pread64");
-	return real(fd, buf, count, off);
+	static pread_fn real;
+	return via("pread64", &real, fd, buf, count, off);
 }
