@@ -191,5 +191,9 @@ void hash_files(struct hash_job *jobs, size_t n, int threads,
 enum { READ_MAP, READ_PREAD };
 int read_path(void);
 const char *read_path_name(void);
+/* The probe's rule on its best times each way: READ_MAP unless the mapping
+ * took more than 1.3x pread's time; READ_PREAD past 2x, or past 1.3x on
+ * the full probe (full); else -1, the full probe to decide. */
+int read_path_rule(double map_s, double read_s, int full);
 
 #endif
