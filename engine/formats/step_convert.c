@@ -82,8 +82,8 @@ const struct step_entry step_convert = {
 	"  --force            replace OUT_DIR if it exists\n"
 	"  --events           day0 protocol events (progress) on stdout\n"
 	"environment: DAY0_READ=map|read: read the source through a mapping or with\n"
-	"                     pread (default: whichever this machine does faster,\n"
-	"                     measured at start)\n"
+	"                     pread (default: the mapping, unless a probe at start\n"
+	"                     finds it 1.3x slower; the summary says which)\n"
 	"example: day0-engine convert /models/m /scratch/m-tp4 --dtype bf16 --tp 4",
 	.run = run,
 };

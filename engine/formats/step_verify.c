@@ -43,8 +43,8 @@ const struct step_entry step_verify = {
 	"  --events           day0 protocol events (checks weights.integrity and\n"
 	"                     weights.metadata) on stdout\n"
 	"environment: DAY0_READ=map|read: read the shards through a mapping or with\n"
-	"                     pread (default: whichever this machine does faster,\n"
-	"                     measured at start; --json's \"read\" says which)\n"
+	"                     pread (default: the mapping, unless a probe at start\n"
+	"                     finds it 1.3x slower; --json's \"read\" says which)\n"
 	"exit status: 0 every check passed, 1 a check failed, 2 unreadable input\n"
 	"example: day0-engine verify /models/DeepSeek-V3 --threads 8 --json",
 	.run = run,
