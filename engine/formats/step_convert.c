@@ -322,8 +322,20 @@ static uint64_t src_bytes(const struct item *it, uint64_t el)
 	return numel ? el * stored / numel : 0; /* FP8: 1, int4: 1/2 byte */
 }
 
+/* A source read that failed (errno set): the shard, tensor and bytes.
+ * pread_full says EIO for a file that ended early as well as for the
+ * disk's own error. */
 static int read_failed(struct d0_err *err, const char *path,
-		       const struct item *it, uint64_t off, uint64_t n);
+		       const struct item *it, uint64_t off, uint64_t n)
+{
+	int e = errno;
+	return d0_errf(err, "%s: tensor '%s': cannot read bytes %llu-%llu: %s%s",
+		       path, it->src->name, (unsigned long long)off,
+		       (unsigned long long)(off + n), strerror(e),
+		       e == EIO ? " (a disk error, or the file was cut short "
+				  "since it was opened)"
+				: "");
+}
 
 /*
  * lane_read, a chunk lane_blocks does not take (FP8 decoded, a tensor
@@ -523,21 +535,6 @@ static int lane_put_dec(struct wq_lane *ln, const struct put *p,
 			ln->q->shards[p->it->shard].path, p->it->src->name,
 			(unsigned long long)p->el);
 	return -1;
-}
-
-/* A source read that failed (errno set): the shard, tensor and bytes.
- * pread_full says EIO for a file that ended early as well as for the
- * disk's own error. */
-static int read_failed(struct d0_err *err, const char *path,
-		       const struct item *it, uint64_t off, uint64_t n)
-{
-	int e = errno;
-	return d0_errf(err, "%s: tensor '%s': cannot read bytes %llu-%llu: %s%s",
-		       path, it->src->name, (unsigned long long)off,
-		       (unsigned long long)(off + n), strerror(e),
-		       e == EIO ? " (a disk error, or the file was cut short "
-				  "since it was opened)"
-				: "");
 }
 
 static void *wq_main(void *arg)

@@ -754,8 +754,9 @@ static int cpu_is_amd(void)
 }
 #endif
 
-/* PREFILL_X_F32 where it is the faster (above), else PREFILL_X_BF16. */
-static int prefill_x_default(void)
+/* PREFILL_X_F32 where it is the faster (above), else PREFILL_X_BF16:
+ * this CPU's default, whatever is forced. */
+int op_prefill_x_default(void)
 {
 	const char *isa = op_onednn_isa(), *f32 = op_onednn_isa_f32();
 	if (!isa || !f32 || strstr(isa, "amx"))
@@ -787,7 +788,7 @@ int op_prefill_x(void)
 				fprintf(stderr, "day0-engine: DAY0_PREFILL_X=f32: oneDNN "
 						"has no native f32 matmul here; using the "
 						"default\n");
-			prefill_x = prefill_x_default();
+			prefill_x = op_prefill_x_default();
 		}
 	}
 	return prefill_x;
@@ -798,11 +799,6 @@ int op_prefill_x_split(void)
 	return op_prefill_x() == PREFILL_X_SPLIT;
 }
 
-int op_prefill_x_default(void)
-{
-	return prefill_x_default();
-}
-
 int op_set_prefill_x(int mode)
 {
 	if (mode == PREFILL_X_F32 && !op_onednn_isa_f32())
@@ -811,11 +807,6 @@ int op_set_prefill_x(int mode)
 		return -1;
 	prefill_x = mode;
 	return 0;
-}
-
-void op_set_prefill_x_split(int split)
-{
-	prefill_x = split ? PREFILL_X_SPLIT : PREFILL_X_BF16;
 }
 
 /* The widening that goes with the GEMV kernel picked. */

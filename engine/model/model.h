@@ -376,7 +376,6 @@ int op_prefill_x_default(void); /* this CPU's, whatever is forced */
 int op_prefill_x_split(void);   /* op_prefill_x() == PREFILL_X_SPLIT */
 /* tests: force a mode (-1: f32 without oneDNN's native f32 matmul) */
 int op_set_prefill_x(int mode);
-void op_set_prefill_x_split(int split);
 /* oneDNN's matmul (ops_onednn.c): whether its bf16 one has a native
  * kernel for this CPU, and which (NULL if none); the primitive for
  * y[m, ldy] (n columns) = x[m, k] . W[n, k]^T, x and W bf16 (f32 if f32),

@@ -670,7 +670,7 @@ int main(void)
 		}
 		CHECKN("every mode's prefill products ran on oneDNN (none redone by an "
 		       "older path)", op_onednn_redone() == redone0);
-		op_set_prefill_x_split(1);
+		op_set_prefill_x(PREFILL_X_SPLIT);
 	}
 	{ /* rms_norm: x / sqrt(mean(x^2) + eps) * w */
 		float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 0.5f}, y[4];
