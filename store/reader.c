@@ -63,6 +63,13 @@ static const char *const rq_sql[SRQ_COUNT] = {
 		  " AND key < 'facts0' AND ts <= ?1 ORDER BY ts, key",
     [SRQ_NODES] = "SELECT node FROM nodes WHERE node != '" CONSOLE
 		  "' ORDER BY node",
+    /* ts between ?1 and ?4 first: the ts index bounds the walk */
+    [SRQ_LOG_RANGE] = "SELECT ts, node, seq, CASE WHEN instr(body, ?7) > 0"
+		      " AND (?8 = '' OR node = ?8) THEN body END FROM events"
+		      " WHERE ts >= ?1 AND ts <= ?4"
+		      " AND (ts, node, seq) >= (?1, ?2, ?3)"
+		      " AND (ts, node, seq) < (?4, ?5, ?6)"
+		      " ORDER BY ts DESC, node DESC, seq DESC",
 };
 
 struct store_reader {
@@ -130,19 +137,13 @@ void store_reader_close(struct store_reader *rd)
 	free(rd);
 }
 
-int store_reader_each(struct store_reader *rd, enum store_rq q,
-		      const int64_t *ib, int nib, const char *text,
-		      int (*row)(void *arg, const struct store_row *r),
-		      void *arg, struct d0_err *err)
+/* The rows of st, bound, to row(); then reset. */
+static int rd_rows(struct store_reader *rd, sqlite3_stmt *st,
+		   int (*row)(void *arg, const struct store_row *r), void *arg,
+		   struct d0_err *err)
 {
-	sqlite3_stmt *st = rd->q[q];
 	struct store_row r;
 	int rc;
-	if (text)
-		sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
-	else
-		for (int k = 0; k < nib; k++)
-			sqlite3_bind_int64(st, k + 1, ib[k]);
 	r.ncols = sqlite3_column_count(st);
 	if (r.ncols > STORE_ROW_COLS)
 		r.ncols = STORE_ROW_COLS;
@@ -162,4 +163,37 @@ int store_reader_each(struct store_reader *rd, enum store_rq q,
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
 		return rd_err(rd, err, "reading");
 	return 0;
+}
+
+int store_reader_each(struct store_reader *rd, enum store_rq q,
+		      const int64_t *ib, int nib, const char *text,
+		      int (*row)(void *arg, const struct store_row *r),
+		      void *arg, struct d0_err *err)
+{
+	sqlite3_stmt *st = rd->q[q];
+	if (text)
+		sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
+	else
+		for (int k = 0; k < nib; k++)
+			sqlite3_bind_int64(st, k + 1, ib[k]);
+	return rd_rows(rd, st, row, arg, err);
+}
+
+int store_reader_log_range(struct store_reader *rd, int64_t lo_ts,
+			   const char *lo_node, int64_t lo_seq, int64_t hi_ts,
+			   const char *hi_node, int64_t hi_seq,
+			   const char *text, const char *only_node,
+			   int (*row)(void *arg, const struct store_row *r),
+			   void *arg, struct d0_err *err)
+{
+	sqlite3_stmt *st = rd->q[SRQ_LOG_RANGE];
+	sqlite3_bind_int64(st, 1, lo_ts);
+	sqlite3_bind_text(st, 2, lo_node, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, lo_seq);
+	sqlite3_bind_int64(st, 4, hi_ts);
+	sqlite3_bind_text(st, 5, hi_node, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, hi_seq);
+	sqlite3_bind_text(st, 7, text ? text : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 8, only_node ? only_node : "", -1, SQLITE_STATIC);
+	return rd_rows(rd, st, row, arg, err);
 }

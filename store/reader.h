@@ -29,6 +29,7 @@ enum store_rq {
 	SRQ_FACTS,    /* ?1 t: ts, key, 0, body of each node's last facts
 			 event, when at or before t (the session table keeps
 			 the last one per node: facts.compat, docs/compat.md) */
+	SRQ_LOG_RANGE, /* store_reader_log_range's */
 	SRQ_COUNT
 };
 
@@ -56,4 +57,18 @@ int store_reader_each(struct store_reader *rd, enum store_rq q,
 		      int (*row)(void *arg, const struct store_row *r),
 		      void *arg, struct d0_err *err);
 
+/*
+ * The Log screen's filter past its ring: the events in [lo, hi) in
+ * (ts, node, seq) order, newest first; row() gets ts, node, seq and the
+ * body where the line contains text ("" any) and, when only_node is not
+ * "", is that node's, else a NULL body (every row comes back, so that a
+ * caller can stop after so many rows and go on later from the last one).
+ * row() returning non-zero stops.  0, or -1 with err.
+ */
+int store_reader_log_range(struct store_reader *rd, int64_t lo_ts,
+			   const char *lo_node, int64_t lo_seq, int64_t hi_ts,
+			   const char *hi_node, int64_t hi_seq,
+			   const char *text, const char *only_node,
+			   int (*row)(void *arg, const struct store_row *r),
+			   void *arg, struct d0_err *err);
 #endif

@@ -21,7 +21,7 @@
 
 static const char usage_text[] =
     "[--dir DIR] [--playbook FILE] [--headless] [--ascii] [--no-color] "
-    "[--cards N]\n\n"
+    "[--cards N] [--sample-hz H]\n\n"
     "Generates a tiny Qwen3-MoE checkpoint and a local inventory (one node, "
     "N cards of 128 MiB =\nN MPI ranks, default 4) in DIR (default /tmp/day0-demo), "
     "then runs the release-day\nplaybook on it with the live console (or "
@@ -33,7 +33,8 @@ static const char usage_text[] =
     "  --ascii           ASCII glyphs only\n"
     "  --no-color        no colours\n"
     "  --cards N         local cards = MPI ranks (default 4; the "
-    "playbook's layout needs 4)\n\n"
+    "playbook's layout needs 4)\n"
+    "  --sample-hz H     agent samples per second (default 4; 0..100)\n\n"
     "Example:\n  day0 demo --dir /tmp/d0 --headless";
 
 /* The directory of the running program. */
@@ -100,6 +101,7 @@ static int run(int argc, char **argv)
 	char pb[PATH_MAX], model[PATH_MAX], inv[PATH_MAX], engine[PATH_MAX];
 	char exe[PATH_MAX], cards_s[16];
 	int headless = -1, ascii = 0, no_color = 0, cards = 4, rc;
+	double hz = 4;
 	struct runner_opts o;
 	FILE *f;
 	for (int i = 1; i < argc; i++) {
@@ -113,6 +115,13 @@ static int run(int argc, char **argv)
 			if (cards < 1 || cards > 64)
 				return console_usage_error(&cmd_demo,
 							   "--cards wants 1..64");
+		} else if (!strcmp(a, "--sample-hz") && v) {
+			char *end;
+			hz = strtod(argv[++i], &end);
+			if (*end || !(hz >= 0 && hz <= 100))
+				return console_usage_error(
+				    &cmd_demo, "--sample-hz: expected 0..100, got '%s'",
+				    argv[i]);
 		} else if (!strcmp(a, "--headless"))
 			headless = 1;
 		else if (!strcmp(a, "--tui"))
@@ -202,7 +211,7 @@ static int run(int argc, char **argv)
 	o.no_color = no_color || (getenv("NO_COLOR") && *getenv("NO_COLOR"));
 	o.connect_timeout_s = 10;
 	o.reconnect_s = 60;
-	o.sample_hz = 4;
+	o.sample_hz = hz;
 	o.argc = argc;
 	o.argv = argv;
 	o.out = stdout;

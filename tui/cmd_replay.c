@@ -14,6 +14,7 @@
  *                  (--fold: by folding from zero instead of seeking)
  */
 #include "console.h"
+#include "log_search.h"
 #include "store.h"
 #include "tui.h"
 
@@ -223,6 +224,7 @@ static int run_replay(int argc, char **argv)
 		}
 	}
 	ui.replay = 1;
+	ui.older = log_search_new(o.path, 0);
 	ui.speed = o.speed;
 	ui.paused = o.at != NULL;
 	ui.follow = o.follow;
@@ -249,7 +251,14 @@ static int run_replay(int argc, char **argv)
 		const char *arg;
 		int64_t now = mono_ns();
 		target = v.t;
-		if (key != ERR) {
+		if (key != ERR && ui.mode == UI_PROMPT) {
+			/* typing a filter or a note: every key is text (a
+			 * filter for "weights.integrity" must not seek on
+			 * its 'g' and '.') */
+			dirty = 1;
+			if (tui_key(&ui, &v, key, &arg) == ACT_QUIT)
+				goto done;
+		} else if (key != ERR) {
 			dirty = 1;
 			switch (key) {
 			case ' ': ui.paused = !ui.paused; break;
@@ -275,9 +284,6 @@ static int run_replay(int argc, char **argv)
 				if (tui_key(&ui, &v, key, &arg) == ACT_QUIT)
 					goto done;
 			}
-			/* Keys the prompt took are not seeks. */
-			if (ui.mode == UI_PROMPT && key != '/')
-				target = v.t;
 		}
 		if (ui.follow && now - last_refresh > 250000000LL) {
 			int64_t nf, nl;
@@ -327,7 +333,8 @@ static int run_replay(int argc, char **argv)
 		    now - last_draw > 500000000LL) {
 			tui_draw(&ui, &v);
 			last_draw = now;
-			dirty = 0;
+			/* a Log filter still reading the file: on next frame */
+			dirty = log_search_busy(ui.older);
 		}
 	}
 done:
@@ -338,6 +345,7 @@ done:
 	free(ui.draw_ms);
 out:
 	free(ui.marks);
+	log_search_free(ui.older);
 	view_free(&v);
 	view_free(&base);
 	view_src_close(src);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "console.h"
+#include "log_search.h"
 #include "proto.h"
 #include "store.h"
 #include "tui.h"
@@ -82,7 +83,12 @@ int live_start(struct store *s, const struct live_opts *o,
 	if (s)
 		manifest(lv);
 	lv->ui.running = 1;
+	/* the Log screen's filter reads on past the ring: the events this
+	 * session has committed to its file */
+	if (s && store_path(s))
+		lv->ui.older = log_search_new(store_path(s), 1);
 	if (tui_start(&lv->ui, lv->o.ascii, lv->o.no_color) < 0) {
+		log_search_free(lv->ui.older);
 		view_free(&lv->v);
 		free(lv);
 		return d0_errf(err, "cannot start the terminal (TERM=%s)",
@@ -171,7 +177,8 @@ int live_tick(struct live *lv)
 	if (since >= frame) {
 		tui_draw(&lv->ui, &lv->v);
 		lv->last_draw = now;
-		lv->dirty = 0;
+		/* a Log filter still reading the file: on next frame */
+		lv->dirty = log_search_busy(lv->ui.older) ? 2 : 0;
 		return (int)(FRAME_NS / 1000000);
 	}
 	int64_t due = frame - since;
@@ -188,6 +195,7 @@ void live_end(struct live *lv)
 		fprintf(stderr, "day0: %s: %s\n", lv->stats_path,
 			strerror(errno));
 	free(lv->ui.draw_ms);
+	log_search_free(lv->ui.older);
 	view_free(&lv->v);
 	free(lv);
 }

@@ -6,12 +6,16 @@
  * line (the newest shown; up/down move it) wraps whole; `j` shows the raw
  * JSON instead.  `/`
  * filters by a substring of the line, Enter steps the node filter through
- * the nodes (and back to all), Esc clears both.
+ * the nodes (and back to all), Esc clears both.  A filter reads on past
+ * the ring into the session file (log_search.h): an event of the
+ * morning is found in the evening, not only the last VIEW_LOG.
  */
 #include "tui.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "log_search.h"
 
 /* Node and type of a line, and where its fields start (after "type"). */
 static void split(const char *line, char *node, size_t nmax, char *type,
@@ -168,12 +172,23 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	if (*ui->filter || ui->mode == UI_PROMPT)
 		x += tui_printf(w, 0, x, cols - x, tui_attr(ui, ROLE_WARN),
 				"  filter /%s", ui->filter);
+	int filtering = *ui->filter || *ui->node_filter;
+	if (filtering && ui->older && v->nlog >= VIEW_LOG)
+		x += tui_printf(w, 0, x, cols - x, tui_attr(ui, ROLE_DIM),
+				"  (and the session file's older events)");
+	if (filtering)
+		log_search_frame(ui->older);
 	int y = rows - 1, skip = ui->scroll, first = 1;
 	const int lead = 9 + 1 + 12 + 1 + 8 + 1; /* time node kind */
-	for (size_t i = 0; y >= 1; i++) {
+	/* the ring, newest first; past its end, with a filter, the older
+	 * matches (o counts them) */
+	for (size_t i = 0, o = 0; y >= 1; i++) {
 		const struct view_line *l = view_log_get(v, i);
 		char node[64], type[24], when[32], text[4096];
 		const char *rest;
+		if (!l && filtering)
+			l = log_search_get(ui->older, v, ui->filter,
+					   ui->node_filter, o++);
 		if (!l)
 			break;
 		split(l->line, node, sizeof node, type, sizeof type, &rest);
@@ -207,6 +222,16 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 		}
 		y -= nrows;
 		first = 0;
+	}
+	/* the walk back through the file: where it is, or what stopped it */
+	if (filtering && log_search_busy(ui->older)) {
+		char at[32];
+		tui_dur(log_search_at(ui->older) - v->start, at, sizeof at);
+		tui_printf(w, 0, x, cols - x, tui_attr(ui, ROLE_WARN),
+			   "  searching the file: back to %s", at);
+	} else if (filtering && ui->older && *log_search_error(ui->older)) {
+		tui_printf(w, 0, x, cols - x, tui_attr(ui, ROLE_FAIL), "  %s",
+			   log_search_error(ui->older));
 	}
 }
 

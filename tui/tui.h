@@ -79,6 +79,9 @@ struct tui {
 	int sel_node, sel_card, sel_item, sel_col, scroll;
 	char filter[256]; /* log: substring */
 	char node_filter[64]; /* log: Enter picks a node */
+	/* log: a filter's matches older than the view's ring, from the
+	 * session file (log_search.h; NULL: the ring only) */
+	struct log_search *older;
 
 	/* Replay (timeline): all markers/failures of the file, its span. */
 	struct view_mark *marks;
