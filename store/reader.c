@@ -63,11 +63,12 @@ static const char *const rq_sql[SRQ_COUNT] = {
 		  " AND key < 'facts0' AND ts <= ?1 ORDER BY ts, key",
     [SRQ_NODES] = "SELECT node FROM nodes WHERE node != '" CONSOLE
 		  "' ORDER BY node",
-    /* ts between ?1 and ?4 first: the ts index bounds the walk */
+    /* the row values alone: the planner seeks events_ts (ts, then the
+     * key) on both bounds (with `ts <= ?4` besides it sought on ts only
+     * and stepped over the ties at a resume point every time) */
     [SRQ_LOG_RANGE] = "SELECT ts, node, seq, CASE WHEN instr(body, ?7) > 0"
 		      " AND (?8 = '' OR node = ?8) THEN body END FROM events"
-		      " WHERE ts >= ?1 AND ts <= ?4"
-		      " AND (ts, node, seq) >= (?1, ?2, ?3)"
+		      " WHERE (ts, node, seq) >= (?1, ?2, ?3)"
 		      " AND (ts, node, seq) < (?4, ?5, ?6)"
 		      " ORDER BY ts DESC, node DESC, seq DESC",
 };
@@ -188,12 +189,14 @@ int store_reader_log_range(struct store_reader *rd, int64_t lo_ts,
 {
 	sqlite3_stmt *st = rd->q[SRQ_LOG_RANGE];
 	sqlite3_bind_int64(st, 1, lo_ts);
-	sqlite3_bind_text(st, 2, lo_node, -1, SQLITE_STATIC);
+	/* SQLITE_TRANSIENT: a caller's row() may rewrite what it passed
+	 * while the rows come (log_search.c's walk moves its bound) */
+	sqlite3_bind_text(st, 2, lo_node, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 3, lo_seq);
 	sqlite3_bind_int64(st, 4, hi_ts);
-	sqlite3_bind_text(st, 5, hi_node, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, hi_node, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 6, hi_seq);
-	sqlite3_bind_text(st, 7, text ? text : "", -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 8, only_node ? only_node : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 7, text ? text : "", -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 8, only_node ? only_node : "", -1, SQLITE_TRANSIENT);
 	return rd_rows(rd, st, row, arg, err);
 }

@@ -224,7 +224,7 @@ static int run_replay(int argc, char **argv)
 		}
 	}
 	ui.replay = 1;
-	ui.older = log_search_new(o.path, 0);
+	ui.older = log_search_new(o.path, NULL);
 	ui.speed = o.speed;
 	ui.paused = o.at != NULL;
 	ui.follow = o.follow;
@@ -331,6 +331,7 @@ static int run_replay(int argc, char **argv)
 		 * silent nodes move with t, so playing redraws too. */
 		if ((dirty && now - last_draw > 16000000LL) ||
 		    now - last_draw > 500000000LL) {
+			log_search_frame(ui.older);
 			tui_draw(&ui, &v);
 			last_draw = now;
 			/* a Log filter still reading the file: on next frame */

@@ -86,9 +86,10 @@ int live_start(struct store *s, const struct live_opts *o,
 	/* the Log screen's filter reads on past the ring: the events this
 	 * session has committed to its file */
 	if (s && store_path(s))
-		lv->ui.older = log_search_new(store_path(s), 1);
+		lv->ui.older = log_search_new(store_path(s), &lv->v);
 	if (tui_start(&lv->ui, lv->o.ascii, lv->o.no_color) < 0) {
 		log_search_free(lv->ui.older);
+		lv->v.log_evict = NULL;
 		view_free(&lv->v);
 		free(lv);
 		return d0_errf(err, "cannot start the terminal (TERM=%s)",
@@ -175,6 +176,7 @@ int live_tick(struct live *lv)
 			: lv->dirty	 ? DATA_FRAME_NS
 					 : IDLE_NS;
 	if (since >= frame) {
+		log_search_frame(lv->ui.older);
 		tui_draw(&lv->ui, &lv->v);
 		lv->last_draw = now;
 		/* a Log filter still reading the file: on next frame */
@@ -196,6 +198,7 @@ void live_end(struct live *lv)
 			strerror(errno));
 	free(lv->ui.draw_ms);
 	log_search_free(lv->ui.older);
+	lv->v.log_evict = NULL;
 	view_free(&lv->v);
 	free(lv);
 }

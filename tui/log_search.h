@@ -12,9 +12,10 @@
 
 struct log_search;
 
-/* A search on the session file at path (opened on first use); live:
- * the console is writing it (log_search.c: what that changes). */
-struct log_search *log_search_new(const char *path, int live);
+/* A search on the session file at path (opened on first use); live: the
+ * view of the console that is writing it (the search takes the lines its
+ * ring drops: view.log_evict; log_search.c says why), else NULL. */
+struct log_search *log_search_new(const char *path, struct view *live);
 void log_search_free(struct log_search *ls);
 
 /*
@@ -23,17 +24,20 @@ void log_search_free(struct log_search *ls);
  * not "", of that node; NULL past the last, while the ring is not full
  * (it then holds every event up to v->t), or where the frame's budget ran
  * out first (log_search_busy).  The line stays valid until the next call.
- * Matches are kept while the filter stays the same; a ring that moves on
- * adds the events that left it since (live: and the search starts over
- * every 10 s, for those that left it before they were committed).
+ * Matches are kept while the filter stays the same (the newest 20000 of
+ * them: beyond, NULL); a ring that moves on adds the events that left it.
  */
 const struct view_line *log_search_get(struct log_search *ls,
 				       const struct view *v, const char *text,
 				       const char *node, size_t i);
 
-/* A new frame: the file may be read for up to SCAN_ROWS events more
- * (call before the frame's first log_search_get). */
+/* A new frame, before it is drawn: the file may be read for up to
+ * 20000 events or 15 ms more, and busy is 0 until a get says otherwise. */
 void log_search_frame(struct log_search *ls);
+
+/* No filter any more: the matches go (a live console stops matching the
+ * lines its ring drops). */
+void log_search_clear(struct log_search *ls);
 
 /* 1: the last get stopped for the frame's budget, not at the file's
  * start: draw again soon (the walk goes on from where it stopped). */

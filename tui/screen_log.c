@@ -176,8 +176,8 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 	if (filtering && ui->older && v->nlog >= VIEW_LOG)
 		x += tui_printf(w, 0, x, cols - x, tui_attr(ui, ROLE_DIM),
 				"  (and the session file's older events)");
-	if (filtering)
-		log_search_frame(ui->older);
+	if (!filtering)
+		log_search_clear(ui->older);
 	int y = rows - 1, skip = ui->scroll, first = 1;
 	const int lead = 9 + 1 + 12 + 1 + 8 + 1; /* time node kind */
 	/* the ring, newest first; past its end, with a filter, the older

@@ -402,6 +402,8 @@ void view_log_push(struct view *v, int64_t ts, const char *line, size_t len)
 		abort();
 	memcpy(copy_, line, len);
 	copy_[len] = 0;
+	if (l->line && v->log_evict)
+		v->log_evict(v->log_evict_arg, l);
 	free(l->line);
 	l->line = copy_;
 	l->ts = ts;

@@ -264,6 +264,10 @@ struct view {
 	VIEW_VEC(struct view_mark) marks; /* markers and failures, in order */
 	struct view_line log[VIEW_LOG];
 	size_t nlog, loghead;
+	/* called with each line the ring drops to make room (the live
+	 * console's Log filter keeps the ones it matches: log_search.h) */
+	void (*log_evict)(void *arg, const struct view_line *l);
+	void *log_evict_arg;
 
 	/* memory.plan: the last check's detail and its plan object, if any */
 	char plan_status[12], plan_detail[256];

@@ -212,6 +212,46 @@ sleep 0.5
 runs_on "played on"
 quit "played on"
 
+# Ties: every event at one ts (1500 of n01, 2004 of n02), so the ring's
+# end and each resume point fall among equal ts; the needles sit behind
+# the ring (n01 seq 1400-1411, n02 seq 1-4): all 16 must be found.
+awk 'BEGIN {
+	for (k = 1; k <= 1500; k++)
+		printf "{\"v\":1,\"seq\":%d,\"ts\":1795940000000000000,\"node\":\"n01\",\"type\":\"log\",\"level\":\"info\",\"msg\":\"%s %d\"}\n", k, (k >= 1400 && k <= 1411) ? "tie-needle" : "hay", k
+	for (k = 1; k <= 2004; k++)
+		printf "{\"v\":1,\"seq\":%d,\"ts\":1795940000000000000,\"node\":\"n02\",\"type\":\"log\",\"level\":\"info\",\"msg\":\"%s %d\"}\n", k, k <= 4 ? "tie-needle" : "hay", k
+}' >"$T/ties.jsonl"
+check "ingest a session of ties" "$STORE" ingest "$T/ties.db" <"$T/ties.jsonl"
+want=$(sqlite3 "$T/ties.db" "SELECT count(*) FROM events WHERE instr(body, 'tie-needle') > 0")
+start "$DAY0" replay "$T/ties.db" --at 0
+key 7
+type_filter "tie-needle"
+wait_for "ties: the oldest needle (n01 1400)" "tie-needle 1400"
+sleep 0.5
+got=$(cap | grep -c 'tie-needle [0-9]')
+[ "$got" = "$want" ] && ok "ties: all $want needles behind the ring shown" ||
+	fail "ties: needles shown" "$got of $want: $(cap | grep -o 'tie-needle [0-9]*' | tr '\n' ' ')"
+quit "ties"
+
+# A walk cut short: the Overview while a filter still reads a long file
+# (400000 events, none matching), then 3 s idle: the console redraws at
+# its idle pace, not every frame (--stats counts the frames).
+awk 'BEGIN {
+	for (k = 1; k <= 400000; k++)
+		printf "{\"v\":1,\"seq\":%d,\"ts\":1795940%012.0f,\"node\":\"n01\",\"type\":\"sample\",\"card\":0,\"metric\":\"mem.used\",\"value\":%d}\n", k, k * 100000, k
+}' | "$STORE" ingest "$T/big.db" >/dev/null 2>&1
+start "$DAY0" replay "$T/big.db" --at 40 --stats "$T/big.stats"
+sleep 0.5
+key 7
+type_filter "absent-from-the-file"
+sleep 0.15
+key 1
+sleep 3
+quit "long walk left"
+frames=$(awk '/^frames/ { print $2 }' "$T/big.stats")
+[ -n "$frames" ] && [ "$frames" -lt 60 ] && ok "a walk left unfinished: $frames frames in ~3.7 s (no redraw every frame)" ||
+	fail "a walk left unfinished: frames" "${frames:-none}: $(cat "$T/big.stats" 2>/dev/null | tr '\n' ' ')"
+
 # The live console: `day0 demo --sample-hz 20` (four cards: some 8000
 # events by its end, whatever the machine's speed; under the sanitizers
 # the soak's memory check fails, and the console holds the run open for
