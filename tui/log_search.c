@@ -489,37 +489,31 @@ const struct view_line *log_search_get(struct log_search *ls,
 {
 	if (!ls || v->nlog < VIEW_LOG || i >= HELD)
 		return NULL;
+	const struct view_line *lnew = view_log_get(v, 0);
+	const struct view_line *lold = view_log_get(v, v->nlog - 1);
 	int same_key = ls->have && !strcmp(ls->text, text) && !strcmp(ls->node, node);
+	int same_ring = lnew->line == ls->ring_new && lold->line == ls->ring_old &&
+			lnew->ts == ls->ring_tnew && lold->ts == ls->ring_told &&
+			v->nlog == ls->ring_n && v->loghead == ls->ring_head;
 	if (!same_key) {
 		restart(ls, v, text, node);
-	} else if (!ls->live) {
-		const struct view_line *lnew = view_log_get(v, 0);
-		const struct view_line *lold = view_log_get(v, v->nlog - 1);
-		int same_ring = lnew->line == ls->ring_new && lold->line == ls->ring_old &&
-				lnew->ts == ls->ring_tnew && lold->ts == ls->ring_told &&
-				v->nlog == ls->ring_n && v->loghead == ls->ring_head;
-		if (!same_ring) {
-			struct pos from;
-			ring_oldest(v, &from);
-			int c = pos_cmp(&from, &ls->from);
-			/* moved on (playing): what left it, ahead of the
-			 * matches held; moved back (a seek): anew */
-			if (c > 0 && gap(ls, &from) == 0)
-				ls->from = from;
-			else if (c != 0)
-				restart(ls, v, text, node);
-		}
+	} else if (!ls->live && !same_ring) {
+		struct pos from;
+		ring_oldest(v, &from);
+		int c = pos_cmp(&from, &ls->from);
+		/* moved on (playing): what left it, ahead of the matches
+		 * held; moved back (a seek): anew */
+		if (c > 0 && gap(ls, &from) == 0)
+			ls->from = from;
+		else if (c != 0)
+			restart(ls, v, text, node);
 	}
-	if (!ls->live) {
-		const struct view_line *lnew = view_log_get(v, 0);
-		const struct view_line *lold = view_log_get(v, v->nlog - 1);
-		ls->ring_new = lnew->line;
-		ls->ring_old = lold->line;
-		ls->ring_tnew = lnew->ts;
-		ls->ring_told = lold->ts;
-		ls->ring_n = v->nlog;
-		ls->ring_head = v->loghead;
-	}
+	ls->ring_new = lnew->line;
+	ls->ring_old = lold->line;
+	ls->ring_tnew = lnew->ts;
+	ls->ring_told = lold->ts;
+	ls->ring_n = v->nlog;
+	ls->ring_head = v->loghead;
 	while (i >= ls->n && !ls->done && ls->budget > 0)
 		walk(ls);
 	if (i >= ls->n && !ls->done)

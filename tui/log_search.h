@@ -19,9 +19,10 @@ struct log_search *log_search_new(const char *path, struct view *live);
 void log_search_free(struct log_search *ls);
 
 /*
- * The i-th newest (from 0) event of the session file older than every
- * line of v's ring, whose line contains text ("" any) and, where node is
- * not "", of that node; NULL past the last, while the ring is not full
+ * The i-th newest (from 0) of the session's events that v's ring does not
+ * hold (replay: those before its oldest line; live: log_search.c), whose
+ * line contains text ("" any) and, where node is not "", of that node;
+ * NULL past the last, while the ring is not full
  * (it then holds every event up to v->t), or where the frame's budget ran
  * out first (log_search_busy).  The line stays valid until the next call.
  * Matches are kept while the filter stays the same (the newest 20000 of
