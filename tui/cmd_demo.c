@@ -32,8 +32,8 @@ static const char usage_text[] =
     "  --headless        lines instead of the live screens\n"
     "  --ascii           ASCII glyphs only\n"
     "  --no-color        no colours\n"
-    "  --cards N         local cards = MPI ranks (default 4; the "
-    "playbook's layout needs 4)\n"
+    "  --cards N         local cards = MPI ranks (default 4: tp2 ep2; "
+    "2 or 3: tp2, 1: tp1)\n"
     "  --sample-hz H     agent samples per second (default 4; 0..100)\n\n"
     "Example:\n  day0 demo --dir /tmp/d0 --headless";
 
@@ -99,7 +99,7 @@ static int run(int argc, char **argv)
 {
 	const char *dir = "/tmp/day0-demo", *playbook = NULL;
 	char pb[PATH_MAX], model[PATH_MAX], inv[PATH_MAX], engine[PATH_MAX];
-	char exe[PATH_MAX], cards_s[16];
+	char exe[PATH_MAX];
 	int headless = -1, ascii = 0, no_color = 0, cards = 4, rc;
 	double hz = 4;
 	struct runner_opts o;
@@ -201,8 +201,14 @@ static int run(int argc, char **argv)
 	o.inventory_path = inv;
 	o.model = model;
 	o.vars = json_object();
-	snprintf(cards_s, sizeof cards_s, "%d", cards);
-	(void)cards_s;
+	/* Fewer than the four cards release-day.json's tp2 ep2 takes: a
+	 * layout the cards hold (tp2 on two or three, one card unsplit), so
+	 * that a small machine's demo is a whole release day, not a plan
+	 * that cannot fit. */
+	if (cards < 4) {
+		json_object_set_new(o.vars, "tp", json_string(cards >= 2 ? "2" : "1"));
+		json_object_set_new(o.vars, "ep", json_string("1"));
+	}
 	o.headless = headless >= 0 ? headless
 				   : !isatty(1) || !isatty(0) ||
 					 !getenv("TERM") ||

@@ -403,6 +403,25 @@ static void evaluate_train(const struct model_config *c,
 			 fmt_bytes(p->usable, b));
 }
 
+/*
+ * A layout of more ranks than the cluster has cards does not fit, however
+ * little memory a card needs (--layout can ask for one; the search never
+ * does): the launch would be refused for want of ranks.
+ */
+static void check_cards(const struct cluster *cl, struct plan *p)
+{
+	char head[160], mem[sizeof p->reason];
+	if (p->cards <= cl->total_cards)
+		return;
+	snprintf(head, sizeof head,
+		 "needs %d cards (tp%d x pp%d x ep%d x dp%d), the cluster has %d",
+		 p->cards, p->d.tp, p->d.pp, p->d.ep, p->dp, cl->total_cards);
+	snprintf(mem, sizeof mem, "%s", p->reason);
+	snprintf(p->reason, sizeof p->reason, "%.159s%s%.900s", head,
+		 mem[0] ? "; " : "", mem);
+	p->fits = 0;
+}
+
 /* --objective: each fitting layout's serving step (plan_rank.c). */
 static void score_plans(const struct model_config *c,
 			const struct tensor_spec *t, size_t n,
@@ -1003,6 +1022,7 @@ static int run(int argc, char **argv)
 		evaluate(&c, t, n, &cl, &o, &plans[i]);
 		if (o.train)
 			evaluate_train(&c, t, n, &cl, &o, &plans[i]);
+		check_cards(&cl, &plans[i]);
 		nfit += plans[i].fits;
 	}
 	rank_objective = o.objective;

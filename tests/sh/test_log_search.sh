@@ -11,12 +11,10 @@ DAY0="$BUILD/day0"
 STORE="$BUILD/tests/day0_store"
 DB="$T/s.db"
 export LANG=C.UTF-8 LC_ALL=C.UTF-8
-SOCK="day0-logsearch-$$"
-tm() { tmux -L "$SOCK" "$@"; }
-trap 'tm kill-server 2>/dev/null; rm -rf "$T"' EXIT
-tm new-session -d -s keep "sleep 3600"
-if ! command -v tmux >/dev/null || ! command -v sqlite3 >/dev/null; then
-	fail "tmux and sqlite3" "not installed (make deps)"
+source "$DAY0_ROOT/tests/tmux.sh"
+tmux_server logsearch
+if ! command -v sqlite3 >/dev/null; then
+	fail "sqlite3" "not installed (make deps)"
 	exit 1
 fi
 
@@ -63,22 +61,6 @@ for d in "needle-early n01" "needle-early n02" "needle-marker" "needle-late"; do
 	fi
 done
 
-cap() { tm capture-pane -p -t r "$@"; }
-wait_for() {
-	local i
-	for i in $(seq 50); do
-		if cap | grep -qF -- "$2"; then ok "$1"; return 0; fi
-		sleep 0.1
-	done
-	fail "$1" "'$2' not on screen:
-$(cap | sed 's/^/    | /')"
-	return 1
-}
-absent() {
-	if cap | grep -qF -- "$2"; then fail "$1" "'$2' on screen:
-$(cap | sed 's/^/    | /')"; else ok "$1"; fi
-}
-key() { tm send-keys -t r "$@"; }
 type_filter() {
 	key /
 	sleep 0.2

@@ -40,6 +40,23 @@ contains "and memory.plan fails" "memory.plan  FAIL: no layout of 1 fits" "$OUT"
 expect_rc 0 "--layout with --events: one memory.plan check" "$ENGINE" plan "$CONFIGS/qwen3-30b-a3b.json" \
 	--nodes 1 --cards 8 --card-mem 141G --weights-dtype bf16 --layout 2,1,4 --events
 check "the check event is there and passes" grep -q '"type":"check","item":"memory.plan","status":"pass"' "$OUT"
+# A layout of more ranks than the cluster's cards does not fit, however
+# small its per-card memory: the launch could not start its ranks.
+expect_rc 1 "--layout 2,2,4 on 8 cards (16 ranks): exit 1" "$ENGINE" plan "$CONFIGS/qwen3-30b-a3b.json" \
+	--nodes 1 --cards 8 --card-mem 141G --weights-dtype bf16 --layout 2,2,4 --events
+check "the check fails and says why" grep -q '"type":"check","item":"memory.plan","status":"fail","detail":"no layout of 1 fits: needs 16 cards (tp2 x pp2 x ep4 x dp1), the cluster has 8"' "$OUT"
+expect_rc 1 "... --json: fits false" "$ENGINE" plan "$CONFIGS/qwen3-30b-a3b.json" \
+	--nodes 1 --cards 8 --card-mem 141G --weights-dtype bf16 --layout 2,2,4 --json
+check "... with the reason" python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["feasible"] == [], d["feasible"]
+p = d["rejected"][0]
+assert p["fits"] is False and p["cards"] == 16, p
+assert p["reason"].startswith("needs 16 cards"), p["reason"]' "$OUT"
+expect_rc 1 "--train --layout 2,2,4 on 8 cards: exit 1" "$ENGINE" plan "$CONFIGS/qwen3-30b-a3b.json" \
+	--nodes 1 --cards 8 --card-mem 141G --layout 2,2,4 --train
+contains "... says the cluster is too small" "needs 16 cards (tp2 x pp2 x ep4 x dp1), the cluster has 8" "$OUT"
 
 # usage errors: exit 2 with a message naming what is wrong
 expect_rc 2 "no cluster at all" "$ENGINE" plan "$CONFIGS/llama-3.1-8b.json"

@@ -8,12 +8,8 @@ DAY0="$BUILD/day0"
 STORE="$BUILD/tests/day0_store"
 DB="$T/s.db"
 export LANG=C.UTF-8 LC_ALL=C.UTF-8
-SOCK="day0-replay-$$"
-tm() { tmux -L "$SOCK" "$@"; }
-trap 'tm kill-server 2>/dev/null; rm -rf "$T"' EXIT
-# A session that outlives the test's own: killing the one under test then
-# never takes the tmux server down while the next one is being started.
-tm new-session -d -s keep "sleep 3600"
+source "$DAY0_ROOT/tests/tmux.sh"
+tmux_server replay
 
 T0=1795940000000000000
 S=1000000000
@@ -98,22 +94,6 @@ if ! command -v tmux >/dev/null; then
 fi
 
 # ------------------------------------------------------------------ tmux
-cap() { tm capture-pane -p -t r "$@"; }
-# wait_for NAME NEEDLE: the pane shows NEEDLE within 5 s.
-wait_for() {
-	local i
-	for i in $(seq 50); do
-		if cap | grep -qF -- "$2"; then ok "$1"; return 0; fi
-		sleep 0.1
-	done
-	fail "$1" "'$2' not on screen:
-$(cap | sed 's/^/    | /')"
-	return 1
-}
-absent() {
-	if cap | grep -qF -- "$2"; then fail "$1" "'$2' on screen"; else ok "$1"; fi
-}
-key() { tm send-keys -t r "$@"; }
 start() { # W H ARGS...
 	local w=$1 h=$2; shift 2
 	tm kill-session -t r 2>/dev/null

@@ -10,30 +10,11 @@
 DAY0="$BUILD/day0"
 export LANG=C.UTF-8 LC_ALL=C.UTF-8
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-SOCK="day0-svc-$$"
-tm() { tmux -L "$SOCK" "$@"; }
-trap 'tm kill-server 2>/dev/null; rm -rf "$T"' EXIT
 for p in sqlite3 tmux python3; do
 	command -v $p >/dev/null || { fail "$p is installed" "missing (make deps)"; exit 1; }
 done
-tm new-session -d -s keep "sleep 3600"
-cap() { tm capture-pane -p -t r "$@"; }
-wait_for() { # NAME NEEDLE [SECONDS]
-	local i
-	for i in $(seq $((${3:-10} * 10))); do
-		if cap | grep -qF -- "$2"; then ok "$1"; return 0; fi
-		sleep 0.1
-	done
-	fail "$1" "'$2' not on screen:
-$(cap | sed 's/^/    | /')"
-	return 1
-}
-key() { tm send-keys -t r "$@"; }
-# on_screen NAME REGEX: a line of the pane matches (extended regex).
-on_screen() {
-	if cap | grep -qE -- "$2"; then ok "$1"; else fail "$1" "/$2/ not on screen:
-$(cap | sed 's/^/    | /')"; fi
-}
+. "$DAY0_ROOT/tests/tmux.sh"
+tmux_server svc
 
 cat >"$T/inv.json" <<'JSON'
 {"name": "one", "nodes": [{"name": "local", "transport": "local", "cards": 2, "card_mem": "1GiB"}]}
