@@ -32,8 +32,11 @@ static const char usage_text[] =
     "  --headless        lines instead of the live screens\n"
     "  --ascii           ASCII glyphs only\n"
     "  --no-color        no colours\n"
-    "  --cards N         local cards = MPI ranks (default 4: tp2 ep2; "
-    "2 or 3: tp2, 1: tp1)\n"
+    "  --cards N         local cards = MPI ranks, every one a rank of the "
+    "layout\n"
+    "                    (default 4: tp2 ep2; 1: tp1, 2: tp2, 3: pp3, 8: "
+    "tp2 ep4, ...;\n"
+    "                    --playbook: the playbook's own layout)\n"
     "  --sample-hz H     agent samples per second (default 4; 0..100)\n\n"
     "Example:\n  day0 demo --dir /tmp/d0 --headless";
 
@@ -95,12 +98,40 @@ static int run_engine(const char *engine, char *const argv[])
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+/*
+ * The demo model's layout on n cards: one rank a card (the launch starts
+ * n), tp dividing its 4 heads, ep its 8 experts, pp at most its 4 layers;
+ * the fewest stages, then tp 2 where it can be.  -1: none fits n.
+ */
+static int demo_layout(int n, int lay[3])
+{
+	static const int tps[] = {2, 1, 4};
+	for (int pp = 1; pp <= 4; pp++) {
+		if (n % pp)
+			continue;
+		for (int i = 0; i < 3; i++) {
+			int m = n / pp, ep;
+			if (m % tps[i])
+				continue;
+			ep = m / tps[i];
+			if (ep == 1 || ep == 2 || ep == 4 || ep == 8) {
+				lay[0] = tps[i];
+				lay[1] = pp;
+				lay[2] = ep;
+				return 0;
+			}
+		}
+	}
+	return -1;
+}
+
 static int run(int argc, char **argv)
 {
 	const char *dir = "/tmp/day0-demo", *playbook = NULL;
 	char pb[PATH_MAX], model[PATH_MAX], inv[PATH_MAX], engine[PATH_MAX];
 	char exe[PATH_MAX];
 	int headless = -1, ascii = 0, no_color = 0, cards = 4, rc;
+	int lay[3] = {2, 1, 2};
 	double hz = 4;
 	struct runner_opts o;
 	FILE *f;
@@ -111,10 +142,17 @@ static int run(int argc, char **argv)
 		else if (!strcmp(a, "--playbook") && v)
 			playbook = argv[++i];
 		else if (!strcmp(a, "--cards") && v) {
-			cards = atoi(argv[++i]);
-			if (cards < 1 || cards > 64)
-				return console_usage_error(&cmd_demo,
-							   "--cards wants 1..64");
+			char *end;
+			long n = strtol(argv[++i], &end, 10);
+			cards = *end || n < 1 || n > 64 ? -1 : (int)n;
+			if (cards < 0 || demo_layout(cards, lay))
+				return console_usage_error(
+				    &cmd_demo,
+				    "--cards: expected a number of cards the demo "
+				    "model splits over (tp 1, 2 or 4 x pp 1..4 x ep "
+				    "1, 2, 4 or 8): 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, "
+				    "48 or 64; got '%s'",
+				    argv[i]);
 		} else if (!strcmp(a, "--sample-hz") && v) {
 			char *end;
 			hz = strtod(argv[++i], &end);
@@ -201,13 +239,17 @@ static int run(int argc, char **argv)
 	o.inventory_path = inv;
 	o.model = model;
 	o.vars = json_object();
-	/* Fewer than the four cards release-day.json's tp2 ep2 takes: a
-	 * layout the cards hold (tp2 on two or three, one card unsplit), so
-	 * that a small machine's demo is a whole release day, not a plan
-	 * that cannot fit. */
-	if (cards < 4) {
-		json_object_set_new(o.vars, "tp", json_string(cards >= 2 ? "2" : "1"));
-		json_object_set_new(o.vars, "ep", json_string("1"));
+	/* The layout: every card a rank of it (the launch starts one rank
+	 * a card), release-day.json's tp2 ep2 on four.  Another playbook
+	 * keeps its own (it may have no such variables). */
+	if (!playbook) {
+		char v[3][16];
+		snprintf(v[0], sizeof v[0], "%d", lay[0]);
+		snprintf(v[1], sizeof v[1], "%d", lay[1]);
+		snprintf(v[2], sizeof v[2], "%d", lay[2]);
+		json_object_set_new(o.vars, "tp", json_string(v[0]));
+		json_object_set_new(o.vars, "pp", json_string(v[1]));
+		json_object_set_new(o.vars, "ep", json_string(v[2]));
 	}
 	o.headless = headless >= 0 ? headless
 				   : !isatty(1) || !isatty(0) ||

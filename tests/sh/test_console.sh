@@ -188,3 +188,12 @@ contains "naming it and the playbook's variables" '-e tpp: the playbook has no s
 expect_rc 0 "-e of a playbook variable wins over its default" "$DAY0" run "$T/pb.json" --inventory "$T/inv.json" -e 'm=/elsewhere' --check
 contains "and is used" "day0-engine verify /elsewhere --events" "$OUT"
 check "no session file for refused runs" test "$(ls "$T/sessions"/*.db 2>/dev/null | wc -l)" = 0
+
+# day0 demo --cards: a number of cards its model's layout uses whole (the
+# launch starts a rank a card), else a usage error before anything is made
+expect_rc 2 "demo --cards 5: no layout of the demo model uses 5 ranks" "$DAY0" demo --dir "$T/demo5" --cards 5 --headless
+contains "says which counts it takes" "--cards: expected a number of cards the demo model splits over" "$ERR"
+contains "... and names the value" "got '5'" "$ERR"
+check "... and made nothing" test ! -e "$T/demo5"
+expect_rc 2 "demo --cards 2x" "$DAY0" demo --dir "$T/demo5" --cards 2x --headless
+contains "names the value" "got '2x'" "$ERR"
