@@ -34,13 +34,6 @@ struct replay_opts {
 	int ascii, no_color, follow, dump, fold;
 };
 
-static int64_t mono_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * SEC + t.tv_nsec;
-}
-
 /* T: seconds from the session start (12.5), or absolute unix ns. */
 static int parse_at(const char *s, int64_t first, int64_t *out)
 {

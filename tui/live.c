@@ -39,13 +39,6 @@ struct live {
 	char stats_path[4096];
 };
 
-static int64_t mono_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
 static void manifest(struct live *lv)
 {
 	json_t *name = store_session_get(lv->st, "name", NULL);

@@ -27,6 +27,7 @@
  * again goes on from the oldest kept.
  */
 #include "log_search.h"
+#include "tui.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -87,13 +88,6 @@ struct log_search {
 
 static const struct pos START = {INT64_MIN, INT64_MIN, ""};
 static const struct pos END = {INT64_MAX, 0, ""};
-
-static int64_t mono_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
 
 /* ------------------------------------------------------------ matches */
 

@@ -35,7 +35,7 @@ static const struct tui_glyphs glyphs_ascii = {
     {"_", ".", ",", "-", "~", "=", "*", "#"},
 };
 
-static int64_t mono_ns(void)
+int64_t mono_ns(void)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);

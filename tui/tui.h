@@ -158,6 +158,8 @@ void tui_bytes(double b, char *out, size_t max);
 void tui_rate(double bps, char *out, size_t max);
 /* ns duration as "1:02:03" or "12.5s". */
 void tui_dur(int64_t ns, char *out, size_t max);
+/* CLOCK_MONOTONIC in ns: frame budgets and key timing. */
+int64_t mono_ns(void);
 /* A memory bar of width n: used, peak mark, budget = full width. */
 void tui_membar(struct tui *ui, WINDOW *w, int y, int x, int n, double used,
 		double peak, double budget, int dim);
