@@ -735,6 +735,26 @@ int runner_main(const struct runner_opts *o)
 		} else if (o->check_only)
 			snprintf(r.session, sizeof r.session, "SESSION.db");
 	}
+	/* A run writes a new session file: one that exists (another run's
+	 * record, or any other file) is never written into, where the new
+	 * run's events would be refused against the old ones' and the old
+	 * manifest replaced.  An empty file (mktemp's) is new. */
+	if (!o->resume_path && o->session_path && !o->check_only) {
+		struct stat st;
+		if (stat(r.session, &st) == 0 &&
+		    (!S_ISREG(st.st_mode) || st.st_size > 0)) {
+			fprintf(stderr,
+				"day0: --session %s: %s; a run writes a new "
+				"session file: give a path that does not exist "
+				"(or `day0 run --resume %s` to continue that "
+				"session)\n",
+				r.session,
+				S_ISREG(st.st_mode) ? "the file exists"
+						    : "not a regular file",
+				r.session);
+			goto out;
+		}
+	}
 	if (!r.tag[0]) {
 		if (o->check_only)
 			snprintf(r.tag, sizeof r.tag, "SESSION");

@@ -59,6 +59,18 @@ check "the console recorded each stage's start and end" \
 check "ranks' checks were stored with their stage" \
 	test "$(q "select count(*) from checks where item='resources.peak' and stage_id='run'")" -ge 1
 check "the session file is private (0600)" test "$(stat -c %a "$T/s1.db")" = 600
+# --session naming that file again: refused before anything is written
+# (the new run's events would be refused against the old ones and the
+# old manifest replaced: a report of the old verdict under the new name)
+sum1=$(sha256sum <"$T/s1.db")
+expect_rc 2 "--session of an existing session file is refused" timeout 60 "$DAY0" run "$T/pb.json" \
+	--inventory "$T/inv.json" --session "$T/s1.db" --headless
+contains "... naming the file and the way to continue it" "--session $T/s1.db: the file exists; a run writes a new session file" "$ERR"
+contains "... and --resume" "day0 run --resume $T/s1.db" "$ERR"
+check "... and the file is untouched" test "$(sha256sum <"$T/s1.db")" = "$sum1"
+expect_rc 2 "--session of a directory is refused" "$DAY0" run "$T/pb.json" \
+	--inventory "$T/inv.json" --session "$T" --headless
+contains "... saying so" "not a regular file" "$ERR"
 
 # Failures: a retry that succeeds, a failure, a skipped dependant, an
 # independent stage that still runs, and a threshold.
