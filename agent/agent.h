@@ -95,7 +95,10 @@ char *spool_stage_path(const struct spool *sp, const char *stage_id);
 struct card {
 	char name[128];
 	uint64_t mem_bytes;  /* capacity (the budget of a CPU card) */
-	uint64_t used, peak; /* last refresh; peak since the agent started */
+	/* last refresh; the high-water mark of the spool's event stream
+	 * (an agent restarted on the spool carries on from DIR/peaks) */
+	uint64_t used, peak;
+	uint64_t saved; /* the peak DIR/peaks holds */
 };
 
 /* Memory of the ranks of running stages (for CPU cards and rank.rss). */
@@ -123,6 +126,7 @@ struct cards {
 	int n;
 	struct card *card;
 	void *priv;
+	int peak_rose; /* a peak rose since the last cards_save_peaks */
 };
 
 extern const struct card_vendor card_vendor_nvml;
@@ -138,6 +142,15 @@ int cards_init(struct cards *c, const struct agent_config *cfg,
 void cards_refresh(struct cards *c, const struct rank_mem *ranks,
 		   size_t nranks);
 void cards_shutdown(struct cards *c);
+/*
+ * The cards' high-water marks outlive the agent in DIR/peaks (spool_dir):
+ * a restarted agent (killed, its connection lost) goes on from them, so
+ * mem.peak never drops within one event stream; a new spool starts from
+ * none.  Best effort: a mark lost in a crash only understates the peak
+ * until the next refresh.
+ */
+void cards_load_peaks(struct cards *c, const char *dir, int fresh_spool);
+void cards_save_peaks(struct cards *c, const char *dir);
 
 /* ------------------------------------------------------------------ stage */
 

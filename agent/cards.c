@@ -7,8 +7,10 @@
  */
 #include "agent.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const struct card_vendor *const vendors[] = {
     &card_vendor_nvml,
@@ -46,6 +48,59 @@ void cards_refresh(struct cards *c, const struct rank_mem *ranks, size_t nranks)
 	for (int i = 0; i < c->n; i++)
 		if (c->card[i].used > c->card[i].peak)
 			c->card[i].peak = c->card[i].used;
+	for (int i = 0; i < c->n; i++)
+		if (c->card[i].peak > c->card[i].saved)
+			c->peak_rose = 1;
+}
+
+static void peaks_path(const char *dir, const char *name, char *out,
+		       size_t max)
+{
+	snprintf(out, max, "%s/%s", dir, name);
+}
+
+void cards_load_peaks(struct cards *c, const char *dir, int fresh_spool)
+{
+	char path[4200];
+	FILE *f;
+	peaks_path(dir, "peaks", path, sizeof path);
+	if (fresh_spool) { /* another stream's marks, if any */
+		unlink(path);
+		return;
+	}
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	for (int i = 0; i < c->n; i++) {
+		unsigned long long v;
+		if (fscanf(f, "%llu", &v) != 1)
+			break;
+		if (v > c->card[i].peak)
+			c->card[i].peak = v;
+		c->card[i].saved = c->card[i].peak;
+	}
+	fclose(f);
+}
+
+void cards_save_peaks(struct cards *c, const char *dir)
+{
+	char path[4200], tmp[4200];
+	FILE *f;
+	if (!c->peak_rose)
+		return;
+	c->peak_rose = 0;
+	peaks_path(dir, "peaks", path, sizeof path);
+	peaks_path(dir, "peaks.tmp", tmp, sizeof tmp);
+	f = fopen(tmp, "w");
+	if (!f)
+		return;
+	for (int i = 0; i < c->n; i++)
+		fprintf(f, "%llu\n", (unsigned long long)c->card[i].peak);
+	if (fclose(f) == 0 && rename(tmp, path) == 0)
+		for (int i = 0; i < c->n; i++)
+			c->card[i].saved = c->card[i].peak;
+	else
+		unlink(tmp);
 }
 
 void cards_shutdown(struct cards *c)

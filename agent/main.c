@@ -570,6 +570,9 @@ int main(int argc, char **argv)
 		cards_shutdown(&a.cards);
 		return EXIT_USAGE;
 	}
+	/* a spool with events before this agent's: its stream goes on */
+	cards_load_peaks(&a.cards, a.cfg.spool_dir,
+			 spool_next_seq(&a.spool) <= 1);
 	rc = agent_run(&a);
 	for (int i = 0; i < a.nstages; i++)
 		stage_free(a.stages[i]);

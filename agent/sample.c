@@ -435,6 +435,7 @@ void sampler_tick(struct agent *a)
 	s->last_t = now;
 	sample_ranks(a, &ranks);
 	cards_refresh(&a->cards, ranks.m, ranks.n);
+	cards_save_peaks(&a->cards, a->cfg.spool_dir);
 	for (int i = 0; i < a->cards.n; i++) {
 		emit_sample(a, i, "mem.used", (double)a->cards.card[i].used,
 			    NULL);

@@ -126,6 +126,44 @@ contains "the lost stage is run again" "rerun (lost)" "$T/k.out"
 expect_rc 0 "no event lost or doubled after the agent was killed" "$STORE" audit "$T/k.db"
 check "the lost stage end is in the store" test "$(sqlite3 "$T/k.db" "select count(*) from stages where stage_id='long' and msg like 'lost%'")" = 1
 
+# The cards' peak outlives a killed agent: the ranks of a cluster stage
+# raise it, the agent is killed in the next stage, and the new agent
+# carries on from the old one's high-water mark (DIR/peaks in its spool)
+# instead of from zero: the screen's peak (the last mem.peak sample) is
+# then the file's highest, as the report's is.
+cat >"$T/peak.json" <<'JSON'
+{"name": "peak", "stages": [
+  {"id": "comm", "step": "comm", "on": "cluster", "args": ["--max", "4M", "--iters", "3", "--warmup", "1"]},
+  {"id": "long", "step": "exec", "on": "all", "needs": ["comm"], "argv": ["sleep", "3"]},
+  {"id": "after", "step": "exec", "on": "all", "needs": ["long"], "argv": ["sleep", "1"]}]}
+JSON
+("$DAY0" run "$T/peak.json" --inventory "$T/inv.json" --session "$T/p.db" --headless --sample-hz 10 >"$T/p.out" 2>&1; echo $? >"$T/p.rc") &
+for i in $(seq 600); do grep -q "stage long .*start" "$T/p.out" 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+pkill -9 -f "day0-agent --node local --spool $T/sessions/spool/p-[0-9a-f]*/local"
+wait
+check "peak: the run with a killed agent ends go" test "$(cat "$T/p.rc")" = 0
+contains "peak: the agent was killed mid-stage" "rerun (lost)" "$T/p.out"
+pk() { # CARD ORDER: mem.peak of local/CARD, the highest or the last
+	sqlite3 "$T/p.db" "select p.value from sample_points p join series s on s.id = p.series where s.node = 'local' and s.card = $1 and s.metric = 'mem.peak' order by $2 limit 1"
+}
+for c in 0 1; do
+	hi=$(pk $c "p.value desc")
+	last=$(pk $c "p.ts desc, p.seq desc")
+	check "peak: card $c's last mem.peak is its highest ($last of $hi)" test -n "$hi" -a "$last" = "$hi"
+done
+"$DAY0" report "$T/p.db" --format json >"$T/p.report.json" 2>/dev/null
+"$DAY0" replay "$T/p.db" --dump >"$T/p.dump" 2>/dev/null
+check "peak: the replay's end shows the report's peak, card by card" python3 -c '
+import json, re, sys
+rep = json.load(open(sys.argv[1]))
+dump = open(sys.argv[2]).read()
+for c in rep["memory"]["cards"]:
+    m = re.search(r"^  card %d ts=\d+ used=\S+ peak=(\S+)" % c["card"], dump, re.M)
+    assert m, dump[:2000]
+    assert abs(float(m.group(1)) - c["peak"]) <= 1e-5 * c["peak"], (c, m.group(1))
+' "$T/p.report.json" "$T/p.dump"
+
 # A run command lost with the connection: it left as the connection died
 # (the hook swallows it, then the agent is killed), so no agent ever
 # started it and no "lost" end will come.  The new agent's hello follows
