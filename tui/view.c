@@ -670,8 +670,10 @@ static void apply_stage(struct view *v, const struct proto_event *ev)
 	s->ts = ev->ts;
 	if (!strcmp(s->state, "start"))
 		s->has_rc = 0;
+	/* A stage the console skipped (a stage it needs did not succeed)
+	 * is not a failure of its own: the one it needed has its mark. */
 	if (!strcmp(s->state, "end") && s->has_rc && s->rc != 0 &&
-	    json_object_get(o, "rank") == NULL) {
+	    json_object_get(o, "rank") == NULL && strcmp(s->result, "skipped")) {
 		/* A service the console ended done (it was up) and the agent
 		 * then stopped at the playbook's end (bye: reason shutdown)
 		 * did not fail: no failure marker on a GO day's screen. */

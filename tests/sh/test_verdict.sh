@@ -174,6 +174,12 @@ case "$fl" in *convert* | *stage:run*) fail "flip: failed lists skipped stages" 
 case "$sk" in *stage:convert*stage:run*) ok "flip: skipped: names convert and run" ;; *) fail "flip: skipped line" "$sk" ;; esac
 check "flip: the verdict event has failed and skipped apart" test \
 	"$(q "$T/flip.db" "SELECT json_array_length(body, '\$.skipped') > 0 AND json_array_length(body, '\$.failed') > 0 FROM events WHERE type = 'verdict'")" = 1
+# The screens' failure marks (Overview FAILURES, the timeline's ticks):
+# the failed stage and check, never a stage the console skipped.
+"$DAY0" replay "$T/flip.db" --dump 2>/dev/null | grep '^mark f' >"$T/flip.marks"
+if grep -q 'stage verify failed' "$T/flip.marks"; then ok "flip: verify's failure is marked"; else fail "flip: verify marked" "$(cat "$T/flip.marks")"; fi
+if grep -q 'did not succeed' "$T/flip.marks"; then fail "flip: skipped stages marked as failures" "$(cat "$T/flip.marks")"
+else ok "flip: no skipped stage is marked as a failure ($(wc -l <"$T/flip.marks") marks)"; fi
 
 # ---- a card budget the real model does not fit --------------------------------
 # plan's estimate is conservative (it plans a whole context), so a budget
