@@ -246,25 +246,46 @@ static void alerts(struct tui *ui, const struct view *v, WINDOW *w, int y,
 	overview_put_fit(ui, w, y, x, cols - x, tui_attr(ui, ROLE_WARN), line);
 }
 
-/* The perf line: each figure and its change against the baseline whole
- * or not at all (a narrow screen drops the last ones, never half of a
- * number). */
+/* The last perf row of a kind: the perf step's (concurrency < 0) or a
+ * load level's of concurrency c. */
+static const struct view_perf *perf_last(const struct view *v, int c)
+{
+	if (!v)
+		return NULL;
+	for (size_t i = v->perf.n; i-- > 0;) {
+		const struct view_perf *p = VIEW_AT(v->perf, i);
+		if (c < 0 ? p->concurrency < 0 : p->concurrency == c)
+			return p;
+	}
+	return NULL;
+}
+
+/* The perf line: the perf step's baseline (load's levels come after it
+ * and are the Service screen's), else the last load level, named so;
+ * each figure and its change against the baseline session's row of the
+ * same kind whole or not at all (a narrow screen drops the last ones,
+ * never half of a number). */
 static void perf_line(struct tui *ui, const struct view *v, WINDOW *w, int y,
 		      int cols)
 {
-	const struct view_perf *p = VIEW_AT(v->perf, v->perf.n - 1);
-	const struct view_perf *b =
-	    ui->base && ui->base->perf.n
-		? VIEW_AT(ui->base->perf, ui->base->perf.n - 1)
-		: NULL;
+	const struct view_perf *p = perf_last(v, -1);
+	const struct view_perf *b;
+	char label[48];
+	if (!p)
+		p = VIEW_AT(v->perf, v->perf.n - 1);
+	if (p->concurrency < 0)
+		snprintf(label, sizeof label, "perf:");
+	else
+		snprintf(label, sizeof label, "load c%d:", p->concurrency);
+	b = perf_last(ui->base, p->concurrency);
 	const double cur[3] = {p->ttft_ms, p->tpot_ms, p->tokens_per_s};
 	const double base[3] = {b ? b->ttft_ms : NAN, b ? b->tpot_ms : NAN,
 				b ? b->tokens_per_s : NAN};
 	int x = 0;
 	for (int k = 0; k < 3; k++) {
-		char s[64], d[32];
+		char s[96], d[32];
 		if (k == 0)
-			snprintf(s, sizeof s, "perf: ttft %.1f ms", cur[k]);
+			snprintf(s, sizeof s, "%s ttft %.1f ms", label, cur[k]);
 		else if (k == 1)
 			snprintf(s, sizeof s, "  tpot %.1f ms", cur[k]);
 		else

@@ -325,6 +325,14 @@ else
 	fail "soak interval collectives" "none in the session"
 fi
 
+# The Overview's perf line at the end: the perf step's baseline, not the
+# load level that came last (load's rows are the Service screen's).
+shot "$END" 120x40
+want=$(q "SELECT printf('perf: ttft %.1f ms  tpot %.1f ms  %.1f tok/s', ttft_ms, tpot_ms, tokens_per_s) FROM perf WHERE node='local' AND stage_id='perf' ORDER BY ts DESC LIMIT 1")
+if [ -n "$want" ] && grep -qF -- "$want" "$T/screen.txt"; then ok "end: the perf line is perf.baseline's row ($want)"
+else fail "end: the perf line" "want '$want':
+$(show)"; fi
+
 # docs/screens.md's captures at the end still have the screen's shape:
 # line by line the same first two words (digits, bars and sparklines aside).
 shape() {
