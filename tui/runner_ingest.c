@@ -274,6 +274,48 @@ static void resend_lost_commands(struct run *r, int node)
 	}
 }
 
+/*
+ * A service that was up (its stage ended done) and then ended on its own:
+ * killed, crashed, out of memory, timed out, its agent lost.  Not the
+ * playbook's end stopping it (bye: shutdown) or a cancel.  Its stage
+ * becomes failed, with the cause, so the table, the verdict and the
+ * report say the service died instead of "done" (the stages using it
+ * fail too, but their errors do not say why).
+ */
+static void service_died(struct run *r, struct task *t, json_t *o)
+{
+	const char *reason = json_string_value(json_object_get(o, "reason"));
+	const char *msg = json_string_value(json_object_get(o, "msg"));
+	const char *cause = json_string_value(json_object_get(o, "cause"));
+	int s = t->stage;
+	char why[512];
+	if (r->cancelled || t->cancelled ||
+	    (reason && (!strcmp(reason, "shutdown") || !strcmp(reason, "cancel"))))
+		return;
+	t->st = T_FAILED;
+	t->rc = (int)json_integer_value(json_object_get(o, "rc"));
+	if (!t->rc)
+		t->rc = 1;
+	snprintf(t->msg, sizeof t->msg, "the service stopped after it was up: %.100s%s%.300s",
+		 msg ? msg : reason ? reason : "ended", cause && *cause ? ": " : "",
+		 cause ? cause : "");
+	console_log(r, "error", "%s: stage %s: %s", r->nodes[t->node].inv->name,
+		    t->sid, t->msg);
+	if (r->stages[s].st != S_DONE)
+		return;
+	snprintf(why, sizeof why, "%.60s: %.400s", r->nodes[t->node].inv->name,
+		 t->msg);
+	{
+		char text[160];
+		snprintf(text, sizeof text, "stage %-18s FAILED (the service stopped)",
+			 r->pb.stages[s].id);
+		say(r, text, r->nodes[t->node].inv->name);
+	}
+	end_stage(r, s, S_FAILED, why);
+	if (r->pb.stages[s].required && r->pb.fail_fast)
+		r->stopping = 1;
+}
+
 /* One event, stored already: fold it into the runner's state. */
 void absorb(struct run *r, int node, struct proto_event *ev)
 {
@@ -431,6 +473,9 @@ void absorb(struct run *r, int node, struct proto_event *ev)
 			    json_string_value(json_object_get(o, "reason")),
 			    json_string_value(json_object_get(o, "msg")),
 			    json_string_value(json_object_get(o, "cause")));
+		else if (!strcmp(state, "end") && t->st == T_DONE &&
+			 r->pb.stages[t->stage].service)
+			service_died(r, t, o);
 		return;
 	}
 	if (ev->kind == EV_ERROR) {

@@ -67,3 +67,33 @@ check "the serve stage reported ready before probe started" test "$(sqlite3 "$db
 	"select count(*) from events where type = 'stage' and body like '%\"ready\":true%'")" = 1
 check "… and the server was stopped when the playbook ended" \
 	bash -c "! pgrep -f '[d]ay0-engine serve $T/m' >/dev/null"
+
+# --- a service that dies after it was up: its stage turns failed, with the
+# cause, in the table, the verdict and the file (it used to stay "done",
+# the cause nowhere but the agent's own event)
+cat >"$T/die.json" <<'JSON'
+{"name": "svcdie", "policy": {"fail_fast": false}, "stages": [
+ {"id": "serve", "step": "serve", "on": "cluster", "service": true,
+  "args": ["${model}", "--tp", "2", "--port", "${service_port}", "--max-ctx", "128", "--kv-seqs", "2",
+           "--card-mem", "${card_mem}"],
+  "ready": {"url": "http://127.0.0.1:${service_port}/health", "timeout": 120}},
+ {"id": "wait", "step": "exec", "on": "first", "needs": ["serve"], "argv": ["sleep", "4"]}]}
+JSON
+(timeout $RUN_LIMIT "$DAY0" run "$T/die.json" --inventory "$T/inv.json" --model "$T/m" --session "$T/die.db" \
+	--headless >"$T/die.out" 2>&1; echo $? >"$T/die.rc") &
+for i in $(seq 600); do grep -q "stage wait .*start" "$T/die.out" 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+pkill -9 -f "[d]ay0-engine serve $T/m"
+wait
+check "a service killed after it was up: NO-GO, exit 1" test "$(cat "$T/die.rc")" = 1
+contains "… the stage line says it stopped" "stage serve              FAILED (the service stopped)" "$T/die.out"
+contains "… the stage table says why" "serve              failed   local: the service stopped after it was up: killed by signal 9" "$T/die.out"
+contains "… the verdict names it" "failed: stage:serve" "$T/die.out"
+check "… the file's last console end of serve is failed, with the cause" test \
+	"$(sqlite3 "$T/die.db" "select json_extract(body,'\$.result') || ' ' || json_extract(body,'\$.msg') from events where node='console' and type='stage' and json_extract(body,'\$.stage_id')='serve' and json_extract(body,'\$.state')='end' order by seq desc limit 1")" \
+	= "failed local: the service stopped after it was up: killed by signal 9 (Killed)"
+"$DAY0" report "$T/die.db" >"$T/die.md" 2>/dev/null
+contains "… the report's verdict names it" "failed: stage:serve" "$T/die.md"
+# the playbook's own end stops a service that is up: no failure then
+check "… while a playbook's end stopping it is no failure (the GO run above)" test \
+	"$(sqlite3 "$db" "select count(*) from events where node='console' and type='stage' and json_extract(body,'\$.result')='failed'")" = 0
