@@ -96,6 +96,8 @@ static void view_clear(struct view *v)
 	json_decref(v->plan);
 	json_decref(v->labels);
 	v->labels = NULL;
+	json_decref(v->pb_doc_stages);
+	v->pb_doc_stages = NULL;
 }
 
 void view_free(struct view *v)
@@ -113,6 +115,7 @@ void view_reset(struct view *v)
 	char(*pb)[80] = malloc(sizeof v->pb_stages);
 	int npb = v->npb_stages;
 	json_t *labels = json_incref(v->labels);
+	json_t *pbs = json_incref(v->pb_doc_stages);
 	if (!pb)
 		abort();
 	memcpy(pb, v->pb_stages, sizeof v->pb_stages);
@@ -129,6 +132,8 @@ void view_reset(struct view *v)
 	free(pb);
 	json_decref(v->labels);
 	v->labels = labels;
+	json_decref(v->pb_doc_stages);
+	v->pb_doc_stages = pbs;
 }
 
 void view_set_labels(struct view *v, json_t *labels)
@@ -166,6 +171,8 @@ void view_set_manifest(struct view *v, json_t *name, json_t *model,
 	if (json_is_array(json_object_get(playbook, "stages"))) {
 		size_t i;
 		json_t *st;
+		json_decref(v->pb_doc_stages);
+		v->pb_doc_stages = json_incref(json_object_get(playbook, "stages"));
 		v->npb_stages = 0;
 		json_array_foreach(json_object_get(playbook, "stages"), i, st)
 		{
@@ -273,9 +280,41 @@ const struct view_check *view_check(const struct view *v, const char *node,
 	return worst;
 }
 
+static uint32_t *stage_slot(const struct view *v, const char *node,
+			    const char *id);
+
+/* Before the verdict: the playbook's stages that declare item (not the
+ * rehearsal's), how many of them the console has ended, and whether any
+ * requires it (a check without "required": false). */
+static int item_producers(const struct view *v, const char *item,
+			  int *ended, int *required)
+{
+	size_t i;
+	json_t *st;
+	int n = 0;
+	*ended = *required = 0;
+	if (!json_is_array(v->pb_doc_stages) || checklist_is_rehearsal(item))
+		return 0;
+	json_array_foreach(v->pb_doc_stages, i, st)
+	{
+		json_t *c = json_object_get(json_object_get(st, "checks"), item);
+		const char *id = json_string_value(json_object_get(st, "id"));
+		uint32_t e;
+		if (!c || !id || json_is_true(json_object_get(st, "rehearsal")))
+			continue;
+		n++;
+		*required |= !json_is_false(json_object_get(c, "required"));
+		e = v->stage_hcap ? *stage_slot(v, CONSOLE_NODE, id) : 0;
+		if (e && !strcmp(v->stages[e - 1].state, "end"))
+			(*ended)++;
+	}
+	return n;
+}
+
 const char *view_item_status(const struct view *v, const char *item)
 {
 	const char *worst = NULL;
+	int ended, required, n;
 	for (size_t i = 0; i < v->nitems; i++)
 		if (!strcmp(v->items[i].item, item))
 			return v->items[i].status;
@@ -284,15 +323,23 @@ const char *view_item_status(const struct view *v, const char *item)
 		    (!worst || check_status_parse(v->checks[i].status, NULL) >
 				   check_status_parse(worst, NULL)))
 			worst = v->checks[i].status;
-	return worst;
+	if (worst)
+		return worst;
+	/* No evidence, and every stage that would give it has ended
+	 * (failed, skipped, or done without it): the verdict's "not run"
+	 * (docs/checklist.md), not "no evidence" while a run is held. */
+	n = item_producers(v, item, &ended, &required);
+	return n && ended == n ? "not run" : NULL;
 }
 
 int view_item_optional(const struct view *v, const char *item)
 {
+	int ended, required;
 	for (size_t i = 0; i < v->nitems; i++)
 		if (!strcmp(v->items[i].item, item))
 			return v->items[i].optional;
-	return 0;
+	/* before the verdict: declared by no stage that requires it */
+	return item_producers(v, item, &ended, &required) && !required;
 }
 
 const struct view_stage *view_current_stage(const struct view *v)

@@ -244,6 +244,10 @@ struct view {
 	char pb_stages[VIEW_PB_STAGES][80];
 	int npb_stages;
 	json_t *labels; /* node -> its inventory labels ("a,b"); manifest */
+	/* The playbook's stages (the manifest's document): which items each
+	 * declares, so that before the verdict an item whose stages have all
+	 * ended without evidence reads "not run", as the verdict will. */
+	json_t *pb_doc_stages;
 
 	struct view_node *nodes; /* sorted by name; never "console" */
 	size_t nnodes, capnodes;
