@@ -64,7 +64,7 @@ void train_mem_megatron(struct train_mem_model *m)
 				      .act_bytes = 2, .grad_bytes = 2,
 				      .seq_parallel = 1, .flash = 1,
 				      .keep_products = 1, .f32_views = 0,
-				      .ep_data = 1};
+				      .bwd_buffers = 0, .ep_data = 1};
 }
 
 void train_mem_day0(struct train_mem_model *m, int weight_bytes)
@@ -75,7 +75,7 @@ void train_mem_day0(struct train_mem_model *m, int weight_bytes)
 				      .seq_parallel = 0, .flash = 0,
 				      .keep_products = 0,
 				      .f32_views = weight_bytes < 4,
-				      .ep_data = 0};
+				      .bwd_buffers = 1, .ep_data = 0};
 }
 
 int train_mem_by_name(const char *name, int weight_bytes,
@@ -246,6 +246,48 @@ static void layer_act(const struct model_config *c,
 	}
 }
 
+/*
+ * day0's backward working set for layers [first, first + count) on one
+ * rank, bytes for T tokens: train.c's alloc_acts holds dh, dh2 and dxn
+ * ([T, H] each) and six buffers b[0..5] of T x width (+4 B each), each
+ * width the widest use of that buffer over the stage's layer kinds (the
+ * attention's dq/dk/dv/datt, MLA's latent gradients, the router's and
+ * routed slots' gradients, a SwiGLU's); the attention score gradient is
+ * one row of S floats at a time, not counted.  Kept in step with
+ * alloc_acts: training.memory fails when the two part.
+ */
+static double day0_bwd(const struct model_config *c, int tp, int64_t first,
+		       int64_t count, double T)
+{
+	int64_t H = c->hidden, nh = c->heads / tp;
+	int64_t nkv = c->mla ? nh : c->kv_heads / tp;
+	int64_t dqk = c->mla ? c->qk_nope_dim + c->qk_rope_dim : c->head_dim;
+	int64_t dv = c->mla ? c->v_head_dim : c->head_dim;
+	int64_t rd = c->mla ? c->qk_rope_dim : c->head_dim;
+	int64_t nope = c->qk_nope_dim, kvl = c->kv_lora_rank, ql = c->q_lora_rank;
+	int64_t F = c->ffn / tp, Fm = c->moe_ffn / tp, Fs = c->shared_ffn / tp;
+	int64_t E = c->experts, K = c->top_k, KH = 0, KF = 0, bw[6];
+	int moe = 0, mla = c->mla != 0;
+	double b = 3.0 * T * (double)H * 4;
+	for (int64_t i = first; i < first + count; i++)
+		moe |= model_layer_is_moe(c, i);
+	if (moe) {
+		KH = K * H;
+		KF = K * Fm;
+	}
+#define MX(a, b) ((a) > (b) ? (a) : (b))
+	bw[0] = MX(MX(nh * dv, mla * nh * (nope + dv)), MX(moe * E, KH));
+	bw[1] = MX(MX(nh * dqk, KH), ql);
+	bw[2] = MX(MX(nkv * dqk, KF), MX(MX(F, Fs), moe * E));
+	bw[3] = MX(MX(nkv * dv, KF), MX(F, Fs));
+	bw[4] = MX(MX(mla * (kvl + rd), nh * dqk), MX(MX(KH, KF), MX(F, Fs)));
+	bw[5] = MX(MX(kvl, ql), MX(MX(nkv * dqk, KF), MX(F, Fs)));
+#undef MX
+	for (int i = 0; i < 6; i++)
+		b += T * (double)(bw[i] ? bw[i] : 1) * 4 + 4;
+	return b;
+}
+
 static void parts_add(struct train_act_parts *o, const struct lay_parts *p,
 		      double k)
 {
@@ -288,11 +330,15 @@ static void stage_acts(const struct model_config *c,
 			widest = x;
 			wide = lp;
 		}
+		if (m->bwd_buffers)
+			continue;
 		layer_act(c, sh, i, l->tp, S, m, m->grad_bytes, &lp);
 		g = lay_sum(&lp);
 		if (tokens * g > *bwd)
 			*bwd = tokens * g;
 	}
+	if (m->bwd_buffers)
+		*bwd = day0_bwd(c, l->tp, first, count, tokens);
 	fly = l->pp - s < micros ? l->pp - s : micros;
 	/* the final norm's input and output and its statistics, and the f32
 	 * logits for the loss's backward */
@@ -529,8 +575,7 @@ void train_need_lines(const struct train_need *nd,
 		 "%soptimizer    %10s  f32 master + 2 moments%s\n"
 		 "%sactivations  %10s  %s, %s, %s, %s; %lld micro-batch%s in "
 		 "flight on %s%s: %s\n"
-		 "%sbackward     %10s  working set: one layer's activation "
-		 "gradients (%s)\n"
+		 "%sbackward     %10s  working set: %s (%s)\n"
 		 "%sf32 views    %10s  %s\n"
 		 "%spp buffers   %10s  %s\n",
 		 indent, fmt_bytes(nd->weights, w), wd,
@@ -550,7 +595,12 @@ void train_need_lines(const struct train_need *nd,
 		 (long long)nd->in_flight, nd->in_flight == 1 ? "" : "es",
 		 "the busiest stage",
 		 nd->recompute ? ", full recomputation" : "", ps,
-		 indent, fmt_bytes(nd->bwd, bw), width(mm->grad_bytes),
+		 indent, fmt_bytes(nd->bwd, bw),
+		 mm->bwd_buffers ? "three [T, H] gradients and six buffers "
+				   "as wide as their widest use, the score "
+				   "gradient a row at a time"
+				 : "one layer's activation gradients",
+		 width(mm->bwd_buffers ? 4 : mm->grad_bytes),
 		 indent, fmt_bytes(nd->views, v),
 		 nd->views ? "an f32 copy of the largest 16-bit tensor and its "
 			     "gradient's f32 sum"

@@ -49,6 +49,16 @@ struct train_mem_model {
 	int f32_views;        /* 16-bit weights: every product reads an f32
 			       * copy of its weight and sums its gradient in
 			       * f32 (two buffers of the largest tensor) */
+	int bwd_buffers;      /* backward's working set: 0, one layer's
+			       * activation gradients at grad_bytes (the
+			       * widest layer's, attention scores included
+			       * as the layer keeps them); 1, day0's
+			       * train.c: three [T, H] gradients of the
+			       * residual stream and six buffers, each as
+			       * wide as its widest use over the stage's
+			       * layer kinds (alloc_acts), f32; the score
+			       * gradient a row at a time, never [heads, S,
+			       * S] */
 	int ep_data;          /* 1: EP carved out of DP (Megatron): each EP
 			       * rank runs its own micro-batches, ZeRO-1
 			       * shards the dense state over DP x EP; 0: the
@@ -61,7 +71,8 @@ struct train_mem_model {
 void train_mem_megatron(struct train_mem_model *m);
 /* day0-engine train --dtype (weight_bytes 4 for f32, 2 for bf16/f16):
  * f32 activations and gradients, no sequence parallelism, the attention
- * probabilities kept, products rebuilt, f32 views of 16-bit weights. */
+ * probabilities kept, products rebuilt, f32 views of 16-bit weights,
+ * backward's working set as train.c holds it (bwd_buffers). */
 void train_mem_day0(struct train_mem_model *m, int weight_bytes);
 /* "megatron" or "day0" (weights from weight_bytes); -1 for others. */
 int train_mem_by_name(const char *name, int weight_bytes,

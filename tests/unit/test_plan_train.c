@@ -108,6 +108,16 @@ int main(void)
 	need(&c, t, n, &m, 2, 1, 1, &b, &lb);
 	CHECK(b.weights == 4 * lb.params && b.grads == b.weights && b.views == 0);
 	CHECK(b.act > a.act && b.parts.scores > a.parts.scores);
+	/* day0's backward working set is train.c's buffers, not one layer's
+	 * activation gradients: the score gradient is a row at a time, so
+	 * the term has no [heads/TP, S, S]; at TP 2 (16 heads, 4 KV heads of
+	 * 128, F 7168): dh, dh2, dxn [T, H] and six buffers of widths 2048
+	 * (datt), 2048 (dq), 7168 x 4 (the SwiGLU's widest), 4 B each */
+	CHECK(b.bwd == 4096ull * 4 * (3 * 4096 + 2048 + 2048 + 4 * 7168) + 6 * 4);
+	CHECK(b.bwd < b.parts.scores / 32);
+	m.bwd_buffers = 0; /* one layer's gradients: the scores counted again */
+	need(&c, t, n, &m, 2, 1, 1, &a, &la);
+	CHECK(a.bwd > b.parts.scores / 32 && a.act == b.act);
 	/* ZeRO-1 over DP 4 */
 	need(&c, t, n, &base, 2, 4, 1, &a, &la);
 	need(&c, t, n, &base, 2, 4, 0, &b, &lb);
