@@ -555,6 +555,18 @@ static int run(int argc, char **argv)
 		}
 	}
 #undef NUM
+	/* the overflow check needs the forced step and one after it (the
+	 * scale halved, training recovered) */
+	if (!bad && o.force > o.steps) {
+		snprintf(why, sizeof why, "--force-overflow %d is past --steps %d",
+			 o.force, o.steps);
+		bad = 1;
+	} else if (!bad && o.force && o.force == o.steps) {
+		snprintf(why, sizeof why, "--force-overflow %d is the last of "
+			 "--steps %d: training.overflow needs a step after it (the "
+			 "scale halved, the step applied)", o.force, o.steps);
+		bad = 1;
+	}
 	if (!bad && o.batch % o.c.micro) {
 		snprintf(why, sizeof why, "--micro-batches %d: --batch %d sequences "
 			 "a rank do not split into %d micro-batches", o.c.micro,

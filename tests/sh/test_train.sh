@@ -201,3 +201,10 @@ expect_rc 2 "a missing model directory" "$ENGINE" train "$T/none"
 contains "the missing directory is named" "$T/none" "$ERR"
 expect_rc 1 "over --card-mem: exit 1" "$ENGINE" train "$T/llama" --card-mem 1000000
 contains "what did not fit is named" "gradients" "$ERR"
+
+# --force-overflow past the run: a usage error at parsing, not a failed
+# training.overflow
+expect_rc 2 "--force-overflow 9 with the default 3 steps: exit 2" "$ENGINE" train "$T/llama" --force-overflow 9
+contains "says the step is past the run" "--force-overflow 9 is past --steps 3" "$ERR"
+expect_rc 2 "--force-overflow on the last step: exit 2 (no step after it to recover)" "$ENGINE" train "$T/llama" --force-overflow 3
+contains "says why" "--force-overflow 3 is the last of --steps 3" "$ERR"
