@@ -22,10 +22,13 @@
 #include "train.h"
 #include "train_memcheck.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <mpi.h>
 
@@ -428,6 +431,169 @@ static int run_steps(const struct opts *o, int rank, int emit, struct curve *cv,
 	return rc;
 }
 
+/* ------------------------------------------------- the loss curve file */
+
+/*
+ * --losses-out's file, JSON: {"losses": [one a step, null where not
+ * finite], "steps", "seq", "sequences" (a step's, global), "seed",
+ * "dtype", "layout"}.  Written to a temporary name in the file's
+ * directory (created before training, so a directory that cannot take it
+ * is refused up front) and renamed into place when complete.
+ */
+struct losses_out {
+	char *tmp; /* NULL: none open */
+	int fd;
+};
+
+static int losses_out_begin(struct losses_out *lo, const char *path,
+			    char *why, size_t n)
+{
+	size_t k = strlen(path);
+	if (path_is_dir(path)) {
+		snprintf(why, n, "--losses-out %s: is a directory (expected a "
+			 "file name)", path);
+		return -1;
+	}
+	lo->tmp = malloc(k + 16);
+	snprintf(lo->tmp, k + 16, "%s.tmp-XXXXXX", path);
+	lo->fd = mkstemp(lo->tmp);
+	if (lo->fd < 0) {
+		snprintf(why, n, "--losses-out %s: cannot create a file in its "
+			 "directory: %s", path, strerror(errno));
+		free(lo->tmp);
+		lo->tmp = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+static void losses_out_abort(struct losses_out *lo)
+{
+	if (!lo->tmp)
+		return;
+	close(lo->fd);
+	unlink(lo->tmp);
+	free(lo->tmp);
+	lo->tmp = NULL;
+}
+
+static json_t *finite_or_null(double x)
+{
+	return isfinite(x) ? json_real(x) : json_null();
+}
+
+static int losses_out_commit(struct losses_out *lo, const char *path,
+			     const struct opts *o, const double *loss,
+			     char *why, size_t n)
+{
+	char lay[64], *txt;
+	json_t *a = json_array(), *doc;
+	int rc = 0;
+	for (int i = 0; i < o->steps; i++)
+		json_array_append_new(a, finite_or_null(loss[i]));
+	doc = json_pack("{s:o, s:i, s:i, s:i, s:I, s:s, s:s}", "losses", a,
+			"steps", o->steps, "seq", o->seq, "sequences",
+			o->batch * o->c.dp, "seed", (json_int_t)o->seed, "dtype",
+			o->c.dtype == DT_F32 ? "f32" : o->c.dtype == DT_BF16 ? "bf16"
+									 : "f16",
+			"layout", layout_name(&o->c, lay, sizeof lay));
+	txt = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(17) |
+				      JSON_PRESERVE_ORDER);
+	json_decref(doc);
+	if (!txt || write_full(lo->fd, txt, strlen(txt)) < 0 ||
+	    write_full(lo->fd, "\n", 1) < 0) {
+		snprintf(why, n, "--losses-out %s: cannot write: %s", path,
+			 txt ? strerror(errno) : "out of memory");
+		rc = -1;
+	}
+	free(txt);
+	if (rc == 0 && close(lo->fd) < 0) {
+		snprintf(why, n, "--losses-out %s: cannot write: %s", path,
+			 strerror(errno));
+		rc = -1;
+	}
+	lo->fd = -1;
+	if (rc == 0 && rename(lo->tmp, path) < 0) {
+		snprintf(why, n, "--losses-out %s: cannot rename %s to it: %s",
+			 path, lo->tmp, strerror(errno));
+		rc = -1;
+	}
+	if (rc < 0)
+		unlink(lo->tmp);
+	free(lo->tmp);
+	lo->tmp = NULL;
+	return rc;
+}
+
+/*
+ * --reference-losses: a --losses-out file of the same steps, sequence
+ * length, global batch and seed (the curves compared are of the same
+ * data); out gets o->steps losses (NaN for a null).  -1 with why: a file
+ * that does not read or parse, or that is of another run.
+ */
+static int ref_losses_load(const char *path, const struct opts *o,
+			   double *out, char *why, size_t n)
+{
+	json_error_t je;
+	json_t *doc = json_load_file(path, 0, &je), *a, *v;
+	int rc = -1;
+	size_t i;
+	json_int_t steps;
+	if (!doc) {
+		if (je.line < 1)
+			snprintf(why, n, "--reference-losses %s: %s", path, je.text);
+		else
+			snprintf(why, n, "--reference-losses %s: line %d column %d: "
+				 "%s (expected a --losses-out file)", path, je.line,
+				 je.column, je.text);
+		return -1;
+	}
+	a = json_object_get(doc, "losses");
+	if (!json_is_object(doc) || !json_is_array(a)) {
+		snprintf(why, n, "--reference-losses %s: expected an object with a "
+			 "\"losses\" array (a --losses-out file)", path);
+		goto done;
+	}
+	json_array_foreach(a, i, v) {
+		if (!json_is_number(v) && !json_is_null(v)) {
+			snprintf(why, n, "--reference-losses %s: losses[%zu]: "
+				 "expected a number or null", path, i);
+			goto done;
+		}
+	}
+	steps = (json_int_t)json_array_size(a);
+	if (steps != o->steps) {
+		snprintf(why, n, "--reference-losses %s holds %lld steps, this run "
+			 "has --steps %d: the curves compared must be of the same "
+			 "steps", path, (long long)steps, o->steps);
+		goto done;
+	}
+#define SAME(key, mine, what)                                                  \
+	do {                                                                   \
+		json_t *x_ = json_object_get(doc, key);                        \
+		if (x_ && !(json_is_integer(x_) &&                             \
+			    json_integer_value(x_) == (json_int_t)(mine))) {   \
+			char *d_ = json_dumps(x_, JSON_ENCODE_ANY);            \
+			snprintf(why, n, "--reference-losses %s: \"%s\": the " \
+				 "reference ran %s, this run %lld (%s)", path, \
+				 key, d_ ? d_ : "?", (long long)(mine), what); \
+			free(d_);                                              \
+			goto done;                                             \
+		}                                                              \
+	} while (0)
+	SAME("seq", o->seq, "--seq: tokens a sequence");
+	SAME("sequences", o->batch * o->c.dp,
+	     "sequences a step, --batch x DP: the same global batch");
+	SAME("seed", o->seed, "--seed: the synthetic tokens");
+#undef SAME
+	json_array_foreach(a, i, v)
+		out[i] = json_is_number(v) ? json_number_value(v) : NAN;
+	rc = 0;
+done:
+	json_decref(doc);
+	return rc;
+}
+
 static int parse_dtype(const char *s)
 {
 	return !strcmp(s, "f32") ? DT_F32 : !strcmp(s, "bf16") ? DT_BF16
@@ -455,6 +621,8 @@ static int run(int argc, char **argv)
 	long v;
 	struct curve cv, cv2;
 	struct train_mem mem;
+	struct losses_out lout = {NULL, -1};
+	double *ref = NULL;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -580,6 +748,30 @@ static int run(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	o.dir = argv[optind];
+	/* what the run reads and writes, before any step: a reference curve
+	 * that does not parse or is of another run, a loss file that cannot
+	 * be made (exit 2) */
+	if (o.ref_losses)
+		ref = calloc((size_t)o.steps, sizeof(double));
+	{
+		int pre = 0;
+		if (rank == 0)
+			pre = (o.ref_losses && ref_losses_load(o.ref_losses, &o, ref,
+							       why, sizeof why) < 0) ||
+			      (o.losses_out && losses_out_begin(&lout, o.losses_out,
+								why, sizeof why) < 0);
+		MPI_Bcast(&pre, 1, MPI_INT, 0, MPI_COMM_WORLD);
+		if (pre) {
+			if (rank == 0)
+				fprintf(stderr, "day0-engine: train: %s\n", why);
+			losses_out_abort(&lout);
+			free(ref);
+			MPI_Finalize();
+			return EXIT_USAGE;
+		}
+		if (ref)
+			MPI_Bcast(ref, o.steps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+	}
 	events_init(stdout, o.events);
 	cv.loss = calloc((size_t)o.steps, sizeof(double));
 	cv.norm = calloc((size_t)o.steps, sizeof(double));
@@ -633,35 +825,22 @@ static int run(int argc, char **argv)
 		      json_pack("{s:o, s:i}", "scale_history", sc, "step", o.force), NULL);
 	}
 	/* training.layouts */
-	if (o.losses_out && rank == 0) {
-		FILE *f = fopen(o.losses_out, "w");
-		if (!f) {
-			fprintf(stderr, "day0-engine: %s: cannot write\n", o.losses_out);
-			rc = EXIT_USAGE;
-		} else {
-			for (int i = 0; i < o.steps; i++)
-				fprintf(f, "%.17g\n", cv.loss[i]);
-			fclose(f);
-		}
+	if (lout.tmp && losses_out_commit(&lout, o.losses_out, &o, cv.loss, why,
+					  sizeof why) < 0) {
+		fprintf(stderr, "day0-engine: train: %s\n", why);
+		rc = EXIT_USAGE;
 	}
-	if (o.ref_losses) {
-		FILE *f = fopen(o.ref_losses, "r");
+	if (ref) {
+		/* the reference was read and checked before the steps: the same
+		 * steps, sequence length, global batch and seed */
 		double bound = o.c.dtype == DT_F32 ? 1e-5 : 2e-2, worst = 0, first = 0;
 		int n = 0, ok = 1, grow_ok;
 		char detail[1600], errs[500] = "";
 		json_t *ev = json_array();
-		if (!f) {
-			if (rank == 0)
-				fprintf(stderr, "day0-engine: %s: cannot read the reference "
-					"losses\n", o.ref_losses);
-			json_decref(ev);
-			rc = EXIT_USAGE;
-			goto out;
-		}
-		for (double x; n < o.steps && fscanf(f, "%lf", &x) == 1; n++) {
-			double e = fabs(cv.loss[n] - x) / fabs(x);
+		for (; n < o.steps; n++) {
+			double x = ref[n], e = fabs(cv.loss[n] - x) / fabs(x);
 			size_t l = strlen(errs);
-			json_array_append_new(ev, json_real(e));
+			json_array_append_new(ev, finite_or_null(e));
 			snprintf(errs + l, sizeof errs - l, "%s%.1e", n ? " " : "", e);
 			if (n == 0)
 				first = e;
@@ -669,7 +848,6 @@ static int run(int argc, char **argv)
 				worst = e;
 			ok &= e <= bound;
 		}
-		fclose(f);
 		/* not diverging: the last step's error within 10x the first's,
 		 * or within a tenth of the bound */
 		grow_ok = n < 2 || worst <= bound / 10 || worst <= 10 * first + 1e-7;
@@ -678,7 +856,8 @@ static int run(int argc, char **argv)
 			 n, layout_name(&o.c, why, sizeof why), o.ref_losses, errs, worst,
 			 bound, grow_ok ? "not growing" : "growing");
 		check(rank, "training.layouts", ok && grow_ok && n == o.steps, detail,
-		      json_pack("{s:o, s:f}", "rel_err_per_step", ev, "worst", worst),
+		      json_pack("{s:o, s:o}", "rel_err_per_step", ev, "worst",
+				finite_or_null(worst)),
 		      json_real(bound));
 	}
 	/* training.determinism: the same steps again, bit for bit */
@@ -716,6 +895,8 @@ static int run(int argc, char **argv)
 out:
 	if (rank == 0)
 		events_stage("train", "end", 1, rc, NULL);
+	losses_out_abort(&lout);
+	free(ref);
 	free(cv.loss);
 	free(cv.norm);
 	free(cv.scale);

@@ -208,3 +208,36 @@ expect_rc 2 "--force-overflow 9 with the default 3 steps: exit 2" "$ENGINE" trai
 contains "says the step is past the run" "--force-overflow 9 is past --steps 3" "$ERR"
 expect_rc 2 "--force-overflow on the last step: exit 2 (no step after it to recover)" "$ENGINE" train "$T/llama" --force-overflow 3
 contains "says why" "--force-overflow 3 is the last of --steps 3" "$ERR"
+
+# the loss curve file: JSON (jansson), written whole or not at all; a
+# reference of another run is bad input named with both sides (exit 2,
+# before any step), never a training.layouts failure that reads like a
+# pass ("2 steps ... worst 0.00e+00 ... not growing" used to end exit 1)
+mkdir -p "$T/lo"
+run "$ENGINE" train "$T/llama" --steps 2 --losses-out "$T/lo/l2.json"
+if [ "$RC" -eq 0 ] && jq -e '(.losses | length == 2 and all(type == "number")) and .steps == 2 and .seq == 16 and
+	.sequences == 2 and .seed == 1 and .layout == "tp1pp1ep1dp1"' "$T/lo/l2.json" >/dev/null &&
+	[ "$(ls "$T/lo")" = l2.json ]; then
+	ok "--losses-out: a JSON curve, no temporary left beside it"
+else
+	fail "--losses-out JSON" "exit $RC: $(head -c 300 "$T/lo/l2.json") :: $(ls "$T/lo")"
+fi
+expect_rc 2 "--reference-losses of 2 steps against --steps 4: exit 2" "$ENGINE" train "$T/llama" --steps 4 --reference-losses "$T/lo/l2.json"
+contains "names the file and both step counts" "--reference-losses $T/lo/l2.json holds 2 steps, this run has --steps 4" "$ERR"
+grep -q '^step 1 ' "$OUT" && fail "refused before training" "$(head -3 "$OUT")" || ok "refused before the first step"
+expect_rc 2 "--reference-losses of another --seq: exit 2" "$ENGINE" train "$T/llama" --steps 2 --seq 32 --reference-losses "$T/lo/l2.json"
+contains "names the field and both values" "$T/lo/l2.json: \"seq\": the reference ran 16, this run 32" "$ERR"
+printf '{bad\n' >"$T/lo/bad.json"
+expect_rc 2 "a malformed --reference-losses: exit 2" "$ENGINE" train "$T/llama" --steps 2 --reference-losses "$T/lo/bad.json"
+contains "names the file and the parse error's line and column" "--reference-losses $T/lo/bad.json: line 1 column 4: " "$ERR"
+run "$ENGINE" train "$T/llama" --steps 2 --reference-losses "$T/lo/l2.json"
+[ "$RC" -eq 0 ] && grep -q "^PASS training.layouts: 2 steps" "$OUT" && ok "the same run against its own curve passes" ||
+	fail "same-run training.layouts" "exit $RC: $(grep layouts "$OUT")"
+# an output that cannot be written is refused before training, with the
+# reason; a failed run leaves no file
+expect_rc 2 "--losses-out in a missing directory: exit 2" "$ENGINE" train "$T/llama" --losses-out "$T/none/x.json"
+contains "with the system's reason" "--losses-out $T/none/x.json: cannot create a file in its directory: No such file or directory" "$ERR"
+grep -q '^step 1 ' "$OUT" && fail "refused before training" "$(head -3 "$OUT")" || ok "--losses-out refused before the first step"
+expect_rc 1 "over --card-mem with --losses-out: exit 1" "$ENGINE" train "$T/llama" --card-mem 1000000 --losses-out "$T/lo/fail.json"
+[ "$(ls "$T/lo")" = "bad.json
+l2.json" ] && ok "a failed run writes no --losses-out, leaves no temporary" || fail "failed run's losses file" "$(ls "$T/lo")"
