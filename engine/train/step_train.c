@@ -594,6 +594,29 @@ done:
 	return rc;
 }
 
+/* --seq within the model's positions (config.json's
+ * max_position_embeddings); a config that does not load is left to
+ * train_open to name. */
+static int seq_fits(const char *dir, int seq, char *why, size_t n)
+{
+	struct model_config c;
+	struct d0_err e;
+	char *cp = path_join(dir, "config.json");
+	int rc = 0;
+	if (model_config_load(cp, &c, &e) == 0) {
+		if (c.max_pos > 0 && seq > c.max_pos) {
+			snprintf(why, n, "--seq %d is past %s's "
+				 "max_position_embeddings %lld (positions the "
+				 "model has no rotary training for)", seq, cp,
+				 (long long)c.max_pos);
+			rc = -1;
+		}
+		model_config_free(&c);
+	}
+	free(cp);
+	return rc;
+}
+
 static int parse_dtype(const char *s)
 {
 	return !strcmp(s, "f32") ? DT_F32 : !strcmp(s, "bf16") ? DT_BF16
@@ -750,13 +773,14 @@ static int run(int argc, char **argv)
 	o.dir = argv[optind];
 	/* what the run reads and writes, before any step: a reference curve
 	 * that does not parse or is of another run, a loss file that cannot
-	 * be made (exit 2) */
+	 * be made, a sequence past the model's positions (exit 2) */
 	if (o.ref_losses)
 		ref = calloc((size_t)o.steps, sizeof(double));
 	{
 		int pre = 0;
 		if (rank == 0)
-			pre = (o.ref_losses && ref_losses_load(o.ref_losses, &o, ref,
+			pre = seq_fits(o.dir, o.seq, why, sizeof why) < 0 ||
+			      (o.ref_losses && ref_losses_load(o.ref_losses, &o, ref,
 							       why, sizeof why) < 0) ||
 			      (o.losses_out && losses_out_begin(&lout, o.losses_out,
 								why, sizeof why) < 0);

@@ -44,6 +44,15 @@ fi
 ok "finetune playbook ran (exit $(cat "$T/a.rc"), verdict: $(sed -n 's/^verdict: //p' "$T/a.txt"))"
 q() { sqlite3 -batch -noheader "$A" "$@"; }
 
+# The plan stage plans the workload the train stages run: --ctx ${seq}
+# and the playbook's micro and global batch (2 sequences of 16 tokens by
+# default), not plan's defaults (128 sequences of 2048 tokens)
+pargv=$(q "SELECT json_extract(body, '\$.msg') FROM events WHERE node != 'console' AND type = 'stage' AND json_extract(body, '\$.stage_id') = 'plan' AND json_extract(body, '\$.state') = 'start' LIMIT 1")
+case "$pargv" in
+*" --train "*" --ctx 16 --micro-batch 2 --global-batch 2"*) ok "plan stage: the trained workload (--ctx 16 --micro-batch 2 --global-batch 2)" ;;
+*) fail "plan stage's workload" "'$pargv'" ;;
+esac
+
 # Which stages ran: every train stage the playbook has must have reported
 # steps unless the console skipped it (a stage it needs failed), said so.
 for st in train-1 train-target train-f16; do

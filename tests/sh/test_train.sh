@@ -241,3 +241,6 @@ grep -q '^step 1 ' "$OUT" && fail "refused before training" "$(head -3 "$OUT")" 
 expect_rc 1 "over --card-mem with --losses-out: exit 1" "$ENGINE" train "$T/llama" --card-mem 1000000 --losses-out "$T/lo/fail.json"
 [ "$(ls "$T/lo")" = "bad.json
 l2.json" ] && ok "a failed run writes no --losses-out, leaves no temporary" || fail "failed run's losses file" "$(ls "$T/lo")"
+# a sequence past the model's positions
+expect_rc 2 "--seq 4096 on a model of 2048 positions: exit 2" "$ENGINE" train "$T/llama" --seq 4096
+contains "names the config and its max_position_embeddings" "--seq 4096 is past $T/llama/config.json's max_position_embeddings 2048" "$ERR"
