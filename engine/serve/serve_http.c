@@ -399,6 +399,12 @@ static int parse_completion(struct srv *s, json_t *doc, struct srv_req *q,
 		if (s->tokenize(s->tokenize_ctx, json_string_value(p), &q->prompt,
 				&q->nprompt, &e) < 0)
 			REFUSE(400, "prompt", "prompt: %.400s", e.msg);
+		/* the refusal a list of ids (and so a chat) gets: 413
+		 * naming prompt, before max_tokens is looked at */
+		if (q->nprompt > s->max_ctx)
+			REFUSE(413, "prompt", "prompt: %d tokens is longer than the "
+			       "context (%lld tokens)", q->nprompt,
+			       (long long)s->max_ctx);
 	} else if (json_is_array(p)) {
 		size_t i;
 		json_t *t;

@@ -123,6 +123,13 @@ check "negative max_tokens -> 400 naming max_tokens" test \
 long=$(python3 -c "print(','.join(['1']*200))")
 check "a prompt over the context -> 413 naming prompt" test \
 	"$(post "$A" "{\"prompt\":[$long]}" "$T/e4.json") $(js "$T/e4.json" "d['error']['param']")" = "413 prompt"
+# the same prompt as text and as a chat: the same 413, not a 400 naming
+# max_tokens (the text's tokens were counted against max_tokens)
+longtext=$(python3 -c "print('hello world ' * 100)")
+check "a text prompt over the context -> 413 naming prompt" test \
+	"$(post "$A" "{\"prompt\":\"$longtext\",\"max_tokens\":2}" "$T/e4t.json") $(js "$T/e4t.json" "d['error']['param'], 'longer than the context' in d['error']['message']")" = "413 prompt True"
+check "… as a chat too" test "$(curl -s -o "$T/e4c.json" -w '%{http_code}' "$A/v1/chat/completions" \
+	-d "{\"messages\":[{\"role\":\"user\",\"content\":\"$longtext\"}],\"max_tokens\":2}") $(js "$T/e4c.json" "d['error']['param']")" = "413 prompt"
 check "a token outside the vocabulary -> 400" test "$(post "$A" '{"prompt":[1,128]}' "$T/e5.json")" = 400
 # A text prompt goes through the model's tokenizer.json: its greedy answer
 # is the answer to the ids `tokenize` gives for the same text.
