@@ -153,6 +153,9 @@ struct srv {
 	size_t chat_rope_cap;
 	struct MHD_Daemon *daemon;
 	int port;
+	/* HTTP requests begun and not yet completed (their answers not yet
+	 * written whole): srv_http_stop waits for them to drain */
+	int http_active;
 };
 
 int srv_init(struct srv *s);
@@ -160,6 +163,10 @@ void srv_destroy(struct srv *s);
 /* Start HTTP on host:port (port 0: any); s->port gets the bound port. */
 int srv_http_start(struct srv *s, const char *host, int port,
 		   struct d0_err *err);
+/* Stop HTTP: new requests get 503 while those begun finish writing their
+ * answers (at most SRV_DRAIN_S seconds), then the daemon and its
+ * connections go.  Call it after every request is answered (abort_all). */
+#define SRV_DRAIN_S 2.0
 void srv_http_stop(struct srv *s);
 /* Drop one reference (under s->lock); frees the request at zero. */
 void srv_req_unref(struct srv_req *q);

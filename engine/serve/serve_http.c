@@ -15,6 +15,11 @@
  * non-streaming request whose client is gone is cancelled and its
  * connection closed.
  *
+ * Stopping (srv_http_stop, after the scheduler's abort_all has ended
+ * every request): new requests get a 503 while those begun are answered
+ * whole (each counted from its first handler call to libmicrohttpd's
+ * completion notice), then the daemon and its connections go.
+ *
  * Requests are validated field by field before they are queued; every
  * refusal is OpenAI-shaped ({"error": {message, type, param, code}}) with
  * the HTTP status that names its class: 400 (the field), 404 (model or
@@ -906,6 +911,9 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c,
 							     "Content-Length");
 		u = calloc(1, sizeof *u);
 		*con_cls = u;
+		pthread_mutex_lock(&s->lock);
+		s->http_active++; /* until completed(): srv_http_stop drains */
+		pthread_mutex_unlock(&s->lock);
 		if (cl && strtoull(cl, NULL, 10) > s->max_body) {
 			/* refuse before reading it (no 100 Continue) */
 			u->answered = 1;
@@ -966,12 +974,16 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c,
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		      enum MHD_RequestTerminationCode why)
 {
+	struct srv *s = cls;
 	struct upload *u = *con_cls;
-	(void)cls, (void)c, (void)why;
+	(void)c, (void)why;
 	if (u) {
 		free(u->body);
 		free(u);
 		*con_cls = NULL;
+		pthread_mutex_lock(&s->lock);
+		s->http_active--;
+		pthread_mutex_unlock(&s->lock);
 	}
 }
 
@@ -1000,10 +1012,24 @@ int srv_http_start(struct srv *s, const char *host, int port,
 void srv_http_stop(struct srv *s)
 {
 	if (s->daemon) {
-		/* wake every waiting handler so its thread can finish */
+		double until = now_s() + SRV_DRAIN_S;
+		int busy;
 		pthread_mutex_lock(&s->lock);
-		s->stopping = 1;
+		s->stopping = 1; /* new requests: 503 */
+		busy = s->http_active;
 		pthread_mutex_unlock(&s->lock);
+		/* MHD_stop_daemon shuts every connection's socket down at once:
+		 * a handler woken by abort_all that has not yet written its
+		 * answer (a queued request's whole JSON, a stream's abort chunk,
+		 * [DONE] and the chunked body's end) would lose it.  So wait
+		 * for every request begun to complete first. */
+		while (busy > 0 && now_s() < until) {
+			struct timespec ts = {0, 5000000};
+			nanosleep(&ts, NULL);
+			pthread_mutex_lock(&s->lock);
+			busy = s->http_active;
+			pthread_mutex_unlock(&s->lock);
+		}
 		MHD_stop_daemon(s->daemon);
 		s->daemon = NULL;
 	}

@@ -59,7 +59,8 @@ const struct step_entry step_serve = {
 		 "[--served-model-name NAME] [--events]  (under mpirun -np T*P*E)\n"
 		 "  --host ADDR           address to listen on (default 127.0.0.1)\n"
 		 "  --port N              TCP port, 0 for any free one (default 8000)\n"
-		 "  --port-file FILE      write the bound port there once listening\n"
+		 "  --port-file FILE      write the bound port there once listening "
+		 "(removed when serve stops)\n"
 		 "  --max-ctx N           tokens per sequence, prompt + output "
 		 "(default min(max_position_embeddings, 2048))\n"
 		 "  --kv-seqs N           the KV cache: N full contexts' worth of "
@@ -980,6 +981,16 @@ static int kv_blocks(const struct serve_opts *o, int64_t max_ctx, int rank,
 	return n > (1 << 24) ? 1 << 24 : (int)n;
 }
 
+/* The --port-file was written: it goes when the server stops listening. */
+static int port_file_made;
+
+static void port_file_remove(const struct serve_opts *o)
+{
+	if (port_file_made && o->port_file)
+		unlink(o->port_file);
+	port_file_made = 0;
+}
+
 static int listen_rank0(struct srv *s, const struct serve_opts *o)
 {
 	struct d0_err err = {{0}};
@@ -989,6 +1000,7 @@ static int listen_rank0(struct srv *s, const struct serve_opts *o)
 	}
 	if (o->port_file) {
 		FILE *f = fopen(o->port_file, "w");
+		port_file_made = f != NULL; /* removed when serve ends */
 		if (!f || fprintf(f, "%d\n", s->port) < 0 || fclose(f)) {
 			fprintf(stderr, "day0-engine serve: %s: cannot write the port\n",
 				o->port_file);
@@ -1586,6 +1598,7 @@ static int serve(int argc, char **argv)
 	rc = rank == 0 ? listen_rank0(&s, &o) : 0;
 	if (agree(rc != 0)) {
 		srv_http_stop(&s);
+		port_file_remove(&o);
 		srv_destroy(&s);
 		tokenizer_free(tok);
 		rt_close(r);
@@ -1594,7 +1607,8 @@ static int serve(int argc, char **argv)
 	}
 	rc = o.d.pp > 1 ? loop_pipe(&s, r, &o, rank) : loop(&s, r, &o, rank);
 	if (rank == 0) {
-		srv_http_stop(&s);
+		srv_http_stop(&s); /* every answer written first */
+		port_file_remove(&o);
 		pthread_mutex_lock(&s.lock);
 		reap(&s);
 		while (s.queue_head) { /* aborted while queued */

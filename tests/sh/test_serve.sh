@@ -241,6 +241,94 @@ expect_rc 1 "probe fails when serve runs a perturbed copy of the weights" \
 check "… with a numerics.endpoint fail event" "$TOOLS/jsonl_check" "$OUT" \
 	type=check,item=numerics.endpoint,status=fail
 
+# --- SIGTERM with requests running, queued and on their way in: each is
+# answered whole before the HTTP daemon goes (MHD_stop_daemon shut every
+# socket down at once, racing the handlers abort_all had just woken:
+# empty replies, streams cut without their abort chunk, [DONE] or the
+# chunked body's end), and the port file is removed.  One client has
+# sent its headers and half its body when the SIGTERM comes and the rest
+# after it: a server that does not wait for the requests begun closes
+# that connection unanswered, whatever the timing; it gets the 503 of a
+# stopping server.  Rank 1 is held (SIGSTOP) while 12 streams and 12
+# whole requests arrive (--max-seqs 1: one runs, the rest queue), rank 0
+# gets the SIGTERM, then rank 1 goes on.
+start_serve c 2 "$T/m" --tp 2 --max-ctx 1024 --kv-seqs 2 --max-seqs 1
+r1pid=$(mpi_rank_pid "--port-file $T/c.port" 1 "$c_PID")
+r0pid=$(mpi_rank_pid "--port-file $T/c.port" 0 "$c_PID")
+check "serve c's ranks found (${r0pid:-none}, ${r1pid:-none})" test -n "$r0pid" -a -n "$r1pid"
+mkdir -p "$T/stop"
+python3 - "$T/c.port" "$T/stop/go" >"$T/stop/slow.txt" 2>&1 <<'PY' &
+import json, os, socket, sys, time
+port = int(open(sys.argv[1]).read())
+s = socket.create_connection(("127.0.0.1", port))
+body = b'{"prompt":[1,2,3],"max_tokens":4}'
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+          b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body[:10])
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.05)
+data = b""
+try:
+    s.sendall(body[10:])
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+except OSError as e:
+    print("error:", e)
+head, _, rest = data.partition(b"\r\n\r\n")
+print(head.split(b"\r\n")[0].decode() if head else "no answer", rest[:120].decode(errors="replace"))
+PY
+slow=$!
+sleep 0.5 # the slow client's headers are read
+kill -STOP "$r1pid" 2>/dev/null
+spids=""
+for i in $(seq 12); do
+	curl -sN "$URL_c/v1/completions" -d '{"prompt":[1,2,3],"max_tokens":120,"stream":true}' \
+		-o "$T/stop/s$i.out" -w '%{exitcode}\n' >"$T/stop/s$i.rc" 2>/dev/null &
+	spids="$spids $!"
+	curl -s "$URL_c/v1/completions" -d '{"prompt":[1,2,3],"max_tokens":120}' \
+		-o "$T/stop/n$i.out" -w '%{exitcode} %{http_code}\n' >"$T/stop/n$i.rc" 2>/dev/null &
+	spids="$spids $!"
+done
+sleep 1 # every request read and queued
+kill -TERM "$r0pid"
+sleep 0.2
+kill -CONT "$r1pid" 2>/dev/null
+sleep 0.5
+touch "$T/stop/go" # the slow client sends the rest of its body
+for p in $spids; do wait "$p"; done
+wait "$slow"
+wait "$c_PID"
+check "SIGTERM: a request on its way in is answered 503, the server is stopping ($(head -c 200 "$T/stop/slow.txt"))" \
+	grep -q '^HTTP/1.1 503 .*"the server is stopping"' "$T/stop/slow.txt"
+python3 - "$T/stop" 12 >"$T/stop.txt" <<'PY'
+import json, os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+bad = []
+def read(f):
+    return open(os.path.join(d, f)).read() if os.path.exists(os.path.join(d, f)) else ""
+for i in range(1, n + 1):
+    ev = [l[6:] for l in read(f"s{i}.out").splitlines() if l.startswith("data: ")]
+    try:
+        fins = [json.loads(e)["choices"][0]["finish_reason"] for e in ev[:-1]]
+    except ValueError:  # an event cut short
+        fins = ["cut"]
+    if read(f"s{i}.rc").split() != ["0"] or not ev or ev[-1] != "[DONE]" or fins[-1:] != ["abort"]:
+        bad.append(f"stream {i}: curl exit {read(f's{i}.rc').split()}, {len(ev)} events, "
+                   f"last {ev[-1][:12] if ev else None}, finish {fins[-1:]}")
+    try:
+        fin = json.loads(read(f"n{i}.out"))["choices"][0]["finish_reason"]
+    except ValueError:
+        fin = None
+    if read(f"n{i}.rc").split() != ["0", "200"] or fin != "abort":
+        bad.append(f"whole {i}: curl exit and status {read(f'n{i}.rc').split()}, finish {fin}")
+print(f"{2 * n - len(bad)} of {2 * n}", "; ".join(bad[:4]))
+PY
+check "… every stream running or queued ends with finish_reason abort and [DONE], every whole answer is a 200 with abort ($(cat "$T/stop.txt"))" \
+	grep -q '^24 of 24' "$T/stop.txt"
+check "… and the port file is removed on the way out" test ! -e "$T/c.port"
+
 # --- stop: SIGTERM (mpirun forwards it) ends every rank
 kill -TERM "$a_PID"
 wait "$a_PID"
