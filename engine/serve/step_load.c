@@ -976,19 +976,37 @@ static double metric_of(const char *text, const char *name)
 	return -1;
 }
 
-/* GET /metrics (malloc'd text) or NULL. */
-static char *server_metrics(const char *base)
+/*
+ * GET /metrics (malloc'd text) or NULL.  With why: on NULL, why it gave
+ * none, and *gone 1 when the server did not answer at all (the transfer
+ * failed: refused, reset, timed out), 0 when it answered without metrics
+ * (a status other than 200).
+ */
+static char *server_metrics_why(const char *base, char *why, size_t n,
+				int *gone)
 {
 	char *u = http_url(base, "/metrics");
 	struct http_buf b = {0};
-	struct d0_err e;
+	struct d0_err e = {{0}};
 	long st = 0;
-	if (http_request(u, NULL, 30, &st, &b, &e) < 0 || st != 200) {
+	int rc = http_request(u, NULL, 30, &st, &b, &e);
+	if (rc < 0 || st != 200) {
+		if (why && rc < 0)
+			snprintf(why, n, "%.300s", e.msg);
+		else if (why)
+			snprintf(why, n, "GET %s: HTTP %ld", u, st);
+		if (gone)
+			*gone = rc < 0;
 		free(b.data);
 		b.data = NULL;
 	}
 	free(u);
 	return b.data;
+}
+
+static char *server_metrics(const char *base)
+{
+	return server_metrics_why(base, NULL, 0, NULL);
 }
 
 /* The server's counters that service.preemption compares before and after. */
@@ -1009,22 +1027,27 @@ static void kv_counts_of(const char *text, struct kv_counts *c)
  * the cache) and service.preemption (the load overflowed the KV cache,
  * the server preempted and recomputed, and every request was answered,
  * none differently: the recomputed logits picked the tokens already
- * sent).  An endpoint without day0's block metrics gets skips that say so.
+ * sent).  An endpoint that answers without day0's block metrics gets
+ * skips that say so; one that no longer answers at all (it served the
+ * load, then went away: crashed or killed) fails both, naming the error:
+ * a server gone is not "another server", and nothing can be said of its
+ * blocks or of the requests it was preempting.
  * Returns 1 when either failed.
  */
 static int kv_checks(const char *base, const struct kv_counts *before,
 		     int errors, json_t *doc)
 {
-	char d1[512], d2[512], *text = NULL;
+	char d1[512], d2[512], why[400] = "", *text = NULL;
 	const char *s1, *s2;
 	struct kv_counts after;
 	double total, used, refs, cached, freeb, running = 1, waiting = 1;
+	int gone = 0;
 	/* the server finishes what the last level cancelled within moments */
 	for (int i = 0; i < 100 && (running || waiting); i++) {
 		free(text);
 		if (i)
 			usleep(100000);
-		text = server_metrics(base);
+		text = server_metrics_why(base, why, sizeof why, &gone);
 		running = text ? metric_of(text, "vllm:num_requests_running") : 0;
 		waiting = text ? metric_of(text, "vllm:num_requests_waiting") : 0;
 	}
@@ -1034,7 +1057,14 @@ static int kv_checks(const char *base, const struct kv_counts *before,
 	cached = text ? metric_of(text, "day0_kv_blocks{state=\"cached\"}") : -1;
 	freeb = text ? metric_of(text, "day0_kv_blocks{state=\"free\"}") : -1;
 	kv_counts_of(text, &after);
-	if (total < 0 || used < 0 || refs < 0) {
+	if (!text && gone) {
+		s1 = "fail";
+		snprintf(d1, sizeof d1, "the server stopped answering after the "
+			 "load (%s): its KV blocks cannot be checked", why);
+	} else if (!text) {
+		s1 = "skip";
+		snprintf(d1, sizeof d1, "no metrics (%s): not day0's serve", why);
+	} else if (total < 0 || used < 0 || refs < 0) {
 		s1 = "skip";
 		snprintf(d1, sizeof d1, "%s/metrics has no KV block gauges "
 			 "(day0_kv_blocks): not day0's serve", base);
@@ -1054,7 +1084,14 @@ static int kv_checks(const char *base, const struct kv_counts *before,
 			 "back (%.0f free, %.0f cached prefix blocks), every "
 			 "reference count 0", total, freeb, cached);
 	}
-	if (after.preemptions < 0 || before->preemptions < 0) {
+	if (!text && gone) {
+		s2 = "fail";
+		snprintf(d2, sizeof d2, "the server stopped answering after the "
+			 "load (%s): its preemptions cannot be checked", why);
+	} else if (!text) {
+		s2 = "skip";
+		snprintf(d2, sizeof d2, "no metrics (%s)", why);
+	} else if (after.preemptions < 0 || before->preemptions < 0) {
 		s2 = "skip";
 		snprintf(d2, sizeof d2, "%s/metrics has no vllm:num_preemptions_total",
 			 base);

@@ -329,6 +329,57 @@ check "… every stream running or queued ends with finish_reason abort and [DON
 	grep -q '^24 of 24' "$T/stop.txt"
 check "… and the port file is removed on the way out" test ! -e "$T/c.port"
 
+# --- load's service.kv and service.preemption tell a server gone from
+# one that is not day0's: serve killed mid-load fails both, naming the
+# error (they said "/metrics has no KV block gauges: not day0's serve");
+# a server that answers /metrics without day0's gauges gets the skips
+start_serve d 1 "$T/m" --tp 1 --max-ctx 2048
+"$ENGINE" load --url "$URL_d" --concurrency 2 --requests 400 --input-len 8 --output-len 1500 \
+	--vocab 128 --timeout 30 --json >"$T/kl.json" 2>"$T/kl.err" &
+lpid=$!
+for _ in $(seq 300); do [ "$(metric "$URL_d" day0_generation_tokens_total)" -gt 100 ] 2>/dev/null && break; sleep 0.1; done
+kill -KILL "$(mpi_rank_pid "--port-file $T/d.port" 0 "$d_PID")" 2>/dev/null
+wait "$lpid"
+check "load against a serve killed mid-load: exit 1" test $? = 1
+wait "$d_PID" 2>/dev/null
+check "… service.kv and service.preemption fail: the server stopped answering, the error named" \
+	test "$(js "$T/kl.json" "d['service.kv']['status'], d['service.preemption']['status'], all('stopped answering after the load' in d[k]['detail'] and 'connect' in d[k]['detail'].lower() for k in ('service.kv', 'service.preemption'))")" = "fail fail True"
+python3 - "$T/fake.port" <<'PY' >/dev/null 2>&1 &
+import http.server, json, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def reply(self, code, body, kind="application/json"):
+        b = body.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def do_GET(self):
+        if self.path == "/metrics":
+            self.reply(200, "# another server\nrequests_total 1\n", "text/plain")
+        else:
+            self.reply(200, json.dumps({"data": [{"id": "x"}]}))
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.reply(200, json.dumps({"choices": [{"index": 0, "text": "a", "finish_reason": "length"}],
+                                    "usage": {"prompt_tokens": 4, "completion_tokens": 1}}))
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1], "w").write(str(s.server_address[1]))
+s.serve_forever()
+PY
+fpid=$!
+PIDS="$PIDS $fpid"
+for _ in $(seq 100); do [ -s "$T/fake.port" ] && break; sleep 0.1; done
+expect_rc 0 "load against a server without day0's metrics passes" "$ENGINE" load \
+	--url "http://127.0.0.1:$(cat "$T/fake.port")" --model x --no-api-check --no-stream \
+	--requests 4 --concurrency 2 --json
+cp "$OUT" "$T/fake.json"
+check "… service.kv and service.preemption skip: not day0's serve" \
+	test "$(js "$T/fake.json" "d['service.kv']['status'], d['service.preemption']['status'], 'not day0' in d['service.kv']['detail']")" = "skip skip True"
+kill "$fpid" 2>/dev/null
+
 # --- stop: SIGTERM (mpirun forwards it) ends every rank
 kill -TERM "$a_PID"
 wait "$a_PID"
