@@ -17,6 +17,7 @@
  * return_tokens_as_token_ids, which probe sends; day0 serve always does).
  */
 #include "http_load.h"
+#include "image.h"
 #include "ref_hooks.h"
 #include "serve_chat.h"
 #include "tokenizer.h"
@@ -373,6 +374,23 @@ out:
 	return rc;
 }
 
+/* 0 when file is a regular file probe can read and decode as PNG or
+ * JPEG (the decoder's own checks: truncated, corrupt, zero-sized, over
+ * the pixel limit), else -1 with err naming the file. */
+static int image_check(const char *file, struct d0_err *err)
+{
+	char *raw = NULL;
+	size_t len = 0;
+	struct image_rgb im = {0};
+	int rc;
+	if (file_read_all(file, (size_t)256 << 20, &raw, &len, err) < 0)
+		return -1;
+	rc = image_decode((const uint8_t *)raw, len, file, 0, &im, err);
+	image_free(&im);
+	free(raw);
+	return rc < 0 ? -1 : 0;
+}
+
 /*
  * An image prompt: the chat request (FILE as a data: URL beside the text,
  * greedy, o->gen tokens with top logprobs), then the float64 reference on
@@ -565,6 +583,21 @@ static int probe(int argc, char **argv)
 		curl_global_cleanup();
 		return EXIT_USAGE;
 	}
+	/* the images are local input: a path that is not a readable PNG or
+	 * JPEG is a usage error naming it, found before any request */
+	for (int i = 0; i < o.nimages; i++)
+		if (image_check(o.images[i], &err) < 0) {
+			fprintf(stderr, "day0-engine: probe --image %s\n", err.msg);
+			events_stage("probe", "end", 1, EXIT_USAGE, err.msg);
+			for (int j = 0; j < np; j++)
+				free(ps[j].ids);
+			free(ps);
+			free(o.token_args);
+			free(o.images);
+			model_config_free(&cfg);
+			curl_global_cleanup();
+			return EXIT_USAGE;
+		}
 	model = served_model(&o, mbuf, sizeof mbuf);
 	rc = 0;
 	for (int i = 0; i < np && rc == 0; i++) {

@@ -150,6 +150,23 @@ check "probe --image: 2 image prompts, 6 positions, top-1 100%, pass" test \
 	"$(js "$OUT" "d['prompts'], d['positions'], d['top1'], d['status']")" = "2 6 1.0 pass"
 check "probe --image: max |dlogprob| <= 1e-5 (f32 serving)" \
 	$PY -c "import json,sys; sys.exit(not json.load(open('$OUT'))['max_abs'] <= 1e-5)"
+# a bad local image is a usage error naming the file, found before any
+# request (it was numerics.endpoint FAIL, exit 1, the endpoint blamed:
+# "HTTP 400" for a truncated PNG)
+mkdir -p "$T/adir.png"
+head -c 3000 "$T/a.png" >"$T/trunc.png"
+echo hello >"$T/text.png"
+reqs() { curl -s "$URL_v/metrics" | awk '$1 ~ /^day0_requests_total/ { n += $2 } END { print n }'; }
+n0=$(reqs)
+for bad in "adir.png|not a regular file" "trunc.png|truncated" "text.png|not a PNG or JPEG" \
+	"none.png|cannot open"; do
+	f=${bad%%|*} why=${bad#*|}
+	expect_rc 2 "probe --image $f: exit 2" "$ENGINE" probe --url "$URL_v" --model "$T/q25" \
+		--image "$T/a.png" --image "$T/$f" --gen 2
+	contains "… naming the file and what is wrong" "probe --image $T/$f: " "$ERR"
+	contains "… ($why)" "$why" "$ERR"
+done
+check "… and no request was sent for any of them ($n0 -> $(reqs))" test "$(reqs)" = "$n0"
 "$ENGINE" gen-model --like "$VL/qwen2.5-vl-7b-instruct/config.json" --seed 7 "$T/q25b" >/dev/null 2>&1
 run "$ENGINE" probe --url "$URL_v" --model "$T/q25b" --image "$T/a.png" --top 3 --gen 2 --json
 check "probe --image against other weights: exit 1, fail" test \
