@@ -63,6 +63,15 @@ for iw in numerics.endpoint:pass service.api:pass service.load:pass service.kv:p
 	check "$item: the headless table ($row) is the session file's ($stored)" \
 		test -n "$row" -a "$row" = "$stored" -a "$row" = "$want"
 done
+# probe's numerics event gives top1 as validate's does, a percentage (the
+# Numerics screen and the report print it so: it was a fraction, "1.0%"),
+# and no max_rel (probe has no relative figure)
+check "probe's numerics row: top1 100.0 (a percentage), max_rel null" test \
+	"$(sqlite3 "$db" "select top1, coalesce(max_rel, 'null') from numerics where name = 'endpoint'")" = "100.0|null"
+run "$BUILD/day0-engine" simulate probe --scale 1000 --model "$T/m/config.json" -- \
+	--url http://127.0.0.1:1 --model "$T/m"
+check "simulate probe's numerics event: top1 98.4, the percentage its check's detail says" \
+	test "$(python3 -c "import json,sys; print([e['top1'] for e in map(json.loads, open(sys.argv[1])) if e['type'] == 'numerics'])" "$OUT")" = "[98.4]"
 check "the serve stage reported ready before probe started" test "$(sqlite3 "$db" \
 	"select count(*) from events where type = 'stage' and body like '%\"ready\":true%'")" = 1
 check "… and the server was stopped when the playbook ended" \
