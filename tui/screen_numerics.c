@@ -360,6 +360,11 @@ static void draw_table(struct tui *ui, const struct view *v, WINDOW *w)
 		c += barw;
 		if (isnan(e))
 			c += tui_printf(w, y, c, cols - c, A_NORMAL, " %9s", "-");
+		else if (isnan(x->max_rel)) /* no relative error: the
+					     * absolute one, marked so (probe's
+					     * log-probabilities) */
+			c += tui_printf(w, y, c, cols - c, tui_attr(ui, r),
+					" %7.1e a", e);
 		else
 			c += tui_printf(w, y, c, cols - c, tui_attr(ui, r),
 					" %9.2e", e);
