@@ -107,6 +107,16 @@ ncards=$(q "select count(*) from series where node = 'local' and metric = 'kv.us
 shown=$(cap | grep -cE '^  card [0-9]+ +KV ')
 check "replay: a KV line per card with kv.used ($shown of $ncards)" test "$shown" = "$ncards" -a "$ncards" = 2
 levels "$db" replay
+# The Numerics screen's endpoint row: probe's top-1 in percent, as the
+# check says it (the event's fraction read 1.0%), its absolute error
+# marked so (it has no relative one).
+key 5
+wait_for "replay: the Numerics screen" "max_rel"
+row=$(q "select printf('%.1e a', max_abs) || '|' || printf('%.1f%%', top1) from numerics where name = 'endpoint' order by ts desc limit 1")
+on_screen "replay: the endpoint row: ${row%|*}, top-1 ${row#*|} (the file's)" \
+	"^e2e +endpoint .* ${row%|*} .* ${row#*|}"
+check "... and the file's top-1 is the check's percentage" \
+	bash -c "sqlite3 '$db' \"select detail from checks where item = 'numerics.endpoint'\" | grep -qF 'top-1 ${row#*|}'"
 tm kill-session -t r
 # --baseline: the live run's levels beside these (tok/s and e2e p99 deltas)
 tm -u new-session -d -s r -x 200 -y 50 \
