@@ -294,7 +294,12 @@ static void print_glance(struct run *r, FILE *f)
 	if (view_seek(src, &v, last, &err) < 0 || !v.nnodes)
 		goto out;
 	glance_checklist(&v, &g);
-	fprintf(f, "\nchecklist:");
+	/* An incomplete run (the store stalled): the table above folds what
+	 * the agents sent, this line what the file holds; say which. */
+	if (r->incomplete)
+		fprintf(f, "\nthe session file holds only part of the above "
+			   "(the rest is not stored yet: --resume stores it)");
+	fprintf(f, "\nchecklist%s:", r->incomplete ? " in the session file" : "");
 	for (int s = 0; s < GLANCE_NSTATUS; s++)
 		if (g.n[s] || s == GLANCE_PASS || s == GLANCE_FAIL)
 			fprintf(f, " %d %s", g.n[s], glance_status_name[s]);

@@ -40,6 +40,7 @@ expect_rc 3 "a full disk that stays full: the run ends incomplete (exit 3)" time
 contains "before the first stage: the volume is too small for the run's samples" "MiB free; this run may store about" "$ERR"
 contains "headless: STORE: disk full at the session file" "STORE: disk full at $mnt/f.db" "$OUT"
 contains "the verdict is INCOMPLETE, not GO" "verdict: INCOMPLETE" "$OUT"
+contains "the checklist line says it counts the file, which holds only part" "checklist in the session file:" "$OUT"
 check "... and never GO" bash -c "! grep -q 'verdict: GO' '$OUT'"
 contains "it says how to resume" "day0 run --resume $mnt/f.db" "$OUT"
 mkdir -p "$T/copy"
