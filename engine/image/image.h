@@ -106,6 +106,10 @@ struct image_prep_config {
 	int do_center_crop, crop_h, crop_w;
 };
 
+/* A JSON file: NULL with err "PATH: cannot open: <errno text>" (or "not a
+ * regular file") or "PATH: invalid JSON: ... (line L, column C)". */
+json_t *image_json_load(const char *path, struct d0_err *err);
+
 /* Read and check a preprocessor_config.json (errors name the file and the
  * field). */
 int image_prep_config_load(const char *path, struct image_prep_config *c,

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -234,18 +235,41 @@ static int load_clip(json_t *doc, struct image_prep_config *c, int siglip,
 	return 0;
 }
 
+json_t *image_json_load(const char *path, struct d0_err *err)
+{
+	json_error_t je;
+	struct stat st;
+	json_t *doc;
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		d0_errf(err, "%s: cannot open: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
+		d0_errf(err, "%s: not a regular file (expected a JSON file)",
+			path);
+		fclose(f);
+		return NULL;
+	}
+	doc = json_loadf(f, 0, &je);
+	fclose(f);
+	if (!doc)
+		d0_errf(err, "%s: invalid JSON: %s (line %d, column %d)", path,
+			je.text, je.line, je.column);
+	return doc;
+}
+
 int image_prep_config_load(const char *path, struct image_prep_config *c,
 			   struct d0_err *err)
 {
-	json_error_t je;
-	json_t *doc = json_load_file(path, 0, &je), *t;
+	json_t *doc = image_json_load(path, err), *t;
 	const char *type;
 	int64_t v;
 	int rc = -1, siglip = 0;
 
 	memset(c, 0, sizeof *c);
 	if (!doc)
-		return d0_errf(err, "%s: %s (line %d)", path, je.text, je.line);
+		return -1;
 	if (!json_is_object(doc)) {
 		d0_errf(err, "%s: expected a JSON object", path);
 		goto out;

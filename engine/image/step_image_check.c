@@ -836,6 +836,16 @@ static int run(int argc, char **argv)
 	prep_path = o.prep ? strdup(o.prep)
 			   : path_join(o.dir, "preprocessor_config.json");
 	if (image_prep_config_load(prep_path, &prep, &err) < 0) {
+		/* --preprocessor names the operator's file: one that cannot
+		 * be read or parsed is bad input, not a finding about the
+		 * release; the checkpoint's own file is the release's */
+		if (o.prep) {
+			if (!rank)
+				fprintf(stderr, "day0-engine image-check: "
+					"--preprocessor: %s\n", err.msg);
+			rc = EXIT_USAGE;
+			goto out;
+		}
 		for (int i = 0; i < IT_N; i++)
 			set(&res[i], "fail", "%s", err.msg);
 		goto out;

@@ -97,12 +97,11 @@ static int parse(int argc, char **argv, struct prep_opts *o)
 static int geometry_check(const char *path, const struct image_prep_config *c,
 			  int *vision_patch, struct d0_err *err)
 {
-	json_error_t je;
-	json_t *doc = json_load_file(path, 0, &je), *vc;
+	json_t *doc = image_json_load(path, err), *vc;
 	int rc = 0;
 	*vision_patch = 0;
 	if (!doc)
-		return d0_errf(err, "%s: %s (line %d)", path, je.text, je.line);
+		return -1;
 	vc = json_object_get(doc, "vision_config");
 	if (!json_is_object(vc)) {
 		json_decref(doc);

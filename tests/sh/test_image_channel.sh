@@ -91,6 +91,14 @@ contains "... naming the file and what is wrong" "image.preprocess  fail  1 of 4
 expect_rc 2 "--images naming no folder: exit 2" "$ENGINE" image-check "$T/q25" --images "$T/nope"
 contains "... named" "$T/nope: cannot open the image folder" "$ERR"
 expect_rc 2 "a model directory that is not there: exit 2" "$ENGINE" image-check "$T/none"
+# --preprocessor names the operator's file: unreadable or not JSON is bad
+# input (exit 2, the file and the reason on stderr), not four failed items
+expect_rc 2 "--preprocessor naming no file: exit 2" "$ENGINE" image-check "$T/q25" --preprocessor "$T/nope.json"
+contains "... naming the file and errno's text" "day0-engine image-check: --preprocessor: $T/nope.json: cannot open: No such file or directory" "$ERR"
+check "... no item printed, no '(line -1)'" test ! -s "$OUT" -a "$(grep -c 'line -1' "$ERR")" = 0
+printf '{"image_mean": [0.5,' >"$T/trunc.json"
+expect_rc 2 "--preprocessor that is not JSON: exit 2" "$ENGINE" image-check "$T/q25" --preprocessor "$T/trunc.json"
+contains "... naming the file, the line and the column" "$T/trunc.json: invalid JSON:" "$ERR"
 
 # ---- each fault is a named image.features failure ------------------------------
 mkfault() { # NAME PYTHON-EDIT

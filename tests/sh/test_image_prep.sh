@@ -152,6 +152,11 @@ expect_rc 2 "resample NEAREST: exit 2, not silently another filter" "$ENGINE" im
 contains "... named" "resample: 0 (NEAREST) is not implemented" "$ERR"
 expect_rc 2 "no --preprocessor: exit 2" "$ENGINE" image-prep "$C/rgb_3x2.png"
 contains "... says it is required" "--preprocessor FILE is required" "$ERR"
+expect_rc 2 "--preprocessor naming no file: exit 2" "$ENGINE" image-prep "$C/rgb_3x2.png" \
+	--preprocessor "$T/nope.json"
+contains "... naming the file and errno's text, no '(line -1)'" \
+	"day0-engine image-prep: $T/nope.json: cannot open: No such file or directory" "$ERR"
+check "... and nothing else on stderr" test "$(wc -l <"$ERR")" = 1
 
 # --config: the checkpoint's vision_config against the preprocessor.
 printf '{"model_type": "qwen2_5_vl", "vision_config": {"patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}}' >"$T/vl.json"
