@@ -14,7 +14,9 @@
  *                     the prompt: its placeholder tokens against the
  *                     merged patches the tower gives that image (one
  *                     placeholder is expanded, as vLLM and transformers'
- *                     processors do; any other count must be exact)
+ *                     processors do; any other count must be exact); the
+ *                     slots take the images the processor took, in name
+ *                     order, the others counted in the detail
  *   image.preprocess  the processor on a corpus (a folder, or the
  *                     built-in one): every image decoded, resized,
  *                     normalized, its rows/tokens consistent, values finite
@@ -401,8 +403,25 @@ static int features(struct ic_opts *o, const struct model_config *c,
 {
 	struct image_finding f[MAX_FIND];
 	int start[MAX_SLOTS], len[MAX_SLOTS], nslot, n, expanded = 0;
+	int usable = 0, unusable = 0, first_bad = -1, checked = 0, j = 0;
 	int64_t id = c->vision.image_token_id, total = 0;
+	char bad_note[500] = "";
 	json_t *slots = json_array();
+	/* The images the processor could not take (image.preprocess fails
+	 * naming them): the prompt's slots take the usable ones, in name
+	 * order, as perf.image and numerics.image do */
+	for (int i = 0; i < nf; i++)
+		if (runs[i].error[0]) {
+			if (!unusable++)
+				first_bad = i;
+		} else {
+			usable++;
+		}
+	if (unusable)
+		snprintf(bad_note, sizeof bad_note,
+			 "%d of %d image%s not usable, left to image.preprocess "
+			 "(first: %.300s)",
+			 unusable, nf, nf == 1 ? "" : "s", runs[first_bad].error);
 	n = image_features_check(o->dir, c, prep_path, p, f, MAX_FIND, err);
 	if (n < 0) {
 		json_decref(slots);
@@ -431,17 +450,29 @@ static int features(struct ic_opts *o, const struct model_config *c,
 			 (long long)id,
 			 o->lay.tok ? tokenizer_id_token(o->lay.tok, id) : "?"),
 		    n++;
-	else if (nslot > nf)
+	else if (!usable)
+		snprintf(f[n < MAX_FIND ? n : MAX_FIND - 1].what,
+			 sizeof f[0].what,
+			 "no image slot checked: none of the corpus's %d "
+			 "image%s went through the processor (first: %.250s)",
+			 nf, nf == 1 ? "" : "s", runs[first_bad].error),
+		    n++;
+	else if (nslot > usable)
 		snprintf(f[n < MAX_FIND ? n : MAX_FIND - 1].what,
 			 sizeof f[0].what,
 			 "the prompt has %d image slots but the corpus %d "
-			 "images",
-			 nslot, nf),
+			 "usable image%s%s%.250s",
+			 nslot, usable, usable == 1 ? "" : "s",
+			 unusable ? "; " : "", bad_note),
 		    n++;
-	for (int k = 0; k < nslot && k < MAX_SLOTS && k < nf; k++) {
-		const struct image_run *r = &runs[k];
-		if (r->error[0])
-			continue; /* image.preprocess names it */
+	for (int k = 0; k < nslot && k < MAX_SLOTS; k++) {
+		const struct image_run *r;
+		while (j < nf && runs[j].error[0])
+			j++; /* image.preprocess names it */
+		if (j >= nf)
+			break;
+		r = &runs[j++];
+		checked++;
 		json_array_append_new(
 		    slots, json_pack("{s:s, s:i, s:I, s:[i,i,i]}", "image",
 				     r->name, "placeholders", len[k], "tokens",
@@ -479,7 +510,11 @@ static int features(struct ic_opts *o, const struct model_config *c,
 		}
 		n++;
 	}
-	res->extra = json_pack("{s:o, s:i}", "slots", slots, "findings", n);
+	if (!n && !checked) /* never a pass over no slot */
+		snprintf(f[n++].what, sizeof f[0].what,
+			 "no image slot of the prompt was checked");
+	res->extra = json_pack("{s:o, s:i, s:i}", "slots", slots, "findings",
+			       n, "unusable_images", unusable);
 	res->value = n;
 	res->has_value = 1;
 	if (n) {
@@ -495,12 +530,13 @@ static int features(struct ic_opts *o, const struct model_config *c,
 		set(res, "pass",
 		    "%s agrees with the checkpoint (patch %d, merge %d, "
 		    "mean/std of the tower's training); %d image slot%s in "
-		    "the prompt, %lld placeholder tokens = merged patches%s",
+		    "the prompt, %lld placeholder tokens = merged patches%s%s%s",
 		    prep_path, p->patch_size ? p->patch_size
 					     : (int)c->vision.patch,
-		    p->merge_size ? p->merge_size : 1, nslot,
-		    nslot == 1 ? "" : "s", (long long)total,
-		    expanded ? " (one placeholder expanded per image)" : "");
+		    p->merge_size ? p->merge_size : 1, checked,
+		    checked == 1 ? "" : "s", (long long)total,
+		    expanded ? " (one placeholder expanded per image)" : "",
+		    unusable ? "; " : "", bad_note);
 	}
 	return 0;
 }

@@ -88,6 +88,31 @@ check "... the folder's 3 images, in name order" test "$($PY -c "import json,sys
 printf 'not an image' >"$T/imgs/d.png"
 expect_rc 1 "a corrupt file in the folder: image.preprocess fails (exit 1)" "$ENGINE" image-check "$T/q25" --images "$T/imgs"
 contains "... naming the file and what is wrong" "image.preprocess  fail  1 of 4 images failed; first: $T/imgs/d.png: not a PNG or JPEG" "$OUT"
+# The corrupt image first by name: the prompt's one slot takes the first
+# image that went through the processor (image.features once passed
+# counting "1 image slot ..., 0 placeholder tokens" with no slot checked,
+# "slots": [])
+mkdir "$T/imgs0"; cp "$T/imgs/a.png" "$T/imgs0/b.png"; : >"$T/imgs0/a.png"
+expect_rc 1 "the corrupt image first by name: exit 1 (image.preprocess fails)" "$ENGINE" image-check "$T/q25" --images "$T/imgs0" --json
+cp "$OUT" "$T/imgs0.json"
+check "... image.features checks the slot against the usable image (b.png), not 0 slots" $PY -c "
+import json, sys
+d = json.load(open(sys.argv[1]))['items']['image.features']
+s = d['slots']
+sys.exit(not (d['status'] == 'pass' and len(s) == 1 and s[0]['image'].endswith('/b.png') and s[0]['tokens'] > 0 and d['unusable_images'] == 1))" "$T/imgs0.json"
+item "$T/imgs0.json" image.features detail >"$T/d"
+contains "... its detail counts the slot and the image's tokens and says the unusable one plainly" \
+	"1 image slot in the prompt, $($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['items']['image.features']['slots'][0]['tokens'])" "$T/imgs0.json") placeholder tokens = merged patches (one placeholder expanded per image); 1 of 2 images not usable, left to image.preprocess (first: $T/imgs0/a.png: empty file (0 bytes)" "$T/d"
+check "... numerics.image and perf.image measured on the usable image" test "$(item "$T/imgs0.json" perf.image n)" = 1
+mkdir "$T/imgs1"; : >"$T/imgs1/a.png"; head -c 60 "$T/imgs/a.png" >"$T/imgs1/b.png"
+expect_rc 1 "no image usable: exit 1" "$ENGINE" image-check "$T/q25" --images "$T/imgs1"
+contains "... image.features fails: no slot checked, naming the first bad image" \
+	"image.features    fail  no image slot checked: none of the corpus's 2 images went through the processor (first: $T/imgs1/a.png: empty file" "$OUT"
+check "... numerics.image and perf.image not measured" test "$(grep -c 'skip  not measured: image.features failed' "$OUT")" = 2
+expect_rc 1 "two slots, one usable image of two: exit 1" "$ENGINE" image-check "$T/q25" --images "$T/imgs0" \
+	--prompt "<|vision_start|><|image_pad|><|vision_end|>and<|vision_start|><|image_pad|><|vision_end|>"
+contains "... image.features names the count of usable images" \
+	"image.features    fail  the prompt has 2 image slots but the corpus 1 usable image; 1 of 2 images not usable" "$OUT"
 expect_rc 2 "--images naming no folder: exit 2" "$ENGINE" image-check "$T/q25" --images "$T/nope"
 contains "... named" "$T/nope: cannot open the image folder" "$ERR"
 expect_rc 2 "a model directory that is not there: exit 2" "$ENGINE" image-check "$T/none"
