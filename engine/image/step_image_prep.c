@@ -33,7 +33,9 @@ const struct step_entry step_image_prep = {
 		 "  --max-pixels N    refuse images declaring more pixels "
 		 "(default 178956970, PIL's bomb limit)\n"
 		 "  --out DIR         write NAME.pixel_values.npy (float32) and "
-		 "NAME.resized.npy (uint8 HxWx3) per image, all or nothing\n"
+		 "NAME.resized.npy (uint8 HxWx3) per image, all or nothing; "
+		 "NAME is the file name without folder and extension, two "
+		 "images of one NAME are refused\n"
 		 "  --force           replace a non-empty --out DIR\n"
 		 "  --json            one JSON document on stdout\n"
 		 "example: day0-engine image-prep cat.jpg --preprocessor "
@@ -213,6 +215,24 @@ static int run(int argc, char **argv)
 		if (g) {
 			fprintf(stderr, "day0-engine image-prep: %s\n", err.msg);
 			rc = g < 0 ? EXIT_USAGE : EXIT_CHECK_FAILED;
+			goto out_usage;
+		}
+	}
+	/* --out names each image's files by its stem: two images of one
+	 * stem (d1/cat.png d2/cat.png, cat.png cat.jpg) would write the same
+	 * files, the second over the first */
+	for (int i = optind; o.out && i < argc; i++) {
+		char si[256], sj[256];
+		stem_of(argv[i], si, sizeof si);
+		for (int j = optind; j < i; j++) {
+			stem_of(argv[j], sj, sizeof sj);
+			if (strcmp(si, sj))
+				continue;
+			fprintf(stderr, "day0-engine image-prep: --out: %s and %s "
+				"would both write %s.pixel_values.npy: expected "
+				"images of distinct names (without the extension)"
+				"; nothing written\n", argv[j], argv[i], si);
+			rc = EXIT_USAGE;
 			goto out_usage;
 		}
 	}

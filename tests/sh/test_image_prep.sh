@@ -136,6 +136,20 @@ expect_rc 2 "--out with a bad image: exit 2" "$ENGINE" image-prep "$C/rgb_3x2.pn
 	"$C/bad/truncated.png" --preprocessor "$T/qwen-1m.json" --out "$T/partial"
 check "--out with a bad image: nothing written" test ! -e "$T/partial"
 check "--out: no .partial directory left" bash -c "! ls -d '$T'/partial.partial* 2>/dev/null"
+# Two images of one name (without the extension) would write the same
+# NAME.pixel_values.npy: refused before anything is written (the second
+# once silently replaced the first, exit 0)
+mkdir -p "$T/d2"; cp "$C/rgb_1x1.png" "$T/d2/rgb_3x2.png"; cp "$C/jpeg_baseline_640x480.jpg" "$T/d2/rgb_3x2.jpg"
+expect_rc 2 "--out with two images named rgb_3x2.png: exit 2" "$ENGINE" image-prep "$C/rgb_3x2.png" \
+	"$T/d2/rgb_3x2.png" --preprocessor "$T/qwen-1m.json" --out "$T/dup"
+contains "... naming both paths and the file they would share" \
+	"--out: $C/rgb_3x2.png and $T/d2/rgb_3x2.png would both write rgb_3x2.pixel_values.npy" "$ERR"
+check "... nothing written, nothing printed" test ! -e "$T/dup" -a ! -s "$OUT"
+expect_rc 2 "--out with rgb_3x2.png and rgb_3x2.jpg: exit 2 (one name without the extension)" "$ENGINE" \
+	image-prep "$C/rgb_3x2.png" "$C/rgb_1x1.png" "$T/d2/rgb_3x2.jpg" --preprocessor "$T/qwen-1m.json" --out "$T/dup2"
+contains "... naming both" "--out: $C/rgb_3x2.png and $T/d2/rgb_3x2.jpg would both write" "$ERR"
+expect_rc 0 "... the same images without --out: exit 0" "$ENGINE" image-prep "$C/rgb_3x2.png" \
+	"$T/d2/rgb_3x2.png" --preprocessor "$T/qwen-1m.json"
 
 # Bad configs and options name the field.
 printf '{"image_processor_type": "Idefics3ImageProcessor"}' >"$T/idefics.json"
