@@ -1009,18 +1009,30 @@ static int run(int argc, char **argv)
 		char d[400];
 		int bad = vres.fail_op || vres.fail_layer || fail[2] ||
 			  (ran[3] && !greedy_equal);
-		char ops[40], worst[24];
+		char ops[40], worst[24], tower[120];
 		snprintf(ops, sizeof ops, ran_imgop ? "%.3g" : "not run",
 			 vres.op_worst);
 		snprintf(worst, sizeof worst, vres.tower_block < 0 ? "embed"
 			 : "block %d", vres.tower_block);
+		/* no state compared is not "0 states, worst 0" */
+		if (vres.blocks)
+			snprintf(tower, sizeof tower, "tower %d states, worst "
+				 "%.3g (%s), merger %.3g%s", vres.blocks,
+				 vres.tower_worst, worst, vres.feat_worst,
+				 vres.dump_err[0] ? " (a dump missing)" : "");
+		else
+			snprintf(tower, sizeof tower, "tower states not "
+				 "compared (%s)",
+				 !vp.n_img ? "no image"
+				 : !layers_dir ? "no --layers-dir"
+				 : !strstr(levels, "layer") ? "--levels "
+							     "without layer"
+				 : vres.dump_err[0] ? "a dump missing"
+						    : "no tower state dumped");
 		snprintf(d, sizeof d, "%s (%d image%s): image ops max rel %s; "
-			 "tower %d states, worst %.3g (%s), merger %.3g%s; "
-			 "%s positions %s; logits max rel %s, top-1 %s; "
+			 "%s; %s positions %s; logits max rel %s, top-1 %s; "
 			 "greedy %s", vis_prompt_case(&vcfg, &vp), vp.n_img,
-			 vp.n_img == 1 ? "" : "s", ops, vres.blocks,
-			 vres.tower_worst, worst, vres.feat_worst,
-			 vres.dump_err[0] ? " (a dump missing)" : "",
+			 vp.n_img == 1 ? "" : "s", ops, tower,
 			 vcfg.vision.mrope ? "M-RoPE" : "1-D",
 			 vres.pos_wrong ? "DIFFER" : "equal",
 			 e2e_rel >= 0 ? "" : "not run", e2e_top1 >= 0 ? "" : "not run",

@@ -144,3 +144,11 @@ contains "... named" "numerics.image: FAIL" "$OUT"
 run "$ENGINE" validate "$T/q25" --tokens $Q --image "$T/a.png" --logits "$T/lg.st" --layers-dir "$T/dump" --events
 check "validate --events: a numerics.image check event, pass" \
 	grep -q '"type": *"check".*"item": *"numerics.image".*"status": *"pass"\|"item": *"numerics.image".*"status": *"pass"' "$OUT"
+# Without --layers-dir the tower's states are not compared: validate says
+# so (it printed "tower 0 states, worst 0 (embed), merger 0", which reads
+# as no error)
+expect_rc 0 "validate --image without --layers-dir: exit 0" "$ENGINE" validate "$T/q25" \
+	--tokens $Q --image "$T/a.png" --logits "$T/lg.st"
+contains "... numerics.image says the tower's states were not compared" \
+	"tower states not compared (no --layers-dir)" "$OUT"
+check "... no 'tower 0 states'" test "$(grep -c 'tower 0 states' "$OUT")" = 0
