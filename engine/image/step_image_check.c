@@ -344,15 +344,15 @@ static void preprocess_all(const struct image_prep_config *p,
 	res->value = nf - bad;
 	res->has_value = 1;
 	if (bad)
-		set(res, "fail", "%d of %d images failed; first: %s", bad, nf,
-		    runs[first_bad].error);
+		set(res, "fail", "%d of %d image%s failed; first: %s", bad, nf,
+		    nf == 1 ? "" : "s", runs[first_bad].error);
 	else
 		set(res, "pass",
-		    "%d images (%d PNG, %d JPEG; modes %s) decoded, resized "
+		    "%d image%s (%d PNG, %d JPEG; modes %s) decoded, resized "
 		    "and normalized by %s: values finite and in range, tokens "
 		    "= merged patches, a uniform image equal to (v/255 - "
 		    "mean)/std",
-		    nf, png, jpeg, modes, p->type_name);
+		    nf, nf == 1 ? "" : "s", png, jpeg, modes, p->type_name);
 }
 
 /* ------------------------------------------------------ image.features */
@@ -633,8 +633,9 @@ static int runtime_split(struct ic_opts *o, const struct model_config *c,
 	}
 	if (!tmpl || slots != 1) {
 		free(tmpl);
-		return d0_errf(err, "the prompt holds %d images: perf.image "
-			       "times one-image prompts", slots);
+		return d0_errf(err, "the prompt holds %d image%s: perf.image "
+			       "times one-image prompts", slots,
+			       slots == 1 ? "" : "s");
 	}
 	for (int i = 0; i < n; i++)
 		if (!runs[i].error[0] && runs[i].tokens + nt + 8 > max_ctx)
@@ -765,9 +766,9 @@ static void perf_item(const struct split *sp, int n, struct item_result *res)
 	res->has_value = 1;
 	set(res, "pass",
 	    "TTFT p50 %.2f ms (preprocess %.2f, encode %.2f, prefill %.2f), "
-	    "p99 %.2f ms (%.2f, %.2f, %.2f) over %d images",
+	    "p99 %.2f ms (%.2f, %.2f, %.2f) over %d image%s",
 	    q[3][0], q[0][0], q[1][0], q[2][0], q[3][1], q[0][1], q[1][1],
-	    q[2][1], n);
+	    q[2][1], n, n == 1 ? "" : "s");
 }
 
 /* ------------------------------------------------------------- output */

@@ -862,8 +862,9 @@ int vis_rope_index(const struct model_config *c, const int64_t *ids, int64_t n,
 	if (nr != n_img)
 		rc = d0_errf(err,
 			     "image.features: the prompt has %d image "
-			     "placeholder runs for %d images",
-			     nr, n_img);
+			     "placeholder run%s for %d image%s",
+			     nr, nr == 1 ? "" : "s", n_img,
+			     n_img == 1 ? "" : "s");
 	for (int i = 0; i < n_img && rc == 0; i++) {
 		int64_t gt = grid_thw[3 * i],
 			gh = grid_thw[3 * i + 1] / v->merge;

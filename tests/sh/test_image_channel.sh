@@ -104,6 +104,12 @@ item "$T/imgs0.json" image.features detail >"$T/d"
 contains "... its detail counts the slot and the image's tokens and says the unusable one plainly" \
 	"1 image slot in the prompt, $($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['items']['image.features']['slots'][0]['tokens'])" "$T/imgs0.json") placeholder tokens = merged patches (one placeholder expanded per image); 1 of 2 images not usable, left to image.preprocess (first: $T/imgs0/a.png: empty file (0 bytes)" "$T/d"
 check "... numerics.image and perf.image measured on the usable image" test "$(item "$T/imgs0.json" perf.image n)" = 1
+contains "... 'over 1 image', not 'over 1 images'" "over 1 image" "$T/imgs0.json"
+check "... (no '1 images' anywhere)" test "$(grep -c ' 1 images' "$T/imgs0.json")" = 0
+mkdir "$T/imgs2"; cp "$T/imgs/a.png" "$T/imgs2/"
+expect_rc 0 "a corpus of one image: exit 0" "$ENGINE" image-check "$T/q25" --images "$T/imgs2"
+contains "... image.preprocess: '1 image (1 PNG, ...'" "image.preprocess  pass  1 image (1 PNG, 0 JPEG" "$OUT"
+check "... no '1 images' anywhere" test "$(grep -c ' 1 images' "$OUT")" = 0
 mkdir "$T/imgs1"; : >"$T/imgs1/a.png"; head -c 60 "$T/imgs/a.png" >"$T/imgs1/b.png"
 expect_rc 1 "no image usable: exit 1" "$ENGINE" image-check "$T/q25" --images "$T/imgs1"
 contains "... image.features fails: no slot checked, naming the first bad image" \

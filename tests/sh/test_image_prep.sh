@@ -156,6 +156,12 @@ printf '{"image_processor_type": "Idefics3ImageProcessor"}' >"$T/idefics.json"
 expect_rc 2 "unknown image_processor_type: exit 2" "$ENGINE" image-prep "$C/rgb_3x2.png" \
 	--preprocessor "$T/idefics.json"
 contains "... named" 'image_processor_type "Idefics3ImageProcessor" is not one day0 implements' "$ERR"
+# --help names every type the refusal lists (it left out KimiVLImageProcessor)
+"$ENGINE" image-prep --help >"$T/help" 2>&1
+missing=""
+for n in $(grep -o '(Qwen2VL[^)]*)' "$ERR" | tr -d '(),'); do grep -qF "$n" "$T/help" || missing="$missing $n"; done
+check "image-prep --help names every image_processor_type day0 implements (${missing:-all})" \
+	test -z "$missing" -a -n "$(grep -o 'KimiVLImageProcessor' "$ERR")"
 variant "$T/qwen-1m.json" "$T/badmean.json" '{"image_mean": [0.5, 0.5]}'
 expect_rc 2 "image_mean of 2 numbers: exit 2" "$ENGINE" image-prep "$C/rgb_3x2.png" \
 	--preprocessor "$T/badmean.json"
