@@ -204,6 +204,11 @@ static int run(int argc, char **argv)
 	struct d0_err err;
 	json_t *images = json_array();
 	int rc = parse(argc, argv, &o), vision_patch = 0, status = EXIT_OK;
+	/* The text lines, printed once every image went through: a bad
+	 * image later on leaves only its error (no partial output) */
+	char *text = NULL;
+	size_t text_n = 0;
+	FILE *tf = NULL;
 
 	if (rc)
 		goto out_usage;
@@ -240,6 +245,14 @@ static int run(int argc, char **argv)
 	}
 	if (o.out && outdir_begin(&od, o.out, o.force, &err) < 0) {
 		fprintf(stderr, "day0-engine image-prep: %s\n", err.msg);
+		rc = EXIT_USAGE;
+		goto out_usage;
+	}
+	tf = open_memstream(&text, &text_n);
+	if (!tf) {
+		fprintf(stderr, "day0-engine image-prep: out of memory\n");
+		if (o.out)
+			outdir_abort(&od);
 		rc = EXIT_USAGE;
 		goto out_usage;
 	}
@@ -291,26 +304,26 @@ static int run(int argc, char **argv)
 						      px.grid_h, px.grid_w));
 		json_array_append_new(images, e);
 		if (!o.json) {
-			printf("%s: %s %s %d-bit%s %dx%d -> %dx%d (%s)", argv[i],
-			       im.format, im.mode, im.bits,
-			       im.progressive ? " progressive" : "", im.w,
-			       im.h, px.width, px.height,
-			       cfg.do_resize ? image_filter_name(cfg.resample)
-					     : "no resize");
+			fprintf(tf, "%s: %s %s %d-bit%s %dx%d -> %dx%d (%s)",
+				argv[i], im.format, im.mode, im.bits,
+				im.progressive ? " progressive" : "", im.w,
+				im.h, px.width, px.height,
+				cfg.do_resize ? image_filter_name(cfg.resample)
+					      : "no resize");
 			if (cfg.kind == IMAGE_PROC_KIMI)
-				printf(", the image %dx%d padded", px.content_w,
-				       px.content_h);
+				fprintf(tf, ", the image %dx%d padded",
+					px.content_w, px.content_h);
 			if (cfg.kind != IMAGE_PROC_CLIP)
-				printf(", grid %dx%dx%d, %lld patches x %lld",
-				       px.grid_t, px.grid_h, px.grid_w,
-				       (long long)px.rows, (long long)px.cols);
+				fprintf(tf, ", grid %dx%dx%d, %lld patches x %lld",
+					px.grid_t, px.grid_h, px.grid_w,
+					(long long)px.rows, (long long)px.cols);
 			else
-				printf(", pixel_values 3x%dx%d", px.height,
-				       px.width);
+				fprintf(tf, ", pixel_values 3x%dx%d", px.height,
+					px.width);
 			if (px.tokens)
-				printf(", %lld image tokens",
-				       (long long)px.tokens);
-			printf("\n");
+				fprintf(tf, ", %lld image tokens",
+					(long long)px.tokens);
+			fprintf(tf, "\n");
 		}
 		if (o.out && write_outputs(od.partial, argv[i], &px, &err) < 0) {
 			fprintf(stderr, "day0-engine image-prep: %s\n", err.msg);
@@ -328,7 +341,14 @@ static int run(int argc, char **argv)
 			fprintf(stderr, "day0-engine image-prep: %s\n", err.msg);
 			status = EXIT_USAGE;
 		}
+		if (status)
+			fprintf(stderr, "day0-engine image-prep: nothing written "
+				"to %s (--out is all or nothing)\n", o.out);
 	}
+	fclose(tf);
+	if (!o.json && !status)
+		fputs(text, stdout);
+	free(text);
 	if (o.json && !status) {
 		json_t *doc = json_pack("{s:s, s:s, s:O}", "preprocessor", o.prep,
 					"image_processor_type", cfg.type_name,

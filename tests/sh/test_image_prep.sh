@@ -136,6 +136,14 @@ expect_rc 2 "--out with a bad image: exit 2" "$ENGINE" image-prep "$C/rgb_3x2.pn
 	"$C/bad/truncated.png" --preprocessor "$T/qwen-1m.json" --out "$T/partial"
 check "--out with a bad image: nothing written" test ! -e "$T/partial"
 check "--out: no .partial directory left" bash -c "! ls -d '$T'/partial.partial* 2>/dev/null"
+# ... and no success line for the good image before the error (it printed
+# rgb_3x2.png's line, then exited 2 having written nothing): the error,
+# then that nothing was written
+check "--out with a bad image: no line for the good one on stdout" test ! -s "$OUT"
+contains "... stderr says nothing was written" "nothing written to $T/partial (--out is all or nothing)" "$ERR"
+expect_rc 2 "without --out, a bad image after a good one: exit 2" "$ENGINE" image-prep "$C/rgb_3x2.png" \
+	"$C/bad/truncated.png" --preprocessor "$T/qwen-1m.json"
+check "... no partial output: stdout empty, stderr the one error" test ! -s "$OUT" -a "$(wc -l <"$ERR")" = 1
 # Two images of one name (without the extension) would write the same
 # NAME.pixel_values.npy: refused before anything is written (the second
 # once silently replaced the first, exit 0)
