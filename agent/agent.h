@@ -36,6 +36,10 @@ struct agent_config {
 	int fsync;	   /* fdatasync the spool before sending (default) */
 	int takeover;	   /* stop an agent still holding the spool */
 	char net_if[256];  /* interfaces to count ("": all but lo) */
+	/* the console's session tag: its stages' processes carry it
+	 * (DAY0_SESSION), and only ranks that carry it are this node's
+	 * cards ("": any, an agent run by hand) */
+	char session[128];
 };
 
 /* ------------------------------------------------------------------ spool */

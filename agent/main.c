@@ -60,6 +60,12 @@ static void usage(FILE *f)
 	       "                    (default: all but lo; the console passes "
 	       "lo for loopback\n"
 	       "                    nodes, whose traffic only lo carries)\n"
+	       "  --session TAG     the console's session: its stages carry it "
+	       "(DAY0_SESSION)\n"
+	       "                    and only ranks that carry it count as "
+	       "this node's cards\n"
+	       "                    (another session's on the same host do "
+	       "not)\n"
 	       "  --no-fsync        do not sync the spool (throwaway spools "
 	       "only)\n"
 	       "  --takeover        if another agent holds the spool (a "
@@ -368,7 +374,7 @@ int main(int argc, char **argv)
 	    {"sim-model", 1, 0, 1},   {"sim-disk", 1, 0, 2},
 	    {"sim-link", 1, 0, 3},    {"sim-scale", 1, 0, 4},
 	    {"fail", 1, 0, 5},	      {"sim-straggler", 1, 0, 6},
-	    {"sim-seed", 1, 0, 7},
+	    {"sim-seed", 1, 0, 7},    {"session", 1, 0, 8},
 	    {0, 0, 0, 0},
 	};
 	static struct agent a; /* big: keep it off the stack */
@@ -454,6 +460,14 @@ int main(int argc, char **argv)
 				fprintf(stderr, "day0-agent: %s\n", err.msg);
 				return EXIT_USAGE;
 			}
+			break;
+		case 8:
+			if (!*optarg || strlen(optarg) >= sizeof a.cfg.session)
+				return bad("--session: expected a tag of 1..127 "
+					   "characters, got '%s'",
+					   optarg);
+			snprintf(a.cfg.session, sizeof a.cfg.session, "%s",
+				 optarg);
 			break;
 		case 'I':
 			if (strlen(optarg) >= sizeof a.cfg.net_if)

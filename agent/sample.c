@@ -285,6 +285,18 @@ static struct foreign_rank *foreign_find(struct sampler *s, pid_t pid,
 	return &s->fr[s->nfr++];
 }
 
+/* A rank another agent's stage started is this session's (one console
+ * may run beside another on the same hosts, their node names alike): its
+ * DAY0_SESSION is ours.  An agent given no --session takes any. */
+static int same_session(const struct agent *a, const char *env, size_t n)
+{
+	char s[sizeof a->cfg.session];
+	if (!a->cfg.session[0])
+		return 1;
+	return proc_environ_get(env, n, "DAY0_SESSION", s, sizeof s) == 0 &&
+	       !strcmp(s, a->cfg.session);
+}
+
 static void foreign_rank(struct agent *a, pid_t pid, unsigned long long start,
 			 struct rank_acc *all)
 {
@@ -308,7 +320,8 @@ static void foreign_rank(struct agent *a, pid_t pid, unsigned long long start,
 		    proc_environ_get(env, (size_t)n, "DAY0_RANKS", ranks,
 				     sizeof ranks) == 0 &&
 		    proc_environ_get(env, (size_t)n, "DAY0_STAGE_ID",
-				     f->stage_id, sizeof f->stage_id) == 0)
+				     f->stage_id, sizeof f->stage_id) == 0 &&
+		    same_session(a, env, (size_t)n))
 			f->card = rank_card(ranks,
 					    proc_environ_rank(env, (size_t)n),
 					    a->cfg.node);

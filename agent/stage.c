@@ -425,6 +425,10 @@ struct stage *stage_start(struct agent *a, json_t *cmd)
 				av_add(&b, "-x");
 				av_add(&b, "DAY0_RANKS");
 			}
+			if (a->cfg.session[0]) {
+				av_add(&b, "-x");
+				av_add(&b, "DAY0_SESSION");
+			}
 			if (*proto_str(cmd, "ssh_config", "")) {
 				struct d0_err se = {{0}};
 				char *rsh = ssh_files(
@@ -488,6 +492,8 @@ struct stage *stage_start(struct agent *a, json_t *cmd)
 		dup2(perr[1], 2);
 		setenv("DAY0_NODE", a->cfg.node, 1);
 		setenv("DAY0_STAGE_ID", st->id, 1);
+		if (a->cfg.session[0])
+			setenv("DAY0_SESSION", a->cfg.session, 1);
 		if (st->ranks)
 			setenv("DAY0_RANKS", st->ranks, 1);
 		/* One write of "what + errno" tells the parent why. */

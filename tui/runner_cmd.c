@@ -203,6 +203,9 @@ json_t *command_argv(struct run *r, json_t *cmd)
 			json_array_append_new(a, json_string("-x"));
 			json_array_append_new(a, json_string("DAY0_RANKS"));
 		}
+		/* every agent the console starts has --session */
+		json_array_append_new(a, json_string("-x"));
+		json_array_append_new(a, json_string("DAY0_SESSION"));
 		if (json_object_get(cmd, "ssh_config")) {
 			json_array_append_new(a, json_string("--mca"));
 			json_array_append_new(a, json_string("plm_rsh_agent"));

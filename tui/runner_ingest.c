@@ -62,7 +62,7 @@ void console_log(struct run *r, const char *level, const char *fmt,
 
 struct line_ctx *line_ctx; /* one per node */
 
-#define AGENT_ARGV_MAX 40 /* ours (19 at most) and the inventory's */
+#define AGENT_ARGV_MAX 40 /* ours (21 at most) and the inventory's */
 
 char **agent_argv(struct run *r, struct node *nd)
 {
@@ -88,6 +88,8 @@ char **agent_argv(struct run *r, struct node *nd)
 	snprintf(buf, sizeof buf, "%g", r->o->sample_hz);
 	a[n++] = strdup(buf);
 	a[n++] = strdup("--takeover");
+	a[n++] = strdup("--session");
+	a[n++] = strdup(r->tag);
 	if (!r->o->work) { /* the default: private to the node's user */
 		a[n++] = strdup("--work");
 		a[n++] = strdup(node_work(r, nd));

@@ -35,7 +35,7 @@ JSON
 expect_rc 0 "--check exits 0" "$DAY0" run "$T/pb.json" --inventory "$T/inv.json" --check --work /W
 contains "--check shows the agent's command line" "day0-agent --node local --spool" "$OUT"
 contains "--check shows the mpirun line of the cluster stage" \
-	"mpirun --tag-output --allow-run-as-root -x DAY0_NODE -x DAY0_STAGE_ID -x DAY0_RANKS -np 2 day0-engine run /W/m --tp 2 --tokens 1,2,3 --card-mem 1073741824 --dump-logits /W/lg.st --events" "$OUT"
+	"mpirun --tag-output --allow-run-as-root -x DAY0_NODE -x DAY0_STAGE_ID -x DAY0_RANKS -x DAY0_SESSION -np 2 day0-engine run /W/m --tp 2 --tokens 1,2,3 --card-mem 1073741824 --dump-logits /W/lg.st --events" "$OUT"
 contains "--check shows the agent's JSON command" '"cmd":"run","stage_id":"verify","step":"verify","args":["/W/m"]' "$OUT"
 contains "--check expands playbook vars holding variables" "day0-engine verify /W/m --events" "$OUT"
 check "--check creates no session file" test ! -e "$T/sessions"
@@ -247,3 +247,21 @@ contains "... and names the value" "got '5'" "$ERR"
 check "... and made nothing" test ! -e "$T/demo5"
 expect_rc 2 "demo --cards 2x" "$DAY0" demo --dir "$T/demo5" --cards 2x --headless
 contains "names the value" "got '2x'" "$ERR"
+
+# Another session's rank on this host, under the same node name (two
+# consoles on one cluster, or two tests): it is not one of this session's
+# cards.  Before --session, its rank 3 of "local:4" became card 3 of this
+# 2-card node (rank.rss samples, a third and fourth bar on the screens).
+env DAY0_RANKS=local:4 DAY0_STAGE_ID=alien DAY0_SESSION=another-session OMPI_COMM_WORLD_RANK=3 \
+	sleep 30 &
+alien=$!
+expect_rc 0 "a run beside another session's rank ends go" timeout 120 "$DAY0" run "$T/pb.json" \
+	--inventory "$T/inv.json" --session "$T/alien.db" --headless --sample-hz 10
+kill "$alien" 2>/dev/null
+wait "$alien" 2>/dev/null
+check "... and its samples name only its own 2 cards" test \
+	"$(sqlite3 "$T/alien.db" "select count(*) from series where node = 'local' and card >= 2")" = 0
+check "... while its own ranks were sampled (rank.rss of cards 0 and 1)" test \
+	"$(sqlite3 "$T/alien.db" "select count(distinct card) from series where node = 'local' and metric = 'rank.rss' and card in (0, 1)")" = 2
+check "... and the agents were started with the session's tag" test \
+	"$(sqlite3 "$T/alien.db" "select count(*) from session where key = 'tag'")" = 1
