@@ -85,6 +85,10 @@ check "comm events for the TP all-reduce" grep -q '"type":"comm","op":"allreduce
 check "comm events for the EP all-to-all" grep -q '"type":"comm","op":"alltoall".*"group":"ep"' "$T/ev.all"
 check "alloc.peak samples for every card" bash -c "for c in 0 1 2 3; do grep -q \"\\\"card\\\":\$c,\\\"metric\\\":\\\"alloc.peak\\\"\" '$T/ev.all' || exit 1; done"
 check "the run ends with rc 0" grep -q '"type":"stage","stage":"run","state":"end".*"rc":0' "$T/ev.all"
+# No --card-mem: nothing to be within, and resources.peak says so (it
+# passed with "every card within its budget" and a threshold of 0)
+check "no --card-mem: resources.peak skips, naming the peak it did not check" \
+	grep -qE '"item":"resources.peak","status":"skip","detail":"no card budget given \(--card-mem\): peak [0-9.]+ [KMG]?i?B a card, not checked"' "$T/ev.all"
 expect_rc 0 "validate --levels op" "$ENGINE" validate "$T/m.llama" --levels op --events
 check "numerics.op passes" "$TOOLS/jsonl_check" "$OUT" "type=check,item=numerics.op,status=pass"
 
