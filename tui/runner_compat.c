@@ -43,6 +43,13 @@ int compat_stage_end(struct run *r, int s, char *msg, size_t max)
 	(void)compat_family(lookup_var(r, "model"), family, sizeof family,
 			    NULL);
 	m = compat_matrix(nodes, n, family);
+	if (!n) { /* nothing compared: no claim that all agree */
+		json_object_set_new(m, "status", json_string("skip"));
+		json_object_set_new(
+		    m, "detail",
+		    json_string("no node's facts to compare (facts did not "
+				"pass on any node)"));
+	}
 	status = json_string_value(json_object_get(m, "status"));
 	console_event(r, "check",
 		      json_pack("{s:s, s:s, s:s, s:O, s:s}", "item",

@@ -265,3 +265,16 @@ check "... while its own ranks were sampled (rank.rss of cards 0 and 1)" test \
 	"$(sqlite3 "$T/alien.db" "select count(distinct card) from series where node = 'local' and metric = 'rank.rss' and card in (0, 1)")" = 2
 check "... and the agents were started with the session's tag" test \
 	"$(sqlite3 "$T/alien.db" "select count(*) from session where key = 'tag'")" = 1
+
+# facts failing on every node: facts.compat compares nothing, and says so
+# (it passed with "no node (0): one engine build ... met")
+cat >"$T/nofacts.json" <<'JSON'
+{"name": "nofacts", "stages": [
+  {"id": "facts", "step": "facts", "on": "all", "require": {"cores": 100000},
+   "checks": {"facts": {}, "facts.compat": {}}}]}
+JSON
+expect_rc 1 "facts failing everywhere: NO-GO" timeout 60 "$DAY0" run "$T/nofacts.json" \
+	--inventory "$T/inv.json" --session "$T/nofacts.db" --headless
+check "... facts.compat skips, saying there was nothing to compare" test \
+	"$(sqlite3 "$T/nofacts.db" "select status || ': ' || detail from checks where item = 'facts.compat'")" = \
+	"skip: no node's facts to compare (facts did not pass on any node)"
