@@ -104,6 +104,9 @@ static json_t *summary(struct rctx *c)
 					     0);
 	json_decref(v);
 	v = sess(c, "finished");
+	/* a session that never finished: its last event, said so */
+	json_object_set_new(s, "finished_recorded",
+			    json_boolean(json_is_integer(v)));
 	finished = json_is_integer(v)
 		       ? json_integer_value(v)
 		       : q_int(c, STORE_Q_LAST_TS, started);

@@ -933,9 +933,13 @@ static void h_session(FILE *f, json_t *s)
 			: "not recorded");
 	fprintf(f,
 		"</td></tr>\n<tr><th>started</th><td>%s</td></tr>\n"
-		"<tr><th>finished</th><td>%s (%.1f s)</td></tr>\n"
+		"<tr><th>%s</th><td>%s (%.1f s)</td></tr>\n"
 		"<tr><th>nodes</th><td>",
-		t0, t1, json_number_value(json_object_get(s, "duration_s")));
+		t0,
+		json_is_false(json_object_get(s, "finished_recorded"))
+		    ? "never finished, last event"
+		    : "finished",
+		t1, json_number_value(json_object_get(s, "duration_s")));
 	json_array_foreach(json_object_get(s, "nodes"), i, n)
 	{
 		html_esc(f, json_string_value(n));

@@ -139,8 +139,11 @@ static void md_session(FILE *f, json_t *s)
 	md_text(f, json_is_string(json_object_get(s, "model"))
 		       ? json_string_value(json_object_get(s, "model"))
 		       : "not recorded");
-	fprintf(f, "\n- started: %s, finished: %s (%.1f s)\n- nodes:", t0, t1,
-		json_number_value(json_object_get(s, "duration_s")));
+	fprintf(f, "\n- started: %s, %s: %s (%.1f s)\n- nodes:", t0,
+		json_is_false(json_object_get(s, "finished_recorded"))
+		    ? "never finished, last event"
+		    : "finished",
+		t1, json_number_value(json_object_get(s, "duration_s")));
 	json_array_foreach(json_object_get(s, "nodes"), i, n)
 	{
 		fputc(' ', f);

@@ -24,7 +24,7 @@ wait type=stage,stage_id=verify,state=end,reason=exit
 wait type=stage,stage_id=plan,state=end,reason=exit
 {"cmd":"run","stage_id":"comm","step":"comm","np":2,"args":["--ops","allreduce,allgather","--max","64K","--iters","3","--warmup","1"]}
 wait type=stage,stage_id=comm,state=end,reason=exit
-{"cmd":"run","stage_id":"run","step":"run","np":2,"args":["$T/m","--tp","2","--tokens","$TOK","--generate","2","--dump-logits","$T/lg.st","--dump-layers","$T/ly"]}
+{"cmd":"run","stage_id":"run","step":"run","np":2,"args":["$T/m","--tp","2","--tokens","$TOK","--generate","2","--card-mem","1073741824","--dump-logits","$T/lg.st","--dump-layers","$T/ly"]}
 wait type=stage,stage_id=run,state=end,reason=exit
 {"cmd":"run","stage_id":"validate","step":"validate","args":["$T/m","--tokens","$TOK","--logits","$T/lg.st","--layers-dir","$T/ly","--levels","layer,e2e"]}
 wait type=stage,stage_id=validate,state=end,reason=exit
@@ -277,8 +277,12 @@ contains "… the playbook is not recorded" "## Playbook
 
 not recorded" "$OUT"
 check "… sections say not recorded" grep -q "^not recorded" "$OUT"
+contains "… its end is its last event, never a finish" ", never finished, last event: " "$OUT"
 expect_rc 0 "… and as HTML" "$D0" report "$RAW" --format html
 contains "… HTML says not recorded" "not recorded" "$OUT"
+contains "… HTML: never finished" "<th>never finished, last event</th>" "$OUT"
+expect_rc 0 "a finished session says finished" "$D0" report "$A"
+contains "… finished" ", finished: " "$OUT"
 expect_rc 2 "a missing file" "$D0" report "$T/nope.db"
 contains "… named, with the reason" "$T/nope.db: No such file or directory" "$ERR"
 echo "not a database at all, just text long enough to be read by sqlite as a header" >"$T/s/junk.db"
