@@ -957,6 +957,7 @@ const struct console_cmd cmd_diff = {
     "A.db B.db | --baseline auto|A.db B.db  [--threshold-perf 0.05] "
     "[--threshold-busbw 0.10] [--threshold-mem 0.05] "
     "[--threshold-numerics 2.0] [--threshold-service 0.10] "
+    "[--floor-service-ms MS] "
     "[--small-busbw BYTES] [--gate-small-busbw] [--threshold-train 0.02] "
     "[--threshold-train-time 0.10] [--threshold-grad-norm 2.0] [--json]\n\n"
     "What changed from session A (the baseline) to B: perf, service "

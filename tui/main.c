@@ -13,7 +13,9 @@ static void usage(FILE *f)
 		fprintf(f, "  %-8s %s\n", console_cmds[i]->name,
 			console_cmds[i]->summary);
 	fprintf(f, "\nStart with `day0 demo`.  Exit status: 0 ok (go), 1 a "
-		   "check failed (no-go), 2 usage or input error.\n");
+		   "check failed (no-go), 2 usage or input error,\n3 a run "
+		   "incomplete (the session file could not be written: "
+		   "--resume it).\n");
 }
 
 int main(int argc, char **argv)
