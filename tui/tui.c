@@ -697,7 +697,9 @@ enum tui_act tui_key(struct tui *ui, const struct view *v, int key,
 		ui->scroll = 0;
 		return ACT_NONE;
 	case 'q':
-		if (ui->running) {
+		/* held (every stage ended, one failed): q ends it with its
+		 * verdict, nothing left to stop, no question (docs/tui.md) */
+		if (ui->running && !v->held) {
 			confirm(ui, ACT_QUIT, "", "quit and stop the run%s");
 			return ACT_NONE;
 		}

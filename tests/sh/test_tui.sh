@@ -159,4 +159,19 @@ key q
 wait_for "held: q gives the terminal back, exit 0" "EXIT 0" 20
 check "held: the rerun is in the session file" test \
 	"$(sqlite3 "$T/held.db" "select count(*) from events where node='console' and type='stage' and json_extract(body,'$.stage_id')='flaky' and json_extract(body,'$.state')='start'")" = 2
+
+# Held again, and this time the operator ends it: q in a held run asks no
+# question (nothing is left to stop) and the run ends no-go, exit 1.
+tm kill-session -t r 2>/dev/null
+sleep 0.2
+rm -f "$T/flag"
+tm -u new-session -d -s r -x 120 -y 30 \
+	"env LANG=C.UTF-8 TERM=screen-256color DAY0_SESSIONS=$T/sessions $DAY0 run $T/held.json --inventory $T/inv1.json --session $T/held2.db --tui; echo EXIT \$?; sleep 60"
+wait_for "held2: the failed run waits for the operator" "ENDED WITH FAILURES" 60
+key q
+sleep 0.5
+absent "held2: q in a held run asks no y/n question" "y/n"
+wait_for "held2: q ends the held run with its verdict, exit 1" "EXIT 1" 20
+check "held2: the session file's verdict is no-go" test \
+	"$(sqlite3 "$T/held2.db" "select json_extract(value,'$.go') from session where key='verdict'")" = 0
 exit 0
