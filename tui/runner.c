@@ -541,6 +541,79 @@ int check_var_values(struct run *r)
 	return rc;
 }
 
+/* A cluster stage runs one rank a card of the whole cluster: a layout
+ * (--tp x --pp x --ep, x --dp for train) of another size would be refused
+ * by the engine when the stage starts, hours into the run.  Say so before
+ * anything runs, with the figures (the plan step passes such a layout: it
+ * counts the cards the layout uses, not the ones the launch starts). */
+int check_stage_layouts(struct run *r)
+{
+	int world = cluster_world(r), rc = 0, cur = r->cur_stage;
+	r->cur_node = r->n_nodes ? 0 : -1;
+	for (size_t s = 0; s < r->pb.n && !rc; s++) {
+		const struct pb_stage *ps = &r->pb.stages[s];
+		static const char *const dims[] = {"--tp", "--pp", "--ep",
+						   "--dp"};
+		long v[4] = {1, 1, 1, 1};
+		int named = 0;
+		struct d0_err err = {{0}};
+		json_t *a;
+		if (ps->on != PB_ON_CLUSTER || ps->np || !strcmp(ps->step, "exec") ||
+		    !strcmp(ps->step, "comm") || !ps->n_args)
+			continue;
+		r->cur_stage = (int)s;
+		a = expand_list(r, ps->args, ps->n_args, "args", &err);
+		if (!a)
+			continue; /* the stage reports it when it starts */
+		for (size_t i = 0; i < json_array_size(a); i++) {
+			const char *arg = json_string_value(json_array_get(a, i));
+			for (int d = 0; d < 4; d++) {
+				size_t len = strlen(dims[d]);
+				const char *val = NULL;
+				if (strncmp(arg, dims[d], len))
+					continue;
+				if (arg[len] == '=')
+					val = arg + len + 1;
+				else if (!arg[len] && i + 1 < json_array_size(a))
+					val = json_string_value(
+					    json_array_get(a, i + 1));
+				if (val) {
+					char *end;
+					long n = strtol(val, &end, 10);
+					if (*end || n < 1)
+						continue; /* the engine's usage error */
+					v[d] = n;
+					named = 1;
+				}
+			}
+		}
+		json_decref(a);
+		if (named && v[0] * v[1] * v[2] * v[3] != world) {
+			char dp[32] = "";
+			if (v[3] > 1)
+				snprintf(dp, sizeof dp, " x dp%ld", v[3]);
+			fprintf(stderr,
+				"day0: %s: stage '%s' (%s) runs one rank a card "
+				"on the cluster's %d card%s, but its layout is "
+				"tp%ld x pp%ld x ep%ld%s = %ld rank%s: set the "
+				"playbook's tp, pp, ep (-e tp=N ...) so that their "
+				"product is %d, or use an inventory of %ld "
+				"card%s\n",
+				r->pb.path, ps->id, ps->step, world,
+				world == 1 ? "" : "s", v[0], v[1], v[2],
+				dp,
+				v[0] * v[1] * v[2] * v[3],
+				v[0] * v[1] * v[2] * v[3] == 1 ? "" : "s", world,
+				v[0] * v[1] * v[2] * v[3],
+				v[0] * v[1] * v[2] * v[3] == 1 ? "" : "s");
+			rc = -1;
+		}
+	}
+	r->cur_node = -1;
+	r->cur_stage = cur;
+	return rc;
+}
+
 /* The user this console runs as (the local nodes' ${work}). */
 const char *console_user(void)
 {
@@ -721,7 +794,8 @@ int runner_main(const struct runner_opts *o)
 		line_ctx[i].node = (int)i;
 	}
 	r.stages = calloc(r.pb.n ? r.pb.n : 1, sizeof *r.stages);
-	if (check_stage_sets(&r) || check_var_values(&r))
+	if (check_stage_sets(&r) || check_var_values(&r) ||
+	    check_stage_layouts(&r))
 		goto out; /* before any session file is written */
 	if (!o->resume_path) {
 		if (o->session_path)

@@ -275,6 +275,7 @@ void run_free(struct run *r);
 int replay_stored(void *arg, const struct store_event *e);
 int resume_setup(struct run *r, char *pb_tmp, char *inv_tmp);
 int check_var_values(struct run *r);
+int check_stage_layouts(struct run *r);
 const char *console_user(void);
 int check_stage_sets(struct run *r);
 void warn_free_space(struct run *r);

@@ -50,6 +50,17 @@ pb "$T/on.json" '{"a": "x"}' ', "on": "n[1-2]"'
 expect_rc 2 "on: a node set the inventory does not have: refused" "$DAY0" run "$T/on.json" --inventory "$T/inv.json" --headless
 contains "... naming the node and the inventory's nodes" "stages[0].on: node 'n1' is not in the inventory duo (its nodes: a,b)" "$ERR"
 nothing_written "an on: naming no node"
+# A cluster stage's layout must use every card: the engine refuses
+# tp x pp x ep != the ranks mpirun starts, hours in; the door says it now.
+printf '{"name": "lay", "vars": {"tp": "2", "pp": "1", "ep": "2"}, "stages": [
+ {"id": "launch", "step": "run", "on": "cluster", "args": ["M", "--tp", "${tp}", "--pp", "${pp}", "--ep", "${ep}", "--tokens", "1"]}]}\n' >"$T/lay.json"
+printf '{"name": "eight", "nodes": [{"name": "a", "transport": "local", "cards": 8, "card_mem": "1GiB"}]}\n' >"$T/inv8.json"
+expect_rc 2 "a cluster stage whose layout uses 4 of 8 cards: refused" "$DAY0" run "$T/lay.json" --inventory "$T/inv8.json" --headless
+contains "... naming the stage, the layout and the cards" "stage 'launch' (run) runs one rank a card on the cluster's 8 cards, but its layout is tp2 x pp1 x ep2 = 4 ranks" "$ERR"
+nothing_written "a layout of the wrong size"
+expect_rc 0 "... -e ep=4 makes it 8: accepted" "$DAY0" run "$T/lay.json" --inventory "$T/inv8.json" --check -e ep=4
+expect_rc 0 "... and the shipped release day at tp1 ep2 on 2 cards: accepted" "$DAY0" run "$DAY0_ROOT/playbooks/release-day.json" --check \
+	--inventory "$T/inv.json" -e 'tp=1' -e 'ep=2' --model /nonexistent-is-fine-for-check
 pb "$T/e.json" '{"a": "x"}' ''
 expect_rc 2 "-e of a key the playbook's vars lack: refused" "$DAY0" run "$T/e.json" --inventory "$T/inv.json" --check -e nosuch=1
 contains "... as docs/playbooks.md says" "refused" "$DAY0_ROOT/docs/playbooks.md"
