@@ -161,7 +161,11 @@ static json_t *one_item(const struct verdict_stage *st, size_t n,
 		json_array_append_new(
 		    ev, json_pack("{s:s, s:s, s:s, s:s}", "stage", "-", "node",
 				  "-", "status", "not run", "detail",
-				  "no stage of the playbook produces it"));
+				  /* the console's own, at the run's end */
+				  !strcmp(item, "repro.manifest")
+				      ? "the console records it when the run "
+					"ends; this run has not ended"
+				      : "no stage of the playbook produces it"));
 	/* Sort worst first (qsort over the array's values). */
 	sorted = calloc(json_array_size(ev) + 1, sizeof *sorted);
 	json_array_foreach(ev, i, r) sorted[i] = json_incref(r);

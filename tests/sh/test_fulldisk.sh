@@ -55,6 +55,12 @@ held_seqs=$(jq -r .seq "$held" 2>/dev/null | paste -sd, -)
 check "the session file itself lacks every one of them" test -n "$held_seqs" -a "$(q "$T/copy/f.db" "select count(*) from events where node='console' and seq in ($held_seqs)")" = 0
 check "the session file holds no verdict" test "$(q "$T/copy/f.db" "select count(*) from events where node='console' and type='verdict'")" = 0
 check "... and no stage after the stalled one started" test "$(q "$T/copy/f.db" "select count(*) from events where node='console' and type='stage' and json_extract(body,'$.stage_id')='after'")" = 0
+# The report of the incomplete file: its manifest item is the console's,
+# written at the run's end, never "no stage of the playbook produces it".
+expect_rc 0 "the incomplete session reports" "$DAY0" report "$T/copy/f.db" --format json
+check "... repro.manifest: not run, the console records it when the run ends" test \
+	"$(jq -r '.checklist[] | select(.item == "repro.manifest") | .status + ": " + .evidence[0].detail' "$OUT")" = \
+	"not run: the console records it when the run ends; this run has not ended"
 mount -o remount,size=64m "$mnt"
 expect_rc 0 "with room again, --resume completes the session (GO)" timeout 120 \
 	"$DAY0" run --resume "$mnt/f.db" --headless
