@@ -74,6 +74,12 @@ static enum tui_role node_activity(const struct view *v,
 		snprintf(out, max, "silent %s", d);
 		return ROLE_DIM;
 	}
+	if (run && v->verdict_ts) {
+		/* after the verdict only a service runs on, until the
+		 * console's bye stops it: not "run serve 0%" */
+		snprintf(out, max, "stopping %s", run->id);
+		return ROLE_DIM;
+	}
 	if (run) {
 		snprintf(out, max, "run %s %.0f%%", run->id,
 			 run->progress * 100);

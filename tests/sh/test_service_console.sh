@@ -147,6 +147,19 @@ done
 check "replay: seek == fold over the run (service lines included)" test $same = 1
 contains "… the dump has the service figures" "service load.concurrency=$conc" "$T/seek"
 
+# Between the verdict and the service's end (the console's bye stops it)
+# the node's state is "stopping serve", not "run serve 0%".
+vts=$(q "select min(ts) from events where node='console' and type='verdict'")
+ets=$(q "select min(ts) from events where node='local' and type='stage' and json_extract(body,'$.stage_id')='serve' and json_extract(body,'$.state')='end'")
+t0=$(q "select min(ts) from events")
+check "the service ended after the verdict (the bye stopped it)" test -n "$vts" -a -n "$ets" -a "${ets:-0}" -gt "${vts:-0}"
+at=$(python3 -c "print('%.3f' % ((($vts + $ets) / 2 - $t0) / 1e9))")
+tm -u new-session -d -s r -x 200 -y 50 \
+	"env LANG=C.UTF-8 TERM=screen-256color $DAY0 replay $db --at $at; sleep 60"
+wait_for "replay between the verdict and the service's end ($at s): stopping serve" "stopping serve"
+absent "... not 'run serve'" "run serve"
+tm kill-session -t r
+
 # --- the report's service section
 expect_rc 0 "report --format md" "$DAY0" report "$db" --format md
 cp "$OUT" "$T/r.md"
