@@ -88,6 +88,22 @@ const char *fmt_bytes(uint64_t n, char *buf)
 	return buf;
 }
 
+const char *fmt_si(double v, char *buf)
+{
+	static const char *unit[] = {"", " k", " M", " G", " T", " P"};
+	int u = 0;
+	if (!(v >= 10000) || v != v) { /* small, negative or NaN: as is */
+		snprintf(buf, 32, "%.0f", v);
+		return buf;
+	}
+	while (v >= 1000 && u < 5) {
+		v /= 1000;
+		u++;
+	}
+	snprintf(buf, 32, "%.*f%s", v < 10 ? 2 : v < 100 ? 1 : 0, v, unit[u]);
+	return buf;
+}
+
 double now_s(void)
 {
 	struct timespec ts;

@@ -39,6 +39,8 @@ int parse_long(const char *s, long min, long max, long *out);
 
 /* "1.5 GiB" style; buf must hold 32 bytes. */
 const char *fmt_bytes(uint64_t n, char *buf);
+/* A count or rate in SI: "950", "12.3 k", "3.33 G"; buf holds 32 bytes. */
+const char *fmt_si(double v, char *buf);
 /* Monotonic seconds, for progress and throughput. */
 double now_s(void);
 

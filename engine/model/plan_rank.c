@@ -169,6 +169,7 @@ void serve_score_layout(const struct serve_model *m, const struct serve_hw *hw,
 	double ctx = (double)load->ctx, T = (double)load->batch_tokens;
 	double seqs = ceil((double)load->conc / l->dp); /* per replica */
 	double busy = fmin((double)l->dp, (double)load->conc);
+	char si[32];
 	double slow = 1.0 + hw->straggler * (l->replica_nodes - 1);
 	double st, bare;
 	struct serve_comm ct;
@@ -218,9 +219,9 @@ void serve_score_layout(const struct serve_model *m, const struct serve_hw *hw,
 			 "; %.0f seqs a replica", seqs);
 	} else
 		snprintf(out->why, sizeof out->why,
-			 "%.0f tok/s from %.0f replica%s (comm %.0f%%, pipeline "
+			 "%s tok/s from %.0f replica%s (comm %.0f%%, pipeline "
 			 "bubble %.0f%% of a step, straggler %.0f%%)",
-			 out->tokens_s, busy, busy > 1 ? "s" : "",
+			 fmt_si(out->tokens_s, si), busy, busy > 1 ? "s" : "",
 			 out->comm_share * 100, out->bubble * 100,
 			 (slow - 1.0) * 100);
 	w = strlen(out->why);

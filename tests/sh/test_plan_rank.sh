@@ -132,3 +132,15 @@ contains "rejected layouts keep their reason" "tp1 pp1 ep1 dp1: needs" "$OUT"
 expect_rc 2 "--objective takes cards, throughput or latency" "$ENGINE" plan "$CFG/llama-3.1-70b.json" $H200X8 --objective fast
 contains "the refusal names the choices" "expected cards, throughput or latency" "$ERR"
 expect_rc 2 "--card-tflops must be positive" "$ENGINE" plan "$CFG/llama-3.1-70b.json" $H200X8 --card-tflops 0
+# The why's tokens/s in SI (a tiny model on H200 figures runs at millions
+# a second: "3.33 G tok/s", not ten digits), the same figure as --json's.
+run "$ENGINE" plan "$CFG/llama-3.1-70b.json" $H200X8 --objective throughput --ctx 4096 --concurrency 64 --json
+tps=$(jq -r '.feasible[0].serve.tokens_per_s' "$OUT")
+shown=$(jq -r '.feasible[0].serve.why' "$OUT" | sed -n 's/^\([0-9.]* [kMGT]\{0,1\}\) \{0,1\}tok\/s from.*/\1/p')
+want=$(python3 -c "
+v=float('$tps'); u=0; us=['', ' k',' M',' G',' T']
+if v < 10000: print('%.0f' % v)
+else:
+    while v >= 1000 and u < 4: v /= 1000; u += 1
+    print(('%.2f' if v < 10 else '%.1f' if v < 100 else '%.0f') % v + us[u])")
+check "the why's tokens/s ($shown) is --json's $tps in SI ($want)" test -n "$shown" -a "$shown" = "$want"
