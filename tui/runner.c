@@ -588,7 +588,8 @@ int check_stage_layouts(struct run *r)
 			}
 		}
 		json_decref(a);
-		if (named && v[0] * v[1] * v[2] * v[3] != world) {
+		long ranks = v[0] * v[1] * v[2] * v[3];
+		if (named && ranks != world) {
 			char dp[32] = "";
 			if (v[3] > 1)
 				snprintf(dp, sizeof dp, " x dp%ld", v[3]);
@@ -600,12 +601,9 @@ int check_stage_layouts(struct run *r)
 				"product is %d, or use an inventory of %ld "
 				"card%s\n",
 				r->pb.path, ps->id, ps->step, world,
-				world == 1 ? "" : "s", v[0], v[1], v[2],
-				dp,
-				v[0] * v[1] * v[2] * v[3],
-				v[0] * v[1] * v[2] * v[3] == 1 ? "" : "s", world,
-				v[0] * v[1] * v[2] * v[3],
-				v[0] * v[1] * v[2] * v[3] == 1 ? "" : "s");
+				world == 1 ? "" : "s", v[0], v[1], v[2], dp,
+				ranks, ranks == 1 ? "" : "s", world, ranks,
+				ranks == 1 ? "" : "s");
 			rc = -1;
 		}
 	}
