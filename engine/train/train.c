@@ -148,6 +148,7 @@ struct train {
 	double t_ep; /* in the EP all-to-alls and sums */
 	struct train_mem mem;
 	struct tparam *inject_p;
+	int failed_acts; /* alloc_acts refused: the step cannot run */
 };
 
 /* ------------------------------------------------------------- memory */
@@ -780,6 +781,10 @@ static int alloc_acts(struct train *t, int B, int S, struct d0_err *err)
 	int T = B * S, H = t->H, nloc = t->l1 - t->l0, nw;
 	const struct model_config *c = &t->r->c;
 	int64_t w = H;
+	if (t->failed_acts)
+		return d0_errf(err, "%s", t->r->over[0] ? t->r->over
+			       : "activations and buffers on another rank: does "
+			       "not fit its card (that rank names the part)");
 	if (t->ws) {
 		if (B == t->B && S == t->S)
 			return 0;
@@ -908,14 +913,28 @@ static int alloc_acts(struct train *t, int B, int S, struct d0_err *err)
 	t->dxn = talloc(t, (size_t)T * H * 4, "gradient buffers", CAT_SCRATCH);
 	t->cosT = talloc(t, (size_t)S * t->rd / 2 * 4 + 4, "rope tables", CAT_SCRATCH);
 	t->sinT = talloc(t, (size_t)S * t->rd / 2 * 4 + 4, "rope tables", CAT_SCRATCH);
+	/* any allocation above refused (over the card's budget, or out of
+	 * host memory: rt_alloc names the part in r->over and every later
+	 * one is refused too) leaves NULLs: nothing is written, and every
+	 * rank stops before the first collective of the step (a rank over
+	 * its budget alone would leave the others waiting for it) */
+	{
+		int bad = t->r->over[0] != 0;
+		MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+		if (bad) {
+			t->failed_acts = 1;
+			return d0_errf(err, "%s", t->r->over[0] ? t->r->over
+				       : "activations and buffers on another rank: "
+				       "does not fit its card (that rank names the "
+				       "part)");
+		}
+	}
 	for (int p = 0; p < S; p++)
 		for (int i = 0; i < t->rd / 2; i++) {
 			double a = (double)p * t->inv_freq[i];
 			t->cosT[p * (t->rd / 2) + i] = (float)(cos(a) * t->attn_factor);
 			t->sinT[p * (t->rd / 2) + i] = (float)(sin(a) * t->attn_factor);
 		}
-	if (t->r->over[0])
-		return d0_errf(err, "%s", t->r->over);
 	return 0;
 }
 

@@ -201,6 +201,18 @@ expect_rc 2 "a missing model directory" "$ENGINE" train "$T/none"
 contains "the missing directory is named" "$T/none" "$ERR"
 expect_rc 1 "over --card-mem: exit 1" "$ENGINE" train "$T/llama" --card-mem 1000000
 contains "what did not fit is named" "gradients" "$ERR"
+# over the budget only once the step's activations and buffers are
+# placed (the tiny llama peaks at 2,146,480 B): exit 1 naming the part,
+# never a crash (the RoPE tables were written through a refused
+# allocation: signal 11 from 1.9 MB to 2,146,479 B)
+"$ENGINE" gen-model --arch llama --layers 2 --hidden 64 --heads 4 --kv-heads 2 --vocab 128 "$T/llama64" >/dev/null ||
+	fail "gen-model llama hidden 64" "exit $?"
+for cm in 1900000 2000000 2146479; do
+	expect_rc 1 "--card-mem $cm (past the weights, short of the step's peak): exit 1, no crash" "$ENGINE" train "$T/llama64" --card-mem "$cm" --steps 2
+	contains "--card-mem $cm: the part that does not fit is named" "does not fit:" "$ERR"
+done
+contains "--card-mem 2146479: the RoPE tables named" "rope tables" "$ERR"
+expect_rc 0 "--card-mem 2146480 (the peak exactly) fits" "$ENGINE" train "$T/llama64" --card-mem 2146480 --steps 2
 
 # --force-overflow past the run: a usage error at parsing, not a failed
 # training.overflow
