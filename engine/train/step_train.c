@@ -42,7 +42,7 @@ const struct step_entry step_train = {
 		 "[--inject transpose-grad|no-allreduce|wrong-scale|no-pp-grad] "
 		 "[--check-grads] [--determinism] [--losses-out FILE] "
 		 "[--reference-losses FILE] [--bucket-bytes N] [--growth-interval N] "
-		 "[--seed N] [--card-mem BYTES] [--events]  (under mpirun -np "
+		 "[--seed N] [--card-mem SIZE] [--events]  (under mpirun -np "
 		 "TP*PP*EP*DP)",
 	.summary = "fine-tuning steps with gradient, layout, determinism, overflow "
 		   "and memory checks",
@@ -77,8 +77,8 @@ const struct step_entry step_train = {
 		"doubles (default 2000)\n"
 		"  --seed N             the synthetic tokens' seed (default 1: the "
 		"same data every run)\n"
-		"  --card-mem BYTES     each rank's memory budget: the accountant "
-		"refuses what does not fit (exit 1, named)\n"
+		"  --card-mem SIZE      each rank's memory budget (bytes, or 64M, "
+		"2G): the accountant refuses what does not fit (exit 1, named)\n"
 		"  --events             JSON-lines events (train per step, check per "
 		"item) on stdout\n"
 		"example: mpirun -np 2 day0-engine train /tmp/m --tp 2 --steps 5 "
@@ -691,14 +691,17 @@ static int run(int argc, char **argv)
 			} else
 				o.c.bucket_bytes = (size_t)v;
 			break;
-		case 'c':
-			if (parse_long(optarg, 1, 1L << 62, &v) < 0) {
-				snprintf(why, sizeof why, "--card-mem: expected bytes, got "
-					 "'%s'", optarg);
+		case 'c': {
+			/* as run's and serve's: bytes, or 64M, 2G, 1GiB */
+			uint64_t cm;
+			if (parse_size(optarg, &cm) < 0 || !cm) {
+				snprintf(why, sizeof why, "--card-mem: expected bytes per "
+					 "card (e.g. 2000000, 64M, 2G), got '%s'", optarg);
 				bad = 1;
 			} else
-				o.c.card_mem = (uint64_t)v;
+				o.c.card_mem = cm;
 			break;
+		}
 		case 'l': {
 			char *end;
 			o.c.lr = strtod(optarg, &end);

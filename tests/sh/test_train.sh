@@ -213,6 +213,12 @@ for cm in 1900000 2000000 2146479; do
 done
 contains "--card-mem 2146479: the RoPE tables named" "rope tables" "$ERR"
 expect_rc 0 "--card-mem 2146480 (the peak exactly) fits" "$ENGINE" train "$T/llama64" --card-mem 2146480 --steps 2
+# a size as the other steps take it (engine/util.h parse_size)
+expect_rc 0 "--card-mem 64M accepted" "$ENGINE" train "$T/llama" --card-mem 64M --steps 1
+expect_rc 1 "--card-mem 2M: a size, over budget (exit 1, not a usage error)" "$ENGINE" train "$T/llama" --card-mem 2M --steps 1
+contains "--card-mem 2M: the 2 MiB budget named" "of the 2.0 MiB budget" "$ERR"
+expect_rc 2 "--card-mem 2X refused" "$ENGINE" train "$T/llama" --card-mem 2X
+contains "--card-mem refusal says what was expected" "--card-mem: expected bytes per card (e.g. 2000000, 64M, 2G), got '2X'" "$ERR"
 
 # --force-overflow past the run: a usage error at parsing, not a failed
 # training.overflow
