@@ -748,6 +748,7 @@ static int run(int argc, char **argv)
 	int n_given = 0, gbps_given = 0;
 	size_t n = 0, np = 0;
 	int ch, json = 0, events = 0, nfit = 0;
+	const char *train_only = NULL; /* a --train option given */
 	long v;
 
 	optind = 1;
@@ -831,6 +832,7 @@ static int run(int argc, char **argv)
 							ch == 'M' ? "micro-batch"
 								  : "global-batch");
 			*(ch == 'M' ? &o.tl.micro : &o.tl.global) = v;
+			train_only = ch == 'M' ? "--micro-batch" : "--global-batch";
 			break;
 		case 'R':
 			if (!strcmp(optarg, "auto"))
@@ -843,8 +845,9 @@ static int run(int argc, char **argv)
 				return step_usage_error(S, "--recompute: expected "
 							"auto, none or full, "
 							"got '%s'", optarg);
+			train_only = "--recompute";
 			break;
-		case 'Z': o.tl.zero1 = 0; break;
+		case 'Z': o.tl.zero1 = 0; train_only = "--no-zero1"; break;
 		case 'A': o.trainer = optarg; break;
 		case 'c':
 			if (parse_long(optarg, 1, 1L << 30, &v) < 0)
@@ -910,6 +913,12 @@ static int run(int argc, char **argv)
 	if (optind != argc - 1)
 		return step_usage_error(S, "expected one MODEL_DIR or "
 					"CONFIG.json");
+	/* a fine-tuning option without --train would be ignored: refused,
+	 * as --trainer is */
+	if (!o.train && train_only)
+		return step_usage_error(S, "%s goes with --train (a fine-tuning "
+					"step); without it plan sizes serving",
+					train_only);
 	/* exactly one way to describe the cluster */
 	if (inv_path && (n_given || gbps_given))
 		return step_usage_error(S, "--inventory and --nodes/--cards/"

@@ -249,3 +249,10 @@ contains "says what it takes" "--trainer: expected megatron or day0, got 'deepsp
 expect_rc 2 "--train --weights-dtype fp8 (the working weights are 16 or 32 bits)" "$ENGINE" plan "$CFG/llama-3.1-8b.json" --inventory "$INV" --train --weights-dtype fp8
 contains "and says so" "--weights-dtype is the working weights' (f32, bf16 or f16), got 'fp8'" "$ERR"
 expect_rc 2 "--trainer without --train" "$ENGINE" plan "$CFG/llama-3.1-8b.json" --inventory "$INV" --trainer day0
+# the other fine-tuning options without --train were ignored (exit 0, a
+# serving plan): refused as --trainer is, the option named
+for o in "--micro-batch 3" "--global-batch 4" "--recompute full" "--no-zero1"; do
+	# shellcheck disable=SC2086
+	expect_rc 2 "$o without --train" "$ENGINE" plan "$CFG/llama-3.1-8b.json" --inventory "$INV" $o
+	contains "$o without --train: says it needs --train" "${o%% *} goes with --train" "$ERR"
+done
