@@ -37,7 +37,8 @@ static int run(int argc, char **argv);
 const struct step_entry step_train = {
 	.name = "train",
 	.usage = "MODEL_DIR [--tp N] [--dp N] [--pp N] [--ep N] [--steps K] "
-		 "[--lr X] [--seq N] [--batch N] [--micro-batches N] [--dtype "
+		 "[--lr X] [--seq N] [--batch N | --global-batch N] [--micro-batches "
+		 "N | --micro-batch N] [--dtype "
 		 "bf16|f16|f32] [--zero1] [--recompute] [--force-overflow STEP] "
 		 "[--inject transpose-grad|no-allreduce|wrong-scale|no-pp-grad] "
 		 "[--check-grads] [--determinism] [--losses-out FILE] "
@@ -56,9 +57,14 @@ const struct step_entry step_train = {
 		"0.999, weight decay 0.01 on matrices, clip 1.0)\n"
 		"  --seq N, --batch N   tokens a sequence (default 16), sequences "
 		"per DP rank (default 2)\n"
+		"  --global-batch N     sequences a step over every DP rank (the "
+		"same as --batch N/DP; N must split over --dp): a 1-rank reference "
+		"and a DP run given the same N train on the same sequences\n"
 		"  --micro-batches N    the batch split into N micro-batches (must "
 		"divide --batch; default 1): PP's 1F1B schedule, gradient "
 		"accumulation at PP 1\n"
+		"  --micro-batch N      sequences a micro-batch instead (--batch / "
+		"N micro-batches; plan --train's --micro-batch)\n"
 		"  --dtype D            working weights and gradients: f32 (default), "
 		"bf16, f16 (with the dynamic loss scaler)\n"
 		"  --zero1              AdamW state sharded over DP\n"
@@ -90,6 +96,8 @@ struct opts {
 	struct train_cfg c;
 	const char *dir, *losses_out, *ref_losses;
 	int steps, seq, batch, force, check_grads, determinism, events;
+	int global, micro_size; /* --global-batch, --micro-batch (0: not given) */
+	int batch_given, micros_given;
 	uint64_t seed;
 };
 
@@ -629,6 +637,7 @@ static int run(int argc, char **argv)
 		{"tp", 1, 0, 't'}, {"dp", 1, 0, 'd'}, {"pp", 1, 0, 'p'}, {"ep", 1, 0, 'e'},
 		{"steps", 1, 0, 'k'}, {"lr", 1, 0, 'l'}, {"seq", 1, 0, 's'},
 		{"batch", 1, 0, 'b'}, {"micro-batches", 1, 0, 'm'}, {"dtype", 1, 0, 'D'},
+		{"global-batch", 1, 0, 'A'}, {"micro-batch", 1, 0, 'u'},
 		{"zero1", 0, 0, 'z'}, {"recompute", 0, 0, 'r'},
 		{"force-overflow", 1, 0, 'f'}, {"inject", 1, 0, 'i'},
 		{"check-grads", 0, 0, 'g'}, {"determinism", 0, 0, 'R'},
@@ -678,8 +687,10 @@ static int run(int argc, char **argv)
 		case 'e': NUM(1, 64, o.c.ep, "--ep"); break;
 		case 'k': NUM(1, 100000, o.steps, "--steps"); break;
 		case 's': NUM(2, 4096, o.seq, "--seq"); break;
-		case 'b': NUM(1, 4096, o.batch, "--batch"); break;
-		case 'm': NUM(1, 4096, o.c.micro, "--micro-batches"); break;
+		case 'b': NUM(1, 4096, o.batch, "--batch"); o.batch_given = 1; break;
+		case 'm': NUM(1, 4096, o.c.micro, "--micro-batches"); o.micros_given = 1; break;
+		case 'A': NUM(1, 1 << 18, o.global, "--global-batch"); break;
+		case 'u': NUM(1, 4096, o.micro_size, "--micro-batch"); break;
 		case 'f': NUM(1, 100000, o.force, "--force-overflow"); break;
 		case 'G': NUM(1, 1000000, o.c.growth, "--growth-interval"); break;
 		case 'S': NUM(0, 1L << 30, o.seed, "--seed"); break;
@@ -760,6 +771,37 @@ static int run(int argc, char **argv)
 			 "--steps %d: training.overflow needs a step after it (the "
 			 "scale halved, the step applied)", o.force, o.steps);
 		bad = 1;
+	}
+	/* --global-batch and --micro-batch: plan --train's workload, the
+	 * rank's --batch and --micro-batches from them */
+	if (!bad && o.global && o.batch_given) {
+		snprintf(why, sizeof why, "--global-batch and --batch exclude each "
+			 "other (--batch is a DP rank's sequences, --global-batch "
+			 "all of DP's): give one");
+		bad = 1;
+	} else if (!bad && o.micro_size && o.micros_given) {
+		snprintf(why, sizeof why, "--micro-batch and --micro-batches "
+			 "exclude each other (sequences a micro-batch, or how many "
+			 "micro-batches): give one");
+		bad = 1;
+	} else if (!bad && o.global) {
+		if (o.global % o.c.dp || o.global / o.c.dp > 4096) {
+			snprintf(why, sizeof why, "--global-batch %d does not split "
+				 "over --dp %d (each DP rank takes the same number "
+				 "of sequences, 1..4096)", o.global, o.c.dp);
+			bad = 1;
+		} else
+			o.batch = o.global / o.c.dp;
+	}
+	if (!bad && o.micro_size) {
+		if (o.batch % o.micro_size) {
+			snprintf(why, sizeof why, "--micro-batch %d: the %d sequences "
+				 "a DP rank%s do not split into micro-batches of %d",
+				 o.micro_size, o.batch, o.global ? " (--global-batch "
+				 "over --dp)" : "", o.micro_size);
+			bad = 1;
+		} else
+			o.c.micro = o.batch / o.micro_size;
 	}
 	if (!bad && o.batch % o.c.micro) {
 		snprintf(why, sizeof why, "--micro-batches %d: --batch %d sequences "

@@ -45,13 +45,23 @@ ok "finetune playbook ran (exit $(cat "$T/a.rc"), verdict: $(sed -n 's/^verdict:
 q() { sqlite3 -batch -noheader "$A" "$@"; }
 
 # The plan stage plans the workload the train stages run: --ctx ${seq}
-# and the playbook's micro and global batch (2 sequences of 16 tokens by
-# default), not plan's defaults (128 sequences of 2048 tokens)
+# and the playbook's micro and global batch (2 sequences of 16 tokens in
+# micro-batches of 1 by default), not plan's defaults (128 sequences of
+# 2048 tokens)
 pargv=$(q "SELECT json_extract(body, '\$.msg') FROM events WHERE node != 'console' AND type = 'stage' AND json_extract(body, '\$.stage_id') = 'plan' AND json_extract(body, '\$.state') = 'start' LIMIT 1")
 case "$pargv" in
-*" --train "*" --ctx 16 --micro-batch 2 --global-batch 2"*) ok "plan stage: the trained workload (--ctx 16 --micro-batch 2 --global-batch 2)" ;;
+*" --train "*" --ctx 16 --micro-batch 1 --global-batch 2"*) ok "plan stage: the trained workload (--ctx 16 --micro-batch 1 --global-batch 2)" ;;
 *) fail "plan stage's workload" "'$pargv'" ;;
 esac
+# Every train stage runs the same global batch (the 1-rank reference and
+# the target layout alike)
+for st in train-1 train-target train-f16; do
+	targv=$(q "SELECT json_extract(body, '\$.msg') FROM events WHERE node != 'console' AND type = 'stage' AND json_extract(body, '\$.stage_id') = '$st' AND json_extract(body, '\$.state') = 'start' LIMIT 1")
+	case "$targv" in
+	*" --global-batch 2 "*) ok "$st: --global-batch 2" ;;
+	*) fail "$st args" "'$targv'" ;;
+	esac
+done
 
 # Which stages ran: every train stage the playbook has must have reported
 # steps unless the console skipped it (a stage it needs failed), said so.
@@ -184,3 +194,20 @@ else
 fi
 run "$DAY0" diff "$A" "$B"
 contains "diff text: the fine-tuning section" "fine-tuning (stage layout @step" "$OUT"
+
+# ------------------------------------------------------ data parallelism
+# DP 2 (docs/training.md's `-e tp=8 -e dp=2`, on 2 cards): the 1-rank
+# reference trains the same global batch as the target's DP ranks
+# together (--global-batch), so training.layouts compares the same
+# sequences; it used to stop at exit 2 ("sequences": the reference ran 2,
+# this run 4).  With the default global batch, and with -e global_batch=4.
+for args in "-e tp=1 -e dp=2" "-e tp=1 -e dp=2 -e global_batch=4"; do
+	# shellcheck disable=SC2086
+	S=$(session dp2 $args -e steps=3 -e overflow_step=2)
+	if [ "$(cat "$T/dp2.rc")" = 0 ] && grep -q '^verdict: GO' "$T/dp2.txt" &&
+		grep -qE '^training.layouts +pass +train-target' "$T/dp2.txt"; then
+		ok "$args: GO, training.layouts passes against the 1-rank run of the same global batch"
+	else
+		fail "$args" "exit $(cat "$T/dp2.rc"): $(grep -E '^(training|memory|verdict|train)' "$T/dp2.txt" | head -c 900) $(tail -3 "$T/dp2.err")"
+	fi
+done

@@ -262,3 +262,21 @@ l2.json" ] && ok "a failed run writes no --losses-out, leaves no temporary" || f
 # a sequence past the model's positions
 expect_rc 2 "--seq 4096 on a model of 2048 positions: exit 2" "$ENGINE" train "$T/llama" --seq 4096
 contains "names the config and its max_position_embeddings" "--seq 4096 is past $T/llama/config.json's max_position_embeddings 2048" "$ERR"
+
+# --global-batch / --micro-batch (plan --train's words, which the
+# playbook passes to every train stage): a 1-rank reference and a DP 2
+# run given the same --global-batch train on the same sequences
+run "$ENGINE" train "$T/llama64" --steps 2 --global-batch 4 --losses-out "$T/lo/g4.json"
+[ "$RC" -eq 0 ] && jq -e '.sequences == 4' "$T/lo/g4.json" >/dev/null &&
+	ok "--global-batch 4 at 1 rank: 4 sequences a step" || fail "--global-batch 1 rank" "exit $RC: $(head -c 300 "$T/lo/g4.json")"
+run mpi 2 train "$T/llama64" --dp 2 --steps 2 --global-batch 4 --micro-batch 1 --events --reference-losses "$T/lo/g4.json"
+want "--dp 2 --global-batch 4 --micro-batch 1 against the 1-rank --global-batch 4" training.layouts pass
+jq -e -s '[.[] | select(.type == "train")] | length == 2 and all(.micro_batches == 2)' "$OUT" >/dev/null &&
+	ok "--micro-batch 1 of 2 sequences a DP rank: 2 micro-batches" || fail "--micro-batch" "$(grep '"train"' "$OUT" | head -c 300)"
+expect_rc 2 "--global-batch 3 over --dp 2 refused" mpi 2 train "$T/llama64" --dp 2 --global-batch 3
+contains "says it does not split" "--global-batch 3 does not split over --dp 2" "$ERR"
+expect_rc 2 "--global-batch with --batch refused" "$ENGINE" train "$T/llama64" --global-batch 4 --batch 2
+contains "says they exclude each other" "--global-batch and --batch exclude each other" "$ERR"
+expect_rc 2 "--micro-batch 3 of 4 sequences refused" "$ENGINE" train "$T/llama64" --global-batch 4 --micro-batch 3
+contains "says it does not split" "--micro-batch 3: the 4 sequences a DP rank (--global-batch over --dp) do not split into micro-batches of 3" "$ERR"
+expect_rc 2 "--micro-batch with --micro-batches refused" "$ENGINE" train "$T/llama64" --micro-batch 1 --micro-batches 2
