@@ -47,18 +47,20 @@ q() { sqlite3 -batch -noheader "$A" "$@"; }
 # The plan stage plans the workload the train stages run: --ctx ${seq}
 # and the playbook's micro and global batch (2 sequences of 16 tokens in
 # micro-batches of 1 by default), not plan's defaults (128 sequences of
-# 2048 tokens)
+# 2048 tokens), with the memory model of the engine's own step (the
+# day0 trainer, f32, no ZeRO-1, no recomputation), not Megatron's
 pargv=$(q "SELECT json_extract(body, '\$.msg') FROM events WHERE node != 'console' AND type = 'stage' AND json_extract(body, '\$.stage_id') = 'plan' AND json_extract(body, '\$.state') = 'start' LIMIT 1")
 case "$pargv" in
-*" --train "*" --ctx 16 --micro-batch 1 --global-batch 2"*) ok "plan stage: the trained workload (--ctx 16 --micro-batch 1 --global-batch 2)" ;;
+*" --train "*" --trainer day0 --weights-dtype f32 --no-zero1 --recompute none --ctx 16 --micro-batch 1 --global-batch 2"*)
+	ok "plan stage: the trained workload as the engine holds it (--trainer day0 --weights-dtype f32 --no-zero1 --recompute none --ctx 16 --micro-batch 1 --global-batch 2)" ;;
 *) fail "plan stage's workload" "'$pargv'" ;;
 esac
-# Every train stage runs the same global batch (the 1-rank reference and
-# the target layout alike)
+# Every train stage runs under the node's card budget and the same global
+# batch (the 1-rank reference and the target layout alike)
 for st in train-1 train-target train-f16; do
 	targv=$(q "SELECT json_extract(body, '\$.msg') FROM events WHERE node != 'console' AND type = 'stage' AND json_extract(body, '\$.stage_id') = '$st' AND json_extract(body, '\$.state') = 'start' LIMIT 1")
 	case "$targv" in
-	*" --global-batch 2 "*) ok "$st: --global-batch 2" ;;
+	*" --global-batch 2 "*" --card-mem 1073741824 "*) ok "$st: --global-batch 2, --card-mem of the node's cards" ;;
 	*) fail "$st args" "'$targv'" ;;
 	esac
 done
@@ -195,7 +197,7 @@ fi
 run "$DAY0" diff "$A" "$B"
 contains "diff text: the fine-tuning section" "fine-tuning (stage layout @step" "$OUT"
 
-# ------------------------------------------------------ data parallelism
+# ------------------------------------- data and expert parallelism, small cards
 # DP 2 (docs/training.md's `-e tp=8 -e dp=2`, on 2 cards): the 1-rank
 # reference trains the same global batch as the target's DP ranks
 # together (--global-batch), so training.layouts compares the same
@@ -211,3 +213,49 @@ for args in "-e tp=1 -e dp=2" "-e tp=1 -e dp=2 -e global_batch=4"; do
 		fail "$args" "exit $(cat "$T/dp2.rc"): $(grep -E '^(training|memory|verdict|train)' "$T/dp2.txt" | head -c 900) $(tail -3 "$T/dp2.err")"
 	fi
 done
+# EP 2 on a MoE model: the plan stage models the engine's EP (its ranks
+# share their replica's sequences, --trainer day0), not Megatron's EP
+# carved out of DP ("a global batch of 2 sequences in micro-batches of 2
+# does not split over DP 1 x EP 2" was a false NO-GO)
+"$ENGINE" gen-model --arch qwen2_moe --layers 2 --heads 4 --kv-heads 2 --hidden 64 \
+	--vocab 128 --experts 4 --top-k 2 "$T/moe" >/dev/null || fail "gen-model qwen2_moe" "exit $?"
+COLUMNS=200 timeout $RUN_LIMIT "$DAY0" run "$DAY0_ROOT/playbooks/finetune.json" --inventory "$T/inv.json" \
+	--model "$T/moe" --headless -e tp=1 -e ep=2 -e steps=3 -e overflow_step=2 >"$T/ep2.txt" 2>"$T/ep2.err"
+rc=$?
+if [ "$rc" = 0 ] && grep -q '^verdict: GO' "$T/ep2.txt" && grep -qE '^memory.plan +pass +plan' "$T/ep2.txt"; then
+	ok "-e tp=1 -e ep=2 (qwen2_moe): memory.plan passes, GO"
+else
+	fail "ep2 playbook" "exit $rc: $(grep -E '^(training|memory|verdict)' "$T/ep2.txt" | head -c 900)"
+fi
+# The plan's figure is the engine's step: the target run's measured peak
+# (training.memory's evidence) within 5% of what memory.plan counted
+E=$(sed -n 's/^session: //p' "$T/ep2.txt")
+if [ -f "$E" ]; then
+	python3 - "$E" <<'PY' && ok "ep2: memory.plan's per-card total within 5% of train-target's measured peak" || fail "ep2 plan vs peak" "see above"
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+peak = plan = None
+for (body,) in db.execute("SELECT body FROM events WHERE type = 'check'"):
+    b = json.loads(body)
+    if b.get("item") == "training.memory" and b.get("stage_id") == "train-target":
+        peak = b["value"]["peak"]
+    if b.get("item") == "memory.plan":
+        plan = b.get("plan", {}).get("total_bytes")
+print("# peak", peak, "plan", plan)
+sys.exit(0 if peak and plan and abs(peak - plan) / plan <= 0.05 else 1)
+PY
+fi
+# Cards too small for the step: each train stage runs under the node's
+# --card-mem, and the plan counts the engine's own step, so a 1 MiB card
+# is NO-GO (memory.plan fails; train-1 stops at exit 1 naming what does
+# not fit), where it was GO with train-1 peaking at 2.1 MB a card
+printf '{"defaults":{"cards":2,"card_mem":"1MiB"},"nodes":[{"name":"n1","transport":"local"}]}' >"$T/inv1m.json"
+COLUMNS=200 timeout $RUN_LIMIT "$DAY0" run "$DAY0_ROOT/playbooks/finetune.json" --inventory "$T/inv1m.json" \
+	--model "$T/m" --headless -e steps=3 -e overflow_step=2 >"$T/small.txt" 2>"$T/small.err"
+rc=$?
+if [ "$rc" = 1 ] && grep -q '^verdict: NO-GO' "$T/small.txt" && grep -qE '^memory.plan +fail +plan' "$T/small.txt" &&
+	grep -qE '^train-1 +failed .*does not fit' "$T/small.txt"; then
+	ok "1 MiB cards: NO-GO, memory.plan fails, train-1 names what does not fit"
+else
+	fail "1 MiB cards" "exit $rc: $(grep -E '^(training|memory|verdict|train|plan)' "$T/small.txt" | head -c 900)"
+fi
