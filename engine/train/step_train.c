@@ -12,8 +12,8 @@
  *   training.layouts      the loss curve against a 1-rank run's
  *                         (--reference-losses, written by --losses-out);
  *   training.determinism  the same steps run twice, bit for bit;
- *   training.overflow     an f16 run with --force-overflow: skipped,
- *                         scale halved, recovered;
+ *   training.overflow     --force-overflow: skipped, the f16 scale
+ *                         halved, recovered;
  *   training.memory       the accountant's peak per card against plan
  *                         --train's estimate of the same configuration.
  */
@@ -769,7 +769,7 @@ static int run(int argc, char **argv)
 	} else if (!bad && o.force && o.force == o.steps) {
 		snprintf(why, sizeof why, "--force-overflow %d is the last of "
 			 "--steps %d: training.overflow needs a step after it (the "
-			 "scale halved, the step applied)", o.force, o.steps);
+			 "step applied; at f16 the scale halved)", o.force, o.steps);
 		bad = 1;
 	}
 	/* --global-batch and --micro-batch: plan --train's workload, the
@@ -867,31 +867,66 @@ static int run(int argc, char **argv)
 			check(rank, "training.memory", mc.ok, mc.detail, mc.value,
 			      json_real(TRAIN_MEMCHECK_BOUND));
 	}
-	/* training.overflow */
-	if (o.force) {
-		int s = o.force - 1, ok = 0;
-		char detail[600], hist[300] = "";
-		json_t *sc = json_array();
+	/* training.overflow: the forced step skipped (f16: the scale halved;
+	 * f32 and bf16 have no loss scaler, the scale stays 1) and every step
+	 * after it applied */
+	{
+		int s = o.force - 1, ok = 1, nskip = 0, f16 = o.c.dtype == DT_F16;
+		char detail[900], hist[300] = "", skipped[200] = "", why_not[400] = "";
+		const char *dt = f16 ? "f16" : o.c.dtype == DT_BF16 ? "bf16" : "f32";
 		for (int i = 0; i < o.steps; i++) {
-			size_t n = strlen(hist);
-			json_array_append_new(sc, json_real(cv.scale[i]));
+			size_t n = strlen(hist), k = strlen(skipped);
 			snprintf(hist + n, sizeof hist - n, "%s%g%s", i ? " " : "",
 				 cv.scale[i], cv.skipped[i] ? "(skip)" : "");
+			if (cv.skipped[i]) {
+				nskip++;
+				snprintf(skipped + k, sizeof skipped - k, "%s%d",
+					 k ? " " : "", i + 1);
+			}
 		}
-		if (s < o.steps) {
-			int later_ok = 1;
+#define WHY(...)                                                               	do {                                                                   		size_t n_ = strlen(why_not);                                   		snprintf(why_not + n_, sizeof why_not - n_, "%s", n_ ? "; " : ""); 		n_ = strlen(why_not);                                          		snprintf(why_not + n_, sizeof why_not - n_, __VA_ARGS__);      		ok = 0;                                                        	} while (0)
+		if (o.force) {
+			if (!cv.skipped[s])
+				WHY("step %d not skipped", o.force);
+			if (f16 && s + 1 < o.steps && cv.scale[s + 1] != cv.scale[s] / 2)
+				WHY("the scale not halved after it (%g, then %g)",
+				    cv.scale[s], cv.scale[s + 1]);
 			for (int i = s + 1; i < o.steps; i++)
-				later_ok &= !cv.skipped[i] && isfinite(cv.loss[i]);
-			ok = cv.skipped[s] && s + 1 < o.steps &&
-			     (o.c.dtype != DT_F16 || cv.scale[s + 1] == cv.scale[s] / 2) &&
-			     later_ok;
+				if (cv.skipped[i] || !isfinite(cv.loss[i])) {
+					WHY("step %d after it %s", i + 1, cv.skipped[i]
+					    ? "skipped too" : "has a loss that is not finite");
+					break;
+				}
 		}
-		snprintf(detail, sizeof detail, "step %d forced to overflow: %s; the "
-			 "scale a step: %s", o.force,
-			 ok ? "skipped, scale halved, the steps after it applied"
-			    : "not skipped, not halved or not recovered", hist);
-		check(rank, "training.overflow", ok, detail,
-		      json_pack("{s:o, s:i}", "scale_history", sc, "step", o.force), NULL);
+#undef WHY
+		if (o.force && ok && f16)
+			snprintf(detail, sizeof detail, "step %d forced to overflow "
+				 "(its gradients past f16's range): skipped, the scale "
+				 "halved (%g to %g), the steps after it applied; the "
+				 "scale a step: %s", o.force, cv.scale[s],
+				 cv.scale[s + 1], hist);
+		else if (o.force && ok)
+			snprintf(detail, sizeof detail, "step %d forced to overflow "
+				 "(one gradient set to inf): skipped, the steps after it "
+				 "applied; no loss scaler at %s: the scale stays 1; the "
+				 "scale a step: %s", o.force, dt,
+				 hist);
+		else if (!ok && o.force)
+			snprintf(detail, sizeof detail, "step %d forced to overflow "
+				 "(%s): %s; the scale a step: %s", o.force, dt,
+				 why_not, hist);
+		else if (!ok)
+			snprintf(detail, sizeof detail, "%s; the scale a step: %s",
+				 why_not, hist);
+		if (o.force) {
+			json_t *sc = json_array();
+			for (int i = 0; i < o.steps; i++)
+				json_array_append_new(sc, json_real(cv.scale[i]));
+			check(rank, "training.overflow", ok, detail,
+			      json_pack("{s:o, s:i, s:i, s:s}", "scale_history", sc,
+					"step", o.force, "skipped", nskip, "dtype", dt),
+			      NULL);
+		}
 	}
 	/* training.layouts */
 	if (lout.tmp && losses_out_commit(&lout, o.losses_out, &o, cv.loss, why,

@@ -280,3 +280,17 @@ contains "says they exclude each other" "--global-batch and --batch exclude each
 expect_rc 2 "--micro-batch 3 of 4 sequences refused" "$ENGINE" train "$T/llama64" --global-batch 4 --micro-batch 3
 contains "says it does not split" "--micro-batch 3: the 4 sequences a DP rank (--global-batch over --dp) do not split into micro-batches of 3" "$ERR"
 expect_rc 2 "--micro-batch with --micro-batches refused" "$ENGINE" train "$T/llama64" --micro-batch 1 --micro-batches 2
+
+# --force-overflow where there is no loss scaler (f32, bf16): the step is
+# skipped and the scale stays 1, and the check says so (it used to read
+# "skipped, scale halved" over a history of 1s)
+for dt in f32 bf16; do
+	run "$ENGINE" train "$T/llama64" --dtype "$dt" --steps 3 --force-overflow 2 --events
+	want "$dt --force-overflow 2: training.overflow passes (skipped, the later steps applied)" training.overflow pass
+	d=$(jq -r 'select(.item == "training.overflow") | .detail' "$OUT")
+	case "$d" in
+	*"scale halved"*) fail "$dt overflow detail" "claims a halving: $d" ;;
+	*"no loss scaler at $dt: the scale stays 1; the scale a step: 1 1(skip) 1") ok "$dt overflow detail: no loss scaler, the scale stays 1" ;;
+	*) fail "$dt overflow detail" "$d" ;;
+	esac
+done
