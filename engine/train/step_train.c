@@ -13,7 +13,8 @@
  *                         (--reference-losses, written by --losses-out);
  *   training.determinism  the same steps run twice, bit for bit;
  *   training.overflow     --force-overflow: skipped, the f16 scale
- *                         halved, recovered;
+ *                         halved, recovered; more than half the steps
+ *                         skipped fails it in any run;
  *   training.memory       the accountant's peak per card against plan
  *                         --train's estimate of the same configuration.
  */
@@ -140,6 +141,9 @@ static const char *layout_name(const struct train_cfg *c, char *b, size_t n)
 }
 
 static int fails;
+
+/* The loss diverged: the last step's more than this times the first's. */
+#define TRAIN_DIVERGE 2.0
 
 static void check(int rank, const char *item, int ok, const char *detail,
 		  json_t *value, json_t *thr)
@@ -655,6 +659,7 @@ static int run(int argc, char **argv)
 	struct train_mem mem;
 	struct losses_out lout = {NULL, -1};
 	double *ref = NULL;
+	char diverged[300] = "";
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -869,7 +874,8 @@ static int run(int argc, char **argv)
 	}
 	/* training.overflow: the forced step skipped (f16: the scale halved;
 	 * f32 and bf16 have no loss scaler, the scale stays 1) and every step
-	 * after it applied */
+	 * after it applied; and in any run, more than half the steps skipped
+	 * is the scaler (or the gradients) never recovering */
 	{
 		int s = o.force - 1, ok = 1, nskip = 0, f16 = o.c.dtype == DT_F16;
 		char detail[900], hist[300] = "", skipped[200] = "", why_not[400] = "";
@@ -898,6 +904,11 @@ static int run(int argc, char **argv)
 					break;
 				}
 		}
+		if (2 * nskip > o.steps)
+			WHY("the %s never recovered: %d of %d steps skipped (%s), "
+			    "their gradients not finite", f16 ? "loss scaler" :
+			    "training (no loss scaler at this dtype)", nskip, o.steps,
+			    skipped);
 #undef WHY
 		if (o.force && ok && f16)
 			snprintf(detail, sizeof detail, "step %d forced to overflow "
@@ -918,7 +929,7 @@ static int run(int argc, char **argv)
 		else if (!ok)
 			snprintf(detail, sizeof detail, "%s; the scale a step: %s",
 				 why_not, hist);
-		if (o.force) {
+		if (o.force || !ok) {
 			json_t *sc = json_array();
 			for (int i = 0; i < o.steps; i++)
 				json_array_append_new(sc, json_real(cv.scale[i]));
@@ -926,6 +937,24 @@ static int run(int argc, char **argv)
 			      json_pack("{s:o, s:i, s:i, s:s}", "scale_history", sc,
 					"step", o.force, "skipped", nskip, "dtype", dt),
 			      NULL);
+		}
+	}
+	/* the loss diverged: the last step's loss not finite, or more than
+	 * twice the first's (a learning rate too large); said where the
+	 * evidence is (stderr, a log event, the exit status 1), not left to
+	 * a later comparison of curves to find */
+	{
+		double l0 = cv.loss[0], l1 = cv.loss[o.steps - 1];
+		if (o.steps > 1 && (!isfinite(l1) || l1 > TRAIN_DIVERGE * l0)) {
+			snprintf(diverged, sizeof diverged, "the loss diverged: %.6g at "
+				 "step 1, %.6g at step %d (%s; --lr %g): not training",
+				 l0, l1, o.steps, isfinite(l1) ? "more than twice the "
+				 "first" : "not finite", o.c.lr);
+			if (rank == 0) {
+				fprintf(stderr, "day0-engine: train: %s\n", diverged);
+				if (events_enabled())
+					events_log("error", "%s", diverged);
+			}
 		}
 	}
 	/* training.layouts */
@@ -959,6 +988,22 @@ static int run(int argc, char **argv)
 			 "%.300s: relative loss error a step %s; worst %.2e, bound %.0e, %s",
 			 n, layout_name(&o.c, why, sizeof why), o.ref_losses, errs, worst,
 			 bound, grow_ok ? "not growing" : "growing");
+		{
+			/* a curve that diverged (the reference's or this run's)
+			 * says nothing of the layout: the error between two
+			 * diverging runs grows whatever the split */
+			double r0 = ref[0], r1 = ref[o.steps - 1];
+			int rdiv = o.steps > 1 && (!isfinite(r1) || r1 > TRAIN_DIVERGE * r0);
+			if (rdiv || diverged[0]) {
+				size_t l = strlen(detail);
+				snprintf(detail + l, sizeof detail - l, "; the loss "
+					 "diverged (the reference %.6g to %.6g, this run "
+					 "%.6g to %.6g over %d steps): a learning rate too "
+					 "large (--lr %g), not the layout, when both grow",
+					 r0, r1, cv.loss[0], cv.loss[o.steps - 1], o.steps,
+					 o.c.lr);
+			}
+		}
 		check(rank, "training.layouts", ok && grow_ok && n == o.steps, detail,
 		      json_pack("{s:o, s:o}", "rel_err_per_step", ev, "worst",
 				finite_or_null(worst)),
@@ -994,7 +1039,7 @@ static int run(int argc, char **argv)
 		free(cv2.scale);
 		free(cv2.skipped);
 	}
-	if (rc == 0 && fails)
+	if (rc == 0 && (fails || diverged[0]))
 		rc = EXIT_CHECK_FAILED;
 out:
 	if (rank == 0)

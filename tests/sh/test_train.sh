@@ -294,3 +294,20 @@ for dt in f32 bf16; do
 	*) fail "$dt overflow detail" "$d" ;;
 	esac
 done
+# A learning rate that diverges: said where the evidence is, exit 1 (it
+# was exit 0 with the loss 5.22 -> 3002, and at f16 6 of 8 steps skipped)
+run "$ENGINE" train "$T/llama64" --lr 9.9 --steps 8 --losses-out "$T/lo/lr99.json"
+[ "$RC" -eq 1 ] && ok "--lr 9.9: exit 1" || fail "--lr 9.9 exit" "exit $RC"
+contains "--lr 9.9: the loss diverged, named with both losses" "the loss diverged: 5.22143 at step 1, 3002.6 at step 8 (more than twice the first; --lr 9.9)" "$ERR"
+run "$ENGINE" train "$T/llama64" --lr 9.9 --steps 8 --dtype f16 --events
+want "--lr 9.9 f16: 6 of 8 steps skipped fails training.overflow" training.overflow fail
+[ "$RC" -eq 1 ] && jq -e -s 'map(select(.item == "training.overflow"))[0].detail | contains("the loss scaler never recovered: 6 of 8 steps skipped")' "$OUT" >/dev/null &&
+	jq -e -s 'map(select(.type == "log" and .level == "error"))[0].msg | startswith("the loss diverged")' "$OUT" >/dev/null &&
+	ok "--lr 9.9 f16: exit 1, the scaler never recovered, the divergence logged" ||
+	fail "--lr 9.9 f16" "exit $RC: $(grep -E 'overflow|diverged' "$OUT" | head -c 600)"
+# a loss curve compared with a diverged reference says so (not only
+# "growing", which points at the layout)
+run "$ENGINE" train "$T/llama64" --lr 9.9 --steps 8 --events --reference-losses "$T/lo/lr99.json"
+jq -e -s 'map(select(.item == "training.layouts"))[0].detail | contains("the loss diverged (the reference 5.22143 to 3002.6")' "$OUT" >/dev/null &&
+	ok "training.layouts against a diverged reference names the divergence" ||
+	fail "layouts divergence" "$(grep layouts "$OUT" | head -c 600)"
