@@ -805,6 +805,43 @@ static json_t *training(struct rctx *c)
 	return runs;
 }
 
+/* The image channel's rows are the checks recorded; where a stage that
+ * declares one of its items gave none (failed, skipped), the checklist's
+ * row saying so joins them, so that the table's statuses are the
+ * checklist's (validate's text-only numerics.image pass beside a failed
+ * image-check is not the channel passing). */
+static void image_unproduced(json_t *rows, json_t *checklist)
+{
+	static const char *const ids[] = {"image.preprocess", "image.features",
+					  "numerics.image", "perf.image", NULL};
+	json_t *it, *e;
+	size_t i, k;
+	if (!json_array_size(rows))
+		return;
+	json_array_foreach(checklist, i, it)
+	{
+		const char *item = json_string_value(json_object_get(it, "item"));
+		int ours = 0;
+		for (int j = 0; ids[j] && item; j++)
+			ours |= !strcmp(item, ids[j]);
+		if (!ours)
+			continue;
+		json_array_foreach(json_object_get(it, "evidence"), k, e)
+		{
+			const char *node =
+			    json_string_value(json_object_get(e, "node"));
+			if (!node || strcmp(node, "-"))
+				continue; /* a recorded check: in rows already */
+			json_array_append_new(
+			    rows, json_pack("{s:s, s:O, s:O, s:s, s:O}", "item",
+					    item, "status",
+					    json_object_get(e, "status"), "stage",
+					    json_object_get(e, "stage"), "node", "-",
+					    "detail", json_object_get(e, "detail")));
+		}
+	}
+}
+
 static json_t *refused(struct rctx *c)
 {
 	return q_rows(c, STORE_Q_REFUSED, 0, NULL, NULL);
@@ -853,6 +890,7 @@ json_t *report_load(const char *path, struct d0_err *err)
 	json_object_set_new(doc, "text", nonempty(v));
 	if (!(v = q_rows(&c, STORE_Q_IMAGE, 0, NULL, NULL)))
 		goto fail;
+	image_unproduced(v, json_object_get(doc, "checklist"));
 	json_object_set_new(doc, "image", nonempty(v));
 	if (!(v = q_rows(&c,
 			 STORE_Q_PERF,

@@ -99,8 +99,13 @@ static int draw_image(struct tui *ui, const struct view *v, WINDOW *w, int y,
 				      strcmp(why->status, "fail"))))
 				why = c;
 		}
-		if (!has)
+		/* the item's status as the Checklist screen and the
+		 * verdict fold it (a declaring stage that ended without
+		 * it: not run), not only the rows seen */
+		const char *folded = view_item_status(v, ids[i]);
+		if (!folded || (!has && !strcmp(folded, "pending")))
 			continue;
+		worst = check_status_parse(folded, NULL);
 		any = 1;
 		if (x < cols)
 			tui_printf(w, y, x, cols - x,

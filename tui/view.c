@@ -311,18 +311,51 @@ static int item_producers(const struct view *v, const char *item,
 	return n;
 }
 
+/* Has stage id (a producer of item) reported it? */
+static int stage_reported(const struct view *v, const char *item,
+			  const char *id)
+{
+	for (size_t i = 0; i < v->nchecks; i++)
+		if (!strcmp(v->checks[i].item, item) &&
+		    !strcmp(v->checks[i].stage, id))
+			return 1;
+	return 0;
+}
+
 const char *view_item_status(const struct view *v, const char *item)
 {
 	const char *worst = NULL;
 	int ended, required, n;
-	for (size_t i = 0; i < v->nitems; i++)
+	size_t i;
+	json_t *st;
+	for (i = 0; i < v->nitems; i++)
 		if (!strcmp(v->items[i].item, item))
 			return v->items[i].status;
-	for (size_t i = 0; i < v->nchecks; i++)
+	for (i = 0; i < v->nchecks; i++)
 		if (!strcmp(v->checks[i].item, item) &&
 		    (!worst || check_status_parse(v->checks[i].status, NULL) >
 				   check_status_parse(worst, NULL)))
 			worst = v->checks[i].status;
+	/* Evidence, but a stage that declares the item ended without
+	 * giving it: the verdict will fold that stage in as "not run"
+	 * (checklist_fold), worse than another stage's pass (validate's
+	 * text-only numerics.image beside a failed image-check). */
+	if (worst && check_status_parse(worst, NULL) < CHECK_NOT_RUN &&
+	    json_is_array(v->pb_doc_stages) && !checklist_is_rehearsal(item))
+		json_array_foreach(v->pb_doc_stages, i, st)
+		{
+			const char *id =
+			    json_string_value(json_object_get(st, "id"));
+			uint32_t e;
+			if (!id || !json_object_get(json_object_get(st, "checks"),
+						    item) ||
+			    json_is_true(json_object_get(st, "rehearsal")))
+				continue;
+			e = v->stage_hcap ? *stage_slot(v, CONSOLE_NODE, id) : 0;
+			if (e && !strcmp(v->stages[e - 1].state, "end") &&
+			    !stage_reported(v, item, id))
+				return check_status_name(CHECK_NOT_RUN);
+		}
 	if (worst)
 		return worst;
 	/* No evidence, and every stage that would give it has ended
