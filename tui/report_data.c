@@ -325,19 +325,45 @@ static json_t *plan(struct rctx *c)
 		    {"comm_buffer_bytes", "comm buffers"},
 		    {"total_bytes", "planned total"},
 		    {"usable_bytes", "usable (after margin)"}};
-		json_t *rows;
+		/* plan --train: the training step's parts (they add up to
+		 * the planned total with the comm buffers) */
+		static const char *const tpart[][2] = {
+		    {"weights_bytes", "weights"},
+		    {"grads_bytes", "gradients"},
+		    {"optimizer_bytes", "optimizer states"},
+		    {"activation_bytes", "activations"},
+		    {"backward_bytes", "backward working set"},
+		    {"views_bytes", "views"},
+		    {"pp_buffer_bytes", "pipeline buffers"},
+		    {"buffer_bytes", "other buffers"},
+		    {"comm_buffer_bytes", "comm buffers"},
+		    {"total_bytes", "planned total"},
+		    {"usable_bytes", "usable (after margin)"}};
+		json_t *rows, *train;
+		const char *const(*parts)[2] = part;
+		size_t nparts = sizeof part / sizeof *part;
 		if (!json_is_object(lay)) {
 			json_decref(lay);
 			continue;
 		}
+		train = json_object_get(lay, "train");
+		if (json_is_object(train)) {
+			parts = tpart;
+			nparts = sizeof tpart / sizeof *tpart;
+		}
 		rows = json_array();
-		for (size_t k = 0; k < sizeof part / sizeof *part; k++) {
+		for (size_t k = 0; k < nparts; k++) {
 			char b[32];
-			json_t *x = json_object_get(lay, part[k][0]);
+			json_t *x = json_object_get(lay, parts[k][0]);
+			if (parts == tpart && k < nparts - 3)
+				x = json_object_get(train, parts[k][0]);
+			if (parts == tpart && !json_integer_value(x) &&
+			    k >= 4 && k < nparts - 3)
+				continue; /* a part this plan has none of */
 			report_fmt_bytes(json_number_value(x), b, sizeof b);
 			json_array_append_new(
 			    rows, json_pack("{s:s, s:I, s:s}", "part",
-					    part[k][1], "bytes",
+					    parts[k][1], "bytes",
 					    (json_int_t)json_integer_value(x),
 					    "size", b));
 		}

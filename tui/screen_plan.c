@@ -3,7 +3,8 @@
  * the chosen layout) and, when the check carries the plan object (its
  * "plan" field or an object value: tp, pp, ep, dp, weights_bytes,
  * kv_bytes, activation_bytes, comm_buffer_bytes, total_bytes,
- * usable_bytes), the per-card budget breakdown as a stacked bar; then
+ * usable_bytes; plan --train's "train" object: gradients, optimizer,
+ * backward), the per-card budget breakdown as a stacked bar; then
  * every card's budget against its peak (the margin actually left).
  */
 #include "tui.h"
@@ -31,6 +32,9 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 			   "memory.plan %s: %s", v->plan_status, v->plan_detail);
 	}
 	if (v->plan && y < rows) {
+		/* inference: weights, KV, activations, comm; plan --train:
+		 * the training step's parts ("train"), which with the comm
+		 * buffers add up to the planned total */
 		static const char *const parts[] = {
 		    "weights_bytes", "kv_bytes", "activation_bytes",
 		    "comm_buffer_bytes"};
@@ -38,32 +42,54 @@ static void draw(struct tui *ui, const struct view *v, WINDOW *w)
 						     "activations", "comm"};
 		static const enum tui_role roles[] = {ROLE_BAR, ROLE_OK, ROLE_WARN,
 						      ROLE_MARK};
+		static const char *const tparts[] = {
+		    "weights_bytes", "grads_bytes", "optimizer_bytes",
+		    "activation_bytes", "backward_bytes", "comm_buffer_bytes"};
+		static const char *const tlabels[] = {
+		    "weights", "gradients", "optimizer", "activations",
+		    "backward", "comm"};
+		static const enum tui_role troles[] = {
+		    ROLE_BAR, ROLE_HEAD, ROLE_OK, ROLE_WARN, ROLE_FAIL, ROLE_MARK};
+		json_t *train = json_object_get(v->plan, "train");
+		int tr = json_is_object(train), np = tr ? 6 : 4;
 		double usable = pnum(v->plan, "usable_bytes");
 		double total = pnum(v->plan, "total_bytes");
 		tui_printf(w, y++, 0, cols, tui_attr(ui, ROLE_HEAD),
-			   "layout tp%g pp%g ep%g dp%g", pnum(v->plan, "tp"),
+			   "layout tp%g pp%g ep%g dp%g%s", pnum(v->plan, "tp"),
 			   pnum(v->plan, "pp"), pnum(v->plan, "ep"),
-			   pnum(v->plan, "dp"));
+			   pnum(v->plan, "dp"), tr ? " (training step)" : "");
 		double top = usable > 0 ? usable : total;
 		int bw = cols - 2;
 		if (bw > 80)
 			bw = 80;
 		int x = 0;
-		for (int i = 0; i < 4 && y < rows; i++) {
-			double p = pnum(v->plan, parts[i]);
+		for (int i = 0; i < np && y < rows; i++) {
+			const char *k = tr ? tparts[i] : parts[i];
+			enum tui_role role = tr ? troles[i] : roles[i];
+			const char *label = tr ? tlabels[i] : labels[i];
+			double p = pnum(tr && i < np - 1 ? train : v->plan, k);
+			if (tr && i == 4) { /* views and buffers with it */
+				double more =
+				    fmax(0, pnum(train, "views_bytes")) +
+				    fmax(0, pnum(train, "pp_buffer_bytes")) +
+				    fmax(0, pnum(train, "buffer_bytes"));
+				if (more > 0)
+					label = "backward+buf";
+				p += more;
+			}
 			if (isnan(p))
 				continue;
 			tui_bytes(p, a, sizeof a);
-			tui_printf(w, y + 1 + i, 0, cols, tui_attr(ui, roles[i]),
-				   "  %-12s %8s", labels[i], a);
+			tui_printf(w, y + 1 + i, 0, cols, tui_attr(ui, role),
+				   "  %-12s %8s", label, a);
 			int n = top > 0 ? (int)(p / top * bw + 0.5) : 0;
-			for (int k = 0; k < n && x < bw; k++, x++)
-				tui_put(w, y, x, 1, tui_attr(ui, roles[i]),
+			for (int k2 = 0; k2 < n && x < bw; k2++, x++)
+				tui_put(w, y, x, 1, tui_attr(ui, role),
 					ui->g->full);
 		}
 		for (; x < bw; x++)
 			tui_put(w, y, x, 1, tui_attr(ui, ROLE_DIM), ui->g->empty);
-		y += 5;
+		y += np + 1;
 		tui_bytes(total, a, sizeof a);
 		tui_bytes(usable, b, sizeof b);
 		if (y < rows)
