@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -457,6 +458,70 @@ struct losses_out {
 	int fd;
 };
 
+/*
+ * The temporary's name while it is open, for what removes it when the
+ * job dies before the rename: mpirun's SIGTERM (sent to the ranks left
+ * when another rank dies or is killed, or when mpirun itself is
+ * stopped; SIGINT and SIGHUP alike), an MPI error on a communicator of
+ * the run (the handler is set on MPI_COMM_WORLD before train.c splits
+ * it, so its communicators inherit it), and rank 0's exit().  Every rank
+ * knows the name (rank 0 sends it) and removes it on a signal or an MPI
+ * error: mpirun sometimes kills rank 0 outright once another rank is
+ * gone, and a rank on the same file system removes it then.  A SIGKILL
+ * of every rank that sees the file (rank 0 alone on its node, kill -9)
+ * cannot be caught: that temporary stays (docs/training.md).
+ */
+static char *volatile lo_tmp_path;
+static char *lo_other_tmp; /* another rank's copy of rank 0's name */
+
+static void lo_remove(void)
+{
+	char *p = lo_tmp_path;
+	if (p)
+		unlink(p); /* async-signal-safe */
+}
+
+static void lo_signal(int sig)
+{
+	lo_remove();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void lo_mpi_error(MPI_Comm *comm, int *code, ...)
+{
+	char msg[MPI_MAX_ERROR_STRING];
+	int len = 0;
+	(void)comm;
+	lo_remove();
+	MPI_Error_string(*code, msg, &len);
+	fprintf(stderr, "day0-engine: train: MPI error: %.*s\n", len, msg);
+	MPI_Abort(MPI_COMM_WORLD, EXIT_CHECK_FAILED);
+}
+
+static void lo_guard(const char *tmp, int writer)
+{
+	static int armed;
+	MPI_Errhandler eh;
+	lo_tmp_path = (char *)tmp;
+	MPI_Comm_create_errhandler(lo_mpi_error, &eh);
+	MPI_Comm_set_errhandler(MPI_COMM_WORLD, eh);
+	if (!armed) {
+		static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = lo_signal;
+		sigemptyset(&sa.sa_mask);
+		for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+			sigaction(sigs[i], &sa, NULL);
+		/* the writer only: another rank's normal exit may come before
+		 * rank 0's rename */
+		if (writer)
+			atexit(lo_remove);
+		armed = 1;
+	}
+}
+
 static int losses_out_begin(struct losses_out *lo, const char *path,
 			    char *why, size_t n)
 {
@@ -483,6 +548,7 @@ static void losses_out_abort(struct losses_out *lo)
 {
 	if (!lo->tmp)
 		return;
+	lo_tmp_path = NULL;
 	close(lo->fd);
 	unlink(lo->tmp);
 	free(lo->tmp);
@@ -532,6 +598,7 @@ static int losses_out_commit(struct losses_out *lo, const char *path,
 	}
 	if (rc < 0)
 		unlink(lo->tmp);
+	lo_tmp_path = NULL;
 	free(lo->tmp);
 	lo->tmp = NULL;
 	return rc;
@@ -846,6 +913,17 @@ static int run(int argc, char **argv)
 		if (ref)
 			MPI_Bcast(ref, o.steps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 	}
+	if (o.losses_out) {
+		/* every rank learns the temporary's name: a signal or an MPI
+		 * error on any of them removes it (lo_guard) */
+		int len = rank == 0 ? (int)strlen(lout.tmp) + 1 : 0;
+		MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+		if (rank != 0)
+			lo_other_tmp = calloc((size_t)len, 1);
+		MPI_Bcast(rank == 0 ? lout.tmp : lo_other_tmp, len, MPI_CHAR, 0,
+			  MPI_COMM_WORLD);
+		lo_guard(rank == 0 ? lout.tmp : lo_other_tmp, rank == 0);
+	}
 	events_init(stdout, o.events);
 	cv.loss = calloc((size_t)o.steps, sizeof(double));
 	cv.norm = calloc((size_t)o.steps, sizeof(double));
@@ -1045,6 +1123,9 @@ out:
 	if (rank == 0)
 		events_stage("train", "end", 1, rc, NULL);
 	losses_out_abort(&lout);
+	lo_tmp_path = NULL;
+	free(lo_other_tmp);
+	lo_other_tmp = NULL;
 	free(ref);
 	free(cv.loss);
 	free(cv.norm);

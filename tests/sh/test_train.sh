@@ -311,3 +311,26 @@ run "$ENGINE" train "$T/llama64" --lr 9.9 --steps 8 --events --reference-losses 
 jq -e -s 'map(select(.item == "training.layouts"))[0].detail | contains("the loss diverged (the reference 5.22143 to 3002.6")' "$OUT" >/dev/null &&
 	ok "training.layouts against a diverged reference names the divergence" ||
 	fail "layouts divergence" "$(grep layouts "$OUT" | head -c 600)"
+
+# A rank killed mid-run (kill -9 of rank 1 of a TP 2 job): mpirun stops
+# the others with SIGTERM, and the --losses-out temporary is removed (it
+# was left behind, F.tmp-XXXXXX).  rank 0 itself SIGKILLed cannot be
+# caught (docs/training.md says so).
+mkdir -p "$T/kill"
+mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 "$ENGINE" train "$T/llama64" --tp 2 \
+	--steps 100000 --losses-out "$T/kill/F.json" >"$T/kill.out" 2>&1 &
+mp=$!
+for i in $(seq 100); do ls "$T/kill" | grep -q . && grep -q '^step 20 ' "$T/kill.out" && break; sleep 0.1; done
+victim=$(mpi_rank_pid "day0-engine train $T/llama64" 1 "$mp")
+if [ -n "$victim" ]; then
+	kill -9 "$victim"
+	for i in $(seq 300); do kill -0 "$mp" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$mp" 2>/dev/null && { kill "$mp"; fail "killed rank" "mpirun still running 30 s after rank 1 was killed"; }
+	wait "$mp" 2>/dev/null
+	left=$(ls "$T/kill")
+	[ -z "$left" ] && ok "rank 1 killed: no --losses-out temporary left" || fail "rank 1 killed" "left: $left"
+else
+	kill "$mp"
+	wait "$mp" 2>/dev/null
+	fail "killed rank" "no rank 1 found: $(head -c 300 "$T/kill.out")"
+fi
