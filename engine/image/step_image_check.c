@@ -185,8 +185,21 @@ struct image_run {
 	int64_t rows, cols, tokens;
 	double decode_ms, prep_ms;
 	char error[1100];
+	/* error is about the values only (out of range, not the closed
+	 * form): image.preprocess fails on it, but the pixels have the
+	 * shape the tower takes, so image.features still checks the image's
+	 * slot (the runtime items skip when the config's rescale/normalize
+	 * is what differs) */
+	int vals_bad;
 	struct image_pixels px; /* kept for the runtime part */
 };
+
+/* An image the processor could not take: image.preprocess names it, the
+ * other items leave it out. */
+static int run_unusable(const struct image_run *r)
+{
+	return r->error[0] && !r->vals_bad;
+}
 
 static double pct(double *v, int n, double q)
 {
@@ -207,24 +220,30 @@ static double pct(double *v, int n, double q)
 
 /* The processor's own consistency on one image: rows and tokens from the
  * grid, every value finite and inside [(0 - mean)/std, (1 - mean)/std]
- * per channel, a uniform image equal to the closed form.  "" when all
- * hold. */
-static void prep_consistency(const struct image_prep_config *p,
-			     const struct model_config *c,
-			     const struct image_file *f,
-			     const struct image_run *r, char *why, size_t n)
+ * per channel, a uniform image equal to the closed form (v/255 - mean)/std.
+ * The expected values come from that definition (multimodal.md), not from
+ * the config's do_rescale, rescale_factor or do_normalize: a config that
+ * changes them changes the values and fails here (prep_fields names the
+ * field).  mean/std are the config's (image.features holds those to the
+ * tower's training normalization).  "" when all hold. */
+static int prep_consistency(const struct image_prep_config *p,
+			    const struct image_file *f,
+			    const struct image_run *r, char *why, size_t n)
 {
 	const struct image_pixels *px = &r->px;
 	double lo[3], hi[3], want[3];
 	int64_t per_ch;
 	why[0] = 0;
 	for (int ch = 0; ch < 3; ch++) {
-		double m = p->do_normalize ? p->mean[ch] : 0,
-		       s = p->do_normalize ? p->std[ch] : 1,
-		       sc = p->do_rescale ? p->rescale_factor : 1;
+		double m = p->mean[ch], s = p->std[ch];
 		lo[ch] = (0 - m) / s;
-		hi[ch] = (255 * sc - m) / s;
-		want[ch] = (image_corpus_uniform_rgb[ch] * sc - m) / s;
+		hi[ch] = (1 - m) / s;
+		want[ch] = (image_corpus_uniform_rgb[ch] / 255.0 - m) / s;
+		if (lo[ch] > hi[ch]) { /* a negative std */
+			double t = lo[ch];
+			lo[ch] = hi[ch];
+			hi[ch] = t;
+		}
 	}
 	if (px->kind == IMAGE_PROC_QWEN2VL) {
 		if (px->rows != (int64_t)px->grid_t * px->grid_h * px->grid_w ||
@@ -233,7 +252,7 @@ static void prep_consistency(const struct image_prep_config *p,
 			snprintf(why, n, "%lld x %lld values for grid %dx%dx%d",
 				 (long long)px->rows, (long long)px->cols,
 				 px->grid_t, px->grid_h, px->grid_w);
-			return;
+			return 1;
 		}
 		per_ch = (int64_t)p->temporal_patch_size * p->patch_size *
 			 p->patch_size;
@@ -242,19 +261,19 @@ static void prep_consistency(const struct image_prep_config *p,
 	} else {
 		per_ch = px->cols;
 	}
-	(void)c;
 	for (int64_t i = 0; i < px->rows; i++)
 		for (int64_t j = 0; j < px->cols; j++) {
 			float v = px->values[i * px->cols + j];
 			int ch = px->kind != IMAGE_PROC_CLIP ? (int)(j / per_ch)
 							     : (int)i;
-			double tol = 1e-5 * (1 + fabs(hi[ch]));
+			double tol = 1e-5 * (1 + fabs(lo[ch]) + fabs(hi[ch]));
 			if (!isfinite(v) || v < lo[ch] - tol || v > hi[ch] + tol) {
 				snprintf(why, n, "value %g at [%lld, %lld] outside "
+					 "[(0 - mean)/std, (1 - mean)/std] = "
 					 "[%.4g, %.4g] (channel %d)",
 					 (double)v, (long long)i, (long long)j,
 					 lo[ch], hi[ch], ch);
-				return;
+				return 2;
 			}
 			/* Kimi-VL pads with zeros: those read (0 - mean)/std */
 			if (f->uniform && fabs(v - want[ch]) > 1e-6 &&
@@ -267,19 +286,44 @@ static void prep_consistency(const struct image_prep_config *p,
 					 image_corpus_uniform_rgb[1],
 					 image_corpus_uniform_rgb[2], (double)v,
 					 (long long)i, (long long)j, want[ch]);
-				return;
+				return 2;
 			}
 		}
+	return 0;
 }
 
-static void preprocess_all(const struct image_prep_config *p,
+/* The config's rescale and normalize against the definition the tower is
+ * fed by: (v/255 - mean)/std.  "" when the config says the same. */
+static void prep_fields(const char *prep_path, const struct image_prep_config *p,
+			char *why, size_t n)
+{
+	why[0] = 0;
+	if (!p->do_rescale)
+		snprintf(why, n, "%s: do_rescale false, but the tower is fed "
+			 "(v/255 - mean)/std: expected do_rescale true with "
+			 "rescale_factor 1/255 = 0.00392156862745098",
+			 prep_path);
+	else if (!(fabs(p->rescale_factor * 255 - 1) <= 1e-6))
+		snprintf(why, n, "%s: rescale_factor %.9g (1/%.6g), but the "
+			 "tower is fed (v/255 - mean)/std: expected 1/255 = "
+			 "0.00392156862745098",
+			 prep_path, p->rescale_factor, 1 / p->rescale_factor);
+	else if (!p->do_normalize)
+		snprintf(why, n, "%s: do_normalize false, but the tower is fed "
+			 "(v/255 - mean)/std: expected do_normalize true",
+			 prep_path);
+}
+
+static void preprocess_all(const char *prep_path,
+			   const struct image_prep_config *p,
 			   const struct model_config *c,
 			   const struct image_file *files, int nf,
 			   struct image_run *runs, struct item_result *res)
 {
 	int bad = 0, first_bad = -1, png = 0, jpeg = 0;
-	char modes[200] = "", why[600];
+	char modes[200] = "", why[600], field[500];
 	json_t *imgs = json_array();
+	prep_fields(prep_path, p, field, sizeof field);
 	for (int i = 0; i < nf; i++) {
 		struct image_run *r = &runs[i];
 		struct image_rgb im;
@@ -312,7 +356,8 @@ static void preprocess_all(const struct image_prep_config *p,
 		r->rows = r->px.rows;
 		r->cols = r->px.cols;
 		r->tokens = image_tower_tokens(c, &r->px);
-		prep_consistency(p, c, &files[i], r, why, sizeof why);
+		r->vals_bad = prep_consistency(p, &files[i], r, why,
+					       sizeof why) == 2;
 		if (why[0])
 			snprintf(r->error, sizeof r->error, "%s: %s",
 				 files[i].name, why);
@@ -343,7 +388,12 @@ static void preprocess_all(const struct image_prep_config *p,
 	res->extra = json_pack("{s:o}", "images", imgs);
 	res->value = nf - bad;
 	res->has_value = 1;
-	if (bad)
+	if (field[0] && bad)
+		set(res, "fail", "%s (%d of %d image%s failed; first: %.400s)",
+		    field, bad, nf, nf == 1 ? "" : "s", runs[first_bad].error);
+	else if (field[0])
+		set(res, "fail", "%s", field);
+	else if (bad)
 		set(res, "fail", "%d of %d image%s failed; first: %s", bad, nf,
 		    nf == 1 ? "" : "s", runs[first_bad].error);
 	else
@@ -411,7 +461,7 @@ static int features(struct ic_opts *o, const struct model_config *c,
 	 * naming them): the prompt's slots take the usable ones, in name
 	 * order, as perf.image and numerics.image do */
 	for (int i = 0; i < nf; i++)
-		if (runs[i].error[0]) {
+		if (run_unusable(&runs[i])) {
 			if (!unusable++)
 				first_bad = i;
 		} else {
@@ -467,7 +517,7 @@ static int features(struct ic_opts *o, const struct model_config *c,
 		    n++;
 	for (int k = 0; k < nslot && k < MAX_SLOTS; k++) {
 		const struct image_run *r;
-		while (j < nf && runs[j].error[0])
+		while (j < nf && run_unusable(&runs[j]))
 			j++; /* image.preprocess names it */
 		if (j >= nf)
 			break;
@@ -638,7 +688,7 @@ static int runtime_split(struct ic_opts *o, const struct model_config *c,
 			       slots == 1 ? "" : "s");
 	}
 	for (int i = 0; i < n; i++)
-		if (!runs[i].error[0] && runs[i].tokens + nt + 8 > max_ctx)
+		if (!run_unusable(&runs[i]) && runs[i].tokens + nt + 8 > max_ctx)
 			max_ctx = runs[i].tokens + nt + 8;
 	if (rt_open(&r, o->dir, &o->lay.d, o->lay.card_mem, max_ctx, err) < 0)
 		rc = -1;
@@ -665,7 +715,7 @@ static int runtime_split(struct ic_opts *o, const struct model_config *c,
 		int last, bad = 0;
 		float *feats;
 		double t0, t1, t2;
-		if (im->error[0])
+		if (run_unusable(im))
 			continue;
 		g[0] = im->grid[0];
 		g[1] = im->grid[1];
@@ -904,7 +954,7 @@ static int run(int argc, char **argv)
 		rc = EXIT_USAGE;
 		goto out;
 	}
-	preprocess_all(&prep, &cfg, files, nf, runs, &res[IT_PREP]);
+	preprocess_all(prep_path, &prep, &cfg, files, nf, runs, &res[IT_PREP]);
 	if (features(&o, &cfg, prep_path, &prep, runs, nf, &res[IT_FEAT],
 		     &err) < 0) {
 		/* an unreadable checkpoint or a bad --prompt: the input */
@@ -917,6 +967,17 @@ static int run(int argc, char **argv)
 	if (strcmp(res[IT_FEAT].status, "pass")) {
 		set(&res[IT_PERF], "skip", "not measured: image.features failed");
 		set(&res[IT_NUM], "skip", "not measured: image.features failed");
+		goto out;
+	}
+	/* nor values rescaled or normalized otherwise than the tower takes */
+	prep_fields(prep_path, &prep, why, sizeof why);
+	if (why[0]) {
+		set(&res[IT_PERF], "skip", "not measured: image.preprocess "
+					   "failed (the config's rescale/"
+					   "normalize)");
+		set(&res[IT_NUM], "skip", "not measured: image.preprocess "
+					  "failed (the config's rescale/"
+					  "normalize)");
 		goto out;
 	}
 	if (runtime_split(&o, &cfg, runs, nf, rank, sp, &nsp, &num_err,

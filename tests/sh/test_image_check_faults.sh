@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# image-check's findings put on the right item, with the right words
+# (docs/multimodal.md, "The image channel on the release day"):
+#   - a preprocessor that rescales or normalizes otherwise than (v/255 -
+#     mean)/std fails image.preprocess naming the field and the value
+#     expected (the expected values never come from the config checked);
+. "$(dirname "$0")/../lib.sh"
+PY=/usr/bin/python3
+VL="$DAY0_ROOT/assets/configs/vl"
+item() { # JSON ITEM FIELD
+	$PY -c "import json,sys; d=json.load(open(sys.argv[1]))['items'][sys.argv[2]]; print(d.get(sys.argv[3], ''))" "$@"
+}
+"$ENGINE" gen-model --like "$VL/qwen2.5-vl-7b-instruct/config.json" --scale tiny --force "$T/q25" >/dev/null ||
+	fail "gen-model q25" "exit $?"
+"$ENGINE" gen-model --like "$VL/llava-1.5-7b-hf/config.json" --scale tiny --force "$T/llava" >/dev/null ||
+	fail "gen-model llava" "exit $?"
+# Two PNGs by PIL: 1000x1000 (5184 patches for the Qwen processor) and 60x40
+$PY - "$T/big" <<'PY'
+import os, sys
+from PIL import Image
+d = sys.argv[1]; os.makedirs(d)
+Image.new("RGB", (1000, 1000), (30, 60, 90)).save(d + "/a_big.png")
+Image.new("RGB", (60, 40), (200, 10, 10)).save(d + "/b_small.png")
+PY
+mkfault() { # NAME BASE PYTHON-EDIT: BASE's preprocessor edited, published so
+	rm -rf "$T/$1"; cp -r "$T/$2" "$T/$1"
+	$PY -c "import json; p='$T/$1/preprocessor_config.json'; c=json.load(open(p)); $3; json.dump(c, open(p, 'w'), indent=2)"
+	(cd "$T/$1" && grep -v ' preprocessor_config.json$' SHA256SUMS >S && sha256sum preprocessor_config.json >>S && mv S SHA256SUMS)
+}
+
+# ---- 1. rescale / normalize against the definition, not the config --------------
+mkfault r127 q25 "c['rescale_factor'] = 1 / 127.5"
+mkfault nonorm q25 "c['do_normalize'] = False"
+mkfault norescale q25 "c['do_rescale'] = False"
+expect_rc 1 "rescale_factor 1/127.5: exit 1 (it once passed every item)" "$ENGINE" image-check "$T/r127" --json
+cp "$OUT" "$T/r127.json"
+check "... image.preprocess fails" test "$(item "$T/r127.json" image.preprocess status)" = fail
+item "$T/r127.json" image.preprocess detail >"$T/d"
+contains "... naming the field, its value and the value expected" \
+	"$T/r127/preprocessor_config.json: rescale_factor 0.00784313725 (1/127.5), but the tower is fed (v/255 - mean)/std: expected 1/255 = 0.00392156862745098" "$T/d"
+contains "... the uniform image's 1.9449 outside (1 - mean)/std = 1.93" "value 1.94493 at [0, 0] outside [(0 - mean)/std, (1 - mean)/std] = [-1.792, 1.93]" "$T/d"
+check "... numerics.image and perf.image not run on values the tower is not fed" \
+	test "$(item "$T/r127.json" numerics.image status)/$(item "$T/r127.json" perf.image status)" = skip/skip
+item "$T/r127.json" perf.image detail >"$T/d"
+contains "... saying why" "not measured: image.preprocess failed (the config's rescale/normalize)" "$T/d"
+expect_rc 1 "do_normalize false: exit 1" "$ENGINE" image-check "$T/nonorm" --json
+item "$OUT" image.preprocess detail >"$T/d"
+contains "... image.preprocess names do_normalize" "preprocessor_config.json: do_normalize false, but the tower is fed (v/255 - mean)/std: expected do_normalize true" "$T/d"
+contains "... and the closed form (v/255 - mean)/std = 0.0763 for the uniform image" "not (v/255 - mean)/std = 0.0763360735" "$T/d"
+expect_rc 1 "do_rescale false: exit 1" "$ENGINE" image-check "$T/norescale" --json
+item "$OUT" image.preprocess detail >"$T/d"
+contains "... image.preprocess names do_rescale" "preprocessor_config.json: do_rescale false, but the tower is fed (v/255 - mean)/std: expected do_rescale true with rescale_factor 1/255" "$T/d"
+check "... not 'not (v/255 - mean)/std = 474.7' (the expected value from the config)" test "$(grep -c '= 474' "$T/d")" = 0
+expect_rc 0 "the published rescale_factor 0.00392156862745098 passes" "$ENGINE" image-check "$T/llava" --runs 1 --json
+check "... image.preprocess pass" test "$(item "$OUT" image.preprocess status)" = pass
+
