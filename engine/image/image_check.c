@@ -238,6 +238,39 @@ static int clip_check(const struct ckpt *ck, const char *cfg_path,
 		add(f, max, n, "%s: the tower is fed %dx%d but %s vision_config."
 			       "image_size is %lld",
 		    prep_path, w, h, cfg_path, (long long)v->image_size);
+	/* No crop: what reaches the tower is the resize's output, which for
+	 * a shortest edge (or no resize) has the image's own aspect, not the
+	 * tower's square. */
+	if (!p->do_center_crop && p->do_resize && p->shortest_edge)
+		add(f, max, n, "%s: do_center_crop false: size.shortest_edge "
+			       "%d keeps each image's aspect (a 4:3 image is "
+			       "fed as %dx%d), but the tower takes %lldx%lld "
+			       "(%s vision_config.image_size): expected "
+			       "do_center_crop true with crop_size %lld",
+		    prep_path, p->shortest_edge,
+		    (int)((double)p->shortest_edge * 4 / 3), p->shortest_edge,
+		    (long long)v->image_size, (long long)v->image_size, cfg_path,
+		    (long long)v->image_size);
+	else if (!p->do_center_crop && !p->do_resize)
+		add(f, max, n, "%s: do_center_crop and do_resize false: each "
+			       "image is fed at its own size, but the tower "
+			       "takes %lldx%lld (%s vision_config.image_size)",
+		    prep_path, (long long)v->image_size,
+		    (long long)v->image_size, cfg_path);
+	/* A crop larger than the resize pads every image with zeros
+	 * (transformers' center_crop): the tower sees black borders. */
+	if (p->do_center_crop && p->do_resize && p->shortest_edge &&
+	    (p->shortest_edge < p->crop_h || p->shortest_edge < p->crop_w))
+		add(f, max, n, "%s: size.shortest_edge %d is smaller than "
+			       "crop_size %dx%d: the crop pads every image "
+			       "with zeros; expected shortest_edge >= %d",
+		    prep_path, p->shortest_edge, p->crop_w, p->crop_h,
+		    p->crop_h > p->crop_w ? p->crop_h : p->crop_w);
+	else if (p->do_center_crop && p->do_resize && !p->shortest_edge &&
+		 (p->size_h < p->crop_h || p->size_w < p->crop_w))
+		add(f, max, n, "%s: size %dx%d is smaller than crop_size %dx%d: "
+			       "the crop pads every image with zeros",
+		    prep_path, p->size_w, p->size_h, p->crop_w, p->crop_h);
 	snprintf(name, sizeof name, "%s.patch_embedding.weight", m);
 	rc = tensor_shape(ck, name, &nd, sh, err);
 	if (rc < 0)

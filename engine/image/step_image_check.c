@@ -275,10 +275,15 @@ static int prep_consistency(const struct image_prep_config *p,
 					 lo[ch], hi[ch], ch);
 				return 2;
 			}
-			/* Kimi-VL pads with zeros: those read (0 - mean)/std */
+			/* Kimi-VL pads with zeros, and so does CLIP's center
+			 * crop past the image (image.features names a crop
+			 * larger than the resize): those read (0 - mean)/std */
 			if (f->uniform && fabs(v - want[ch]) > 1e-6 &&
-			    !(px->kind == IMAGE_PROC_KIMI &&
-			      fabs(v - lo[ch]) <= 1e-6)) {
+			    !((px->kind == IMAGE_PROC_KIMI ||
+			       (px->kind == IMAGE_PROC_CLIP &&
+				p->do_center_crop)) &&
+			      fabs(v - (0 - p->mean[ch]) / p->std[ch]) <=
+				  1e-6)) {
 				snprintf(why, n, "a uniform (%d,%d,%d) image gives "
 					 "%.9g at [%lld, %lld], not (v/255 - "
 					 "mean)/std = %.9g",
@@ -454,6 +459,7 @@ static int features(struct ic_opts *o, const struct model_config *c,
 	struct image_finding f[MAX_FIND];
 	int start[MAX_SLOTS], len[MAX_SLOTS], nslot, n, expanded = 0;
 	int usable = 0, unusable = 0, first_bad = -1, checked = 0, j = 0;
+	int cfg_n, size_named = 0;
 	int64_t id = c->vision.image_token_id, total = 0;
 	char bad_note[500] = "";
 	json_t *slots = json_array();
@@ -473,6 +479,7 @@ static int features(struct ic_opts *o, const struct model_config *c,
 			 "(first: %.300s)",
 			 unusable, nf, nf == 1 ? "" : "s", runs[first_bad].error);
 	n = image_features_check(o->dir, c, prep_path, p, f, MAX_FIND, err);
+	cfg_n = n;
 	if (n < 0) {
 		json_decref(slots);
 		return -1;
@@ -529,6 +536,24 @@ static int features(struct ic_opts *o, const struct model_config *c,
 				     (json_int_t)r->tokens, "grid_thw",
 				     r->grid[0], r->grid[1], r->grid[2]));
 		total += r->tokens;
+		/* CLIP's tower takes image_size x image_size: the config
+		 * findings name a crop that gives another size; an image the
+		 * processor still gives another size is named here */
+		if (c->vision.kind == VISION_CLIP && !cfg_n && !size_named &&
+		    (r->rw != c->vision.image_size ||
+		     r->rh != c->vision.image_size)) {
+			size_named = 1;
+			if (n < MAX_FIND)
+				snprintf(f[n].what, sizeof f[n].what,
+					 "image %d (%s): the processor gives "
+					 "pixel_values of 3 x %d x %d but the "
+					 "tower takes %lldx%lld "
+					 "(vision_config.image_size)",
+					 k + 1, r->name, r->rh, r->rw,
+					 (long long)c->vision.image_size,
+					 (long long)c->vision.image_size);
+			n++;
+		}
 		if (len[k] == r->tokens)
 			continue;
 		if (len[k] == 1) {

@@ -148,6 +148,27 @@ static int geometry_check(const char *path, const struct image_prep_config *c,
 					"a multiple of %s vision_config."
 					"patch_size %d", c->crop_w, c->crop_h,
 					path, *vision_patch);
+		else if (size && !c->do_center_crop && c->do_resize &&
+			 c->shortest_edge)
+			rc = 1, d0_errf(err, "image.features: do_center_crop "
+					"false: size.shortest_edge %d keeps each "
+					"image's aspect, but %s vision_config."
+					"image_size is %d (expected "
+					"do_center_crop true with crop_size %d)",
+					c->shortest_edge, path, size, size);
+		else if (size && !c->do_center_crop && c->do_resize &&
+			 (c->size_h != size || c->size_w != size))
+			rc = 1, d0_errf(err, "image.features: the preprocessor "
+					"resizes to %dx%d but %s vision_config."
+					"image_size is %d", c->size_w, c->size_h,
+					path, size);
+		else if (c->do_center_crop && c->do_resize && c->shortest_edge &&
+			 (c->shortest_edge < c->crop_h ||
+			  c->shortest_edge < c->crop_w))
+			rc = 1, d0_errf(err, "image.features: size.shortest_edge "
+					"%d is smaller than crop_size %dx%d: the "
+					"crop pads every image with zeros",
+					c->shortest_edge, c->crop_w, c->crop_h);
 	}
 #undef FIELD
 	json_decref(doc);

@@ -4,6 +4,9 @@
 #   - a preprocessor that rescales or normalizes otherwise than (v/255 -
 #     mean)/std fails image.preprocess naming the field and the value
 #     expected (the expected values never come from the config checked);
+#   - a CLIP crop that does not give the tower its image_size square (no
+#     crop; a shortest edge under the crop, zero padding) fails
+#     image.features, and the runtime items are not run;
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
 VL="$DAY0_ROOT/assets/configs/vl"
@@ -53,4 +56,28 @@ contains "... image.preprocess names do_rescale" "preprocessor_config.json: do_r
 check "... not 'not (v/255 - mean)/std = 474.7' (the expected value from the config)" test "$(grep -c '= 474' "$T/d")" = 0
 expect_rc 0 "the published rescale_factor 0.00392156862745098 passes" "$ENGINE" image-check "$T/llava" --runs 1 --json
 check "... image.preprocess pass" test "$(item "$OUT" image.preprocess status)" = pass
+
+# ---- 2. CLIP: the crop against image_size, on image.features ----------------------
+mkfault nocrop llava "c['do_center_crop'] = False"
+mkfault se224 llava "c['size']['shortest_edge'] = 224"
+expect_rc 1 "llava, do_center_crop false: exit 1" "$ENGINE" image-check "$T/nocrop" --json
+cp "$OUT" "$T/nocrop.json"
+check "... image.features fails (it once passed, numerics/perf failing for it)" test "$(item "$T/nocrop.json" image.features status)" = fail
+item "$T/nocrop.json" image.features detail >"$T/d"
+contains "... naming the crop against image_size" \
+	"do_center_crop false: size.shortest_edge 336 keeps each image's aspect (a 4:3 image is fed as 448x336), but the tower takes 336x336 ($T/nocrop/config.json vision_config.image_size): expected do_center_crop true with crop_size 336" "$T/d"
+check "... numerics.image and perf.image skip because of it" \
+	test "$(item "$T/nocrop.json" numerics.image detail)|$(item "$T/nocrop.json" perf.image detail)" = "not measured: image.features failed|not measured: image.features failed"
+expect_rc 1 "llava, size.shortest_edge 224 under a 336 crop (zero padding): exit 1" "$ENGINE" image-check "$T/se224" --json
+cp "$OUT" "$T/se224.json"
+item "$T/se224.json" image.features detail >"$T/d"
+contains "... image.features names the padding" "size.shortest_edge 224 is smaller than crop_size 336x336: the crop pads every image with zeros; expected shortest_edge >= 336" "$T/d"
+check "... the runtime items skip" test "$(item "$T/se224.json" numerics.image status)/$(item "$T/se224.json" perf.image status)" = skip/skip
+# (image-prep --config's geometry check says the same of the two CLIP crops)
+expect_rc 1 "image-prep --config, shortest edge 224 under the 336 crop: exit 1" "$ENGINE" image-prep "$T/big/b_small.png" \
+	--preprocessor "$T/se224/preprocessor_config.json" --config "$T/se224/config.json"
+contains "... named" "image.features: size.shortest_edge 224 is smaller than crop_size 336x336" "$ERR"
+expect_rc 1 "image-prep --config, do_center_crop false: exit 1" "$ENGINE" image-prep "$T/big/b_small.png" \
+	--preprocessor "$T/nocrop/preprocessor_config.json" --config "$T/nocrop/config.json"
+contains "... named" "image.features: do_center_crop false: size.shortest_edge 336 keeps each image's aspect" "$ERR"
 
