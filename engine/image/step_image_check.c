@@ -862,7 +862,8 @@ static void report(struct item_result *res, int n, const struct ic_opts *o,
 			json_object_update(ev, r->extra);
 		if (events_enabled())
 			events_emit("check", json_deep_copy(ev));
-		if (!o->json)
+		/* --events: stdout is one JSON event a line, nothing else */
+		if (!o->json && !o->events)
 			printf("%-17s %-5s %s\n", r->item, r->status, r->detail);
 		json_object_set_new(items, r->item, ev);
 		json_decref(r->extra);

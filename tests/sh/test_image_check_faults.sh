@@ -7,6 +7,7 @@
 #   - a CLIP crop that does not give the tower its image_size square (no
 #     crop; a shortest edge under the crop, zero padding) fails
 #     image.features, and the runtime items are not run;
+#   - --events: stdout holds JSON events only;
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
 VL="$DAY0_ROOT/assets/configs/vl"
@@ -80,4 +81,16 @@ contains "... named" "image.features: size.shortest_edge 224 is smaller than cro
 expect_rc 1 "image-prep --config, do_center_crop false: exit 1" "$ENGINE" image-prep "$T/big/b_small.png" \
 	--preprocessor "$T/nocrop/preprocessor_config.json" --config "$T/nocrop/config.json"
 contains "... named" "image.features: do_center_crop false: size.shortest_edge 336 keeps each image's aspect" "$ERR"
+
+# ---- 3. --events: one JSON object a line on stdout ---------------------------------
+expect_rc 0 "image-check --events" "$ENGINE" image-check "$T/q25" --runs 1 --events
+check "... stdout: 4 lines, each a JSON check event (no text table)" $PY -c "
+import json, sys
+ls = open(sys.argv[1]).read().splitlines()
+ev = [json.loads(l) for l in ls]
+sys.exit(not (len(ev) == 4 and all(e['type'] == 'check' for e in ev)))" "$OUT"
+expect_rc 1 "image-check --events with a failing item" "$ENGINE" image-check "$T/nocrop" --events
+check "... stdout still JSON only" $PY -c "
+import json, sys
+[json.loads(l) for l in open(sys.argv[1])]" "$OUT"
 
