@@ -8,6 +8,7 @@
 #     crop; a shortest edge under the crop, zero padding) fails
 #     image.features, and the runtime items are not run;
 #   - --events: stdout holds JSON events only;
+#   - numerics.image names the images its 4,096-patch cap leaves out;
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
 VL="$DAY0_ROOT/assets/configs/vl"
@@ -93,4 +94,13 @@ expect_rc 1 "image-check --events with a failing item" "$ENGINE" image-check "$T
 check "... stdout still JSON only" $PY -c "
 import json, sys
 [json.loads(l) for l in open(sys.argv[1])]" "$OUT"
+
+# ---- 4. numerics.image names what its patch cap leaves out -------------------------
+expect_rc 0 "a 1000x1000 image (5184 patches) and a small one" "$ENGINE" image-check "$T/q25" --images "$T/big" --json
+cp "$OUT" "$T/big.json"
+item "$T/big.json" numerics.image detail >"$T/d"
+contains "... numerics.image names the image left out, its patches and the cap" \
+	"1 image left out (the float64 tower is run on at most 4096 patches in all; 24 compared): $T/big/a_big.png (5184 patches)" "$T/d"
+check "... in the event's left_out too" grep -q "a_big.png (5184 patches)" <(item "$T/big.json" numerics.image left_out)
+check "... perf.image timed both" test "$(item "$T/big.json" perf.image n)" = 2
 
