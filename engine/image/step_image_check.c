@@ -940,6 +940,26 @@ static int run(int argc, char **argv)
 		MPI_Finalize();
 		return rc < 0 ? EXIT_OK : rc;
 	}
+	/* The layout against the ranks mpirun started: a usage error (exit
+	 * 2, as perf), not two failed items */
+	{
+		int world = 1;
+		MPI_Comm_size(MPI_COMM_WORLD, &world);
+		if (o.lay.d.tp * o.lay.d.pp * o.lay.d.ep != world) {
+			if (!rank)
+				step_usage_error(
+				    &step_image_check,
+				    "--tp %d x --pp %d x --ep %d = %d ranks, but "
+				    "mpirun started %d (run it as mpirun -np %d "
+				    "day0-engine image-check ...)",
+				    o.lay.d.tp, o.lay.d.pp, o.lay.d.ep,
+				    o.lay.d.tp * o.lay.d.pp * o.lay.d.ep, world,
+				    o.lay.d.tp * o.lay.d.pp * o.lay.d.ep);
+			layout_opts_free(&o.lay);
+			MPI_Finalize();
+			return EXIT_USAGE;
+		}
+	}
 	events_init(stdout, o.events && !o.json && !rank);
 	err.msg[0] = 0;
 	memset(res, 0, sizeof res);

@@ -9,6 +9,7 @@
 #     image.features, and the runtime items are not run;
 #   - --events: stdout holds JSON events only;
 #   - numerics.image names the images its 4,096-patch cap leaves out;
+#   - --tp without the ranks under mpirun is a usage error (exit 2);
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
 VL="$DAY0_ROOT/assets/configs/vl"
@@ -103,4 +104,9 @@ contains "... numerics.image names the image left out, its patches and the cap" 
 	"1 image left out (the float64 tower is run on at most 4096 patches in all; 24 compared): $T/big/a_big.png (5184 patches)" "$T/d"
 check "... in the event's left_out too" grep -q "a_big.png (5184 patches)" <(item "$T/big.json" numerics.image left_out)
 check "... perf.image timed both" test "$(item "$T/big.json" perf.image n)" = 2
+
+# ---- 5. a layout without its ranks is a usage error --------------------------------
+expect_rc 2 "--tp 2 without mpirun: exit 2 (as perf), not two failed items" "$ENGINE" image-check "$T/q25" --tp 2
+contains "... saying the ranks" "--tp 2 x --pp 1 x --ep 1 = 2 ranks, but mpirun started 1" "$ERR"
+check "... no item printed" test ! -s "$OUT"
 
