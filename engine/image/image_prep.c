@@ -275,7 +275,20 @@ int image_prep_config_load(const char *path, struct image_prep_config *c,
 		goto out;
 	}
 	t = json_object_get(doc, "image_processor_type");
-	type = json_is_string(t) ? json_string_value(t) : "";
+	if (!t) {
+		d0_errf(err, "%s: image_processor_type is missing: day0 needs "
+			"it to know the processor (Qwen2VLImageProcessor, "
+			"CLIPImageProcessor, SiglipImageProcessor, "
+			"KimiVLImageProcessor)", path);
+		goto out;
+	}
+	if (!json_is_string(t)) {
+		d0_errf(err, "%s: image_processor_type: expected a string (the "
+			"processor's class name, e.g. \"Qwen2VLImageProcessor\")",
+			path);
+		goto out;
+	}
+	type = json_string_value(t);
 	snprintf(c->type_name, sizeof c->type_name, "%s", type);
 	/* The Fast variants name the same preprocessing (done by torchvision
 	 * instead of PIL); day0 follows the PIL one. */

@@ -10,6 +10,7 @@
 #   - --events: stdout holds JSON events only;
 #   - numerics.image names the images its 4,096-patch cap leaves out;
 #   - --tp without the ranks under mpirun is a usage error (exit 2);
+#   - a preprocessor config without image_processor_type says so.
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3
 VL="$DAY0_ROOT/assets/configs/vl"
@@ -110,3 +111,11 @@ expect_rc 2 "--tp 2 without mpirun: exit 2 (as perf), not two failed items" "$EN
 contains "... saying the ranks" "--tp 2 x --pp 1 x --ep 1 = 2 ranks, but mpirun started 1" "$ERR"
 check "... no item printed" test ! -s "$OUT"
 
+# ---- 7. no image_processor_type --------------------------------------------------
+$PY -c "import json,sys; c=json.load(open(sys.argv[1])); del c['image_processor_type']; json.dump(c, open(sys.argv[2], 'w'))" \
+	"$T/q25/preprocessor_config.json" "$T/notype.json"
+expect_rc 2 "image-check --preprocessor without image_processor_type: exit 2" "$ENGINE" image-check "$T/q25" --preprocessor "$T/notype.json"
+contains "... the key named missing, not 'image_processor_type \"\"'" "$T/notype.json: image_processor_type is missing" "$ERR"
+check "... (no empty name)" test "$(grep -c 'image_processor_type ""' "$ERR")" = 0
+expect_rc 2 "image-prep with it: exit 2" "$ENGINE" image-prep "$T/big/b_small.png" --preprocessor "$T/notype.json"
+contains "... the same message" "image_processor_type is missing" "$ERR"
