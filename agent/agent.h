@@ -207,6 +207,12 @@ struct stage {
 	unsigned long long start_ticks; /* /proc starttime of pid */
 	int exited, status;
 	double t_start, deadline, kill_at, exit_seen;
+	/* stopping: 1 the ranks had SIGTERM (mpirun's stage), 2 the whole
+	 * session had it, 3 SIGKILL; t_term, t_kill: when the first SIGTERM
+	 * and SIGKILL went; killed: processes SIGKILL found still running
+	 * (the end event says so) */
+	int stop_phase, killed;
+	double t_term, t_kill;
 	enum stage_stop stop;
 	double timeout_s;
 	struct stage_stream out, err;
@@ -239,7 +245,8 @@ struct pid_rank {
 struct stage *stage_start(struct agent *a, json_t *cmd);
 /* Read what the stage's pipes have; forward events and log lines. */
 void stage_read(struct agent *a, struct stage *st, struct stage_stream *s);
-/* SIGTERM the stage's session now and SIGKILL it after a grace. */
+/* SIGTERM the stage now (under mpirun: its ranks first, mpirun after
+ * a grace) and SIGKILL what is left after the grace (stage.c). */
 void stage_stop(struct agent *a, struct stage *st, enum stage_stop why);
 /* Time-driven work: timeouts, kill escalation, pipes held open. */
 void stage_tick(struct agent *a, struct stage *st, double now);

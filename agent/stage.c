@@ -5,8 +5,14 @@
  * Every stage runs in its own session (setsid), so "the whole stage" is
  * the set of processes whose session id is the leader's pid: mpirun puts
  * each rank in a process group of its own, but not in a new session.
- * Cancel and timeout send SIGTERM to all of them, then SIGKILL after a
- * grace period.  The leader's pid and start time go into a run record in
+ * Cancel, timeout and the agent's exit send SIGTERM to all of them, then
+ * SIGKILL after a grace period.  Under mpirun the ranks get the SIGTERM
+ * first, straight and at once: mpirun (Open MPI 4) does not forward it,
+ * it sends its ranks SIGCONT, SIGTERM a second later and SIGKILL a
+ * second after that, and exits 1, so a server rank learnt of its stop
+ * a second late (answering meanwhile) and had one second to drain.  A
+ * rank that ends by itself lets mpirun exit 0; mpirun is signalled only
+ * when the ranks outlive RANK_GRACE_S, and SIGKILL comes last.  The leader's pid and start time go into a run record in
  * the spool directory, so that an agent restarted after a crash can kill
  * what the old one left running and end the stage in the record.
  *
@@ -43,6 +49,11 @@
 
 #define KILL_GRACE_S 2.0
 #define PIPE_GRACE_S 2.0
+/* mpirun's stage: the ranks' SIGTERM -> mpirun's -> SIGKILL.  4.5 s in
+ * all, within the 5 s the console waits after its bye (tui/runner.c): a
+ * server drains its answers for at most 2 s (SRV_DRAIN_S). */
+#define RANK_GRACE_S   3.0
+#define MPIRUN_GRACE_S 1.5
 
 static void stream_init(struct stage_stream *s, int fd, int is_err, int nlines)
 {
@@ -127,6 +138,47 @@ int session_kill(pid_t sid, unsigned long long start, int sig)
 		if (*end || pid <= 1)
 			continue;
 		if (read_stat((pid_t)pid, &s, &t) == 0 && s == sid &&
+		    kill((pid_t)pid, sig) == 0)
+			count++;
+	}
+	closedir(d);
+	return count;
+}
+
+/* Signal the MPI ranks of session sid: its processes other than the
+ * leader whose environment names a rank (OMPI_COMM_WORLD_RANK; the ssh
+ * and daemons of a multi-host launch have none).  Returns how many. */
+static int session_ranks_kill(pid_t sid, unsigned long long start, int sig)
+{
+	DIR *d;
+	struct dirent *e;
+	int count = 0;
+	pid_t s;
+	unsigned long long t;
+	static char env[65536];
+	if (sid <= 1 || read_stat(sid, &s, &t) < 0 || (start && t != start))
+		return 0;
+	d = opendir("/proc");
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		char *end, path[64];
+		long pid = strtol(e->d_name, &end, 10);
+		ssize_t n = 0;
+		int fd;
+		if (*end || pid <= 1 || pid == sid)
+			continue;
+		if (read_stat((pid_t)pid, &s, &t) < 0 || s != sid)
+			continue;
+		snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		for (ssize_t k; (size_t)n < sizeof env &&
+				(k = read(fd, env + n, sizeof env - (size_t)n)) > 0;)
+			n += k;
+		close(fd);
+		if (n > 0 && proc_environ_rank(env, (size_t)n) >= 0 &&
 		    kill((pid_t)pid, sig) == 0)
 			count++;
 	}
@@ -867,11 +919,20 @@ void stage_stop(struct agent *a, struct stage *st, enum stage_stop why)
 		st->stop = why;
 	if (st->kill_at)
 		return; /* already terminating */
+	st->t_term = agent_now();
+	if (!st->exited && st->mpi &&
+	    session_ranks_kill(st->pid, st->start_ticks, SIGTERM) > 0) {
+		/* the ranks stop by themselves; mpirun exits after them */
+		st->stop_phase = 1;
+		st->kill_at = st->t_term + RANK_GRACE_S;
+		return;
+	}
 	if (!st->exited) {
 		if (session_kill(st->pid, st->start_ticks, SIGTERM) == 0)
 			kill(st->pid, SIGTERM);
 	}
-	st->kill_at = agent_now() + KILL_GRACE_S;
+	st->stop_phase = 2;
+	st->kill_at = st->t_term + KILL_GRACE_S;
 	(void)a;
 }
 
@@ -923,11 +984,22 @@ void stage_tick(struct agent *a, struct stage *st, double now)
 	if (!st->stop && st->deadline && now >= st->deadline)
 		stage_stop(a, st, STOP_TIMEOUT);
 	poll_ready(a, st, now);
-	if (st->kill_at && now >= st->kill_at) {
+	if (st->kill_at && now >= st->kill_at && st->stop_phase == 1 &&
+	    !st->exited) {
+		/* the ranks outlived their grace: mpirun's turn (it sends
+		 * them SIGTERM and SIGKILL itself) */
+		session_kill(st->pid, st->start_ticks, SIGTERM);
+		st->stop_phase = 2;
+		st->kill_at = now + MPIRUN_GRACE_S;
+	} else if (st->kill_at && now >= st->kill_at) {
 		/* Past the grace: everything left in the session dies. */
-		session_kill(st->pid, st->start_ticks, SIGKILL);
-		if (!st->exited)
-			kill(st->pid, SIGKILL);
+		int n = session_kill(st->pid, st->start_ticks, SIGKILL);
+		if (!st->exited && kill(st->pid, SIGKILL) == 0 && !n)
+			n = 1;
+		if (n && !st->t_kill)
+			st->t_kill = now;
+		st->killed += n;
+		st->stop_phase = 3;
 		st->kill_at = now + KILL_GRACE_S;
 	}
 	/* Exited, but something (an orphan) still holds the pipes open. */
@@ -992,6 +1064,11 @@ void stage_finish(struct agent *a, struct stage *st)
 	default:
 		reason = sig ? "signal" : "exit";
 	}
+	if (st->killed) /* the last resort, said as such */
+		snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+			 "; SIGKILL to %d process%s still running %.1f s after "
+			 "SIGTERM", st->killed, st->killed == 1 ? "" : "es",
+			 st->t_kill - st->t_term);
 	extra = json_pack("{s:i, s:s, s:s, s:f}", "rc", rc, "reason", reason,
 			  "msg", msg, "duration_s", dur);
 	if (sig)

@@ -145,6 +145,44 @@ EOF
 	contains "an overlong line is reported" "a line of 70000 bytes is over the 65536-byte limit" "$T/e4.jsonl"
 	contains "a non-event line is reported" "not an event" "$T/e4.jsonl"
 	has "a stderr line becomes a log event of its rank" "$T/e4.jsonl" type=log,stream=stderr,msg="to stderr",rank=0
+
+	# Stopping an mpirun stage: the ranks get SIGTERM straight and at
+	# once (mpirun, signalled, sends them SIGTERM a second late, SIGKILL
+	# a second after that, and exits 1: a serve stage ended rc 137 at
+	# every playbook's end).  Ranks that end on it let mpirun exit 0;
+	# ranks that ignore it are SIGKILLed last, and the end says so.
+	cat >"$T/term-engine" <<'EOF'
+#!/bin/sh
+[ "$1" = --version ] && { echo "fake-engine 1"; exit 0; }
+r=$OMPI_COMM_WORLD_RANK
+ev() { printf '{"v":1,"seq":%d,"ts":1,"node":"x","type":"log","level":"info","msg":"%s"}\n' "$1" "$2"; }
+if [ "${IGNORE_TERM:-}" ]; then trap '' TERM; else trap 'ev 2 term-r$r; exit 0' TERM; fi
+ev 1 "up-r$r"
+while :; do sleep 0.1; done
+EOF
+	chmod +x "$T/term-engine"
+	for mode in graceful stuck; do
+		cat >"$T/s7.txt" <<EOF
+{"cmd":"run","stage_id":"g1","step":"fake","np":2}
+wait type=log,stage_id=g1,msg=up-r0
+wait type=log,stage_id=g1,msg=up-r1
+{"cmd":"cancel","stage_id":"g1"}
+wait type=stage,stage_id=g1,state=end
+{"cmd":"bye"}
+EOF
+		rm -f "$T/g-$mode.db"
+		if [ $mode = stuck ]; then export IGNORE_TERM=1; else unset IGNORE_TERM; fi
+		run "$DS" console "$T/g-$mode.db" "$T/s7.txt" -- "$AGENT" --node t1 \
+			--spool "$T/sp7$mode" --sample-hz 0 --heartbeat 0 --engine "$T/term-engine"
+		sqlite3 -separator ' ' "$T/g-$mode.db" "SELECT json_extract(body, '$.rc'), json_extract(body, '$.duration_s') < 2.5, json_extract(body, '$.msg') FROM events WHERE type = 'stage' AND json_extract(body, '$.state') = 'end' AND json_extract(body, '$.stage_id') = 'g1' AND json_extract(body, '$.rank') IS NULL" >"$T/g-$mode.txt"
+		grep -c '"msg":"term-r[01]"' <(sqlite3 "$T/g-$mode.db" "SELECT body FROM events WHERE type = 'log'") >"$T/g-$mode.n"
+	done
+	unset IGNORE_TERM
+	check "cancel of an mpirun stage: its ranks get SIGTERM and end, mpirun exits 0: rc 0 within 2.5 s ($(cat "$T/g-graceful.txt"))" \
+		test "$(cat "$T/g-graceful.txt")" = "0 1 exit 0; cancelled"
+	check "… both ranks saw the SIGTERM ($(cat "$T/g-graceful.n") of 2)" test "$(cat "$T/g-graceful.n")" = 2
+	check "ranks that ignore SIGTERM: SIGKILL as the last resort, the end says so ($(cat "$T/g-stuck.txt"))" \
+		grep -q ' 0 .*cancelled; SIGKILL to [0-9]* process.* still running 4\.[0-9] s after SIGTERM$' "$T/g-stuck.txt"
 else
 	ok "mpirun tests: skipped (no mpirun)"
 fi

@@ -76,6 +76,15 @@ check "the serve stage reported ready before probe started" test "$(sqlite3 "$db
 	"select count(*) from events where type = 'stage' and body like '%\"ready\":true%'")" = 1
 check "… and the server was stopped when the playbook ended" \
 	bash -c "! pgrep -f '[d]ay0-engine serve $T/m' >/dev/null"
+# gracefully: the agent's SIGTERM reaches the ranks at once, serve drains
+# and ends, mpirun exits 0 (it ended "rc=137 killed by signal 9" at every
+# run: mpirun, signalled, passes SIGTERM on a second late), and serve's
+# own stage end and its last samples reach the session
+sq() { sqlite3 "$db" "$1"; }
+check "serve's stage ends rc 0 at the playbook's end, no SIGKILL ($(sq "select json_extract(body,'\$.rc') || ' ' || json_extract(body,'\$.msg') from events where node='local' and type='stage' and json_extract(body,'\$.stage_id')='serve' and json_extract(body,'\$.state')='end' and json_extract(body,'\$.rank') is null"))" \
+	test "$(sq "select json_extract(body,'\$.rc') || ' ' || json_extract(body,'\$.msg') from events where node='local' and type='stage' and json_extract(body,'\$.stage_id')='serve' and json_extract(body,'\$.state')='end' and json_extract(body,'\$.rank') is null")" = "0 exit 0; the agent is exiting"
+check "… serve's own stage end (rank 0) is in the session file" test \
+	"$(sq "select count(*) from events where node='local' and type='stage' and json_extract(body,'\$.stage_id')='serve' and json_extract(body,'\$.state')='end' and json_extract(body,'\$.rank')=0")" = 1
 
 # --- a service that dies after it was up: its stage turns failed, with the
 # cause, in the table, the verdict and the file (it used to stay "done",
