@@ -113,8 +113,19 @@ struct serve_opts {
 	uint64_t kv_mem, card_mem, max_body;
 };
 
+/* SIGTERM/SIGINT: the serving loop stops at its next step, and the HTTP
+ * side (rank 0's s->stopping) at once: a step in flight (a long forward,
+ * a rank held) must not leave /health 200 and new requests admitted. */
 static volatile sig_atomic_t stop_signal;
-static void on_signal(int sig) { (void)sig; stop_signal = 1; }
+static struct srv *volatile signal_srv;
+static void on_signal(int sig)
+{
+	struct srv *s = signal_srv;
+	(void)sig;
+	stop_signal = 1;
+	if (s)
+		s->stopping = 1;
+}
 
 static int parse(int argc, char **argv, struct serve_opts *o, int rank)
 {
@@ -1595,6 +1606,11 @@ static int serve(int argc, char **argv)
 		}
 	}
 	srv_init(&s);
+	if (rank == 0) {
+		signal_srv = &s;
+		if (stop_signal)
+			s.stopping = 1;
+	}
 	rc = rank == 0 ? listen_rank0(&s, &o) : 0;
 	if (agree(rc != 0)) {
 		srv_http_stop(&s);
@@ -1619,6 +1635,7 @@ static int serve(int argc, char **argv)
 		pthread_mutex_unlock(&s.lock);
 		events_stage("serve", "end", 1, rc ? EXIT_CHECK_FAILED : 0, o.dir);
 	}
+	signal_srv = NULL;
 	srv_chat_close(&s);
 	srv_destroy(&s);
 	tokenizer_free(tok);
