@@ -1063,6 +1063,11 @@ static int loop(struct srv *s, struct rt *r, const struct serve_opts *o,
 			h.nseg = b.nseg;
 			h.ntok = b.ntok;
 			h.ntab = b.ntab;
+			/* stopping: the batch just planned never runs; its
+			 * requests are not in flight (reap frees them once
+			 * aborted: serve.running fell to 0) */
+			for (int g = 0; h.stop && g < b.nseg; g++)
+				b.req[g]->inflight--;
 			emit_samples(s, h.stop);
 			pthread_mutex_unlock(&s->lock);
 			{ /* an Ibcast matches the other ranks' Ibcast */
@@ -1630,8 +1635,13 @@ static int serve(int argc, char **argv)
 		while (s.queue_head) { /* aborted while queued */
 			struct srv_req *q = s.queue_head;
 			s.queue_head = q->next;
+			s.nqueued--;
 			srv_req_unref(q);
 		}
+		s.queue_tail = NULL;
+		/* the end state as the last samples: every request answered
+		 * (aborted), nothing queued or running, the blocks back */
+		emit_samples(&s, 1);
 		pthread_mutex_unlock(&s.lock);
 		events_stage("serve", "end", 1, rc ? EXIT_CHECK_FAILED : 0, o.dir);
 	}

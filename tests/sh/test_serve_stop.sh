@@ -1,7 +1,9 @@
 # serve's stop (docs/service.md): SIGTERM makes /health 503 and new
 # requests 503 "the server is stopping" at once, even while a step is in
 # flight (rank 1 held with SIGSTOP: the loop cannot look at the signal);
-# the requests running or queued end with finish_reason abort.
+# the running request ends with finish_reason abort, and the last samples
+# are the end state (nothing queued or running, the KV blocks back), not
+# the busy server of the moment the stop began.
 . "$(dirname "$0")/../lib.sh"
 TOOLS="$BUILD/tests"
 PIDS=""
@@ -49,5 +51,18 @@ check "serve exits 0 after SIGTERM ($?)" test "$?" = 0
 wait
 check "… the requests running or queued are answered 200 with finish_reason abort ($(cat "$T"/r?.code))" \
 	test "$(cat "$T"/r?.code) $(python3 -c "import json,sys; print(*[json.load(open(f))['choices'][0]['finish_reason'] for f in sys.argv[1:]])" "$T"/r?.json)" = "200200200 abort abort abort"
+last() { # the last value of host sample METRIC
+	python3 -c "import json,sys
+v = [e.get('value') for e in map(json.loads, open(sys.argv[1])) if e.get('type') == 'sample' and e.get('metric') == sys.argv[2]]
+print(v[-1] if v else None)" "$T/serve.out" "$1"
+}
+got="$(last serve.queue) $(last serve.running) $(last serve.kv_blocks_used)"
+check "serve's last samples are the end state: 0 queued, 0 running, 0 KV blocks used ($got)" \
+	test "$got" = "0 0 0"
+check "… and they come before serve's stage end" python3 -c "import json,sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+end = max(i for i, e in enumerate(ev) if e['type'] == 'stage' and e.get('state') == 'end')
+s = max(i for i, e in enumerate(ev) if e['type'] == 'sample' and e.get('metric') == 'serve.running')
+sys.exit(0 if s < end else 1)" "$T/serve.out"
 check "serve's events are valid protocol lines" "$TOOLS/jsonl_check" "$T/serve.out" \
 	type=stage,stage=serve,state=end,rc=0
