@@ -902,7 +902,7 @@ static int run(int argc, char **argv)
 			}
 			json_object_set_new(doc, "layer", a);
 			{
-				char d[480], rwhy[360];
+				char d[720], rwhy[360];
 				int rbad = rfollow_report(&rf, max_flips,
 							  !json && !events_enabled(),
 							  doc, rwhy, sizeof rwhy);
@@ -911,9 +911,16 @@ static int run(int argc, char **argv)
 					follow_dir = layers_dir;
 				if (rf.err[0])
 					fprintf(stderr, "day0-engine: %s\n", rf.err);
-				snprintf(d, sizeof d, "%s%slargest error growth at layer "
-					 "%d; threshold %g relative%s%s",
-					 rbad ? rwhy : "", rbad ? "; " : "", worst,
+				char grow[200];
+				if (worst >= 0)
+					snprintf(grow, sizeof grow, "largest error "
+						 "growth at layer %d", worst);
+				else /* no layer's dump compared */
+					snprintf(grow, sizeof grow, "no layer compared%s%.160s",
+						 w.lay_bad ? ": " : "",
+						 w.lay_bad ? w.lay_err.msg : "");
+				snprintf(d, sizeof d, "%.200s%s%.200s; threshold %g relative%s%.200s",
+					 rbad ? rwhy : "", rbad ? "; " : "", grow,
 					 max_rel, !rbad && rwhy[0] ? "; " : "",
 					 rbad ? "" : rwhy);
 				if (!json && !events_enabled())
@@ -1019,7 +1026,10 @@ static int run(int argc, char **argv)
 			snprintf(tower, sizeof tower, "tower %d states, worst "
 				 "%.3g (%s), merger %.3g%s", vres.blocks,
 				 vres.tower_worst, worst, vres.feat_worst,
-				 vres.dump_err[0] ? " (a dump missing)" : "");
+				 !vres.dump_err[0] ? ""
+				 : strstr(vres.dump_err, "another image")
+				     ? " (a dump of another image)"
+				     : " (a dump missing)");
 		else
 			snprintf(tower, sizeof tower, "tower states not "
 				 "compared (%s)",
@@ -1027,6 +1037,8 @@ static int run(int argc, char **argv)
 				 : !layers_dir ? "no --layers-dir"
 				 : !strstr(levels, "layer") ? "--levels "
 							     "without layer"
+				 : strstr(vres.dump_err, "another image")
+				     ? "the run dumped another image"
 				 : vres.dump_err[0] ? "a dump missing"
 						    : "no tower state dumped");
 		snprintf(d, sizeof d, "%s (%d image%s): image ops max rel %s; "

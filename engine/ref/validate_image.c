@@ -275,12 +275,20 @@ static float *read_dump(const char *dir, const char *name, int64_t rows,
 		return NULL;
 	}
 	t = st_find(&f, "hidden");
-	if (!t || t->dtype != DT_F32 || t->ndim != 2 ||
-	    t->shape[0] != (uint64_t)rows || t->shape[1] != (uint64_t)cols) {
+	if (!t || t->dtype != DT_F32 || t->ndim != 2) {
 		snprintf(why, wn,
 			 "%.150s: expected an F32 tensor 'hidden' of "
 			 "[%lld, %lld]",
 			 p, (long long)rows, (long long)cols);
+	} else if (t->shape[0] != (uint64_t)rows ||
+		   t->shape[1] != (uint64_t)cols) {
+		/* the dump is there, of another image's size */
+		snprintf(why, wn,
+			 "%.150s: 'hidden' is [%llu, %llu], this prompt's image "
+			 "gives [%lld, %lld]: the run dumped another image",
+			 p, (unsigned long long)t->shape[0],
+			 (unsigned long long)t->shape[1], (long long)rows,
+			 (long long)cols);
 	} else {
 		v = malloc((size_t)(rows * cols) * 4 + 4);
 		fd = open(p, O_RDONLY | O_CLOEXEC);

@@ -141,6 +141,15 @@ rm -rf "$T/dump"
 expect_rc 1 "validate with other pixels than the run's: numerics.image fails" "$ENGINE" validate "$T/q25" \
 	--tokens $Q --image "$T/a2.png" --logits "$T/lg.st" --layers-dir "$T/dump" --levels layer,e2e
 contains "... named" "numerics.image: FAIL" "$OUT"
+# another image of another size than the run's: the dumps are there, of
+# the run's image; validate says so (it said "largest error growth at
+# layer -1" and "tower states not compared (a dump missing)")
+run "$ENGINE" validate "$T/q25" --tokens $Q --image "$T/b.jpg" --logits "$T/lg.st" --layers-dir "$T/dump" --levels layer,e2e
+check "validate with an image of another size than the run's: not exit 0 (exit $RC)" test "$RC" != 0
+contains "... numerics.image: the run dumped another image" "the run dumped another image" "$OUT"
+check "... no 'layer -1'" bash -c "! grep -q 'layer -1' '$OUT'"
+check "... no 'a dump missing'" bash -c "! grep -q 'a dump missing' '$OUT'"
+contains "... stderr gives both shapes" "this prompt's image gives [" "$ERR"
 run "$ENGINE" validate "$T/q25" --tokens $Q --image "$T/a.png" --logits "$T/lg.st" --layers-dir "$T/dump" --events
 check "validate --events: a numerics.image check event, pass" \
 	grep -q '"type": *"check".*"item": *"numerics.image".*"status": *"pass"\|"item": *"numerics.image".*"status": *"pass"' "$OUT"
