@@ -1,0 +1,78 @@
+# day0-engine load's outputs agree with docs/service.md: errors count
+# stalls in every output (samples, perf, --json, the table), the latency
+# means, a level where nothing was measured, why requests were refused,
+# and a server that never answered.  A stand-in server (python) stalls
+# streams on demand; day0's serve gives the real refusals.
+. "$(dirname "$0")/../lib.sh"
+TOOLS="$BUILD/tests"
+PIDS=""
+cleanup() {
+	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
+	for p in $PIDS; do wait "$p" 2>/dev/null; done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+for tool in curl python3 mpirun; do
+	command -v $tool >/dev/null || { fail "$tool is installed" "missing (make deps)"; exit 1; }
+done
+js() { # python3 expression over the JSON document in file $1 (as d)
+	python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+evs() { # python3 expression over the events of file $1 (as ev, a list)
+	python3 -c "import json,sys; ev=[json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]; print($2)" "$1"
+}
+
+# --- the stand-in: one token, then nothing for 4 s (a stall at --stall 1)
+python3 - "$T/fake.port" <<'PY' >/dev/null 2>&1 &
+import http.server, json, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def reply(self, code, body):
+        b = body.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def do_GET(self):
+        if self.path == "/v1/models":
+            self.reply(200, json.dumps({"data": [{"id": "x"}]}))
+        else:
+            self.reply(404, json.dumps({"error": {"message": "no " + self.path}}))
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        ev = {"choices": [{"index": 0, "text": "a", "token_ids": [5], "finish_reason": None}]}
+        self.wfile.write(b"data: " + json.dumps(ev).encode() + b"\n\n")
+        self.wfile.flush()
+        time.sleep(4)
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+s.daemon_threads = True
+open(sys.argv[1], "w").write(str(s.server_address[1]))
+s.serve_forever()
+PY
+PIDS="$PIDS $!"
+for _ in $(seq 100); do [ -s "$T/fake.port" ] && break; sleep 0.1; done
+F="http://127.0.0.1:$(cat "$T/fake.port")"
+
+# --- errors count stalls everywhere (the load.errors sample did; perf,
+# --json and the table said errors 0, stalls 2)
+stall=(--url "$F" --model x --no-api-check --concurrency 2 --requests 2 --output-len 20 --stall 1)
+expect_rc 1 "load: two stalled streams fail service.load" "$ENGINE" load "${stall[@]}" --events
+cp "$OUT" "$T/stall.ev"
+check "… the last load.errors sample, the perf event and its level all say errors 2, stalls 2 ($(evs "$T/stall.ev" "[e['value'] for e in ev if e.get('metric') == 'load.errors'][-1:], [(e['errors'], e['stalls'], e['level']['errors']) for e in ev if e['type'] == 'perf']"))" \
+	test "$(evs "$T/stall.ev" "[e['value'] for e in ev if e.get('metric') == 'load.errors'][-1], [(e['errors'], e['stalls'], e['level']['errors'], e['level']['stalls'], e['error_classes']) for e in ev if e['type'] == 'perf']")" \
+	= "2.0 [(2, 2, 2, 2, {'stall': 2})]"
+check "… service.load's detail: 2 errors, 2 stalls among them" \
+	test "$(evs "$T/stall.ev" "[e['detail'].split(';')[0] for e in ev if e.get('item') == 'service.load']")" \
+	= "['1 levels, 2 errors, 2 stalls among them (no token within --stall)']"
+expect_rc 1 "load --json: the same" "$ENGINE" load "${stall[@]}" --json
+check "… --json: errors 2, stalls 2" test "$(js "$OUT" "d['levels'][0]['errors'], d['levels'][0]['stalls']")" = "2 2"
+expect_rc 1 "load's table: the same" "$ENGINE" load "${stall[@]}"
+check "… the table's err and stall columns: 2 2 ($(awk '$1 == 2 && NF > 10' "$OUT"))" \
+	test "$(awk '$1 == 2 && NF > 10 { print $4, $5 }' "$OUT")" = "2 2"
