@@ -847,46 +847,36 @@ static void run_level(const struct load_opts *o, struct workload *w,
 
 /* ------------------------------------------------------------- report */
 
+/* A latency's p50/p90/p99 and mean, in ms. */
 static json_t *pcts_ms(const struct series *s)
 {
-	return json_pack("{s:f, s:f, s:f}", "p50", pct(s, 50) * 1e3, "p90",
-			 pct(s, 90) * 1e3, "p99", pct(s, 99) * 1e3);
+	double sum = 0;
+	for (size_t i = 0; i < s->n; i++)
+		sum += s->v[i];
+	return json_pack("{s:f, s:f, s:f, s:f}", "p50", pct(s, 50) * 1e3, "p90",
+			 pct(s, 90) * 1e3, "p99", pct(s, 99) * 1e3, "mean",
+			 s->n ? sum / (double)s->n * 1e3 : 0.0);
 }
 
 static json_t *level_json(const struct level *lv)
 {
 	json_t *err = json_pack("{s:i}", "stall", lv->stalls);
-	json_t *t;
-	double mean = 0;
 	for (size_t i = 0; i < N_ERR_CLASS; i++)
 		json_object_set_new(err, err_class[i],
 				    json_integer(err_count(lv, i)));
-	t = json_pack("{s:i, s:f, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:I, s:I, "
-		      "s:i, s:f, s:o, s:o, s:o, s:o, s:o}",
-		      "concurrency", lv->conc, "rate", lv->rate, "requests", lv->sent,
-		      "ok", lv->ok, "errors", errors_of(lv), "stalls", lv->stalls,
-		      "seconds", lv->wall, "requests_per_s",
-		      lv->wall > 0 ? lv->ok / lv->wall : 0.0, "output_tokens_per_s",
-		      lv->wall > 0 ? lv->out_tokens / lv->wall : 0.0, "input_tokens",
-		      (json_int_t)lv->in_tokens, "output_tokens",
-		      (json_int_t)lv->out_tokens, "good", lv->good, "goodput",
-		      lv->ok ? (double)lv->good / lv->ok : 0.0, "ttft_ms",
-		      pcts_ms(&lv->ttft), "tpot_ms", pcts_ms(&lv->tpot), "itl_ms",
-		      pcts_ms(&lv->itl), "e2e_ms", pcts_ms(&lv->e2e), "error_classes",
-		      err);
-	/* means, for the perf event */
-	json_object_set_new(json_object_get(t, "itl_ms"), "mean", json_real(0));
-	json_object_set_new(json_object_get(t, "e2e_ms"), "mean", json_real(0));
-	for (size_t i = 0; i < lv->tpot.n; i++)
-		mean += lv->tpot.v[i];
-	json_object_set_new(json_object_get(t, "tpot_ms"), "mean",
-			    json_real(lv->tpot.n ? mean / lv->tpot.n * 1e3 : 0));
-	mean = 0;
-	for (size_t i = 0; i < lv->ttft.n; i++)
-		mean += lv->ttft.v[i];
-	json_object_set_new(json_object_get(t, "ttft_ms"), "mean",
-			    json_real(lv->ttft.n ? mean / lv->ttft.n * 1e3 : 0));
-	return t;
+	return json_pack("{s:i, s:f, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:I, s:I, "
+			 "s:i, s:f, s:o, s:o, s:o, s:o, s:o}",
+			 "concurrency", lv->conc, "rate", lv->rate, "requests",
+			 lv->sent, "ok", lv->ok, "errors", errors_of(lv), "stalls",
+			 lv->stalls, "seconds", lv->wall, "requests_per_s",
+			 lv->wall > 0 ? lv->ok / lv->wall : 0.0, "output_tokens_per_s",
+			 lv->wall > 0 ? lv->out_tokens / lv->wall : 0.0,
+			 "input_tokens", (json_int_t)lv->in_tokens, "output_tokens",
+			 (json_int_t)lv->out_tokens, "good", lv->good, "goodput",
+			 lv->ok ? (double)lv->good / lv->ok : 0.0, "ttft_ms",
+			 pcts_ms(&lv->ttft), "tpot_ms", pcts_ms(&lv->tpot), "itl_ms",
+			 pcts_ms(&lv->itl), "e2e_ms", pcts_ms(&lv->e2e),
+			 "error_classes", err);
 }
 
 /* A level's perf event: the means, and for the Service screen and the

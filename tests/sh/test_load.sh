@@ -76,3 +76,25 @@ check "… --json: errors 2, stalls 2" test "$(js "$OUT" "d['levels'][0]['errors
 expect_rc 1 "load's table: the same" "$ENGINE" load "${stall[@]}"
 check "… the table's err and stall columns: 2 2 ($(awk '$1 == 2 && NF > 10' "$OUT"))" \
 	test "$(awk '$1 == 2 && NF > 10 { print $4, $5 }' "$OUT")" = "2 2"
+
+# --- day0's serve (one rank, contexts of 512 tokens)
+"$ENGINE" gen-model --arch llama --layers 2 --hidden 64 --heads 4 --kv-heads 2 --ffn 128 \
+	--vocab 256 --max-pos 512 "$T/m" >/dev/null
+timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 1 \
+	"$ENGINE" serve "$T/m" --tp 1 --max-ctx 512 --kv-seqs 4 --port 0 --port-file "$T/serve.port" \
+	>"$T/serve.out" 2>"$T/serve.err" &
+PIDS="$PIDS $!"
+for _ in $(seq 300); do [ -s "$T/serve.port" ] && break; sleep 0.1; done
+U="http://127.0.0.1:$(cat "$T/serve.port")"
+check "serve listens" test -s "$T/serve.port"
+
+# --- the latency means (itl_ms.mean and e2e_ms.mean were always 0.0)
+expect_rc 0 "load --json against serve" "$ENGINE" load --url "$U" --concurrency 2 --requests 4 \
+	--input-len 8 --output-len 8 --vocab 256 --json --no-api-check
+cp "$OUT" "$T/ok.json"
+check "… every latency has its mean (> 0, <= its p99) ($(js "$T/ok.json" "[(k, d['levels'][0][k]['mean']) for k in ('ttft_ms', 'tpot_ms', 'itl_ms', 'e2e_ms')]"))" \
+	test "$(js "$T/ok.json" "all(0 < d['levels'][0][k]['mean'] <= d['levels'][0][k]['p99'] for k in ('ttft_ms', 'tpot_ms', 'itl_ms', 'e2e_ms'))")" = True
+expect_rc 0 "load --events against serve" "$ENGINE" load --url "$U" --concurrency 2 --requests 4 \
+	--input-len 8 --output-len 8 --vocab 256 --events --no-api-check
+check "… the perf event's level has them too" \
+	test "$(evs "$OUT" "[all(e['level'][k]['mean'] > 0 for k in ('ttft_ms', 'tpot_ms', 'itl_ms', 'e2e_ms')) for e in ev if e['type'] == 'perf']")" = "[True]"
