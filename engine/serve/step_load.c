@@ -110,6 +110,7 @@ struct lreq {
 	char *body;
 	double t0, t_first, t_last;
 	int ntok, done_marker, stalled;
+	int in_tokens; /* the prompt's ids: counted once it is answered */
 	char *line;     /* SSE bytes not yet ending in a newline */
 	size_t line_len;
 	struct http_buf raw; /* unstreamed answer */
@@ -579,7 +580,7 @@ static struct lreq *start_req(CURLM *m, const struct load_opts *o,
 		curl_easy_setopt(q->h, CURLOPT_WRITEFUNCTION, http_buf_write);
 		curl_easy_setopt(q->h, CURLOPT_WRITEDATA, &q->raw);
 	}
-	lv->in_tokens += (uint64_t)in;
+	q->in_tokens = in;
 	lv->sent++;
 	q->t0 = q->t_last = now_s();
 	curl_multi_add_handle(m, q->h);
@@ -659,6 +660,7 @@ static void account(const struct load_opts *o, struct lreq *q, CURLcode rc)
 			tpot = e2e / q->ntok;
 	}
 	lv->ok++;
+	lv->in_tokens += (uint64_t)q->in_tokens;
 	lv->out_tokens += (uint64_t)q->ntok;
 	series_add(&lv->ttft, ttft);
 	series_add(&lv->e2e, e2e);
@@ -847,10 +849,14 @@ static void run_level(const struct load_opts *o, struct workload *w,
 
 /* ------------------------------------------------------------- report */
 
-/* A latency's p50/p90/p99 and mean, in ms. */
+/* A latency's p50/p90/p99 and mean, in ms; null when no request was
+ * measured (a level where every request failed has no latency, not 0). */
 static json_t *pcts_ms(const struct series *s)
 {
 	double sum = 0;
+	if (!s->n)
+		return json_pack("{s:n, s:n, s:n, s:n}", "p50", "p90", "p99",
+				 "mean");
 	for (size_t i = 0; i < s->n; i++)
 		sum += s->v[i];
 	return json_pack("{s:f, s:f, s:f, s:f}", "p50", pct(s, 50) * 1e3, "p90",
@@ -888,11 +894,7 @@ static json_t *perf_json(const struct level *lv, json_t *lj)
 	json_t *classes = json_object(), *p;
 	char k[32];
 	p = json_pack(
-	    "{s:f, s:f, s:f, s:I, s:I, s:i, s:f, s:i, s:i, s:i, s:i, s:f}",
-	    "ttft_ms",
-	    json_real_value(json_object_get(json_object_get(lj, "ttft_ms"), "mean")),
-	    "tpot_ms",
-	    json_real_value(json_object_get(json_object_get(lj, "tpot_ms"), "mean")),
+	    "{s:f, s:I, s:I, s:i, s:f, s:i, s:i, s:i, s:i, s:f}",
 	    "tokens_per_s", lv->wall > 0 ? lv->out_tokens / lv->wall : 0.0,
 	    "prompt_tokens", (json_int_t)lv->in_tokens, "gen_tokens",
 	    (json_int_t)lv->out_tokens, "concurrency", lv->conc,
@@ -900,6 +902,13 @@ static json_t *perf_json(const struct level *lv, json_t *lj)
 	    "requests", lv->sent, "ok", lv->ok, "errors", errors_of(lv),
 	    "stalls", lv->stalls, "goodput",
 	    lv->ok ? (double)lv->good / lv->ok : 0.0);
+	/* the means: absent when no request was measured */
+	for (int i = 0; i < 2; i++) {
+		static const char *const mk[] = {"ttft_ms", "tpot_ms"};
+		json_t *m = json_object_get(json_object_get(lj, mk[i]), "mean");
+		if (json_is_number(m))
+			json_object_set_new(p, mk[i], json_real(json_number_value(m)));
+	}
 	const struct series *ser[] = {&lv->ttft, &lv->tpot, &lv->e2e};
 	for (int i = 0; i < 3; i++) /* none measured: absent, not 0 */
 		for (int j = 0; j < 3 && ser[i]->n; j++) {
@@ -929,16 +938,23 @@ static void print_table(const struct load_opts *o, json_t *levels)
 	       "reqs", "ok", "err", "stall", "req/s", "tok/s", "ttft50", "ttft99",
 	       "tpot50", "tpot99", "itl99", "e2e99", "goodput");
 	json_array_foreach(levels, i, l) {
-#define G(k, s) json_real_value(json_object_get(json_object_get(l, k), s))
+		static const char *const lk[6][2] = {
+		    {"ttft_ms", "p50"}, {"ttft_ms", "p99"}, {"tpot_ms", "p50"},
+		    {"tpot_ms", "p99"}, {"itl_ms", "p99"},  {"e2e_ms", "p99"}};
 #define N(k) json_number_value(json_object_get(l, k))
-		printf("%6d %7d %6d %5d %5d %9.1f %9.1f %9.2f %9.2f %9.2f %9.2f "
-		       "%9.2f %9.2f %7.0f%%\n",
-		       (int)N("concurrency"), (int)N("requests"), (int)N("ok"),
-		       (int)N("errors"), (int)N("stalls"), N("requests_per_s"),
-		       N("output_tokens_per_s"), G("ttft_ms", "p50"), G("ttft_ms", "p99"),
-		       G("tpot_ms", "p50"), G("tpot_ms", "p99"), G("itl_ms", "p99"),
-		       G("e2e_ms", "p99"), N("goodput") * 100);
-#undef G
+		printf("%6d %7d %6d %5d %5d %9.1f %9.1f", (int)N("concurrency"),
+		       (int)N("requests"), (int)N("ok"), (int)N("errors"),
+		       (int)N("stalls"), N("requests_per_s"),
+		       N("output_tokens_per_s"));
+		for (int k = 0; k < 6; k++) { /* none measured: "-" */
+			json_t *v = json_object_get(json_object_get(l, lk[k][0]),
+						    lk[k][1]);
+			if (json_is_number(v))
+				printf(" %9.2f", json_number_value(v));
+			else
+				printf(" %9s", "-");
+		}
+		printf(" %7.0f%%\n", N("goodput") * 100);
 #undef N
 	}
 	printf("(latencies in ms)\n");

@@ -98,3 +98,19 @@ expect_rc 0 "load --events against serve" "$ENGINE" load --url "$U" --concurrenc
 	--input-len 8 --output-len 8 --vocab 256 --events --no-api-check
 check "… the perf event's level has them too" \
 	test "$(evs "$OUT" "[all(e['level'][k]['mean'] > 0 for k in ('ttft_ms', 'tpot_ms', 'itl_ms', 'e2e_ms')) for e in ev if e['type'] == 'perf']")" = "[True]"
+
+# --- a level where every request failed (prompts over the 512-token
+# context: all 413) has no latency: null in --json, "-" in the table,
+# absent from the perf event (they said 0.0, and prompt_tokens 4800)
+over=(--url "$U" --concurrency 2 --requests 8 --input-len 600 --output-len 4 --vocab 256 --no-api-check)
+expect_rc 1 "load: every request refused (413)" "$ENGINE" load "${over[@]}" --json
+cp "$OUT" "$T/over.json"
+check "… --json: 8 errors, the latencies null, no input token counted ($(js "$T/over.json" "d['levels'][0]['errors'], d['levels'][0]['ttft_ms'], d['levels'][0]['input_tokens']"))" \
+	test "$(js "$T/over.json" "d['levels'][0]['errors'], set(v for k in ('ttft_ms', 'tpot_ms', 'itl_ms', 'e2e_ms') for v in d['levels'][0][k].values()), d['levels'][0]['input_tokens']")" = "8 {None} 0"
+expect_rc 1 "… the table" "$ENGINE" load "${over[@]}"
+check "… shows '-' for every latency ($(awk '$1 == 2 && NF > 10' "$OUT"))" \
+	test "$(awk '$1 == 2 && NF > 10 { print $8, $9, $10, $11, $12, $13 }' "$OUT")" = "- - - - - -"
+expect_rc 1 "… --events" "$ENGINE" load "${over[@]}" --events
+check "… the perf event has no ttft_ms, tpot_ms or percentile, prompt_tokens 0 ($(evs "$OUT" "[sorted(k for k in e if k.endswith('_ms')) + [e.get('prompt_tokens')] for e in ev if e['type'] == 'perf']"))" \
+	test "$(evs "$OUT" "[sorted(k for k in e if k.endswith('_ms')) + [e.get('prompt_tokens')] for e in ev if e['type'] == 'perf']")" = "[[0]]"
+check "… and is a valid protocol line" "$TOOLS/jsonl_check" "$OUT" type=perf
