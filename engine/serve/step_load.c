@@ -22,6 +22,7 @@
 #include <dirent.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <strings.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,9 @@ struct lreq {
 	int in_tokens; /* the prompt's ids: counted once it is answered */
 	char *line;     /* SSE bytes not yet ending in a newline */
 	size_t line_len;
+	char head[1024]; /* a streamed body's first bytes (an error's JSON) */
+	size_t head_len;
+	char errbuf[CURL_ERROR_SIZE];
 	struct http_buf raw; /* unstreamed answer */
 	struct level *lv;
 };
@@ -131,7 +135,11 @@ struct level {
 	uint64_t in_tokens, out_tokens;
 	int good;
 	struct series ttft, tpot, itl, e2e;
+	/* the first failure's message per error class (err_class), and of
+	 * a stall (ERR_STALL): why requests were refused */
+	char *example[11];
 };
+#define ERR_STALL 10
 
 static void series_add(struct series *s, double v)
 {
@@ -536,6 +544,13 @@ static size_t on_stream(char *p, size_t size, size_t nm, void *arg)
 {
 	struct lreq *q = arg;
 	size_t n = size * nm, start = 0;
+	if (q->head_len < sizeof q->head - 1) { /* an error's body, whole */
+		size_t k = n < sizeof q->head - 1 - q->head_len
+				   ? n : sizeof q->head - 1 - q->head_len;
+		memcpy(q->head + q->head_len, p, k);
+		q->head_len += k;
+		q->head[q->head_len] = 0;
+	}
 	q->line = realloc(q->line, q->line_len + n + 1);
 	memcpy(q->line + q->line_len, p, n);
 	q->line_len += n;
@@ -567,6 +582,7 @@ static struct lreq *start_req(CURLM *m, const struct load_opts *o,
 	curl_easy_setopt(q->h, CURLOPT_PRIVATE, q);
 	curl_easy_setopt(q->h, CURLOPT_TIMEOUT_MS, (long)(o->timeout * 1000));
 	curl_easy_setopt(q->h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+	curl_easy_setopt(q->h, CURLOPT_ERRORBUFFER, q->errbuf);
 	if (!o->get_path) {
 		q->body = next_body(o, w, &in);
 		q->hdr = curl_slist_append(NULL, "Content-Type: application/json");
@@ -598,6 +614,65 @@ static void end_req(CURLM *m, struct lreq *q)
 	free(q);
 }
 
+/* The message of an error body: an OpenAI error's `error.message` (or
+ * `error` as a string, vLLM's top-level `message`, a `detail`), else the
+ * body itself; on one line, cut to 200 bytes. */
+static void error_text(const char *body, char *out, size_t n)
+{
+	json_t *doc = body ? json_loads(body, 0, NULL) : NULL, *e;
+	const char *m = NULL, *c;
+	size_t k = 0, cap = n < 204 ? n : 204;
+	e = json_object_get(doc, "error");
+	m = json_string_value(json_object_get(e, "message"));
+	if (!m)
+		m = json_string_value(e);
+	if (!m)
+		m = json_string_value(json_object_get(doc, "message"));
+	if (!m)
+		m = json_string_value(json_object_get(doc, "detail"));
+	if (!m)
+		m = body && *body ? body : "(an empty body)";
+	for (c = m; *c && k + 4 < cap; c++) {
+		char ch = (unsigned char)*c < ' ' ? ' ' : *c;
+		if (ch == ' ' && (!k || out[k - 1] == ' '))
+			continue;
+		out[k++] = ch;
+	}
+	if (*c) { /* cut, not inside a UTF-8 character */
+		if (((unsigned char)*c & 0xC0) == 0x80) {
+			while (k && ((unsigned char)out[k - 1] & 0xC0) == 0x80)
+				k--;
+			if (k && (unsigned char)out[k - 1] >= 0xC0)
+				k--;
+		}
+		memcpy(out + k, "...", 3);
+		k += 3;
+	}
+	while (k && out[k - 1] == ' ')
+		k--;
+	out[k] = 0;
+	json_decref(doc);
+}
+
+/* Keep the first failure's message of class k in the level. */
+static void note_error(struct level *lv, int k, const char *fmt, ...)
+{
+	char buf[400];
+	va_list ap;
+	if (lv->example[k])
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	lv->example[k] = strdup(buf);
+}
+
+/* A transfer that failed below HTTP: curl's own words. */
+static const char *curl_why(const struct lreq *q, CURLcode rc)
+{
+	return q->errbuf[0] ? q->errbuf : curl_easy_strerror(rc);
+}
+
 /* A finished transfer: classify it and record its timings. */
 static void account(const struct load_opts *o, struct lreq *q, CURLcode rc)
 {
@@ -607,28 +682,38 @@ static void account(const struct load_opts *o, struct lreq *q, CURLcode rc)
 	double now = now_s(), e2e = now - q->t0, ttft, tpot = 0;
 	if (rc == CURLE_OPERATION_TIMEDOUT) {
 		lv->timeouts++;
+		note_error(lv, 7, "%s", curl_why(q, rc));
 		return;
 	}
 	if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST) {
 		lv->connect++;
+		note_error(lv, 8, "%s", curl_why(q, rc));
 		return;
 	}
 	curl_easy_getinfo(q->h, CURLINFO_RESPONSE_CODE, &st);
 	if (rc != CURLE_OK && st == 200) {
 		lv->broken++;
+		note_error(lv, 9, "the answer was cut: %s", curl_why(q, rc));
 		return;
 	}
 	if (st != 200 || rc != CURLE_OK) {
 		int k = -1;
+		char msg[256];
 		for (int i = 0; i < 6; i++)
 			if (codes[i] == st)
 				k = i;
-		if (k >= 0)
+		error_text(o->stream && !o->get_path ? q->head : q->raw.data, msg,
+			   sizeof msg);
+		if (k >= 0) {
 			lv->http[k]++;
-		else if (rc != CURLE_OK)
+			note_error(lv, k, "%s", msg);
+		} else if (rc != CURLE_OK) {
 			lv->broken++;
-		else
+			note_error(lv, 9, "%s", curl_why(q, rc));
+		} else {
 			lv->http_other++;
+			note_error(lv, 6, "HTTP %ld: %s", st, msg);
+		}
 		return;
 	}
 	if (o->get_path) {
@@ -638,6 +723,8 @@ static void account(const struct load_opts *o, struct lreq *q, CURLcode rc)
 	if (o->stream) {
 		if (!q->done_marker || !q->ntok) {
 			lv->broken++;
+			note_error(lv, 9, "%s", !q->ntok ? "a stream without a token"
+				   : "a stream that ended without [DONE]");
 			return;
 		}
 		ttft = q->t_first - q->t0;
@@ -651,6 +738,7 @@ static void account(const struct load_opts *o, struct lreq *q, CURLcode rc)
 		if (!json_is_integer(u)) {
 			json_decref(doc);
 			lv->broken++;
+			note_error(lv, 9, "an answer without usage.completion_tokens");
 			return;
 		}
 		q->ntok = (int)json_integer_value(u);
@@ -805,6 +893,8 @@ static void run_level(const struct load_opts *o, struct workload *w,
 		for (int i = 0; !o->get_path && i < inflight; i++)
 			if (now - fl[i]->t_last > o->stall) {
 				lv->stalls++;
+				note_error(lv, ERR_STALL, "no token for %g s (--stall)",
+					   o->stall);
 				end_req(m, fl[i]);
 				fl[i--] = fl[--inflight];
 			}
@@ -864,6 +954,17 @@ static json_t *pcts_ms(const struct series *s)
 			 s->n ? sum / (double)s->n * 1e3 : 0.0);
 }
 
+/* The first failure's message per class that occurred ("stall" too). */
+static json_t *examples_json(const struct level *lv)
+{
+	json_t *x = json_object();
+	for (size_t i = 0; i <= ERR_STALL; i++)
+		if (lv->example[i])
+			json_object_set_new(x, i == ERR_STALL ? "stall" : err_class[i],
+					    json_string(lv->example[i]));
+	return x;
+}
+
 static json_t *level_json(const struct level *lv)
 {
 	json_t *err = json_pack("{s:i}", "stall", lv->stalls);
@@ -871,7 +972,7 @@ static json_t *level_json(const struct level *lv)
 		json_object_set_new(err, err_class[i],
 				    json_integer(err_count(lv, i)));
 	return json_pack("{s:i, s:f, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:I, s:I, "
-			 "s:i, s:f, s:o, s:o, s:o, s:o, s:o}",
+			 "s:i, s:f, s:o, s:o, s:o, s:o, s:o, s:o}",
 			 "concurrency", lv->conc, "rate", lv->rate, "requests",
 			 lv->sent, "ok", lv->ok, "errors", errors_of(lv), "stalls",
 			 lv->stalls, "seconds", lv->wall, "requests_per_s",
@@ -882,7 +983,7 @@ static json_t *level_json(const struct level *lv)
 			 lv->ok ? (double)lv->good / lv->ok : 0.0, "ttft_ms",
 			 pcts_ms(&lv->ttft), "tpot_ms", pcts_ms(&lv->tpot), "itl_ms",
 			 pcts_ms(&lv->itl), "e2e_ms", pcts_ms(&lv->e2e),
-			 "error_classes", err);
+			 "error_classes", err, "error_examples", examples_json(lv));
 }
 
 /* A level's perf event: the means, and for the Service screen and the
@@ -924,6 +1025,9 @@ static json_t *perf_json(const struct level *lv, json_t *lj)
 	if (lv->stalls) /* the classes add up to errors */
 		json_object_set_new(classes, "stall", json_integer(lv->stalls));
 	json_object_set_new(p, "error_classes", classes);
+	if (errors_of(lv)) /* why: the first message of each class */
+		json_object_set(p, "error_examples",
+				json_object_get(lj, "error_examples"));
 	return p;
 }
 
@@ -958,6 +1062,16 @@ static void print_table(const struct load_opts *o, json_t *levels)
 #undef N
 	}
 	printf("(latencies in ms)\n");
+	json_array_foreach(levels, i, l) { /* why requests failed */
+		const char *k;
+		json_t *m, *ex = json_object_get(l, "error_examples");
+		json_object_foreach(ex, k, m)
+			printf("c=%d %s (%lld): %s\n",
+			       (int)json_number_value(json_object_get(l, "concurrency")),
+			       k, (long long)json_integer_value(json_object_get(
+				      json_object_get(l, "error_classes"), k)),
+			       json_string_value(m));
+	}
 }
 
 /* The model to name in requests: --model, else /v1/models' first id. */
@@ -1231,6 +1345,8 @@ static int load(int argc, char **argv)
 		events_stage("load", "progress", (double)(i + 1) / o.nconc, 0, NULL);
 		json_decref(lj);
 		free(lv.ttft.v); free(lv.tpot.v); free(lv.itl.v); free(lv.e2e.v);
+		for (int k = 0; k <= ERR_STALL; k++)
+			free(lv.example[k]);
 	}
 	free(url);
 	{
@@ -1251,6 +1367,23 @@ static int load(int argc, char **argv)
 						 "within --stall)" : "",
 			 gp * 100, judged >= 0 ? o.conc[judged] : 0, o.slo_min * 100,
 			 (o.slo_ttft || o.slo_tpot) ? "" : ", no --slo given");
+		json_array_foreach(levels, i, l) { /* the first refusal, said */
+			const char *k;
+			json_t *m;
+			int said = 0;
+			json_object_foreach(json_object_get(l, "error_examples"), k, m) {
+				snprintf(detail + strlen(detail),
+					 sizeof detail - strlen(detail),
+					 "; first error at concurrency %d: %s: %s",
+					 (int)json_number_value(json_object_get(
+						 l, "concurrency")),
+					 k, json_string_value(m));
+				said = 1;
+				break;
+			}
+			if (said)
+				break;
+		}
 		load_fail |= slo_fail;
 		events_check("service.load", load_fail ? "fail" : "pass", detail,
 			     json_real(gp), json_real(o.slo_min));

@@ -114,3 +114,20 @@ expect_rc 1 "… --events" "$ENGINE" load "${over[@]}" --events
 check "… the perf event has no ttft_ms, tpot_ms or percentile, prompt_tokens 0 ($(evs "$OUT" "[sorted(k for k in e if k.endswith('_ms')) + [e.get('prompt_tokens')] for e in ev if e['type'] == 'perf']"))" \
 	test "$(evs "$OUT" "[sorted(k for k in e if k.endswith('_ms')) + [e.get('prompt_tokens')] for e in ev if e['type'] == 'perf']")" = "[[0]]"
 check "… and is a valid protocol line" "$TOOLS/jsonl_check" "$OUT" type=perf
+
+# --- why requests were refused: the server's message, the first of each
+# class per level (it said only "8 errors", "http_400 8")
+long=(--url "$U" --concurrency 2 --requests 8 --input-len 20 --output-len 500 --vocab 256 --no-api-check)
+expect_rc 1 "load: prompt + max_tokens over the context (400)" "$ENGINE" load "${long[@]}"
+contains "… the table is followed by the server's message" "c=2 http_400 (8): " "$OUT"
+contains "… which says why" "exceed the context (512 tokens)" "$OUT"
+contains "… service.load's detail names it" "first error at concurrency 2: http_400: " "$OUT"
+expect_rc 1 "… --events" "$ENGINE" load "${long[@]}" --events
+check "… the perf event and its level carry it ($(evs "$OUT" "[e.get('error_examples') for e in ev if e['type'] == 'perf']"))" \
+	test "$(evs "$OUT" "[('exceed the context (512 tokens)' in e['error_examples']['http_400'], e['error_examples'] == e['level']['error_examples']) for e in ev if e['type'] == 'perf']")" = "[(True, True)]"
+check "… and the service.load check" \
+	test "$(evs "$OUT" "['exceed the context' in e['detail'] for e in ev if e.get('item') == 'service.load']")" = "[True]"
+check "the 413s of prompts over the context say so in --json ($(js "$T/over.json" "d['levels'][0]['error_examples']"))" \
+	test "$(js "$T/over.json" "list(d['levels'][0]['error_examples']), 'longer than the context' in d['levels'][0]['error_examples']['http_413']")" = "['http_413'] True"
+check "a stall says what it was ($(evs "$T/stall.ev" "[e['error_examples'] for e in ev if e['type'] == 'perf']"))" \
+	test "$(evs "$T/stall.ev" "[e['error_examples'] for e in ev if e['type'] == 'perf']")" = "[{'stall': 'no token for 1 s (--stall)'}]"
