@@ -42,6 +42,7 @@ int http_request(const char *url, const char *body, double timeout_s,
 	CURL *c = curl_easy_init();
 	struct curl_slist *h = NULL;
 	CURLcode rc;
+	long os_errno = 0;
 	out->data = NULL;
 	out->len = 0;
 	*status = 0;
@@ -60,8 +61,13 @@ int http_request(const char *url, const char *body, double timeout_s,
 	rc = curl_easy_perform(c);
 	if (rc == CURLE_OK)
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+	else /* the system's word too: "Connection refused" */
+		curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os_errno);
 	curl_slist_free_all(h);
 	curl_easy_cleanup(c);
+	if (rc != CURLE_OK && os_errno)
+		return d0_errf(err, "%s: %s (%s)", url, curl_easy_strerror(rc),
+			       strerror((int)os_errno));
 	if (rc != CURLE_OK)
 		return d0_errf(err, "%s: %s", url, curl_easy_strerror(rc));
 	if (!out->data)
@@ -197,26 +203,33 @@ out:
 	return fail;
 }
 
-const char *http_served_model(const char *base, char *buf, size_t n)
+const char *http_served_model(const char *base, char *buf, size_t n,
+			      char *why, size_t wn)
 {
 	struct http_buf b = {0};
-	struct d0_err e;
-	long st;
+	struct d0_err e = {{0}};
+	long st = 0;
 	char *u = http_url(base, "/v1/models");
 	json_t *doc;
 	const char *id;
 	if (http_request(u, NULL, 30, &st, &b, &e) < 0 || st != 200) {
+		if (why && e.msg[0])
+			snprintf(why, wn, "%s", e.msg);
+		else if (why)
+			snprintf(why, wn, "%s: HTTP %ld", u, st);
 		free(u);
 		free(b.data);
 		return NULL;
 	}
-	free(u);
 	doc = json_loads(b.data, 0, NULL);
 	free(b.data);
 	id = json_string_value(json_object_get(
 		json_array_get(json_object_get(doc, "data"), 0), "id"));
 	if (id)
 		snprintf(buf, n, "%s", id);
+	else if (why)
+		snprintf(why, wn, "%s: lists no model", u);
+	free(u);
 	json_decref(doc);
 	return id ? buf : NULL;
 }

@@ -27,8 +27,11 @@ int http_request(const char *url, const char *body, double timeout_s,
 /* "http://h:p" + "/v1/completions" without a doubled slash (malloc'd). */
 char *http_url(const char *base, const char *path);
 /* The first model id the endpoint's GET /v1/models lists, into buf (n
- * bytes); NULL when it does not answer or lists none. */
-const char *http_served_model(const char *base, char *buf, size_t n);
+ * bytes); NULL when it does not answer or lists none, with why (wn bytes,
+ * may be NULL) saying which: the transfer's error ("Connection refused"),
+ * the HTTP status, or an empty list. */
+const char *http_served_model(const char *base, char *buf, size_t n,
+			      char *why, size_t wn);
 
 /*
  * The service.api conformance pass against an OpenAI-compatible endpoint:

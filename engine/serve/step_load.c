@@ -141,6 +141,11 @@ struct level {
 };
 #define ERR_STALL 10
 
+/* The server answered something (any HTTP status) during this run: a
+ * server unreachable afterwards "stopped answering", else it "never
+ * answered". */
+static int server_answered;
+
 static void series_add(struct series *s, double v)
 {
 	if (s->n == s->cap) {
@@ -667,10 +672,19 @@ static void note_error(struct level *lv, int k, const char *fmt, ...)
 	lv->example[k] = strdup(buf);
 }
 
-/* A transfer that failed below HTTP: curl's own words. */
+/* A transfer that failed below HTTP: curl's own words, and the
+ * system's ("Connection refused"). */
 static const char *curl_why(const struct lreq *q, CURLcode rc)
 {
-	return q->errbuf[0] ? q->errbuf : curl_easy_strerror(rc);
+	static char buf[CURL_ERROR_SIZE + 80];
+	long os_errno = 0;
+	curl_easy_getinfo(q->h, CURLINFO_OS_ERRNO, &os_errno);
+	snprintf(buf, sizeof buf, "%s", q->errbuf[0] ? q->errbuf
+						     : curl_easy_strerror(rc));
+	if (os_errno && !strstr(buf, strerror((int)os_errno)))
+		snprintf(buf + strlen(buf), sizeof buf - strlen(buf), " (%s)",
+			 strerror((int)os_errno));
+	return buf;
 }
 
 /* A finished transfer: classify it and record its timings. */
@@ -691,6 +705,7 @@ static void account(const struct load_opts *o, struct lreq *q, CURLcode rc)
 		return;
 	}
 	curl_easy_getinfo(q->h, CURLINFO_RESPONSE_CODE, &st);
+	server_answered |= st > 0;
 	if (rc != CURLE_OK && st == 200) {
 		lv->broken++;
 		note_error(lv, 9, "the answer was cut: %s", curl_why(q, rc));
@@ -1074,11 +1089,14 @@ static void print_table(const struct load_opts *o, json_t *levels)
 	}
 }
 
-/* The model to name in requests: --model, else /v1/models' first id. */
-static const char *find_model(const struct load_opts *o, char *buf, size_t n)
+/* The model to name in requests: --model, else /v1/models' first id
+ * (NULL with why when there is none). */
+static const char *find_model(const struct load_opts *o, char *buf, size_t n,
+			      char *why, size_t wn)
 {
-	return o->model ? o->model : http_served_model(o->url, buf, n);
+	return o->model ? o->model : http_served_model(o->url, buf, n, why, wn);
 }
+
 
 /* ------------------------------------------- the server's KV blocks */
 
@@ -1115,6 +1133,7 @@ static char *server_metrics_why(const char *base, char *why, size_t n,
 	struct d0_err e = {{0}};
 	long st = 0;
 	int rc = http_request(u, NULL, 30, &st, &b, &e);
+	server_answered |= rc == 0;
 	if (rc < 0 || st != 200) {
 		if (why && rc < 0)
 			snprintf(why, n, "%.300s", e.msg);
@@ -1184,8 +1203,9 @@ static int kv_checks(const char *base, const struct kv_counts *before,
 	kv_counts_of(text, &after);
 	if (!text && gone) {
 		s1 = "fail";
-		snprintf(d1, sizeof d1, "the server stopped answering after the "
-			 "load (%s): its KV blocks cannot be checked", why);
+		snprintf(d1, sizeof d1, "the server %s (%s): its KV blocks cannot "
+			 "be checked", server_answered ? "stopped answering after "
+			 "the load" : "never answered", why);
 	} else if (!text) {
 		s1 = "skip";
 		snprintf(d1, sizeof d1, "no metrics (%s): not day0's serve", why);
@@ -1211,8 +1231,9 @@ static int kv_checks(const char *base, const struct kv_counts *before,
 	}
 	if (!text && gone) {
 		s2 = "fail";
-		snprintf(d2, sizeof d2, "the server stopped answering after the "
-			 "load (%s): its preemptions cannot be checked", why);
+		snprintf(d2, sizeof d2, "the server %s (%s): its preemptions "
+			 "cannot be checked", server_answered ? "stopped answering "
+			 "after the load" : "never answered", why);
 	} else if (!text) {
 		s2 = "skip";
 		snprintf(d2, sizeof d2, "no metrics (%s)", why);
@@ -1256,6 +1277,7 @@ static int load(int argc, char **argv)
 	struct workload w = {0};
 	struct d0_err err = {{0}};
 	char model[256], detail[1024], api_detail[1024] = "", *url;
+	char mwhy[512] = "";
 	json_t *levels, *doc;
 	int rc = parse(argc, argv, &o), api_fail = 0, load_fail = 0, tty;
 	int judged = -1, kv_fail = 0, errs_all = 0;
@@ -1285,12 +1307,16 @@ static int load(int argc, char **argv)
 	tty = isatty(2) && !o.events;
 	events_stage("load", "start", 0, 0, o.url);
 	if (!o.get_path) {
-		o.model = find_model(&o, model, sizeof model);
+		const char *given = o.model;
+		o.model = find_model(&o, model, sizeof model, mwhy, sizeof mwhy);
+		server_answered |= o.model && !given;
 		if (!o.model) {
-			fprintf(stderr, "day0-engine: %s: GET /v1/models gave no model "
-				"(is the server up?); pass --model\n", o.url);
-			events_check("service.api", "fail", "GET /v1/models gave no model",
-				     NULL, NULL);
+			char d[700];
+			snprintf(d, sizeof d, "GET /v1/models gave no model: %s%s", mwhy,
+				 strstr(mwhy, "HTTP") || strstr(mwhy, "lists no")
+				     ? "" : " (is the server up?)");
+			fprintf(stderr, "day0-engine: %s; pass --model\n", d);
+			events_check("service.api", "fail", d, NULL, NULL);
 			events_stage("load", "end", 1, EXIT_CHECK_FAILED, "no model");
 			for (size_t i = 0; i < w.n; i++)
 				json_decref(w.prompts[i]);

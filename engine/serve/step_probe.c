@@ -549,7 +549,8 @@ out:
 static const char *served_model(const struct probe_opts *o, char *buf,
 				size_t n)
 {
-	return o->served ? o->served : http_served_model(o->url, buf, n);
+	return o->served ? o->served
+			 : http_served_model(o->url, buf, n, NULL, 0);
 }
 
 static int probe(int argc, char **argv)

@@ -131,3 +131,13 @@ check "the 413s of prompts over the context say so in --json ($(js "$T/over.json
 	test "$(js "$T/over.json" "list(d['levels'][0]['error_examples']), 'longer than the context' in d['levels'][0]['error_examples']['http_413']")" = "['http_413'] True"
 check "a stall says what it was ($(evs "$T/stall.ev" "[e['error_examples'] for e in ev if e['type'] == 'perf']"))" \
 	test "$(evs "$T/stall.ev" "[e['error_examples'] for e in ev if e['type'] == 'perf']")" = "[{'stall': 'no token for 1 s (--stall)'}]"
+
+# --- a server that is not there: the refused connection named, and
+# "never answered", not "stopped answering after the load"
+expect_rc 1 "load against nothing listening, no --model: exit 1" "$ENGINE" load --url http://127.0.0.1:9 --requests 1
+contains "… GET /v1/models's failure named: the refused connection" "GET /v1/models gave no model: http://127.0.0.1:9/v1/models: Couldn't connect to server (Connection refused) (is the server up?); pass --model" "$ERR"
+expect_rc 1 "… with --model: exit 1" "$ENGINE" load --url http://127.0.0.1:9 --model x --requests 1 --json
+check "… service.kv and service.preemption: the server never answered ($(js "$OUT" "d['service.kv']['detail']"))" \
+	test "$(js "$OUT" "[(d[k]['status'], d[k]['detail'].startswith('the server never answered (') and 'Connection refused' in d[k]['detail']) for k in ('service.kv', 'service.preemption')]")" = "[('fail', True), ('fail', True)]"
+check "… the level's connect errors say it too" \
+	test "$(js "$OUT" "'Connection refused' in d['levels'][0]['error_examples']['connect']")" = True
