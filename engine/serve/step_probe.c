@@ -278,10 +278,18 @@ static int compare_pos(json_t *dict, json_t *tok_lp, int64_t tok,
 			       "(does the server accept echo + logprobs?)", pi, pos);
 	json_object_foreach(dict, k, v) {
 		long id = key_id(k);
-		if (id < 0 || id >= V || !json_is_number(v))
+		if (id < 0)
 			return d0_errf(err, "prompt %d position %d: top_logprobs key "
 				       "'%s' is not token_id:N (vLLM: the server needs "
 				       "return_tokens_as_token_ids)", pi, pos, k);
+		if (id >= V) /* a well-formed id the checkpoint does not have */
+			return d0_errf(err, "prompt %d position %d: top_logprobs key "
+				       "'%s': id %ld is outside the %lld-token vocabulary "
+				       "of --model: the server serves another model",
+				       pi, pos, k, id, (long long)V);
+		if (!json_is_number(v))
+			return d0_errf(err, "prompt %d position %d: top_logprobs "
+				       "'%s' is not a number", pi, pos, k);
 		DIFF(json_number_value(v), id);
 		if (json_number_value(v) > best_lp)
 			best_lp = json_number_value(v), best = id;
