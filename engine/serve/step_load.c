@@ -995,7 +995,7 @@ static json_t *level_json(const struct level *lv)
 			 lv->wall > 0 ? lv->out_tokens / lv->wall : 0.0,
 			 "input_tokens", (json_int_t)lv->in_tokens, "output_tokens",
 			 (json_int_t)lv->out_tokens, "good", lv->good, "goodput",
-			 lv->ok ? (double)lv->good / lv->ok : 0.0, "ttft_ms",
+			 lv->sent ? (double)lv->good / lv->sent : 0.0, "ttft_ms",
 			 pcts_ms(&lv->ttft), "tpot_ms", pcts_ms(&lv->tpot), "itl_ms",
 			 pcts_ms(&lv->itl), "e2e_ms", pcts_ms(&lv->e2e),
 			 "error_classes", err, "error_examples", examples_json(lv));
@@ -1017,7 +1017,7 @@ static json_t *perf_json(const struct level *lv, json_t *lj)
 	    "requests_per_s", lv->wall > 0 ? lv->ok / lv->wall : 0.0,
 	    "requests", lv->sent, "ok", lv->ok, "errors", errors_of(lv),
 	    "stalls", lv->stalls, "goodput",
-	    lv->ok ? (double)lv->good / lv->ok : 0.0);
+	    lv->sent ? (double)lv->good / lv->sent : 0.0);
 	/* the means: absent when no request was measured */
 	for (int i = 0; i < 2; i++) {
 		static const char *const mk[] = {"ttft_ms", "tpot_ms"};

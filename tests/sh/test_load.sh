@@ -132,6 +132,16 @@ check "the 413s of prompts over the context say so in --json ($(js "$T/over.json
 check "a stall says what it was ($(evs "$T/stall.ev" "[e['error_examples'] for e in ev if e['type'] == 'perf']"))" \
 	test "$(evs "$T/stall.ev" "[e['error_examples'] for e in ev if e['type'] == 'perf']")" = "[{'stall': 'no token for 1 s (--stall)'}]"
 
+# --- goodput is the share of the requests sent that met the SLO: a
+# refused request does not meet it (2 answered of 4: 0.5, not 1.0)
+python3 -c "
+import json
+for n in (8, 600, 8, 600): print(json.dumps({'prompt': list(range(1, n + 1)), 'max_tokens': 4}))" >"$T/mixed.jsonl"
+run "$ENGINE" load --url "$U" --concurrency 1 --requests 4 --dataset "$T/mixed.jsonl" --vocab 256 \
+	--slo ttft=100000,tpot=100000 --json --no-api-check
+check "goodput of 2 answered (all within the SLO) of 4 sent: 0.5 ($(js "$OUT" "d['levels'][0]['ok'], d['levels'][0]['errors'], d['levels'][0]['goodput']"))" \
+	test "$(js "$OUT" "d['levels'][0]['ok'], d['levels'][0]['errors'], d['levels'][0]['goodput']")" = "2 2 0.5"
+
 # --- a server that is not there: the refused connection named, and
 # "never answered", not "stopped answering after the load"
 expect_rc 1 "load against nothing listening, no --model: exit 1" "$ENGINE" load --url http://127.0.0.1:9 --requests 1
