@@ -593,10 +593,17 @@ static int probe(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	/* the images are local input: a path that is not a readable PNG or
-	 * JPEG is a usage error naming it, found before any request */
+	 * JPEG is a usage error naming it, found before any request; so is
+	 * an image for a text model (run and validate say the same) */
+	if (o.nimages && cfg.vision.kind == VISION_NONE)
+		d0_errf(&err, "probe: %s: a text model (no vision_config): "
+			"--image needs a vision-language checkpoint",
+			o.model_dir);
 	for (int i = 0; i < o.nimages; i++)
-		if (image_check(o.images[i], &err) < 0) {
-			fprintf(stderr, "day0-engine: probe --image %s\n", err.msg);
+		if (err.msg[0] || image_check(o.images[i], &err) < 0) {
+			fprintf(stderr, "day0-engine: %s%s\n",
+				err.msg[0] == 'p' && !strncmp(err.msg, "probe: ", 7)
+				    ? "" : "probe --image ", err.msg);
 			events_stage("probe", "end", 1, EXIT_USAGE, err.msg);
 			for (int j = 0; j < np; j++)
 				free(ps[j].ids);

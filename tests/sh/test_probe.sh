@@ -30,3 +30,8 @@ expect_rc 1 "probe with another checkpoint (256 tokens): numerics.endpoint fails
 contains "… saying the id is outside --model's vocabulary: the server serves another model" \
 	"is outside the 256-token vocabulary of --model: the server serves another model" "$OUT"
 check "… not that the key is malformed" bash -c "! grep -q 'is not token_id:N' '$OUT' '$ERR'"
+# --image on a text model is a usage error before any request, as run and
+# validate say it (it sent the image and failed numerics.endpoint, exit 1)
+printf '\x89PNG\r\n' >"$T/any.png"
+expect_rc 2 "probe --image with a text model's --model: exit 2" "$ENGINE" probe --url "$U" --model "$T/small" --image "$T/any.png"
+contains "… naming the model and why" "$T/small: a text model (no vision_config): --image needs a vision-language checkpoint" "$ERR"
