@@ -6,6 +6,8 @@
 #   contains NAME NEEDLE FILE      check FILE contains NEEDLE (fixed string)
 #   mpi_rank_pid PATTERN RANK [TOP] the pid of MPI rank RANK among the
 #                                  processes pgrep -f PATTERN finds
+#   PIDS="$PIDS $!"                a background process stopped (TERM, wait)
+#                                  when the test exits
 set -u
 DAY0_ROOT=${DAY0_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 BUILD=${BUILD:-build}
@@ -16,7 +18,10 @@ ENGINE="$BUILD/day0-engine"
 # for a release day.
 case "$BUILD" in *asan*) RUN_LIMIT=1200 ;; *) RUN_LIMIT=300 ;; esac
 T=$(mktemp -d /tmp/day0-t.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+# PIDS: background processes a test started (servers): on exit they get
+# SIGTERM and are waited for, then $T goes.
+PIDS=""
+trap 'for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done; for p in $PIDS; do wait "$p" 2>/dev/null; done; rm -rf "$T"' EXIT
 OUT="$T/.out"
 ERR="$T/.err"
 

@@ -5,13 +5,6 @@
 # streams on demand; day0's serve gives the real refusals.
 . "$(dirname "$0")/../lib.sh"
 TOOLS="$BUILD/tests"
-PIDS=""
-cleanup() {
-	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-	for p in $PIDS; do wait "$p" 2>/dev/null; done
-	rm -rf "$T"
-}
-trap cleanup EXIT
 for tool in curl python3 mpirun; do
 	command -v $tool >/dev/null || { fail "$tool is installed" "missing (make deps)"; exit 1; }
 done

@@ -3,13 +3,6 @@
 # token_id:N key outside --model's vocabulary says so (it said the key
 # "is not token_id:N", blaming return_tokens_as_token_ids).
 . "$(dirname "$0")/../lib.sh"
-PIDS=""
-cleanup() {
-	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-	for p in $PIDS; do wait "$p" 2>/dev/null; done
-	rm -rf "$T"
-}
-trap cleanup EXIT
 command -v mpirun >/dev/null || { fail "mpirun is installed" "missing (make deps)"; exit 1; }
 gen() { # DIR VOCAB
 	"$ENGINE" gen-model --arch llama --layers 2 --hidden 64 --heads 4 --kv-heads 2 --ffn 128 \

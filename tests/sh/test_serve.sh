@@ -9,13 +9,6 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0"
 # (oneDNN's own primitive cache, a matmul per batch shape, would grow for
 # many rounds and hide a real leak from the flat-RSS check below:
 # ops_onednn.c turns it off and keeps the primitives it reuses itself.)
-PIDS=""
-cleanup() {
-	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-	for p in $PIDS; do wait "$p" 2>/dev/null; done
-	rm -rf "$T"
-}
-trap cleanup EXIT
 for tool in curl python3; do
 	command -v $tool >/dev/null || { fail "$tool is installed" "missing (make deps)"; exit 1; }
 done

@@ -10,13 +10,6 @@
 . "$(dirname "$0")/../lib.sh"
 TOOLS="$BUILD/tests"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0"
-PIDS=""
-cleanup() {
-	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-	for p in $PIDS; do wait "$p" 2>/dev/null; done
-	rm -rf "$T"
-}
-trap cleanup EXIT
 for tool in curl python3; do
 	command -v $tool >/dev/null || { fail "$tool is installed" "missing (make deps)"; exit 1; }
 done
