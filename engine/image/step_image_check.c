@@ -821,7 +821,7 @@ static int runtime_split(struct ic_opts *o, const struct model_config *c,
 	}
 	if (nleft) {
 		char names[700];
-		snprintf(names, sizeof names, "%s", left);
+		snprintf(names, sizeof names, "%.699s", left);
 		snprintf(left, left_n, "%d image%s left out (the float64 "
 			 "tower is run on at most %d patches in all; %lld "
 			 "compared): "
