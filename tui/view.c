@@ -283,16 +283,28 @@ const struct view_check *view_check(const struct view *v, const char *node,
 static uint32_t *stage_slot(const struct view *v, const char *node,
 			    const char *id);
 
+/* Has stage id (a producer of item) reported it? */
+static int stage_reported(const struct view *v, const char *item,
+			  const char *id)
+{
+	for (size_t i = 0; i < v->nchecks; i++)
+		if (!strcmp(v->checks[i].item, item) &&
+		    !strcmp(v->checks[i].stage, id))
+			return 1;
+	return 0;
+}
+
 /* Before the verdict: the playbook's stages that declare item (not the
- * rehearsal's), how many of them the console has ended, and whether any
- * requires it (a check without "required": false). */
+ * rehearsal's), how many of them the console has ended (and of those,
+ * how many without reporting it: silent), and whether any requires it
+ * (a check without "required": false). */
 static int item_producers(const struct view *v, const char *item,
-			  int *ended, int *required)
+			  int *ended, int *silent, int *required)
 {
 	size_t i;
 	json_t *st;
 	int n = 0;
-	*ended = *required = 0;
+	*ended = *silent = *required = 0;
 	if (!json_is_array(v->pb_doc_stages) || checklist_is_rehearsal(item))
 		return 0;
 	json_array_foreach(v->pb_doc_stages, i, st)
@@ -305,74 +317,50 @@ static int item_producers(const struct view *v, const char *item,
 		n++;
 		*required |= !json_is_false(json_object_get(c, "required"));
 		e = v->stage_hcap ? *stage_slot(v, CONSOLE_NODE, id) : 0;
-		if (e && !strcmp(v->stages[e - 1].state, "end"))
+		if (e && !strcmp(v->stages[e - 1].state, "end")) {
 			(*ended)++;
+			*silent += !stage_reported(v, item, id);
+		}
 	}
 	return n;
-}
-
-/* Has stage id (a producer of item) reported it? */
-static int stage_reported(const struct view *v, const char *item,
-			  const char *id)
-{
-	for (size_t i = 0; i < v->nchecks; i++)
-		if (!strcmp(v->checks[i].item, item) &&
-		    !strcmp(v->checks[i].stage, id))
-			return 1;
-	return 0;
 }
 
 const char *view_item_status(const struct view *v, const char *item)
 {
 	const char *worst = NULL;
-	int ended, required, n;
-	size_t i;
-	json_t *st;
-	for (i = 0; i < v->nitems; i++)
+	int ended, silent, required, n;
+	for (size_t i = 0; i < v->nitems; i++)
 		if (!strcmp(v->items[i].item, item))
 			return v->items[i].status;
-	for (i = 0; i < v->nchecks; i++)
+	for (size_t i = 0; i < v->nchecks; i++)
 		if (!strcmp(v->checks[i].item, item) &&
 		    (!worst || check_status_parse(v->checks[i].status, NULL) >
 				   check_status_parse(worst, NULL)))
 			worst = v->checks[i].status;
+	n = item_producers(v, item, &ended, &silent, &required);
 	/* Evidence, but a stage that declares the item ended without
 	 * giving it: the verdict will fold that stage in as "not run"
 	 * (checklist_fold), worse than another stage's pass (validate's
 	 * text-only numerics.image beside a failed image-check). */
-	if (worst && check_status_parse(worst, NULL) < CHECK_NOT_RUN &&
-	    json_is_array(v->pb_doc_stages) && !checklist_is_rehearsal(item))
-		json_array_foreach(v->pb_doc_stages, i, st)
-		{
-			const char *id =
-			    json_string_value(json_object_get(st, "id"));
-			uint32_t e;
-			if (!id || !json_object_get(json_object_get(st, "checks"),
-						    item) ||
-			    json_is_true(json_object_get(st, "rehearsal")))
-				continue;
-			e = v->stage_hcap ? *stage_slot(v, CONSOLE_NODE, id) : 0;
-			if (e && !strcmp(v->stages[e - 1].state, "end") &&
-			    !stage_reported(v, item, id))
-				return check_status_name(CHECK_NOT_RUN);
-		}
+	if (worst && silent &&
+	    check_status_parse(worst, NULL) < CHECK_NOT_RUN)
+		return check_status_name(CHECK_NOT_RUN);
 	if (worst)
 		return worst;
 	/* No evidence, and every stage that would give it has ended
 	 * (failed, skipped, or done without it): the verdict's "not run"
 	 * (docs/checklist.md), not "no evidence" while a run is held. */
-	n = item_producers(v, item, &ended, &required);
 	return n && ended == n ? "not run" : NULL;
 }
 
 int view_item_optional(const struct view *v, const char *item)
 {
-	int ended, required;
+	int ended, silent, required;
 	for (size_t i = 0; i < v->nitems; i++)
 		if (!strcmp(v->items[i].item, item))
 			return v->items[i].optional;
 	/* before the verdict: declared by no stage that requires it */
-	return item_producers(v, item, &ended, &required) && !required;
+	return item_producers(v, item, &ended, &silent, &required) && !required;
 }
 
 const struct view_stage *view_current_stage(const struct view *v)
